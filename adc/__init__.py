@@ -1,0 +1,1 @@
+"""adc: an array language for numerical kernels with automatic differentiation."""

@@ -1,0 +1,137 @@
+"""The IR: values, ops, functions and modules — the one data structure of adc.
+
+Values are identified by object identity (names are assigned when printing);
+an `Op` defines its result values; a `Func` is a straight-line SSA body with
+parameters and returned values. Passes build new ops rather than mutate old
+ones, so an IR object, once built, is never changed.
+
+    func @square(%x: f32[N]) -> f32[N] {
+      %0 = mul %x, %x : f32[N]
+      return %0
+    }
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Iterator, Mapping
+
+from adc.errors import Location
+from adc.ir.types import TensorType
+
+
+class Value:
+    """An SSA value of one `TensorType`; `name` is a hint kept for parameters."""
+
+    __slots__ = ("type", "name")
+
+    def __init__(self, type: TensorType, name: str | None = None):
+        self.type = type
+        self.name = name
+
+    def __repr__(self) -> str:
+        label = self.name or f"v{id(self) & 0xffff:x}"
+        return f"<Value %{label}: {self.type}>"
+
+
+class FuncRef(str):
+    """An attribute naming a function of the module (printed `@name`)."""
+
+
+class Attrs(Mapping[str, Any]):
+    """Immutable, hashable op attributes with a deterministic (sorted) order."""
+
+    __slots__ = ("_items",)
+
+    def __init__(self, items: Mapping[str, Any] | None = None):
+        self._items = {k: _frozen(v) for k, v in sorted((items or {}).items())}
+
+    def __getitem__(self, key: str) -> Any:
+        return self._items[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._items)
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def __repr__(self) -> str:
+        return f"Attrs({self._items!r})"
+
+
+def _frozen(value: Any) -> Any:
+    """Lists become tuples, so attributes are immutable and hashable."""
+    if isinstance(value, (list, tuple)):
+        return tuple(_frozen(v) for v in value)
+    return value
+
+
+@dataclass(eq=False)
+class Op:
+    """One operation: `results = name(operands) {attrs}` at `loc`."""
+
+    name: str
+    operands: tuple[Value, ...]
+    attrs: Attrs
+    results: tuple[Value, ...]
+    loc: Location | None = None
+
+    @property
+    def result(self) -> Value:
+        (value,) = self.results
+        return value
+
+
+@dataclass(eq=False)
+class Func:
+    """A kernel: parameters, a straight-line body of ops, returned values."""
+
+    name: str
+    params: tuple[Value, ...]
+    ops: tuple[Op, ...]
+    returns: tuple[Value, ...]
+    loc: Location | None = None
+
+    @property
+    def param_types(self) -> tuple[TensorType, ...]:
+        return tuple(p.type for p in self.params)
+
+    @property
+    def result_types(self) -> tuple[TensorType, ...]:
+        return tuple(v.type for v in self.returns)
+
+    @property
+    def dim_symbols(self) -> tuple[str, ...]:
+        """The dimension symbols bound by the parameters, in order of first appearance."""
+        seen: dict[str, None] = {}
+        for p in self.params:
+            for d in p.type.shape:
+                for s in sorted(getattr(d, "symbols", ())):
+                    seen.setdefault(s, None)
+        return tuple(seen)
+
+    def signature(self) -> str:
+        params = ", ".join(f"{p.name}: {p.type}" for p in self.params)
+        results = [str(t) for t in self.result_types]
+        result = results[0] if len(results) == 1 else f"({', '.join(results)})"
+        return f"{self.name}({params}) -> {result}"
+
+
+@dataclass(eq=False)
+class Module:
+    """An ordered collection of functions; `name` identifies the source (a file name)."""
+
+    funcs: dict[str, Func] = field(default_factory=dict)
+    name: str = "module"
+
+    def __getitem__(self, name: str) -> Func:
+        return self.funcs[name]
+
+    def __iter__(self) -> Iterator[Func]:
+        return iter(self.funcs.values())
+
+    def replace(self, *funcs: Func) -> "Module":
+        """A new module with `funcs` substituted (or appended) by name."""
+        merged = dict(self.funcs)
+        for f in funcs:
+            merged[f.name] = f
+        return Module(merged, self.name)

@@ -1,0 +1,382 @@
+"""The op registry: one `OpDef` per primitive, with its type rule, summary and example.
+
+Type rules have one signature, `rule(operand_types, attrs, funcs) -> result_types`,
+where `funcs` maps function names to `Func` (only `call` looks at it). A rule
+raises `TypeRuleError` with an expected-vs-got message; the builder turns it
+into a located `CompileError` and the verifier into a `VerifyError`.
+
+Broadcasting is explicit: elementwise operands have identical types, and
+`broadcast` expands a value to a larger shape. Every transformation of adc
+(interpreter, lowering, and the derivative passes) has one rule per op here.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping, Sequence
+
+from adc.ir.types import BOOL, Dim, SymDim, TensorType, num_elements
+
+
+class TypeRuleError(Exception):
+    """An op's operands or attributes do not fit its type rule."""
+
+
+TypeRule = Callable[[Sequence[TensorType], Mapping[str, Any], Mapping[str, Any]], tuple[TensorType, ...]]
+
+
+@dataclass(frozen=True)
+class OpDef:
+    name: str
+    summary: str
+    example: str
+    type_rule: TypeRule
+    arity: int | None                      # None: variadic
+    attrs: tuple[str, ...] = ()
+    traits: frozenset[str] = field(default_factory=frozenset)
+
+
+OPS: dict[str, OpDef] = {}
+
+
+def _register(name, summary, example, rule, arity, attrs=(), traits=()):
+    OPS[name] = OpDef(name, summary, example, rule, arity, tuple(attrs), frozenset(traits))
+
+
+def _require(cond: bool, message: str) -> None:
+    if not cond:
+        raise TypeRuleError(message)
+
+
+def _example(params: str, body: str, result: str) -> str:
+    return f"func @example({params}) -> {result} {{\n{body}\n}}\n"
+
+
+# ---------------------------------------------------------------- elementwise
+
+def _unary_rule(kinds: str):
+    def rule(types, attrs, funcs):
+        (t,) = types
+        if kinds == "float":
+            _require(t.dtype.is_float, f"expected a float operand, got {t}")
+        else:
+            _require(t.dtype is not BOOL, f"expected a numeric operand, got {t}")
+        return (t,)
+    return rule
+
+
+def _same_types(types) -> TensorType:
+    first = types[0]
+    for t in types[1:]:
+        _require(t == first, f"operand types differ: {first} vs {t}")
+    return first
+
+
+def _binary_rule(kinds: str):
+    def rule(types, attrs, funcs):
+        t = _same_types(types)
+        if kinds == "float":
+            _require(t.dtype.is_float, f"expected float operands, got {t}")
+        elif kinds == "numeric":
+            _require(t.dtype is not BOOL, f"expected numeric operands, got {t}")
+        elif kinds == "compare":
+            return (t.with_dtype(BOOL),)
+        return (t,)
+    return rule
+
+
+UNARY_FLOAT = ("sin", "cos", "tan", "exp", "log", "log1p", "expm1", "sqrt", "rsqrt",
+               "tanh", "sigmoid", "round", "floor")
+UNARY_NUMERIC = ("neg", "abs", "sign")
+BINARY_NUMERIC = ("add", "sub", "mul", "minimum", "maximum")
+BINARY_FLOAT = ("div", "pow")
+COMPARE = ("lt", "le", "gt", "ge", "eq", "ne")
+
+_UNARY_SUMMARY = {
+    "sin": "sine", "cos": "cosine", "tan": "tangent", "exp": "e**x", "log": "natural logarithm",
+    "log1p": "log(1 + x), accurate near 0", "expm1": "exp(x) - 1, accurate near 0",
+    "sqrt": "square root", "rsqrt": "1 / sqrt(x)", "tanh": "hyperbolic tangent",
+    "sigmoid": "1 / (1 + exp(-x))", "round": "round half to even", "floor": "largest integer <= x",
+    "neg": "-x", "abs": "|x|", "sign": "-1, 0 or 1 (0 for nan stays nan)",
+}
+_BINARY_SUMMARY = {
+    "add": "x + y", "sub": "x - y", "mul": "x * y", "div": "x / y", "pow": "x ** y",
+    "minimum": "the smaller of x and y (nan if either is nan)",
+    "maximum": "the larger of x and y (nan if either is nan)",
+    "lt": "x < y", "le": "x <= y", "gt": "x > y", "ge": "x >= y", "eq": "x == y", "ne": "x != y",
+}
+
+for _name in UNARY_FLOAT + UNARY_NUMERIC:
+    _register(_name, f"elementwise {_UNARY_SUMMARY[_name]}",
+              _example("%x: f32[N]", f"  %0 = {_name} %x : f32[N]\n  return %0", "f32[N]"),
+              _unary_rule("float" if _name in UNARY_FLOAT else "numeric"), 1,
+              traits=("elementwise", "unary"))
+
+for _name in BINARY_NUMERIC + BINARY_FLOAT + COMPARE:
+    _kind = "numeric" if _name in BINARY_NUMERIC else "float" if _name in BINARY_FLOAT else "compare"
+    _result = "bool[N]" if _kind == "compare" else "f32[N]"
+    _register(_name, f"elementwise {_BINARY_SUMMARY[_name]} of two operands of one type",
+              _example("%x: f32[N], %y: f32[N]", f"  %0 = {_name} %x, %y : {_result}\n  return %0",
+                       _result),
+              _binary_rule(_kind), 2, traits=("elementwise", "binary") + (("compare",) if _kind == "compare" else ()))
+
+
+def _select_rule(types, attrs, funcs):
+    cond, a, b = types
+    _require(cond.dtype is BOOL, f"expected a bool condition, got {cond}")
+    t = _same_types([a, b])
+    _require(cond.shape == t.shape, f"condition shape {cond} differs from operands {t}")
+    return (t,)
+
+
+_register("select", "elementwise `c ? x : y`",
+          _example("%c: bool[N], %x: f32[N], %y: f32[N]",
+                   "  %0 = select %c, %x, %y : f32[N]\n  return %0", "f32[N]"),
+          _select_rule, 3, traits=("elementwise",))
+
+
+def _convert_rule(types, attrs, funcs):
+    (t,) = types
+    return (t.with_dtype(attrs["dtype"]),)
+
+
+_register("convert", "elementwise conversion to `dtype` (float to int truncates toward zero)",
+          _example("%x: f32[N]", "  %0 = convert %x {dtype = f64} : f64[N]\n  return %0", "f64[N]"),
+          _convert_rule, 1, ("dtype",), traits=("elementwise", "unary"))
+
+
+def _stop_gradient_rule(types, attrs, funcs):
+    return (types[0],)
+
+
+_register("stop_gradient", "identity whose cotangent is zero",
+          _example("%x: f32[N]", "  %0 = stop_gradient %x : f32[N]\n  return %0", "f32[N]"),
+          _stop_gradient_rule, 1, traits=("elementwise", "unary"))
+
+
+# ---------------------------------------------------------------- constants
+
+def _constant_rule(types, attrs, funcs):
+    value, dtype = attrs["value"], attrs["dtype"]
+    _require(isinstance(value, (int, float, bool)), f"expected a number, got {value!r}")
+    return (TensorType(dtype),)
+
+
+_register("constant", "a scalar constant of `dtype`",
+          _example("", "  %0 = constant {dtype = f32, value = 0.5} : f32\n  return %0", "f32"),
+          _constant_rule, 0, ("dtype", "value"), traits=("elementwise", "source"))
+
+
+def _iota_rule(types, attrs, funcs):
+    shape, axis = tuple(attrs["shape"]), attrs["axis"]
+    _require(0 <= axis < len(shape), f"axis {axis} out of range for rank {len(shape)}")
+    return (TensorType(attrs["dtype"], shape),)
+
+
+_register("iota", "the index along `axis` at each position of a `shape` tensor",
+          _example("", "  %0 = iota {axis = 0, dtype = f32, shape = [N]} : f32[N]\n  return %0", "f32[N]"),
+          _iota_rule, 0, ("axis", "dtype", "shape"), traits=("source",))
+
+
+def _dim_rule(types, attrs, funcs):
+    _require(isinstance(attrs["value"], (int, SymDim)), f"expected a dimension, got {attrs['value']!r}")
+    return (TensorType(attrs["dtype"]),)
+
+
+_register("dim", "the run-time value of a dimension expression, as a scalar of `dtype`",
+          _example("%x: f32[N]", "  %0 = dim {dtype = f32, value = N} : f32\n  return %0", "f32"),
+          _dim_rule, 0, ("dtype", "value"), traits=("elementwise", "source"))
+
+
+# ---------------------------------------------------------------- shape ops
+
+def _broadcast_rule(types, attrs, funcs):
+    (t,) = types
+    shape, dims = tuple(attrs["shape"]), tuple(attrs["dims"])
+    _require(len(dims) == t.rank, f"`dims` has {len(dims)} entries for an operand of rank {t.rank}")
+    _require(all(0 <= d < len(shape) for d in dims) and list(dims) == sorted(set(dims)),
+             f"`dims` {list(dims)} must be increasing axes of the result (rank {len(shape)})")
+    for src, dst in zip(t.shape, dims):
+        _require(src == 1 or src == shape[dst],
+                 f"cannot broadcast dimension {src} to {shape[dst]}")
+    return (TensorType(t.dtype, shape),)
+
+
+_register("broadcast", "expand to `shape`; operand axis i maps to result axis dims[i] (size 1 or equal)",
+          _example("%x: f32[O]", "  %0 = broadcast %x {dims = [1], shape = [B,O]} : f32[B,O]\n  return %0",
+                   "f32[B,O]"),
+          _broadcast_rule, 1, ("dims", "shape"))
+
+
+def _reshape_rule(types, attrs, funcs):
+    (t,) = types
+    shape = tuple(attrs["shape"])
+    _require(num_elements(shape) == num_elements(t.shape),
+             f"cannot reshape {t} to [{','.join(map(str, shape))}]: element counts differ")
+    return (TensorType(t.dtype, shape),)
+
+
+_register("reshape", "the same elements in row-major order, in a new shape",
+          _example("%x: f32[B,H]", "  %0 = reshape %x {shape = [B*H]} : f32[B*H]\n  return %0", "f32[B*H]"),
+          _reshape_rule, 1, ("shape",))
+
+
+def _transpose_rule(types, attrs, funcs):
+    (t,) = types
+    perm = tuple(attrs["perm"])
+    _require(sorted(perm) == list(range(t.rank)), f"`perm` {list(perm)} is not a permutation of rank {t.rank}")
+    return (TensorType(t.dtype, tuple(t.shape[p] for p in perm)),)
+
+
+_register("transpose", "permute axes: result axis i is operand axis perm[i]",
+          _example("%x: f32[M,N]", "  %0 = transpose %x {perm = [1,0]} : f32[N,M]\n  return %0", "f32[N,M]"),
+          _transpose_rule, 1, ("perm",))
+
+
+def _static_le(a: Dim, b: Dim) -> bool:
+    """True unless a > b is certain (symbolic cases are checked at call time)."""
+    diff = b - a
+    return not isinstance(diff, int) or diff >= 0
+
+
+def _slice_rule(types, attrs, funcs):
+    (t,) = types
+    start, stop, step = (tuple(attrs[k]) for k in ("start", "stop", "step"))
+    _require(len(start) == len(stop) == len(step) == t.rank,
+             f"`start`, `stop`, `step` need {t.rank} entries each")
+    shape = []
+    for size, lo, hi, st in zip(t.shape, start, stop, step):
+        _require(isinstance(st, int) and st >= 1, f"step {st} must be a positive integer")
+        _require(_static_le(0, lo) and _static_le(lo, hi) and _static_le(hi, size),
+                 f"slice {lo}:{hi} out of bounds for dimension {size}")
+        extent = hi - lo
+        if st == 1:
+            shape.append(extent)
+        else:
+            _require(isinstance(extent, int), f"a step of {st} needs a static extent, got {extent}")
+            shape.append(-(-extent // st))
+    return (TensorType(t.dtype, tuple(shape)),)
+
+
+_register("slice", "elements start:stop:step along every axis (static bounds)",
+          _example("%x: f32[N]", "  %0 = slice %x {start = [1], step = [1], stop = [N]} : f32[N-1]\n  return %0",
+                   "f32[N-1]"),
+          _slice_rule, 1, ("start", "step", "stop"))
+
+
+def _concat_rule(types, attrs, funcs):
+    _require(len(types) >= 1, "expected at least one operand")
+    axis, first = attrs["axis"], types[0]
+    _require(0 <= axis < first.rank, f"axis {axis} out of range for rank {first.rank}")
+    total: Dim = 0
+    for t in types:
+        _require(t.dtype == first.dtype and t.rank == first.rank, f"operand types differ: {first} vs {t}")
+        _require(all(a == b for i, (a, b) in enumerate(zip(t.shape, first.shape)) if i != axis),
+                 f"operand shapes differ off axis {axis}: {first} vs {t}")
+        total = total + t.shape[axis]
+    shape = list(first.shape)
+    shape[axis] = total
+    return (TensorType(first.dtype, tuple(shape)),)
+
+
+_register("concat", "join operands along `axis`",
+          _example("%x: f32[N], %y: f32[M]", "  %0 = concat %x, %y {axis = 0} : f32[M+N]\n  return %0",
+                   "f32[M+N]"),
+          _concat_rule, None, ("axis",))
+
+
+def _pad_rule(types, attrs, funcs):
+    t, value = types
+    low, high = tuple(attrs["low"]), tuple(attrs["high"])
+    _require(value == TensorType(t.dtype), f"padding value must be a {t.dtype} scalar, got {value}")
+    _require(len(low) == len(high) == t.rank, f"`low` and `high` need {t.rank} entries each")
+    _require(all(isinstance(n, int) and n >= 0 for n in low + high), "padding widths must be non-negative ints")
+    return (TensorType(t.dtype, tuple(d + lo + hi for d, lo, hi in zip(t.shape, low, high))),)
+
+
+_register("pad", "surround with `low`/`high` copies of a scalar value along each axis",
+          _example("%x: f32[N], %v: f32", "  %0 = pad %x, %v {high = [2], low = [1]} : f32[N+3]\n  return %0",
+                   "f32[N+3]"),
+          _pad_rule, 2, ("high", "low"))
+
+
+# ---------------------------------------------------------------- reductions
+
+def _reduce_rule(types, attrs, funcs):
+    (t,) = types
+    axes = tuple(attrs["axes"])
+    _require(list(axes) == sorted(set(axes)) and all(0 <= a < t.rank for a in axes),
+             f"`axes` {list(axes)} must be increasing axes of rank {t.rank}")
+    _require(t.dtype is not BOOL, f"cannot reduce {t}")
+    return (TensorType(t.dtype, tuple(d for i, d in enumerate(t.shape) if i not in axes)),)
+
+
+REDUCTIONS = ("reduce_sum", "reduce_max", "reduce_min", "reduce_prod")
+for _name, _what in zip(REDUCTIONS, ("sum", "maximum (-inf when empty)", "minimum (inf when empty)", "product")):
+    _register(_name, f"{_what} over `axes`",
+              _example("%x: f32[B,N]", f"  %0 = {_name} %x {{axes = [1]}} : f32[B]\n  return %0", "f32[B]"),
+              _reduce_rule, 1, ("axes",), traits=("reduction",))
+
+
+def _matmul_rule(types, attrs, funcs):
+    a, b = types
+    _require(a.dtype == b.dtype and a.dtype.is_float, f"expected float operands of one dtype, got {a} and {b}")
+    _require(a.rank == b.rank >= 2, f"expected operands of one rank >= 2, got {a} and {b}")
+    _require(a.shape[:-2] == b.shape[:-2], f"batch dimensions differ: {a} and {b}")
+    _require(a.shape[-1] == b.shape[-2], f"contracted dimensions differ: {a} and {b}")
+    return (TensorType(a.dtype, a.shape[:-1] + b.shape[-1:]),)
+
+
+_register("matmul", "matrix product over the last two axes, batched over the leading ones",
+          _example("%x: f32[B,I], %w: f32[I,O]", "  %0 = matmul %x, %w : f32[B,O]\n  return %0", "f32[B,O]"),
+          _matmul_rule, 2)
+
+
+# ---------------------------------------------------------------- calls
+
+def bind_dims(params: Sequence[TensorType], args: Sequence[TensorType]) -> dict[str, Dim]:
+    """Bind a callee's dimension symbols to the caller's dimensions, checking consistency."""
+    _require(len(params) == len(args), f"expected {len(params)} arguments, got {len(args)}")
+    env: dict[str, Dim] = {}
+    for i, (p, a) in enumerate(zip(params, args)):
+        _require(p.dtype == a.dtype and p.rank == a.rank, f"argument {i + 1}: expected {p}, got {a}")
+        for pd, ad in zip(p.shape, a.shape):
+            if isinstance(pd, SymDim) and pd.is_symbol:
+                (name,) = pd.symbols
+                _require(env.setdefault(name, ad) == ad,
+                         f"argument {i + 1}: dimension {name} is {env[name]} elsewhere but {ad} here")
+            else:
+                _require(pd == ad, f"argument {i + 1}: expected {p}, got {a}")
+    return env
+
+
+def substitute(d: Dim, env: Mapping[str, Dim]) -> Dim:
+    return d.evaluate(env) if isinstance(d, SymDim) else d
+
+
+def _call_rule(types, attrs, funcs):
+    callee = funcs.get(attrs["callee"])
+    _require(callee is not None, f"unknown function @{attrs['callee']}")
+    env = bind_dims(callee.param_types, types)
+    return tuple(TensorType(t.dtype, tuple(substitute(d, env) for d in t.shape)) for t in callee.result_types)
+
+
+_register("call", "call another function of the module; its dimension symbols bind to the arguments'",
+          "func @sq(%x: f32[N]) -> f32[N] {\n  %0 = mul %x, %x : f32[N]\n  return %0\n}\n"
+          "func @example(%y: f32[M]) -> f32[M] {\n  %0 = call %y {callee = @sq} : f32[M]\n  return %0\n}\n",
+          _call_rule, None, ("callee",))
+
+
+def infer_types(name: str, operand_types: Sequence[TensorType], attrs: Mapping[str, Any],
+                funcs: Mapping[str, Any]) -> tuple[TensorType, ...]:
+    """Run the type rule of op `name`; raises TypeRuleError on misuse."""
+    opdef = OPS.get(name)
+    if opdef is None:
+        raise TypeRuleError(f"unknown op '{name}'")
+    if opdef.arity is not None and len(operand_types) != opdef.arity:
+        raise TypeRuleError(f"'{name}' takes {opdef.arity} operands, got {len(operand_types)}")
+    missing = [a for a in opdef.attrs if a not in attrs]
+    extra = [a for a in attrs if a not in opdef.attrs]
+    if missing or extra:
+        raise TypeRuleError(f"'{name}' needs attributes {list(opdef.attrs)}, got {sorted(attrs)}")
+    return opdef.type_rule(operand_types, attrs, funcs)
+
