@@ -80,3 +80,7 @@ class CompileError(Exception):
 
 class VerifyError(Exception):
     """An IR invariant does not hold; names the pass that broke it when known."""
+
+
+class ToolchainError(Exception):
+    """A tool adc needs outside Python (the system linker `cc`) is missing or failed."""
