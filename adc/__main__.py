@@ -1,0 +1,4 @@
+"""`python -m adc` is the `adc` command."""
+from adc.cli import main
+
+raise SystemExit(main())

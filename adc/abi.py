@@ -1,0 +1,120 @@
+"""The native ABI's metadata: what a compiled module says about itself.
+
+Every compiled module — in-process JIT or shared object — exports
+`adc_module_metadata()`, a JSON document written by `encode_metadata` and read
+back by `decode_metadata`, so the runtime treats both kinds the same:
+
+    {"abi": 1, "adc_version": "0.1.0", "module": "kernels.adc",
+     "kernels": [{"name": "sigmoid_shift", "symbol": "adc_kernel_sigmoid_shift",
+                  "params": [{"name": "x", "type": "f32[N]"}, {"name": "delta", "type": "f32"}],
+                  "results": ["f32[N]"], "dims": ["N"], "constraints": [], "doc": ""}],
+     "ir": "func @sigmoid_shift(...) ..."}
+
+The C side of the ABI is documented in runtime/adc.h.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+from adc.ir.core import Module
+from adc.ir.shapes import constraints
+from adc.ir.types import Dim, DType, TensorType, parse_dim
+
+ABI_VERSION = 1
+ADC_VERSION = "0.1.0"
+KERNEL_PREFIX = "adc_kernel_"
+METADATA_SYMBOL = "adc_module_metadata"
+SET_GEMM_SYMBOL = "adc_set_gemm"
+
+
+class MetadataError(ValueError):
+    """A module's metadata is missing, malformed, or of another ABI version."""
+
+
+def parse_type(text: str) -> TensorType:
+    """Read a printed tensor type such as `f32[B,N-1]` or `f64`."""
+    name, _, rest = text.partition("[")
+    try:
+        dtype = DType(name.strip())
+    except ValueError:
+        raise MetadataError(f"unknown dtype in type {text!r}") from None
+    if not rest:
+        return TensorType(dtype)
+    dims: tuple[Dim, ...] = tuple(parse_dim(d) for d in rest.rstrip("]").split(","))
+    return TensorType(dtype, dims)
+
+
+@dataclass(frozen=True)
+class KernelSignature:
+    """A kernel's calling contract: parameters, results, dimension symbols, constraints."""
+
+    name: str
+    symbol: str
+    param_names: tuple[str, ...]
+    param_types: tuple[TensorType, ...]
+    result_types: tuple[TensorType, ...]
+    dims: tuple[str, ...]
+    constraints: tuple[Dim, ...]
+    doc: str = ""
+
+    def __str__(self) -> str:
+        params = ", ".join(f"{n}: {t}" for n, t in zip(self.param_names, self.param_types))
+        results = [str(t) for t in self.result_types]
+        result = results[0] if len(results) == 1 else f"({', '.join(results)})"
+        return f"{self.name}({params}) -> {result}"
+
+    def to_json(self) -> dict:
+        return {"name": self.name, "symbol": self.symbol,
+                "params": [{"name": n, "type": str(t)} for n, t in zip(self.param_names, self.param_types)],
+                "results": [str(t) for t in self.result_types], "dims": list(self.dims),
+                "constraints": [str(c) for c in self.constraints], "doc": self.doc}
+
+    @staticmethod
+    def from_json(entry: dict) -> "KernelSignature":
+        return KernelSignature(
+            name=entry["name"], symbol=entry["symbol"],
+            param_names=tuple(p["name"] for p in entry["params"]),
+            param_types=tuple(parse_type(p["type"]) for p in entry["params"]),
+            result_types=tuple(parse_type(t) for t in entry["results"]),
+            dims=tuple(entry["dims"]), constraints=tuple(parse_dim(c) for c in entry["constraints"]),
+            doc=entry.get("doc", ""))
+
+
+@dataclass(frozen=True)
+class ModuleInfo:
+    name: str
+    kernels: tuple[KernelSignature, ...]
+    ir: str
+    adc_version: str
+
+
+def signatures(module: Module, docs: dict[str, str] | None = None) -> tuple[KernelSignature, ...]:
+    docs = docs or {}
+    return tuple(
+        KernelSignature(f.name, KERNEL_PREFIX + f.name, tuple(p.name or f"arg{i}" for i, p in enumerate(f.params)),
+                        f.param_types, f.result_types, f.dim_symbols, constraints(f), docs.get(f.name, ""))
+        for f in module)
+
+
+def encode_metadata(module: Module, ir_text: str, docs: dict[str, str] | None = None) -> str:
+    return json.dumps({"abi": ABI_VERSION, "adc_version": ADC_VERSION, "module": module.name,
+                       "kernels": [s.to_json() for s in signatures(module, docs)], "ir": ir_text},
+                      sort_keys=True)
+
+
+def decode_metadata(text: str) -> ModuleInfo:
+    try:
+        doc = json.loads(text)
+    except json.JSONDecodeError as err:
+        raise MetadataError(f"the module metadata is not valid JSON ({err})") from None
+    if not isinstance(doc, dict) or "abi" not in doc:
+        raise MetadataError("the module metadata has no ABI version")
+    if doc["abi"] != ABI_VERSION:
+        raise MetadataError(f"the module was compiled for adc ABI version {doc['abi']}, "
+                            f"this runtime reads version {ABI_VERSION}: recompile it with this adc")
+    try:
+        kernels = tuple(KernelSignature.from_json(k) for k in doc["kernels"])
+        return ModuleInfo(doc["module"], kernels, doc["ir"], doc["adc_version"])
+    except (KeyError, TypeError, ValueError) as err:
+        raise MetadataError(f"the module metadata is malformed ({err!r})") from None

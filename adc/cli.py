@@ -1,0 +1,104 @@
+"""The `adc` command: compile, check, ir, info.
+
+Exit codes: 0 success; 1 an error in the input (a diagnostic is printed as
+`file:line:col: error: message` with the source line and a caret) or in the
+toolchain; 2 a usage error. A user never sees a Python traceback.
+
+    adc compile kernels.adc -o kernels.so
+    adc ir kernels.adc --print-after-all
+    adc ir kernels.adc --emit asm
+    adc info kernels.so
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from adc.errors import CompileError, ToolchainError
+
+EMIT_STAGES = ("ir", "opt", "llvm", "asm")
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="adc", description="Compile adc kernels to native code.")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    compile_ = sub.add_parser("compile", help="compile FILE.adc to a shared object")
+    compile_.add_argument("file")
+    compile_.add_argument("-o", "--output", help="output path (default: FILE.so)")
+
+    check = sub.add_parser("check", help="report diagnostics only")
+    check.add_argument("file")
+
+    ir = sub.add_parser("ir", help="print the IR (or a later stage) of FILE.adc")
+    ir.add_argument("file")
+    ir.add_argument("--emit", choices=EMIT_STAGES, default="ir",
+                    help="ir: after elaboration; opt: after the cleanup passes; llvm: optimized LLVM IR; "
+                         "asm: assembly for this CPU")
+    ir.add_argument("--print-after-all", action="store_true", help="print the IR after each pass (to stderr)")
+    ir.add_argument("--print-after", action="append", default=[], metavar="PASS",
+                    help="print the IR after the named pass (repeatable)")
+
+    info = sub.add_parser("info", help="list the kernels of a compiled shared object")
+    info.add_argument("file")
+    return parser
+
+
+def _cmd_compile(args, driver) -> int:
+    out = args.output or str(Path(args.file).with_suffix(".so"))
+    driver.write_shared_object(driver.elaborate(driver.read_source(args.file), args.file), out)
+    return 0
+
+
+def _cmd_check(args, driver) -> int:
+    driver.elaborate(driver.read_source(args.file), args.file)
+    return 0
+
+
+def _cmd_ir(args, driver) -> int:
+    from adc.codegen.jit import JitLibrary
+    from adc.codegen.target import Target
+    from adc.ir.printer import format_module
+
+    options = driver.Options(args.print_after_all, frozenset(args.print_after))
+    module = driver.elaborate(driver.read_source(args.file), args.file)
+    if args.emit == "ir" and not (args.print_after_all or args.print_after):
+        text = format_module(module)
+    elif args.emit in ("ir", "opt"):
+        optimized = driver.optimize(module, options)
+        text = format_module(optimized if args.emit == "opt" else module)
+    else:
+        library = JitLibrary(driver.to_llvm(module, options), Target.host())
+        text = library.llvm_ir if args.emit == "llvm" else library.asm()
+    sys.stdout.write(text)
+    return 0
+
+
+def _cmd_info(args, driver) -> int:
+    from adc.runtime.module import load
+
+    module = load(args.file)
+    print(f"{args.file}: adc module '{module.info.name}' (adc {module.info.adc_version})")
+    for name in module.kernels:
+        print(f"  {getattr(module, name).signature}")
+    return 0
+
+
+COMMANDS = {"compile": _cmd_compile, "check": _cmd_check, "ir": _cmd_ir, "info": _cmd_info}
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    from adc import driver
+    from adc.runtime.module import LoadError
+
+    try:
+        return COMMANDS[args.command](args, driver)
+    except CompileError as err:
+        print(err.render(), file=sys.stderr)
+    except (ToolchainError, LoadError) as err:
+        print(f"error: {err}", file=sys.stderr)
+    except OSError as err:
+        print(f"error: {err.filename or args.file}: {err.strerror or err}", file=sys.stderr)
+    return 1

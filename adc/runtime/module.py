@@ -1,0 +1,115 @@
+"""Module: the kernels of one compiled module, from the in-process JIT or a shared object.
+
+There is one loader: anything with `address(symbol) -> int` (0 when missing) —
+a `JitLibrary` or a `SharedLibrary` — is opened by reading its exported
+metadata, checking the ABI version, installing the BLAS provider for matrix
+products, and wrapping each kernel's entry point.
+
+    m = adc.load("kernels.so")
+    m.kernels            # ('dense_relu', 'mlp_loss', ...)
+    m.sigmoid_shift(x, 0.5)
+"""
+from __future__ import annotations
+
+import ctypes
+import os
+from pathlib import Path
+from typing import Protocol
+
+from adc.abi import METADATA_SYMBOL, SET_GEMM_SYMBOL, MetadataError, ModuleInfo, decode_metadata
+from adc.codegen.blas import find_cblas_gemm
+from adc.runtime.kernel import Kernel
+
+
+class LoadError(ValueError):
+    """A file is not a loadable adc module: foreign, truncated, damaged or of another ABI."""
+
+
+class NativeLibrary(Protocol):
+    def address(self, symbol: str) -> int: ...
+
+
+class SharedLibrary:
+    """A shared object opened with the system's dynamic loader."""
+
+    def __init__(self, path: str | os.PathLike):
+        self.path = Path(path)
+        if not self.path.is_file():
+            raise LoadError(f"{self.path}: no such file")
+        try:
+            self._lib = ctypes.CDLL(str(self.path.resolve()))
+        except OSError as err:
+            raise LoadError(f"{self.path}: not a loadable shared object ({err})") from None
+
+    def address(self, symbol: str) -> int:
+        try:
+            return ctypes.cast(getattr(self._lib, symbol), ctypes.c_void_p).value or 0
+        except AttributeError:
+            return 0
+
+
+class Module:
+    """Compiled kernels as attributes (`m.dense_relu`), listed in `m.kernels`."""
+
+    def __init__(self, library: NativeLibrary, origin: str):
+        self._library = library
+        self.origin = origin
+        info = _read_metadata(library, origin)
+        self.info: ModuleInfo = info
+        self._kernels: dict[str, Kernel] = {}
+        for sig in info.kernels:
+            address = library.address(sig.symbol)
+            if not address:
+                raise LoadError(f"{origin}: kernel '{sig.name}' is listed but its symbol {sig.symbol} is missing")
+            self._kernels[sig.name] = Kernel(sig, address, library)
+        _install_blas(library)
+
+    @property
+    def kernels(self) -> tuple[str, ...]:
+        return tuple(self._kernels)
+
+    @property
+    def ir(self) -> str:
+        """The module's IR text, as compiled (the .so carries it)."""
+        return self.info.ir
+
+    def __getattr__(self, name: str) -> Kernel:
+        kernels = self.__dict__.get("_kernels", {})
+        if name in kernels:
+            return kernels[name]
+        raise AttributeError(f"module '{self.__dict__.get('origin', '?')}' has no kernel '{name}'"
+                             f" (kernels: {', '.join(kernels) or 'none'})")
+
+    def __getitem__(self, name: str) -> Kernel:
+        return self.__getattr__(name)
+
+    def __dir__(self):
+        return sorted(set(super().__dir__()) | set(self._kernels))
+
+    def __repr__(self) -> str:
+        body = "".join(f"\n  {k.signature}" for k in self._kernels.values())
+        return f"<adc module '{self.origin}':{body}>"
+
+
+def _read_metadata(library: NativeLibrary, origin: str) -> ModuleInfo:
+    address = library.address(METADATA_SYMBOL)
+    if not address:
+        raise LoadError(f"{origin}: not an adc module (it does not export {METADATA_SYMBOL})")
+    text = ctypes.CFUNCTYPE(ctypes.c_char_p)(address)()
+    try:
+        return decode_metadata(text.decode("utf-8", errors="replace") if text else "")
+    except MetadataError as err:
+        raise LoadError(f"{origin}: {err}") from None
+
+
+def _install_blas(library: NativeLibrary) -> None:
+    """Route matrix products to NumPy's OpenBLAS when it is there (see adc.codegen.blas)."""
+    providers = find_cblas_gemm()
+    setter = library.address(SET_GEMM_SYMBOL)
+    if providers and setter:
+        ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p)(setter)(*providers)
+
+
+def load(path: str | os.PathLike) -> Module:
+    """Open a shared object written by `adc compile`; no recompilation."""
+    return Module(SharedLibrary(path), str(path))

@@ -1,0 +1,103 @@
+"""adc benchmarks: every figure is measured side by side in this one run.
+
+    python benchmarks/run.py
+
+Each line prints the median time per call of adc and of the alternatives a user
+would pick (NumPy always; JAX and PyTorch when installed), and the ratio
+alternative / adc (> 1 means adc is faster). Targets are printed with them.
+"""
+from __future__ import annotations
+
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+import adc
+
+SAMPLES = Path(__file__).resolve().parent.parent / "samples"
+
+
+def timed(fn, *, min_time=0.25, repeats=7) -> float:
+    """Median seconds per call over `repeats` batches of calls lasting >= min_time / repeats."""
+    fn()
+    calls, start = 0, time.perf_counter()
+    while time.perf_counter() - start < min_time / repeats or calls < 1:
+        fn()
+        calls += 1
+    samples = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        for _ in range(calls):
+            fn()
+        samples.append((time.perf_counter() - start) / calls)
+    return statistics.median(samples)
+
+
+def optional(name):
+    try:
+        return __import__(name)
+    except ImportError:
+        return None
+
+
+def report(title: str, adc_time: float, others: dict[str, float], target: str) -> None:
+    print(f"\n{title}\n  adc            {adc_time * 1e3:9.3f} ms")
+    for name, t in others.items():
+        print(f"  {name:14s} {t * 1e3:9.3f} ms   {name}/adc = {t / adc_time:6.2f}x")
+    print(f"  target: {target}")
+
+
+def bench_sigmoid_shift(m) -> None:
+    n = 4_000_000
+    x = np.random.default_rng(0).standard_normal(n).astype(np.float32)
+    delta = np.float32(0.5)
+    out = np.empty_like(x)
+    others = {"numpy": timed(lambda: 1 / (1 + np.exp(-(x + delta)))),
+              "numpy memcpy": timed(lambda: np.copyto(out, x))}
+    torch = optional("torch")
+    if torch:
+        tx = torch.from_numpy(x)
+        others["torch"] = timed(lambda: torch.sigmoid(tx + 0.5))
+    jax = optional("jax")
+    if jax:
+        f = jax.jit(lambda v: jax.nn.sigmoid(v + 0.5))
+        jx = jax.numpy.asarray(x)
+        others["jax"] = timed(lambda: f(jx).block_until_ready())
+    report(f"sigmoid_shift, {n:,} f32", timed(lambda: m.sigmoid_shift(x, delta)), others,
+           "numpy/adc >= 5x; adc within 1.5x of memcpy (memcpy/adc >= 0.67x)")
+
+
+def bench_mlp_loss(m) -> None:
+    rng = np.random.default_rng(0)
+    f32 = np.float32
+    x = rng.standard_normal((256, 784), f32)
+    w1, b1 = rng.standard_normal((784, 512), f32) * 0.05, rng.standard_normal(512, f32)
+    w2, b2 = rng.standard_normal((512, 10), f32) * 0.05, rng.standard_normal(10, f32)
+
+    def numpy_loss():
+        h = np.maximum(x @ w1 + b1, 0)
+        y = np.maximum(h @ w2 + b2, 0)
+        return np.mean(y ** 2)
+
+    others = {"numpy": timed(numpy_loss)}
+    torch = optional("torch")
+    if torch:
+        tx, tw1, tb1, tw2, tb2 = (torch.from_numpy(a) for a in (x, w1, b1, w2, b2))
+        others["torch"] = timed(lambda: torch.mean(torch.relu(torch.relu(tx @ tw1 + tb1) @ tw2 + tb2) ** 2))
+    report("mlp_loss forward, B=256, 784->512->10 f32", timed(lambda: m.mlp_loss(x, w1, b1, w2, b2)), others,
+           "adc within 1.5x of numpy (numpy/adc >= 0.67x)")
+
+
+def main() -> int:
+    m = adc.compile_file(SAMPLES / "kernels.adc")
+    print(f"adc {adc.__version__}, numpy {np.__version__}, python {sys.version.split()[0]}")
+    bench_sigmoid_shift(m)
+    bench_mlp_loss(m)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

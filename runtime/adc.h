@@ -1,0 +1,51 @@
+/* adc.h — the C ABI of a shared object written by `adc compile` (ABI version 1).
+ *
+ * Each kernel `k` of the module is an exported function
+ *
+ *     int32_t adc_kernel_k(const int64_t *dims, const void *const *inputs, void *const *outputs);
+ *
+ *   dims     the values of the kernel's dimension symbols, in the order they first
+ *            appear in its parameter list (`adc info k.so` prints the signatures);
+ *   inputs   one pointer per parameter to C-contiguous, row-major data of the
+ *            parameter's element type (a scalar parameter points to one element);
+ *   outputs  one pointer per result to a caller-allocated C-contiguous buffer whose
+ *            shape follows from the result type and `dims`.
+ *   returns  0 on success, ADC_ERR_NO_MEMORY when a temporary could not be allocated.
+ *
+ * The caller guarantees that every argument's shape matches its parameter type for
+ * the given `dims` (the Python runtime checks this before every call); kernels never
+ * read or write outside the buffers described above.
+ *
+ * Element types: f32 = float, f64 = double, i32 = int32_t, i64 = int64_t, bool = uint8_t.
+ */
+#ifndef ADC_H
+#define ADC_H
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define ADC_ABI_VERSION 1
+#define ADC_OK 0
+#define ADC_ERR_NO_MEMORY 1
+
+typedef int32_t (*adc_kernel_fn)(const int64_t *dims, const void *const *inputs, void *const *outputs);
+
+/* A JSON document: {"abi": 1, "adc_version", "module", "kernels": [{"name", "symbol",
+ * "params": [{"name", "type"}], "results": [type], "dims": [symbol], "constraints": [expr],
+ * "doc"}], "ir": the module's IR text}. Types print as `f32[B,N]`; each constraint is a
+ * dimension expression that must be >= 0 for a call to be valid. */
+const char *adc_module_metadata(void);
+
+/* Install CBLAS-compatible ILP64 `sgemm` and `dgemm` functions (64-bit integer arguments)
+ * for matrix products; NULL keeps the built-in kernel. The Python runtime installs NumPy's
+ * OpenBLAS when it loads a module. Not thread-safe with running kernels. */
+void adc_set_gemm(void *sgemm, void *dgemm);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* ADC_H */

@@ -1,0 +1,75 @@
+"""The `adc` command: its outputs and exit codes, run as a user runs it (a subprocess)."""
+import subprocess
+import sys
+
+import pytest
+
+from tests.conftest import SAMPLES
+
+KERNELS = str(SAMPLES / "kernels.adc")
+
+
+def adc_cmd(*args, cwd=None):
+    return subprocess.run([sys.executable, "-m", "adc", *args], capture_output=True, text=True, cwd=cwd)
+
+
+def test_info_lists_kernels(kernels_so):
+    result = adc_cmd("info", str(kernels_so))
+    assert result.returncode == 0, result.stderr
+    assert "dense_relu(x: f32[B,I], w: f32[I,O], b: f32[O]) -> f32[B,O]" in result.stdout
+    assert "logsumexp_rows(x: f64[B,N]) -> f64[B]" in result.stdout
+
+
+def test_check_accepts_the_sample():
+    result = adc_cmd("check", KERNELS)
+    assert (result.returncode, result.stdout, result.stderr) == (0, "", "")
+
+
+def test_ir_prints_verified_ir_and_stages():
+    ir = adc_cmd("ir", KERNELS)
+    assert ir.returncode == 0 and "func @mlp_loss(%x: f32[B,I]" in ir.stdout
+    after = adc_cmd("ir", KERNELS, "--print-after-all")
+    for name in ("inline", "simplify", "cse", "dce"):
+        assert f"IR after {name}" in after.stderr
+    opt = adc_cmd("ir", KERNELS, "--emit", "opt")
+    assert opt.returncode == 0 and " call " not in opt.stdout
+    llvm = adc_cmd("ir", KERNELS, "--emit", "llvm")
+    assert llvm.returncode == 0 and "define" in llvm.stdout and "adc_kernel_sigmoid_shift" in llvm.stdout
+    asm = adc_cmd("ir", KERNELS, "--emit", "asm")
+    assert asm.returncode == 0 and "adc_kernel_sigmoid_shift:" in asm.stdout
+
+
+@pytest.mark.parametrize("source, where, words", [
+    ("def f(x: f32[N]) -> f32[N]:\n    return x +\n", "2:", ["error:"]),
+    ("def f(x: f32[N]) -> f32[N]:\n    return y\n", "2:12", ["unknown name", "'y'"]),
+    ("def f(x: f32[N], y: f32[M]) -> f32[N]:\n    return x + y\n", "2:", ["broadcast"]),
+])
+def test_diagnostics_exit_1_without_traceback(tmp_path, source, where, words):
+    bad = tmp_path / "bad.adc"
+    bad.write_text(source)
+    for command in ("check", "compile", "ir"):
+        result = adc_cmd(command, str(bad), cwd=tmp_path)
+        assert result.returncode == 1
+        assert "Traceback" not in result.stderr
+        first = result.stderr.splitlines()[0]
+        assert first.startswith(f"{bad}:{where}") and ": error: " in first
+        assert "^" in result.stderr.splitlines()[2]
+        for word in words:
+            assert word in result.stderr
+
+
+def test_compile_writes_a_loadable_shared_object(tmp_path):
+    out = tmp_path / "k.so"
+    result = adc_cmd("compile", KERNELS, "-o", str(out))
+    assert result.returncode == 0, result.stderr
+    assert adc_cmd("info", str(out)).returncode == 0
+
+
+@pytest.mark.parametrize("args", [("check", "missing.adc"), ("info", "missing.so"), ("ir", "missing.adc")])
+def test_missing_files_are_errors_not_tracebacks(tmp_path, args):
+    result = adc_cmd(*args, cwd=tmp_path)
+    assert result.returncode == 1 and "missing" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_usage_error_exits_2():
+    assert adc_cmd("frobnicate").returncode == 2

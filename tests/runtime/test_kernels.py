@@ -1,0 +1,105 @@
+"""The sample kernels called from Python: results against NumPy, and argument checking."""
+import inspect
+
+import numpy as np
+import pytest
+
+import adc
+from adc.codegen.jit import compile_count
+from tests.conftest import SAMPLES
+from tests.support import references
+
+KERNELS = ("dense_relu", "mlp_loss", "sigmoid_shift", "batchnorm", "logsumexp_rows")
+
+
+def as64(args):
+    return [np.asarray(a, np.float64) for a in args]
+
+
+@pytest.mark.parametrize("name", KERNELS)
+def test_sample_kernel_matches_numpy(kernels_module, name):
+    rng = np.random.default_rng(1)
+    for sizes in ({}, {"b": 1, "n": 1}, {"b": 33, "i": 17, "h": 64, "o": 5, "n": 100}):
+        args = references.sample_inputs(rng, **sizes)[name]
+        got = getattr(kernels_module, name)(*args)
+        want = getattr(references, name)(*as64(args))
+        assert isinstance(got, adc.Tensor)
+        assert got.shape == np.shape(want)
+        tol = 1e-12 if got.dtype == np.float64 else 2e-5
+        np.testing.assert_allclose(got.numpy(), want, rtol=tol, atol=tol)
+
+
+def test_one_compilation_serves_every_batch_size():
+    before = compile_count()
+    m = adc.compile_file(SAMPLES / "kernels.adc")
+    assert compile_count() == before + 1
+    rng = np.random.default_rng(2)
+    for batch in (1, 7, 256, 1000):
+        args = references.sample_inputs(rng, b=batch, i=20, h=16, o=4)["mlp_loss"]
+        np.testing.assert_allclose(float(m.mlp_loss(*args)), references.mlp_loss(*as64(args)), rtol=1e-4)
+    assert compile_count() == before + 1
+
+
+def test_zero_size_dimensions(kernels_module):
+    rng = np.random.default_rng(3)
+    x, w, b = references.sample_inputs(rng, b=0)["dense_relu"]
+    assert kernels_module.dense_relu(x, w, b).shape == (0, 3)
+    x, w, b = references.sample_inputs(rng, i=0)["dense_relu"]
+    np.testing.assert_array_equal(kernels_module.dense_relu(x, w, b).numpy(), np.maximum(b, 0)[None].repeat(6, 0))
+    assert kernels_module.sigmoid_shift(np.zeros(0, np.float32), 1.0).shape == (0,)
+
+
+def test_non_contiguous_inputs(kernels_module):
+    rng = np.random.default_rng(4)
+    x = rng.standard_normal((10, 6), np.float32)
+    w = np.asfortranarray(rng.standard_normal((3, 4), np.float32))
+    b = rng.standard_normal(8, np.float32)[::2]
+    got = kernels_module.dense_relu(x[::2, ::2], w, b)
+    np.testing.assert_allclose(got.numpy(), references.dense_relu(*as64([x[::2, ::2], w, b])), rtol=1e-5, atol=1e-6)
+
+
+def test_python_scalars_lists_and_tensors(kernels_module):
+    y = kernels_module.sigmoid_shift([0.0, 1.0], 0)
+    np.testing.assert_allclose(y.numpy(), references.sigmoid_shift(np.array([0.0, 1.0]), 0.0), rtol=1e-6)
+    again = kernels_module.sigmoid_shift(y, delta=-0.5)
+    np.testing.assert_allclose(again.numpy(), references.sigmoid_shift(y.numpy().astype(np.float64), -0.5), rtol=1e-6)
+
+
+@pytest.mark.parametrize("call, error, words", [
+    (lambda m: m.sigmoid_shift(np.zeros(3), 0.0), TypeError, ["sigmoid_shift", "'x'", "f32", "float64"]),
+    (lambda m: m.sigmoid_shift(np.zeros((3, 1), np.float32), 0.0), ValueError, ["'x'", "rank 1", "(3, 1)"]),
+    (lambda m: m.sigmoid_shift(np.zeros(3, np.float32), np.zeros(2, np.float32)), ValueError, ["'delta'", "rank 0"]),
+    (lambda m: m.sigmoid_shift(np.zeros(3, np.float32)), TypeError, ["sigmoid_shift", "delta"]),
+    (lambda m: m.sigmoid_shift(np.zeros(3, np.float32), 0.0, 1.0), TypeError, ["sigmoid_shift"]),
+    (lambda m: m.sigmoid_shift(np.zeros(3, np.float32), gamma=1.0), TypeError, ["gamma"]),
+    (lambda m: m.sigmoid_shift("abc", 0.0), TypeError, ["'x'", "str"]),
+    (lambda m: m.dense_relu(np.zeros((2, 4), np.float32), np.zeros((5, 3), np.float32), np.zeros(3, np.float32)),
+     ValueError, ["'w'", "dimension 0", "(I)", "5", "I = 4", "'x'"]),
+    (lambda m: m.dense_relu(np.zeros((2, 4), np.float32), np.zeros((4, 3), np.float32), np.zeros(2, np.float32)),
+     ValueError, ["'b'", "(O)", "O = 3"]),
+    (lambda m: m.logsumexp_rows(np.zeros((2, 3), np.float32)), TypeError, ["'x'", "f64"]),
+])
+def test_bad_arguments_name_the_parameter(kernels_module, call, error, words):
+    with pytest.raises(error) as info:
+        call(kernels_module)
+    for word in words:
+        assert word in str(info.value)
+
+
+def test_module_lists_kernels_with_signatures(kernels_module):
+    assert kernels_module.kernels == KERNELS
+    assert repr(kernels_module.dense_relu) == "<adc kernel dense_relu(x: f32[B,I], w: f32[I,O], b: f32[O]) -> f32[B,O]>"
+    assert list(inspect.signature(kernels_module.mlp_loss).parameters) == ["x", "w1", "b1", "w2", "b2"]
+    assert "sigmoid_shift(x: f32[N], delta: f32) -> f32[N]" in repr(kernels_module)
+    with pytest.raises(AttributeError, match="no kernel 'nope'"):
+        kernels_module.nope
+
+
+def test_tensor_is_numpy_backed_and_immutable(kernels_module):
+    t = kernels_module.sigmoid_shift(np.zeros(4, np.float32), 0.0)
+    assert t.shape == (4,) and t.dtype == np.float32 and t.ndim == 1 and len(t) == 4
+    np.testing.assert_array_equal(np.asarray(t), np.full(4, 0.5, np.float32))
+    with pytest.raises(ValueError):
+        t.numpy()[0] = 1.0
+    assert "adc.Tensor([0.5, 0.5, 0.5, 0.5], shape=(4,), dtype=float32)" == repr(t)
+    assert float(kernels_module.mlp_loss(*references.sample_inputs(np.random.default_rng(0))["mlp_loss"])) >= 0
