@@ -1,0 +1,240 @@
+"""vecmath against NumPy: ulp error over wide and critical ranges, special values bit-exact, vectorization.
+
+The oracle is NumPy in float64 on the same inputs, rounded to the tested type
+(for f64 the oracle's own error, <= 1 ulp, is part of the bound).
+"""
+import re
+
+import numpy as np
+import pytest
+
+from adc.codegen import vecmath
+from tests.codegen.llvm_harness import compile_loop
+
+F32, F64 = np.float32, np.float64
+INF, NAN = np.inf, np.nan
+
+
+def _sigmoid(x):
+    e = np.exp(-np.abs(x))
+    return np.where(x < 0, e / (1 + e), 1 / (1 + e))
+
+
+ORACLES = {"exp": np.exp, "log": np.log, "log1p": np.log1p, "expm1": np.expm1, "sin": np.sin,
+           "cos": np.cos, "tan": np.tan, "tanh": np.tanh, "sigmoid": _sigmoid, "sqrt": np.sqrt,
+           "rsqrt": lambda x: 1 / np.sqrt(x), "abs": np.abs, "sign": np.sign, "round": np.round,
+           "floor": np.floor, "pow": np.power}
+
+# max ulp error asserted, as documented in each emitter's docstring
+BOUNDS = {
+    "exp": (1, 1), "log": (1, 1), "log1p": (2, 2), "expm1": (1, 2), "sin": (1, 1), "cos": (1, 1),
+    "tan": (1, 3), "tanh": (1, 2), "sigmoid": (2, 2), "sqrt": (0, 0), "rsqrt": (1, 1),
+    "abs": (0, 0), "sign": (0, 0), "round": (0, 0), "floor": (0, 0),
+}
+
+TRIG_LIMIT = {F32: 1e4, F64: 1e5}
+
+# dense ranges near each function's critical points, per dtype: (lo, hi)
+CRITICAL = {
+    "exp": {F32: [(-1e-3, 1e-3), (80, 90), (-105, -85)], F64: [(-1e-3, 1e-3), (700, 710), (-746, -700)]},
+    "log": {F32: [(0.9, 1.1), (0, 2e-38), (3e38, 3.4e38)], F64: [(0.9, 1.1), (0, 3e-308), (1e308, 1.7e308)]},
+    "log1p": {F32: [(-1, -0.99), (-1e-3, 1e-3), (0.4, 0.6)], F64: [(-1, -0.99), (-1e-3, 1e-3), (0.4, 0.6)]},
+    "expm1": {F32: [(-1e-3, 1e-3), (-0.7, 0.7), (-30, -10), (80, 90)],
+              F64: [(-1e-3, 1e-3), (-0.7, 0.7), (-50, -30), (700, 710)]},
+    "sin": {F32: [(-7, 7), (1e4 - 10, 1e4)], F64: [(-7, 7), (1e5 - 10, 1e5)]},
+    "cos": {F32: [(-7, 7), (1e4 - 10, 1e4)], F64: [(-7, 7), (1e5 - 10, 1e5)]},
+    "tan": {F32: [(-7, 7), (1e4 - 10, 1e4)], F64: [(-7, 7), (1e5 - 10, 1e5)]},
+    "tanh": {F32: [(-1e-3, 1e-3), (0.55, 0.7), (5, 20)], F64: [(-1e-3, 1e-3), (0.55, 0.7), (15, 25)]},
+    "sigmoid": {F32: [(-110, -80), (-2, 2), (10, 20)], F64: [(-750, -700), (-2, 2), (30, 40)]},
+}
+for _name in ("sqrt", "rsqrt", "abs", "sign", "round", "floor"):
+    CRITICAL[_name] = {F32: [(-3, 3)], F64: [(-3, 3)]}
+
+_kernels = {}
+
+
+def kernel(name, dtype):
+    if (name, dtype) not in _kernels:
+        arity = 2 if name == "pow" else 1
+        _kernels[name, dtype] = compile_loop(lambda b, args: vecmath.call(b, name, args), dtype, arity)
+    return _kernels[name, dtype]
+
+
+def oracle(name, dtype, *args):
+    with np.errstate(all="ignore"):
+        return ORACLES[name](*(a.astype(F64) for a in args)).astype(dtype)
+
+
+def ulp_error(got, want):
+    """|got - want| in units in the last place of the type (denormal steps count as ulps); nan==nan."""
+    ity = np.int32 if got.dtype == F32 else np.int64
+    def ordered(a):
+        i = a.view(ity).astype(np.int64)
+        return np.where(i < 0, np.iinfo(ity).min - i, i)
+    err = np.abs(ordered(got) - ordered(want)).astype(float)
+    both_nan = np.isnan(got) & np.isnan(want)
+    err[both_nan] = 0
+    err[np.isnan(got) != np.isnan(want)] = np.inf
+    return err
+
+
+def wide_inputs(name, dtype, rng, n=200_000):
+    """Log-uniform magnitudes from the smallest denormal to the largest finite (trig: the limit), both signs."""
+    info = np.finfo(dtype)
+    top = TRIG_LIMIT[dtype] if name in ("sin", "cos", "tan") else float(info.max)
+    mag = np.exp(rng.uniform(np.log(float(info.smallest_subnormal)), np.log(top), n))
+    return (mag * rng.choice([-1.0, 1.0], n)).astype(dtype)
+
+
+def critical_inputs(name, dtype, rng, n=50_000):
+    return np.concatenate([rng.uniform(lo, hi, n).astype(dtype) for lo, hi in CRITICAL[name][dtype]])
+
+
+def assert_ulps(name, dtype, x, bound):
+    got = kernel(name, dtype)(x)
+    err = ulp_error(got, oracle(name, dtype, x))
+    worst = int(np.argmax(err))
+    assert err[worst] <= bound, (f"{name}[{dtype.__name__}]({x[worst]!r}) = {got[worst]!r}, "
+                                 f"{err[worst]} ulp from NumPy (bound {bound})")
+
+
+DTYPES = [pytest.param(F32, id="f32"), pytest.param(F64, id="f64")]
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("name", sorted(BOUNDS))
+def test_ulp_error_wide_and_critical(name, dtype):
+    rng = np.random.default_rng(sum(map(ord, name)))
+    bound = BOUNDS[name][dtype is F64]
+    assert_ulps(name, dtype, wide_inputs(name, dtype, rng), bound)
+    assert_ulps(name, dtype, critical_inputs(name, dtype, rng), bound)
+
+
+def test_trig_near_multiples_of_half_pi():
+    """Cody-Waite keeps relative accuracy where the reduced argument nearly cancels."""
+    k = np.arange(1, 6000)
+    for dtype in (F32, F64):
+        centers = (k * np.pi / 2).astype(dtype)
+        x = np.concatenate([np.nextafter(centers, dtype(-INF)), centers, np.nextafter(centers, dtype(INF))])
+        for name in ("sin", "cos"):
+            assert_ulps(name, dtype, x, BOUNDS[name][dtype is F64])
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_trig_beyond_limit_is_finite_and_bounded(dtype):
+    rng = np.random.default_rng(1)
+    x = np.exp(rng.uniform(np.log(TRIG_LIMIT[dtype]), np.log(float(np.finfo(dtype).max)), 20_000))
+    x = np.concatenate([x, -x]).astype(dtype)
+    for name in ("sin", "cos"):
+        y = kernel(name, dtype)(x)
+        assert np.all(np.abs(y) <= 1), name
+    assert np.all(np.isfinite(kernel("tan", dtype)(x)))
+
+
+def special_inputs(dtype):
+    info = np.finfo(dtype)
+    tiny = info.smallest_subnormal
+    return np.array([0.0, -0.0, INF, -INF, NAN, tiny, -tiny, 1.0, -1.0, info.max, -info.max,
+                     info.smallest_normal, -info.smallest_normal, 0.5, -0.5, 2.5, -2.5], dtype)
+
+
+SPECIAL_EXTRA = {
+    "exp": {F32: [88.72, 88.73, 88.8, 89.0, -103.0, -104.0, -87.4, -100.0, 1000.0, -1000.0],
+            F64: [709.78, 709.79, 710.0, -745.0, -745.2, -746.0, -708.5, -740.0, 1e4, -1e4]},
+    "expm1": {F32: [88.72, 88.73, -17.0, -30.0, 1e-30, -1e-30], F64: [709.78, 709.79, -38.0, -50.0, 1e-300]},
+    "log": {F32: [1e-45, 3e-39, 1e-40], F64: [5e-324, 1e-310, 2e-308]},
+    "log1p": {F32: [-0.9999999, 1e-30, -1e-30, -2.0], F64: [-0.9999999999999999, 1e-300, -2.0]},
+    "sigmoid": {F32: [-88.0, -100.0, -103.0, -104.0, 17.0, 20.0], F64: [-708.0, -740.0, -745.0, 37.0, 40.0]},
+    "tanh": {F32: [9.0, 10.0, -20.0, 1e-30], F64: [19.0, 20.0, -40.0, 1e-300]},
+}
+
+SPECIAL_SKIP = {"sin": "big", "cos": "big", "tan": "big"}   # max is beyond the trig limit
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("name", sorted(BOUNDS))
+def test_special_values_bit_exact(name, dtype):
+    x = special_inputs(dtype)
+    if name in SPECIAL_SKIP:
+        x = x[~(np.abs(x) == np.finfo(dtype).max)]
+    x = np.concatenate([x, np.array(SPECIAL_EXTRA.get(name, {}).get(dtype, []), dtype)])
+    got, want = kernel(name, dtype)(x), oracle(name, dtype, x)
+    err = ulp_error(got, want)
+    bad = (is_exact_special(x, want) & (err > 0)) | (err > BOUNDS[name][dtype is F64])
+    assert not bad.any(), f"{name}[{dtype.__name__}] at {x[bad]}: got {got[bad]}, NumPy {want[bad]}"
+
+
+def is_exact_special(x, want):
+    """Results that must match bit for bit: of non-finite x; inf, nan, signed zeros, x itself, denormals."""
+    tiny = np.finfo(want.dtype).smallest_normal
+    return ~np.isfinite(x) | ~np.isfinite(want) | (np.abs(want) <= tiny) | (want == x)
+
+
+POW_SPECIALS = [0.0, -0.0, 1.0, -1.0, 0.5, -0.5, 2.0, -2.0, 3.0, -3.0, 2.5, -2.5, INF, -INF, NAN, 1e-40, 1e30]
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_pow_special_values_bit_exact(dtype):
+    base, expo = np.meshgrid(np.array(POW_SPECIALS, dtype), np.array(POW_SPECIALS, dtype))
+    base, expo = base.ravel(), expo.ravel()
+    got, want = kernel("pow", dtype)(base, expo), oracle("pow", dtype, base, expo)
+    err = ulp_error(got, want)
+    exact = ~np.isfinite(base) | ~np.isfinite(expo) | ~np.isfinite(want) | (want == 0) | (expo == 0) | (base == 1)
+    bad = (exact & (err > 0)) | (err > 2)
+    assert not bad.any(), (f"pow[{dtype.__name__}] at {list(zip(base[bad], expo[bad]))}: "
+                           f"got {got[bad]}, NumPy {want[bad]}")
+
+
+def test_pow_f32_accuracy():
+    """f32 pow runs in f64, so even large |y log x| stays within 1 ulp, negative bases included."""
+    rng = np.random.default_rng(2)
+    x = np.exp(rng.uniform(-80, 80, 200_000)) * rng.choice([-1.0, 1.0], 200_000)
+    y = np.where(rng.random(200_000) < 0.5, np.round(rng.uniform(-30, 30, 200_000)),
+                 rng.uniform(-1, 1, 200_000))
+    x, y = x.astype(F32), y.astype(F32)
+    err = ulp_error(kernel("pow", F32)(x, y), oracle("pow", F32, x, y))
+    assert err.max() <= 1
+
+
+def test_pow_f64_accuracy():
+    """f64 pow carries log|x| in double-double: <= 2 ulp up to overflow and down to denormals."""
+    rng = np.random.default_rng(3)
+    x = np.exp(rng.uniform(-700, 700, 200_000))
+    y = np.where(rng.random(200_000) < 0.3, np.round(rng.uniform(-5, 5, 200_000)),
+                 rng.uniform(-1.05, 1.05, 200_000))
+    err = ulp_error(kernel("pow", F64)(x, y), oracle("pow", F64, x, y))
+    assert err.max() <= 2
+
+
+def test_exp_f32_loop_is_vectorized_and_inlined():
+    k = kernel("exp", F32)
+    assert "zmm" in k.asm or "ymm" in k.asm
+    assert re.search(r"^\s*call", k.asm, re.MULTILINE) is None
+    assert "<16 x float>" in k.llvm_ir or "<8 x float>" in k.llvm_ir
+
+
+def test_function_is_defined_once_per_module():
+    import llvmlite.ir as ir
+    module = ir.Module()
+    fn = ir.Function(module, ir.FunctionType(ir.FloatType(), [ir.FloatType()]), "f")
+    b = ir.IRBuilder(fn.append_basic_block())
+    y = vecmath.call(b, "exp", [vecmath.call(b, "exp", fn.args)])
+    b.ret(y)
+    defined = [g for g in module.functions if g.name.startswith("adc.vm.") and not g.is_declaration]
+    assert [g.name for g in defined] == ["adc.vm.exp.f32"]
+    assert defined[0].linkage == "internal" and "alwaysinline" in defined[0].attributes
+
+
+def test_call_rejects_unknown_names_and_types():
+    import llvmlite.ir as ir
+    module = ir.Module()
+    fn = ir.Function(module, ir.FunctionType(ir.IntType(32), [ir.IntType(32)]), "f")
+    b = ir.IRBuilder(fn.append_basic_block())
+    with pytest.raises(ValueError, match="no function 'erf'"):
+        vecmath.call(b, "erf", fn.args)
+    with pytest.raises(TypeError, match="f32 or f64"):
+        vecmath.call(b, "exp", fn.args)
+
+
+def test_every_function_has_a_reference():
+    assert vecmath.FUNCTIONS == set(BOUNDS) | {"pow"}
