@@ -1,0 +1,576 @@
+"""The builtin functions of the language, each expanded into IR primitives by one rule.
+
+Part of elaboration (`elaborate.py` calls these rules). `builtin_rules` maps a
+builtin's name to its parameters (with defaults, named as NumPy/TensorFlow name
+them) and its expansion rule `<name>_expand(cx, args) -> value`, where `cx` is
+the `Scope` of the kernel being built and `args` the elaborated arguments.
+Compositions become several primitives; weak literals take the tensor's dtype:
+
+    relu(x)        %0 = constant {dtype = f32, value = 0.0} : f32
+                   %1 = broadcast %0 {dims = [], shape = [N]} : f32[N]
+                   %2 = maximum %x, %1 : f32[N]
+
+The first half of this file is `Scope`: literals, dtypes and NumPy broadcasting,
+shared by the rules and the elaborator's operators.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from adc.errors import CompileError, Location
+from adc.ir.builder import Builder
+from adc.ir.core import Value
+from adc.ir.types import BOOL, F32, DType, Dim, SymDim, TensorType, num_elements
+
+
+class Results(tuple):
+    """The results of a call of a kernel returning a tuple: they can only be unpacked."""
+
+
+@dataclass(frozen=True)
+class Deferred:
+    """A tensor whose dtype its context decides, f32 when none does (`zeros(shape)`, like a literal)."""
+
+    make: Callable[[DType], Value]
+
+
+def is_static(v: object) -> bool:
+    """An integer known at compile time: an int literal or a dimension expression."""
+    return isinstance(v, SymDim) or type(v) is int
+
+
+def describe(v: object) -> str:
+    if isinstance(v, Value):
+        return f"tensor {v.type}"
+    if isinstance(v, Results):
+        return f"tuple of {len(v)} results"
+    if isinstance(v, bool):
+        return f"boolean {v}"
+    if isinstance(v, (int, float)):
+        return f"number {v}"
+    kinds = {SymDim: "dimension", DType: "dtype", Deferred: "tensor"}
+    if type(v) in kinds:
+        return f"{kinds[type(v)]} {v}"
+    return "list" if isinstance(v, list) else repr(v)
+
+
+class Scope:
+    """Building ops for one kernel: literals, dtype agreement and explicit broadcasting."""
+
+    def __init__(self, b: Builder):
+        self.b = b
+
+    def error(self, message: str, loc: Location | None = None) -> CompileError:
+        return CompileError(message, loc or self.b.loc)
+
+    def op(self, name: str, *operands: Value, **attrs: Any) -> Value:
+        return self.b.op(name, *operands, **attrs)
+
+    def constant(self, value: int | float | bool, dtype: DType) -> Value:
+        if dtype is BOOL and type(value) is not bool:
+            raise self.error(f"cannot use {value} as a bool value")
+        if dtype.is_int and value != int(value):
+            raise self.error(f"cannot use {value} as an {dtype} value")
+        try:
+            cast = float(value) if dtype.is_float else int(value) if dtype.is_int else value
+        except OverflowError:
+            raise self.error(f"{value} is too large for {dtype}") from None
+        return self.op("constant", dtype=dtype, value=cast)
+
+    def tensor(self, v: object, dtype: DType | None = None) -> Value:
+        """`v` as a tensor; a literal or dimension becomes a scalar of `dtype` (default f32)."""
+        if isinstance(v, Value):
+            return v
+        if isinstance(v, (bool, int, float)):
+            return self.constant(v, dtype or (BOOL if isinstance(v, bool) else F32))
+        if isinstance(v, SymDim):
+            return self.op("dim", dtype=dtype or F32, value=v)
+        if isinstance(v, Deferred):
+            return v.make(dtype or F32)
+        raise self.error(f"expected a tensor or a number, got {describe(v)}")
+
+    def common_dtype(self, values) -> DType:
+        """The dtype of the tensors among `values`, which must agree; literals adapt to it."""
+        tensors = [v for v in values if isinstance(v, Value)]
+        for t in tensors[1:]:
+            if t.type.dtype != tensors[0].type.dtype:
+                raise self.error(f"dtype mismatch: {tensors[0].type} and {t.type}; convert one with "
+                                 "f32(...), f64(...), i32(...) or i64(...)")
+        if tensors:
+            return tensors[0].type.dtype
+        return BOOL if all(isinstance(v, bool) for v in values) else F32
+
+    def broadcast_shape(self, types: list[TensorType]) -> tuple[Dim, ...]:
+        """NumPy's rule: align at the right; a dimension broadcasts when it is 1 or equal."""
+        shape: list[Dim] = []
+        for axis in range(1, max(t.rank for t in types) + 1):
+            size, source = 1, None
+            for t in types:
+                if t.rank < axis or t.shape[-axis] == 1:
+                    continue
+                if source is not None and t.shape[-axis] != size:
+                    raise self.error(f"cannot broadcast {source} against {t}: dimension {size} "
+                                     f"against {t.shape[-axis]}")
+                size, source = t.shape[-axis], t
+            shape.insert(0, size)
+        return tuple(shape)
+
+    def broadcast(self, v: Value, shape: tuple[Dim, ...]) -> Value:
+        shape = tuple(shape)
+        if v.type.shape == shape:
+            return v
+        return self.op("broadcast", v, dims=tuple(range(len(shape) - v.type.rank, len(shape))), shape=shape)
+
+    def reshape(self, v: Value, shape) -> Value:
+        shape = tuple(shape)
+        return v if v.type.shape == shape else self.op("reshape", v, shape=shape)
+
+    def elementwise(self, name: str, *values: object) -> Value:
+        """Op `name` on `values` after agreeing on a dtype and broadcasting to one shape."""
+        dtype = self.common_dtype(values)
+        tensors = [self.tensor(v, dtype) for v in values]
+        shape = self.broadcast_shape([t.type for t in tensors])
+        return self.op(name, *(self.broadcast(t, shape) for t in tensors))
+
+    def select(self, cond: object, a: object, b: object) -> Value:
+        dtype = self.common_dtype([a, b])
+        c, x, y = self.tensor(cond, BOOL), self.tensor(a, dtype), self.tensor(b, dtype)
+        if c.type.dtype is not BOOL:
+            raise self.error(f"the condition must be a bool tensor (a comparison), got {c.type}")
+        shape = self.broadcast_shape([c.type, x.type, y.type])
+        return self.op("select", *(self.broadcast(v, shape) for v in (c, x, y)))
+
+
+# ---------------------------------------------------------------- arguments
+
+
+class Args:
+    """The elaborated arguments of one builtin call by parameter name, with their locations."""
+
+    def __init__(self, cx: Scope, func: str, values: dict[str, tuple[object, Location]]):
+        self.cx, self.func, self.values = cx, func, values
+
+    def __getitem__(self, key: str) -> object:
+        return self.values[key][0]
+
+    def error(self, key: str, message: str) -> CompileError:
+        return CompileError(f"{self.func}(): {message}", self.values[key][1])
+
+    def tensor(self, key: str, dtype: DType | None = None) -> Value:
+        with self.cx.b.at(self.values[key][1]):
+            return self.cx.tensor(self[key], dtype)
+
+    def tensors(self, key: str) -> list[Value]:
+        items = self[key]
+        if not isinstance(items, list) or not items:
+            raise self.error(key, f"'{key}' must be a non-empty list of tensors, got {describe(items)}")
+        with self.cx.b.at(self.values[key][1]):
+            dtype = self.cx.common_dtype(items)
+            return [self.cx.tensor(v, dtype) for v in items]
+
+    def static_int(self, key: str, value: object = None) -> int:
+        value = self[key] if value is None else value
+        if type(value) is not int:
+            raise self.error(key, f"'{key}' must be a static integer, got {describe(value)}")
+        return value
+
+    def dim(self, key: str, value: object = None) -> Dim:
+        value = self[key] if value is None else value
+        if not is_static(value):
+            raise self.error(key, f"'{key}' needs sizes that are integers or dimension symbols, "
+                                  f"got {describe(value)}")
+        if isinstance(value, int) and value < 0:
+            raise self.error(key, f"a size cannot be negative, got {value}")
+        return value
+
+    def shape(self, key: str) -> tuple[Dim, ...]:
+        value = self[key]
+        return tuple(self.dim(key, d) for d in value) if isinstance(value, list) else (self.dim(key),)
+
+    def axis(self, key: str, rank: int, value: object = None) -> int:
+        axis = self.static_int(key, value)
+        if not -rank <= axis < rank:
+            raise self.error(key, f"axis {axis} is out of range for rank {rank}")
+        return axis % rank
+
+    def axes(self, key: str, rank: int) -> tuple[int, ...]:
+        """None: every axis; an int or a list of ints, negative ones counting from the end."""
+        value = self[key]
+        if value is None:
+            return tuple(range(rank))
+        axes = [self.axis(key, rank, a) for a in (value if isinstance(value, list) else [value])]
+        if len(set(axes)) != len(axes):
+            raise self.error(key, f"repeated axis in {value}")
+        return tuple(sorted(axes))
+
+    def flag(self, key: str) -> bool:
+        if type(self[key]) is not bool:
+            raise self.error(key, f"'{key}' must be True or False, got {describe(self[key])}")
+        return self[key]
+
+    def dtype(self, key: str) -> DType | None:
+        if self[key] is not None and not isinstance(self[key], DType):
+            raise self.error(key, f"'{key}' must be one of f32, f64, i32, i64, bool, got {describe(self[key])}")
+        return self[key]
+
+
+# ---------------------------------------------------------------- the table
+
+
+@dataclass(frozen=True)
+class Builtin:
+    params: tuple[str, ...]
+    defaults: dict[str, object]
+    expand: Callable[[Scope, Args], object]
+
+
+builtin_rules: dict[str, Builtin] = {}
+
+
+def builtin(name: str, *params: str, **defaults: object):
+    """Register `<name>_expand` with its positional parameters and its keyword parameters' defaults."""
+    def register(expand):
+        builtin_rules[name] = Builtin(params + tuple(defaults), defaults, expand)
+        return expand
+    return register
+
+
+PRIMITIVE_UNARY = ("sin", "cos", "tan", "exp", "log", "log1p", "expm1", "sqrt", "rsqrt", "abs", "sign",
+                   "tanh", "sigmoid", "round", "floor", "stop_gradient")
+
+
+def _primitive_unary(op: str):
+    def unary_expand(cx: Scope, a: Args) -> Value:
+        return cx.op(op, a.tensor("x"))
+    return unary_expand
+
+
+for _op in PRIMITIVE_UNARY:
+    builtin_rules[_op] = Builtin(("x",), {}, _primitive_unary(_op))
+
+
+@builtin("relu", "x")
+def relu_expand(cx, a):
+    # relu(x) = maximum(x, 0)
+    return cx.elementwise("maximum", a.tensor("x"), 0)
+
+
+@builtin("elu", "x")
+def elu_expand(cx, a):
+    # elu(x) = x > 0 ? x : expm1(minimum(x, 0)); the minimum keeps the unselected branch finite
+    x = a.tensor("x")
+    return cx.select(cx.elementwise("gt", x, 0), x, cx.op("expm1", cx.elementwise("minimum", x, 0)))
+
+
+@builtin("softplus", "x")
+def softplus_expand(cx, a):
+    # softplus(x) = maximum(x, 0) + log1p(exp(-|x|)), which never overflows
+    x = a.tensor("x")
+    tail = cx.op("log1p", cx.op("exp", cx.op("neg", cx.op("abs", x))))
+    return cx.op("add", cx.elementwise("maximum", x, 0), tail)
+
+
+@builtin("minimum", "x", "y")
+def minimum_expand(cx, a):
+    return cx.elementwise("minimum", a["x"], a["y"])
+
+
+@builtin("maximum", "x", "y")
+def maximum_expand(cx, a):
+    return cx.elementwise("maximum", a["x"], a["y"])
+
+
+@builtin("where", "cond", "a", "b")
+def where_expand(cx, a):
+    return cx.select(a["cond"], a["a"], a["b"])
+
+
+@builtin("clip", "x", "lo", "hi")
+def clip_expand(cx, a):
+    # clip(x, lo, hi) = minimum(maximum(x, lo), hi)
+    return cx.elementwise("minimum", cx.elementwise("maximum", a.tensor("x"), a["lo"]), a["hi"])
+
+
+# ---------------------------------------------------------------- reductions
+
+
+def _reduce(cx: Scope, a: Args, op: str, x: Value | None = None) -> Value:
+    """`op` over the `axis` argument, then the reduced axes kept as 1s when `keepdims`."""
+    x = a.tensor("x") if x is None else x
+    axes = a.axes("axis", x.type.rank)
+    out = cx.op(op, x, axes=axes)
+    return _keepdims(cx, out, x.type.shape, axes) if a.flag("keepdims") else out
+
+
+def _keepdims(cx: Scope, v: Value, shape: tuple[Dim, ...], axes: tuple[int, ...]) -> Value:
+    return cx.reshape(v, tuple(1 if i in axes else d for i, d in enumerate(shape)))
+
+
+def _reduction(name: str, op: str):
+    def reduce_expand(cx: Scope, a: Args) -> Value:
+        return _reduce(cx, a, op)
+    builtin_rules[name] = Builtin(("x", "axis", "keepdims"), {"axis": None, "keepdims": False}, reduce_expand)
+
+
+for _name, _op in (("sum", "reduce_sum"), ("max", "reduce_max"), ("min", "reduce_min"), ("prod", "reduce_prod")):
+    _reduction(_name, _op)
+
+
+def _float_tensor(a: Args, key: str) -> Value:
+    x = a.tensor(key)
+    if not x.type.dtype.is_float:
+        raise a.error(key, f"expected a float tensor, got {x.type}; convert it with f32(...) or f64(...)")
+    return x
+
+
+def _count(cx: Scope, shape: tuple[Dim, ...], axes: tuple[int, ...], dtype: DType) -> Value:
+    """The number of reduced elements as a scalar; symbolic counts use the `dim` op."""
+    count = num_elements(tuple(shape[i] for i in axes))
+    return cx.op("dim", dtype=dtype, value=count) if isinstance(count, SymDim) else cx.constant(count, dtype)
+
+
+@builtin("mean", "x", axis=None, keepdims=False)
+def mean_expand(cx, a):
+    # mean(x) = sum(x) / count
+    x = _float_tensor(a, "x")
+    total = _reduce(cx, a, "reduce_sum", x)
+    return cx.elementwise("div", total, _count(cx, x.type.shape, a.axes("axis", x.type.rank), x.type.dtype))
+
+
+@builtin("norm", "x", axis=None, keepdims=False)
+def norm_expand(cx, a):
+    # norm(x) = sqrt(sum(x * x))
+    x = _float_tensor(a, "x")
+    return cx.op("sqrt", _reduce(cx, a, "reduce_sum", cx.op("mul", x, x)))
+
+
+@builtin("clip_by_norm", "t", "clip_norm", axes=None)
+def clip_by_norm_expand(cx, a):
+    # TensorFlow's formula; the `where`s keep the gradient finite at t = 0
+    t = _float_tensor(a, "t")
+    axes = a.axes("axes", t.type.rank)
+    l2sum = _keepdims(cx, cx.op("reduce_sum", cx.op("mul", t, t), axes=axes), t.type.shape, axes)
+    pred = cx.elementwise("gt", l2sum, 0)
+    l2norm = cx.select(pred, cx.op("sqrt", cx.select(pred, l2sum, 1)), l2sum)
+    clip_norm = a.tensor("clip_norm", t.type.dtype)
+    return cx.elementwise("div", cx.elementwise("mul", t, clip_norm), cx.elementwise("maximum", l2norm, clip_norm))
+
+
+# ---------------------------------------------------------------- structure
+
+
+@builtin("transpose", "x", perm=None)
+def transpose_expand(cx, a):
+    x = a.tensor("x")
+    rank = x.type.rank
+    perm = tuple(reversed(range(rank))) if a["perm"] is None else _int_list(a, "perm", rank)
+    if sorted(perm) != list(range(rank)):
+        raise a.error("perm", f"{list(perm)} is not a permutation of the {rank} axes of {x.type}")
+    return x if perm == tuple(range(rank)) else cx.op("transpose", x, perm=perm)
+
+
+def _int_list(a: Args, key: str, rank: int) -> tuple[int, ...]:
+    value = a[key]
+    if not isinstance(value, list):
+        raise a.error(key, f"'{key}' must be a list of axes, got {describe(value)}")
+    return tuple(a.axis(key, rank, v) for v in value)
+
+
+@builtin("reshape", "x", "shape")
+def reshape_expand(cx, a):
+    x = a.tensor("x")
+    shape = list(a["shape"]) if isinstance(a["shape"], list) else [a["shape"]]
+    holes = [i for i, d in enumerate(shape) if d == -1]
+    if len(holes) > 1:
+        raise a.error("shape", "at most one size can be -1")
+    if holes:
+        shape[holes[0]] = _infer_size(a, x.type, [d for d in shape if d != -1])
+    shape = tuple(a.dim("shape", d) for d in shape)
+    if num_elements(shape) != num_elements(x.type.shape):
+        raise a.error("shape", f"cannot reshape {x.type} to [{','.join(map(str, shape))}]: element counts differ")
+    return cx.reshape(x, shape)
+
+
+def _infer_size(a: Args, t: TensorType, known: list) -> Dim:
+    """The size that makes the element counts agree, when a division finds it exactly."""
+    total, part = num_elements(t.shape), num_elements(tuple(a.dim("shape", d) for d in known))
+    if isinstance(total, int) and isinstance(part, int) and part and total % part == 0:
+        return total // part
+    if isinstance(part, SymDim) and len(part.terms) == 1 and part.terms[0][1] == 1:
+        quotient = _divide_monomial(total, part.terms[0][0])
+        if quotient is not None:
+            return quotient
+    if isinstance(total, SymDim) and isinstance(part, int) and part and all(c % part == 0 for _, c in total.terms):
+        return SymDim.of({m: c // part for m, c in total.terms})
+    raise a.error("shape", f"cannot infer the -1 size: {t} has {total} elements, not a multiple of {part}")
+
+
+def _divide_monomial(total: Dim, mono: tuple[str, ...]) -> Dim | None:
+    if not isinstance(total, SymDim):
+        return None
+    terms = {}
+    for m, c in total.terms:
+        rest = list(m)
+        for s in mono:
+            if s not in rest:
+                return None
+            rest.remove(s)
+        terms[tuple(rest)] = c
+    return SymDim.of(terms)
+
+
+@builtin("broadcast_to", "x", "shape")
+def broadcast_to_expand(cx, a):
+    x, shape = a.tensor("x"), a.shape("shape")
+    aligned = shape[len(shape) - x.type.rank:] if x.type.rank <= len(shape) else None
+    if aligned is None or any(s != 1 and s != d for s, d in zip(x.type.shape, aligned)):
+        raise a.error("shape", f"cannot broadcast {x.type} to [{','.join(map(str, shape))}]")
+    return cx.broadcast(x, shape)
+
+
+@builtin("concat", "values", axis=0)
+def concat_expand(cx, a):
+    values = a.tensors("values")
+    axis = a.axis("axis", values[0].type.rank)
+    return values[0] if len(values) == 1 else cx.op("concat", *values, axis=axis)
+
+
+@builtin("stack", "values", axis=0)
+def stack_expand(cx, a):
+    # stack = concat of the values, each with a new axis of size 1
+    values = a.tensors("values")
+    first = values[0].type
+    for v in values[1:]:
+        if v.type != first:
+            raise a.error("values", f"stacked tensors must have one type, got {first} and {v.type}")
+    axis = a.axis("axis", first.rank + 1)
+    shape = first.shape[:axis] + (1,) + first.shape[axis:]
+    expanded = [cx.reshape(v, shape) for v in values]
+    return expanded[0] if len(values) == 1 else cx.op("concat", *expanded, axis=axis)
+
+
+@builtin("pad", "x", "widths", value=0)
+def pad_expand(cx, a):
+    x = a.tensor("x")
+    low, high = _pad_widths(a, x.type.rank)
+    value = a.tensor("value", x.type.dtype)
+    if value.type != TensorType(x.type.dtype):
+        raise a.error("value", f"the padding value must be a {x.type.dtype} scalar, got {value.type}")
+    return cx.op("pad", x, value, low=low, high=high)
+
+
+def _pad_widths(a: Args, rank: int) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """NumPy's forms: n, (low, high), or one (low, high) pair per axis."""
+    widths = a["widths"]
+    if type(widths) is int:
+        widths = [[widths, widths]]
+    if isinstance(widths, list) and len(widths) == 2 and all(type(w) is int for w in widths):
+        widths = [widths]
+    if not isinstance(widths, list) or not all(isinstance(w, list) and len(w) == 2 for w in widths):
+        raise a.error("widths", "widths must be a list of (low, high) pairs")
+    if len(widths) == 1:
+        widths = widths * rank
+    if len(widths) != rank:
+        raise a.error("widths", f"expected {rank} (low, high) pairs, got {len(widths)}")
+    pairs = [(a.static_int("widths", lo), a.static_int("widths", hi)) for lo, hi in widths]
+    if any(n < 0 for pair in pairs for n in pair):
+        raise a.error("widths", "padding widths cannot be negative")
+    return tuple(p[0] for p in pairs), tuple(p[1] for p in pairs)
+
+
+@builtin("matmul", "a", "b")
+def matmul_expand(cx, a):
+    return matmul(cx, a.tensor("a"), a.tensor("b"))
+
+
+def matmul(cx: Scope, x: Value, y: Value) -> Value:
+    """NumPy's matmul: 1-D operands gain then lose an axis; batch dimensions broadcast."""
+    if x.type.rank == 0 or y.type.rank == 0:
+        raise cx.error(f"matmul needs operands of rank >= 1, got {x.type} and {y.type}")
+    cx.common_dtype([x, y])
+    xs, ys = x.type.shape, y.type.shape
+    x2 = cx.reshape(x, (1,) + xs) if x.type.rank == 1 else x
+    y2 = cx.reshape(y, ys + (1,)) if y.type.rank == 1 else y
+    if x2.type.shape[-1] != y2.type.shape[-2]:
+        raise cx.error(f"matmul: contracted dimensions differ: {x.type} @ {y.type} ({x2.type.shape[-1]} "
+                       f"against {y2.type.shape[-2]})")
+    batch = cx.broadcast_shape([TensorType(x.type.dtype, x2.type.shape[:-2]), TensorType(x.type.dtype, y2.type.shape[:-2])])
+    product = cx.op("matmul", cx.broadcast(x2, batch + x2.type.shape[-2:]), cx.broadcast(y2, batch + y2.type.shape[-2:]))
+    out = batch + (xs[-2:-1] if x.type.rank > 1 else ()) + (ys[-1:] if y.type.rank > 1 else ())
+    return cx.reshape(product, out)
+
+
+# ---------------------------------------------------------------- creation
+
+
+def _filled(cx: Scope, a: Args, value: object, dtype: DType | None) -> Value | Deferred:
+    shape = a.shape("shape")
+    return _typed(cx, dtype, lambda dt: cx.broadcast(cx.tensor(value, dt), shape))
+
+
+def _typed(cx: Scope, dtype: DType | None, make: Callable[[DType], Value]) -> Value | Deferred:
+    """`make(dtype)` now, or a `Deferred` built later, at this location, in the dtype of its context."""
+    if dtype is not None:
+        return make(dtype)
+    loc = cx.b.loc
+
+    def make_here(dt: DType) -> Value:
+        with cx.b.at(loc):
+            return make(dt)
+    return Deferred(make_here)
+
+
+@builtin("zeros", "shape", dtype=None)
+def zeros_expand(cx, a):
+    return _filled(cx, a, 0, a.dtype("dtype"))
+
+
+@builtin("ones", "shape", dtype=None)
+def ones_expand(cx, a):
+    return _filled(cx, a, 1, a.dtype("dtype"))
+
+
+@builtin("full", "shape", "value", dtype=None)
+def full_expand(cx, a):
+    dtype = a.dtype("dtype") or (a["value"].type.dtype if isinstance(a["value"], Value) else None)
+    return _typed(cx, dtype, lambda dt: _full(cx, a, dt))
+
+
+def _full(cx: Scope, a: Args, dtype: DType) -> Value:
+    value = a.tensor("value", dtype)
+    if value.type != TensorType(dtype):
+        raise a.error("value", f"the fill value must be a {dtype} scalar, got {value.type}")
+    return cx.broadcast(value, a.shape("shape"))
+
+
+@builtin("linspace", "start", "stop", "num", dtype=None)
+def linspace_expand(cx, a):
+    tensors = [v for v in (a["start"], a["stop"]) if isinstance(v, Value)]
+    dtype = a.dtype("dtype") or (cx.common_dtype(tensors) if tensors else None)
+    return _typed(cx, dtype, lambda dt: _linspace(cx, a, dt))
+
+
+def _linspace(cx: Scope, a: Args, dtype: DType) -> Value:
+    # start + iota * (stop - start) / maximum(num - 1, 1): num = 1 gives [start]
+    num = a.dim("num")
+    start, stop = a.tensor("start", dtype), a.tensor("stop", dtype)
+    for key, v in (("start", start), ("stop", stop)):
+        if v.type != TensorType(dtype):
+            raise a.error(key, f"'{key}' must be a {dtype} scalar, got {v.type}")
+    steps = cx.constant(max(num - 1, 1), dtype) if isinstance(num, int) else \
+        cx.elementwise("maximum", cx.op("dim", dtype=dtype, value=num - 1), 1)
+    step = cx.op("div", cx.op("sub", stop, start), steps)
+    ramp = cx.op("iota", axis=0, dtype=dtype, shape=(num,))
+    return cx.elementwise("add", start, cx.elementwise("mul", ramp, step))
+
+
+def _cast(dtype: DType):
+    def cast_expand(cx: Scope, a: Args) -> Value:
+        x = a.tensor("x", dtype)
+        return x if x.type.dtype == dtype else cx.op("convert", x, dtype=dtype)
+    return cast_expand
+
+
+for _dtype in (DType.f32, DType.f64, DType.i32, DType.i64):
+    builtin_rules[_dtype.value] = Builtin(("x",), {}, _cast(_dtype))

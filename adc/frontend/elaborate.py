@@ -1,0 +1,363 @@
+"""AST → IR: names, weakly typed literals, explicit broadcasting, builtins, located errors.
+
+The second stage of the pipeline, after `parse.py`. Kernels are elaborated
+callees first (a cycle of calls is a CompileError), each into one `Func`
+through `adc.ir.builder.Builder`, whose `at(loc)` stamps every op with the
+source expression it comes from. Elaboration keeps three invariants the IR
+needs: operands of elementwise ops have identical types (NumPy broadcasting
+becomes `broadcast` ops), literals take the dtype of the tensors they meet, and
+every error in the user's program is a `CompileError` at its line and column:
+
+    def f(x: f32[B, N], b: f32[N]) -> f32[B, N]:    func @f(%x: f32[B,N], %b: f32[N]) -> f32[B,N] {
+        return x * b + 1.0                            %0 = broadcast %b {dims = [1], shape = [B,N]} : f32[B,N]
+                                                      %1 = mul %x, %0 : f32[B,N]
+                                                      %2 = constant {dtype = f32, value = 1.0} : f32
+                                                      %3 = broadcast %2 {dims = [], shape = [B,N]} : f32[B,N]
+                                                      %4 = add %1, %3 : f32[B,N]
+
+Expression values during elaboration: an IR `Value` (a tensor), a Python
+int/float/bool (a weak literal), a `SymDim` (a dimension symbol used as a
+number), a `DType` (`f64` in `dtype=f64`), a list (list and tuple literals) or
+`Results` (the results of a kernel returning a tuple, only for unpacking).
+"""
+from __future__ import annotations
+
+import dataclasses
+import operator
+
+from adc.errors import CompileError, Location
+from adc.frontend import ast
+from adc.frontend.builtins import Args, Deferred, Results, Scope, builtin_rules, describe, is_static, matmul
+from adc.ir.builder import Builder
+from adc.ir.core import Func, FuncRef, Module, Value
+from adc.ir.types import DType, Dim, SymDim, TensorType
+
+BINARY_OPS = {"+": "add", "-": "sub", "*": "mul", "/": "div", "**": "pow",
+              "<": "lt", "<=": "le", ">": "gt", ">=": "ge", "==": "eq", "!=": "ne"}
+FOLD = {"+": operator.add, "-": operator.sub, "*": operator.mul, "/": operator.truediv, "**": operator.pow,
+        "<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge, "==": operator.eq,
+        "!=": operator.ne}
+DIM_FOLD = ("+", "-", "*")
+
+
+def elaborate(program: ast.Program) -> Module:
+    """The IR module of a parsed program, functions in source order."""
+    defs = _definitions(program)
+    funcs: dict[str, Func] = {}
+    for name in _callees_first(defs):
+        funcs[name] = KernelElaborator(defs[name], defs, funcs).run()
+    return Module({f.name: funcs[f.name] for f in program.funcs}, program.filename)
+
+
+def _definitions(program: ast.Program) -> dict[str, ast.FuncDef]:
+    defs: dict[str, ast.FuncDef] = {}
+    for f in program.funcs:
+        if f.name in defs:
+            raise CompileError(f"kernel '{f.name}' is defined twice (first at line {defs[f.name].loc.line})", f.loc)
+        if f.name in builtin_rules:
+            raise CompileError(f"kernel '{f.name}' has the name of a builtin; rename it", f.loc)
+        defs[f.name] = f
+    return defs
+
+
+def _callees_first(defs: dict[str, ast.FuncDef]) -> list[str]:
+    """Kernel names in an order where every callee precedes its callers; cycles are errors."""
+    order: list[str] = []
+    state: dict[str, str] = {}
+
+    def visit(name: str, path: list[str]) -> None:
+        state[name] = "visiting"
+        for call in _calls(defs[name]):
+            if call.func not in defs:
+                continue
+            if state.get(call.func) == "visiting":
+                cycle = " -> ".join(path[path.index(call.func):] + [call.func])
+                raise CompileError(f"recursive call to '{call.func}' ({cycle}); kernels cannot recurse", call.loc)
+            if call.func not in state:
+                visit(call.func, path + [call.func])
+        state[name] = "done"
+        order.append(name)
+
+    for name in defs:
+        if name not in state:
+            visit(name, [name])
+    return order
+
+
+def _calls(node) -> list[ast.Call]:
+    """Every call expression under `node`, in source order."""
+    found = [node] if isinstance(node, ast.Call) else []
+    children = [getattr(node, f.name) for f in dataclasses.fields(node)] if dataclasses.is_dataclass(node) else node
+    for child in children if isinstance(children, (list, tuple)) else ():
+        if dataclasses.is_dataclass(child) or isinstance(child, (list, tuple)):
+            found += _calls(child)
+    return found
+
+
+class KernelElaborator(Scope):
+    """Elaborates one kernel: its signature, then its statements in order."""
+
+    def __init__(self, fdef: ast.FuncDef, defs: dict[str, ast.FuncDef], funcs: dict[str, Func]):
+        super().__init__(Builder(funcs, fdef.loc))
+        self.fdef, self.defs, self.funcs = fdef, defs, funcs
+        self.env: dict[str, object] = {}
+        self.dims: dict[str, SymDim] = {}
+
+    def run(self) -> Func:
+        for p in self.fdef.params:
+            if p.name in self.env:
+                raise CompileError(f"parameter '{p.name}' is defined twice", p.loc)
+            self.env[p.name] = self.b.param(p.name, self.param_type(p.type))
+        declared = [self.result_type(t) for t in self.fdef.results]
+        returns = self.body(declared)
+        return self.b.finish(self.fdef.name, returns, self.fdef.loc)
+
+    # ------------------------------------------------------------ types
+
+    def dtype(self, texpr: ast.TypeExpr) -> DType:
+        try:
+            return DType(texpr.dtype)
+        except ValueError:
+            raise CompileError(f"unknown type '{texpr.dtype}'; expected f32, f64, i32, i64 or bool", texpr.loc) from None
+
+    def param_type(self, texpr: ast.TypeExpr) -> TensorType:
+        """Parameter dims are integers or symbols; a symbol seen here becomes bound."""
+        shape = []
+        for d in texpr.dims:
+            if isinstance(d, ast.Number) and type(d.value) is int:
+                shape.append(d.value)
+            elif isinstance(d, ast.Name):
+                shape.append(self.dims.setdefault(d.id, SymDim.symbol(d.id)))
+            else:
+                raise CompileError("a parameter dimension must be an integer or a symbol; "
+                                   "write dimension expressions in the result type", d.loc)
+        return TensorType(self.dtype(texpr), tuple(shape))
+
+    def result_type(self, texpr: ast.TypeExpr) -> TensorType:
+        return TensorType(self.dtype(texpr), tuple(self.dim_expr(d) for d in texpr.dims))
+
+    def dim_expr(self, e: ast.Expr) -> Dim:
+        """A result dimension: integers and bound symbols under + - *."""
+        if isinstance(e, ast.Number) and type(e.value) is int:
+            return e.value
+        if isinstance(e, ast.Name):
+            if e.id not in self.dims:
+                raise CompileError(f"unbound dimension '{e.id}' in the result type of '{self.fdef.name}': "
+                                   "result dimensions must use symbols of the parameters' types", e.loc)
+            return self.dims[e.id]
+        if isinstance(e, ast.BinOp) and e.op in DIM_FOLD:
+            return FOLD[e.op](self.dim_expr(e.left), self.dim_expr(e.right))
+        if isinstance(e, ast.UnaryOp):
+            return -self.dim_expr(e.operand) if e.op == "-" else self.dim_expr(e.operand)
+        raise CompileError("a result dimension must be an integer, a symbol, or + - * of them", e.loc)
+
+    # ------------------------------------------------------------ statements
+
+    def body(self, declared: list[TensorType]) -> list[Value]:
+        stmts = self.fdef.body
+        for i, stmt in enumerate(stmts):
+            if isinstance(stmt, ast.Docstring):
+                if i != 0:
+                    raise CompileError("a string can only be the kernel's docstring, its first statement", stmt.loc)
+            elif isinstance(stmt, ast.Assign):
+                self.assign(stmt)
+            else:
+                if i != len(stmts) - 1:
+                    raise CompileError("unreachable statement after return", stmts[i + 1].loc)
+                return self.returns(stmt, declared)
+        raise CompileError(f"kernel '{self.fdef.name}' has no return statement", self.fdef.loc)
+
+    def assign(self, stmt: ast.Assign) -> None:
+        value = self.expr(stmt.value)
+        if len(stmt.targets) == 1:
+            if isinstance(value, Results):
+                raise CompileError(f"'{stmt.value.func}' returns {len(value)} values; unpack them into "
+                                   f"{len(value)} names", stmt.loc)
+            self.env[stmt.targets[0].id] = value
+            return
+        if not isinstance(value, Results):
+            raise CompileError(f"cannot unpack {describe(value)}: only a call of a kernel returning a tuple "
+                               "can be unpacked", stmt.value.loc)
+        if len(value) != len(stmt.targets):
+            raise CompileError(f"cannot unpack {len(value)} values into {len(stmt.targets)} names", stmt.loc)
+        for target, v in zip(stmt.targets, value):
+            self.env[target.id] = v
+
+    def returns(self, stmt: ast.Return, declared: list[TensorType]) -> list[Value]:
+        name = self.fdef.name
+        if len(stmt.values) != len(declared):
+            raise CompileError(f"'{name}' returns {len(stmt.values)} value(s) but is declared with "
+                               f"{len(declared)}", stmt.loc)
+        out = []
+        for e, want in zip(stmt.values, declared):
+            value = self.expr(e)
+            with self.b.at(e.loc):
+                if isinstance(value, (bool, int, float, SymDim)):
+                    value = self.broadcast(self.tensor(value, want.dtype), want.shape)
+                value = self.tensor(value, want.dtype)
+            if value.type != want:
+                raise CompileError(f"'{name}' returns {value.type} but is declared {want}", e.loc)
+            out.append(value)
+        return out
+
+    # ------------------------------------------------------------ expressions
+
+    def expr(self, e: ast.Expr):
+        with self.b.at(e.loc):
+            return getattr(self, f"expr_{type(e).__name__}")(e)
+
+    def expr_Number(self, e: ast.Number):
+        return e.value
+
+    def expr_ListExpr(self, e: ast.ListExpr):
+        return [self.expr(item) for item in e.items]
+
+    def expr_Name(self, e: ast.Name):
+        if e.id in self.env:
+            return self.env[e.id]
+        if e.id in self.dims:
+            return self.dims[e.id]
+        if e.id in DType.__members__:
+            return DType(e.id)
+        if e.id in builtin_rules or e.id in self.defs:
+            raise CompileError(f"'{e.id}' is a function; call it as {e.id}(...)", e.loc)
+        raise CompileError(f"unknown name '{e.id}'", e.loc)
+
+    def expr_UnaryOp(self, e: ast.UnaryOp):
+        value = self.expr(e.operand)
+        if isinstance(value, (Value, Deferred)):
+            return value if e.op == "+" else self.b.op("neg", self.tensor(value))
+        if not is_static(value) and not isinstance(value, float):
+            raise CompileError(f"unary {e.op} needs a tensor or a number, got {describe(value)}", e.loc)
+        return value if e.op == "+" else -value
+
+    def expr_BinOp(self, e: ast.BinOp):
+        left, right = self.expr(e.left), self.expr(e.right)
+        for side in (left, right):
+            if not (isinstance(side, (Value, Deferred, SymDim, int, float))):
+                raise CompileError(f"operator {e.op} needs tensors or numbers, got {describe(side)}", e.loc)
+        if e.op == "@":
+            return matmul(self, self.tensor(left), self.tensor(right))
+        if not isinstance(left, (Value, Deferred)) and not isinstance(right, (Value, Deferred)):
+            folded = self.fold(e.op, left, right)
+            if folded is not None:
+                return folded
+        if e.op == "**" and isinstance(left, Value) and type(right) in (int, float) and right == 2:
+            return self.b.op("mul", left, left)
+        return self.elementwise(BINARY_OPS[e.op], left, right)
+
+    def fold(self, op: str, left, right):
+        """Static arithmetic on numbers and dimensions; None when a tensor op is needed."""
+        symbolic = isinstance(left, SymDim) or isinstance(right, SymDim)
+        if symbolic:
+            ok = op in DIM_FOLD and all(isinstance(v, (int, SymDim)) for v in (left, right))
+            return FOLD[op](left, right) if ok else None
+        if op == "**" and (abs(right) > 64 or abs(left) > 2 ** 64):
+            return None
+        try:
+            return FOLD[op](left, right)
+        except ZeroDivisionError:
+            raise CompileError("division by zero in a constant expression", self.b.loc) from None
+
+    def expr_Index(self, e: ast.Index):
+        value = self.expr(e.value)
+        value = self.tensor(value) if isinstance(value, Deferred) else value
+        if not isinstance(value, Value):
+            raise CompileError(f"only tensors can be indexed, not {describe(value)}", e.loc)
+        if len(e.items) > value.type.rank:
+            raise CompileError(f"too many indices ({len(e.items)}) for {value.type}", e.loc)
+        starts, stops, steps, dropped = [], [], [], []
+        for axis, size in enumerate(value.type.shape):
+            item = e.items[axis] if axis < len(e.items) else ast.Slice(None, None, None, e.loc)
+            if isinstance(item, ast.Slice):
+                bounds = self.slice_bounds(item, size)
+            else:
+                bounds = (self.index_position(item, size),) * 2
+                bounds = (bounds[0], bounds[0] + 1, 1)
+                dropped.append(axis)
+            for out, bound in zip((starts, stops, steps), bounds):
+                out.append(bound)
+        whole = starts == [0] * value.type.rank and stops == list(value.type.shape) and steps == [1] * value.type.rank
+        sliced = value if whole else self.b.op("slice", value, start=starts, stop=stops, step=steps)
+        return self.reshape(sliced, [d for i, d in enumerate(sliced.type.shape) if i not in dropped])
+
+    def index_position(self, e: ast.Expr, size: Dim) -> Dim:
+        """An integer index; negative counts from the end; static sizes are bounds-checked."""
+        i = self.static_index(e)
+        position = size + i if isinstance(i, int) and i < 0 else i
+        if isinstance(size, int) and not 0 <= position < size:
+            raise CompileError(f"index {i} is out of bounds for a dimension of size {size}", e.loc)
+        if isinstance(position, int) and position < 0:
+            raise CompileError(f"index {i} is out of bounds for a dimension of size {size}", e.loc)
+        return position
+
+    def slice_bounds(self, s: ast.Slice, size: Dim) -> tuple[Dim, Dim, int]:
+        """NumPy's start:stop:step with a positive static step; static sizes clamp like NumPy."""
+        step = 1 if s.step is None else self.static_index(s.step)
+        if not isinstance(step, int) or step < 1:
+            raise CompileError(f"a slice step must be a positive integer, got {step}", s.step.loc)
+        start = 0 if s.start is None else self.slice_bound(s.start, size)
+        stop = size if s.stop is None else self.slice_bound(s.stop, size)
+        if isinstance(start, int) and isinstance(stop, int) and stop < start:
+            stop = start
+        return start, stop, step
+
+    def slice_bound(self, e: ast.Expr, size: Dim) -> Dim:
+        i = self.static_index(e)
+        bound = size + i if isinstance(i, int) and i < 0 else i
+        if isinstance(size, int):
+            return min(max(bound, 0), size)
+        if isinstance(bound, int) and bound < 0:
+            raise CompileError(f"slice bound {i} is out of bounds for a dimension of size {size}", e.loc)
+        return bound
+
+    def static_index(self, e: ast.Expr) -> Dim:
+        value = self.expr(e)
+        if not is_static(value):
+            raise CompileError(f"indices must be static integers, got {describe(value)}", e.loc)
+        return value
+
+    def expr_Call(self, e: ast.Call):
+        if e.func in self.defs:
+            return self.call_kernel(e)
+        if e.func in builtin_rules:
+            rule = builtin_rules[e.func]
+            values = self.bind(e, rule.params, rule.defaults)
+            return rule.expand(self, Args(self, e.func, values))
+        if e.func in self.env:
+            raise CompileError(f"'{e.func}' is a {describe(self.env[e.func])}, not a function", e.loc)
+        raise CompileError(f"unknown function '{e.func}'", e.loc)
+
+    def bind(self, e: ast.Call, params: tuple[str, ...], defaults: dict) -> dict[str, tuple[object, Location]]:
+        """Arguments by parameter name, elaborated, each with its location."""
+        if len(e.args) > len(params):
+            raise CompileError(f"{e.func}() takes {_count(len(params), 'argument')}, got {len(e.args)}", e.loc)
+        bound = {p: (self.expr(a), a.loc) for p, a in zip(params, e.args)}
+        for kw in e.keywords:
+            if kw.name not in params:
+                raise CompileError(f"{e.func}() has no argument named '{kw.name}'; it takes "
+                                   f"{', '.join(params)}", kw.loc)
+            if kw.name in bound:
+                raise CompileError(f"{e.func}() got two values for argument '{kw.name}'", kw.loc)
+            bound[kw.name] = (self.expr(kw.value), kw.value.loc)
+        for p in params:
+            if p not in bound:
+                if p not in defaults:
+                    raise CompileError(f"{e.func}() is missing argument '{p}'", e.loc)
+                bound[p] = (defaults[p], e.loc)
+        return bound
+
+    def call_kernel(self, e: ast.Call):
+        callee = self.funcs[e.func]
+        bound = self.bind(e, tuple(p.name for p in callee.params), {})
+        operands = []
+        for p in callee.params:
+            value, loc = bound[p.name]
+            with self.b.at(loc):
+                operands.append(self.tensor(value, p.type.dtype))
+        results = self.b.emit("call", *operands, callee=FuncRef(e.func))
+        return results[0] if len(results) == 1 else Results(results)
+
+
+def _count(n: int, word: str) -> str:
+    return f"{n} {word}" if n == 1 else f"{n} {word}s"

@@ -1,0 +1,253 @@
+"""Source text → AST: the lark LALR parser of grammar.lark and its syntax errors.
+
+The first stage of the pipeline. The indenter post-lexer turns leading
+whitespace into INDENT/DEDENT tokens; `ToAst` builds `adc.frontend.ast` nodes
+carrying `Location`s; every lark error becomes a `CompileError` a person can
+act on ("unexpected ')'", "expected an indented block"):
+
+    def f(x: f32[N]) -> f32[N]:        Program(funcs=(FuncDef('f', ...,
+        return x + 1.0                     body=(Return((BinOp('+', Name('x'), Number(1.0)),)),)),))
+"""
+from __future__ import annotations
+
+import ast as pyast
+import re
+from functools import lru_cache
+from pathlib import Path
+
+from lark import Lark, Token, Transformer, UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken
+from lark import v_args
+from lark.indenter import DedentError, Indenter
+
+from adc.errors import CompileError, Location
+from adc.frontend import ast
+
+STRAIGHT_LINE_ONLY = ("if", "elif", "else", "for", "while", "with", "try", "except", "lambda", "break",
+                      "continue", "pass", "import", "from", "class", "yield", "global", "assert", "del")
+
+# How tokens are named in messages, by terminal name.
+TOKEN_TEXT = {"_NL": "end of line", "_INDENT": "indent", "_DEDENT": "end of block", "$END": "end of file",
+              "NAME": "a name", "INT": "a number", "FLOAT": "a number", "STRING": "a string"}
+
+
+class _Indenter(Indenter):
+    NL_type = "_NL"
+    OPEN_PAREN_types = ["LPAR", "LSQB"]
+    CLOSE_PAREN_types = ["RPAR", "RSQB"]
+    INDENT_type = "_INDENT"
+    DEDENT_type = "_DEDENT"
+    tab_len = 8
+
+    def handle_NL(self, token):
+        """As lark's, but a bad dedent raises with the line it happens on."""
+        try:
+            yield from super().handle_NL(token)
+        except DedentError:
+            raise _BadDedent(token.end_line, token.end_column) from None
+
+
+class _BadDedent(Exception):
+    def __init__(self, line: int, col: int):
+        self.line, self.col = line, col
+
+
+@lru_cache(maxsize=1)
+def _parser() -> Lark:
+    grammar = (Path(__file__).parent / "grammar.lark").read_text()
+    return Lark(grammar, start="program", parser="lalr", postlex=_Indenter(), propagate_positions=True,
+                maybe_placeholders=True)
+
+
+def parse_program(source: str, filename: str = "<string>") -> ast.Program:
+    """Parse adc source text; raises CompileError on malformed input."""
+    text = source if source.endswith("\n") else source + "\n"
+    try:
+        tree = _parser().parse(text)
+    except UnexpectedInput as err:
+        raise _syntax_error(err, text, filename) from None
+    except _BadDedent as err:
+        raise CompileError("unindent does not match any outer indentation level",
+                           Location(filename, err.line, err.col, source)) from None
+    return ToAst(filename, source).transform(tree)
+
+
+def _syntax_error(err: UnexpectedInput, text: str, filename: str) -> CompileError:
+    line, col = max(err.line, 1), max(err.column, 1)
+    token = getattr(err, "token", None)
+    if isinstance(err, UnexpectedEOF) or token is not None and token.type == "$END":
+        line, col = _end_position(text)
+    elif token is not None and token.type in ("_INDENT", "_DEDENT"):
+        line, col = token.end_line, token.end_column
+    if _opens_block(text, line) and col == _indent_col(text, line):
+        return CompileError("expected an indented block", Location(filename, line, col, text))
+    keyword = _control_flow_keyword(text, line)
+    if keyword is not None:
+        kw_line, kw_col = keyword
+        return CompileError(f"'{_word_at(text, kw_line, kw_col)}' is not supported: "
+                            "kernels are straight-line code (no if/for/while)", Location(filename, kw_line, kw_col, text))
+    return CompileError(_syntax_message(err), Location(filename, line, col, text))
+
+
+def _syntax_message(err: UnexpectedInput) -> str:
+    if isinstance(err, UnexpectedCharacters):
+        return f"unexpected character {err.char!r}"
+    if isinstance(err, UnexpectedToken):
+        expected = set(err.expected)
+        if err.token.type == "_INDENT":
+            return "unexpected indent"
+        found = TOKEN_TEXT.get(err.token.type) if err.token.type in ("_NL", "_DEDENT", "$END") else f"'{err.token}'"
+        return f"unexpected {found}{_expected_hint(expected)}"
+    return "unexpected end of file"
+
+
+def _expected_hint(expected: set[str]) -> str:
+    names = sorted({_describe(t) for t in expected if not t.startswith("__")})
+    return f"; expected {' or '.join(names)}" if 0 < len(names) <= 3 else ""
+
+
+def _describe(terminal: str) -> str:
+    if terminal in TOKEN_TEXT:
+        return TOKEN_TEXT[terminal]
+    pattern = _parser().get_terminal(terminal).pattern
+    return f"'{pattern.value}'" if pattern.type == "str" else terminal.lower()
+
+
+def _opens_block(text: str, line: int) -> bool:
+    """Whether the code line before `line` ends with ':' (a `def` header wanting a body)."""
+    lines = [re.sub(r"#.*", "", ln).rstrip() for ln in text.split("\n")[:line - 1]]
+    code = [ln for ln in lines if ln]
+    return bool(code) and code[-1].endswith(":")
+
+
+def _indent_col(text: str, line: int) -> int:
+    source_line = text.split("\n")[line - 1] if line <= text.count("\n") else ""
+    return len(source_line) - len(source_line.lstrip()) + 1
+
+
+def _end_position(text: str) -> tuple[int, int]:
+    lines = text.rstrip("\n").split("\n")
+    return len(lines), len(lines[-1]) + 1
+
+
+def _control_flow_keyword(text: str, line: int) -> tuple[int, int] | None:
+    """The (line, col) of an if/for/while... opening `line` or the nearest code line above it."""
+    lines = text.split("\n")
+    for number in range(min(line, len(lines)), max(line - 2, 0), -1):
+        match = re.match(r"\s*([A-Za-z_]+)\b", lines[number - 1])
+        if match and match.group(1) in STRAIGHT_LINE_ONLY:
+            return number, match.start(1) + 1
+    return None
+
+
+def _word_at(text: str, line: int, col: int) -> str:
+    return re.match(r"[A-Za-z_]+", text.split("\n")[line - 1][col - 1:]).group(0)
+
+
+@v_args(meta=True)
+class ToAst(Transformer):
+    """Lark tree → AST; one method per rule alias of grammar.lark."""
+
+    def __init__(self, filename: str, source: str):
+        super().__init__()
+        self.filename, self.source = filename, source
+
+    def _loc(self, meta) -> Location:
+        return Location(self.filename, meta.line, meta.column, self.source)
+
+    def _tok_loc(self, token: Token) -> Location:
+        return Location(self.filename, token.line, token.column, self.source)
+
+    def program(self, meta, children):
+        return ast.Program(tuple(c for c in children if c is not None), self.filename, self.source)
+
+    def funcdef(self, meta, children):
+        name, params, (results, is_tuple), body = children
+        return ast.FuncDef(str(name), tuple(params or ()), results, body, self._loc(meta), is_tuple)
+
+    def params(self, meta, children):
+        return [c for c in children if c is not None]
+
+    def param(self, meta, children):
+        name, type_ = children
+        return ast.Param(str(name), type_, self._tok_loc(name))
+
+    def single_result(self, meta, children):
+        return (children[0],), False
+
+    def tuple_result(self, meta, children):
+        return tuple(c for c in children if c is not None), True
+
+    def type(self, meta, children):
+        name, *dims = children
+        return ast.TypeExpr(str(name), tuple(d for d in dims if d is not None), self._tok_loc(name))
+
+    def suite(self, meta, children):
+        return tuple(children)
+
+    def assign(self, meta, children):
+        targets, value = children
+        return ast.Assign(targets, value, self._loc(meta))
+
+    def targets(self, meta, children):
+        return tuple(ast.Name(str(t), self._tok_loc(t)) for t in children if t is not None)
+
+    def return_stmt(self, meta, children):
+        return ast.Return(tuple(c for c in children if c is not None), self._loc(meta))
+
+    def docstring(self, meta, children):
+        return ast.Docstring(pyast.literal_eval(str(children[0])), self._loc(meta))
+
+    def binary(self, meta, children):
+        left, op, right = children
+        return ast.BinOp(str(op), left, right, self._loc(meta))
+
+    def unary(self, meta, children):
+        op, operand = children
+        return ast.UnaryOp(str(op), operand, self._loc(meta))
+
+    def call(self, meta, children):
+        name, args = children
+        args = args or ()
+        positional = tuple(a for a in args if not isinstance(a, ast.Keyword))
+        keywords = tuple(a for a in args if isinstance(a, ast.Keyword))
+        return ast.Call(str(name), positional, keywords, self._loc(meta))
+
+    def arguments(self, meta, children):
+        return tuple(c for c in children if c is not None)
+
+    def keyword(self, meta, children):
+        name, value = children
+        return ast.Keyword(str(name), value, self._tok_loc(name))
+
+    def index(self, meta, children):
+        value, *items = children
+        loc = self._loc(meta)
+        return ast.Index(value, tuple(_located(i, loc) for i in items if i is not None), loc)
+
+    def slice(self, meta, children):
+        """A bare `:` has no position of its own; `index` then gives it the bracket's."""
+        start, stop, step = children
+        return ast.Slice(start, stop, step, None if meta.empty else self._loc(meta))
+
+    def name(self, meta, children):
+        return ast.Name(str(children[0]), self._tok_loc(children[0]))
+
+    def int_literal(self, meta, children):
+        return ast.Number(int(children[0]), self._tok_loc(children[0]))
+
+    def float_literal(self, meta, children):
+        return ast.Number(float(children[0]), self._tok_loc(children[0]))
+
+    def bool_literal(self, meta, children):
+        return ast.Number(children[0] == "True", self._tok_loc(children[0]))
+
+    def tuple(self, meta, children):
+        return ast.ListExpr(tuple(c for c in children if c is not None), self._loc(meta))
+
+    list = tuple
+
+
+def _located(item, loc: Location):
+    if isinstance(item, ast.Slice) and item.loc is None:
+        return ast.Slice(item.start, item.stop, item.step, loc)
+    return item

@@ -1,0 +1,78 @@
+"""Malformed programs: each raises a CompileError at the expected line:col with a message a person can act on."""
+import pytest
+
+from adc.errors import CompileError
+from adc.frontend import compile_source
+
+HEAD = "def f(x: f32[N], y: f32[M], b: f32[N, 3]) -> f32[N]:\n"
+
+# source, (line, col), a substring of the message
+CASES = [
+    ("def f(x: f32[N]) -> f32[N]:\n    return x +\n", (2, 15), "unexpected end of line"),
+    ("def f(x: f32[N]) -> f32[N]:\n    return (x))\n", (2, 15), "unexpected ')'"),
+    ("def f(x: f32[N]) -> f32[N]:\nreturn x\n", (2, 1), "expected an indented block"),
+    ("def f(x: f32[N]) -> f32[N]:\n    y = x\n      return y\n", (3, 7), "unexpected indent"),
+    ("def f(x: f32[N]) -> f32[N]:\n        y = x\n    return y\n", (3, 5), "unindent does not match"),
+    ("def f(x: f32[N]) -> f32[N]:\n    return x $ 2\n", (2, 14), "unexpected character '$'"),
+    ("def f(x: f32[N]) -> f32[N]:\n    if x > 0:\n        return x\n", (2, 5), "'if' is not supported"),
+    ("def f(x: f32[N]) -> f32[N]:\n    for i in x:\n        return x\n", (2, 5), "'for' is not supported"),
+    ("def f(x: f32[N]) -> f32[N]:\n    return a < x < 2\n", (2, 18), "unexpected '<'"),
+    (HEAD + "    return z\n", (2, 12), "unknown name 'z'"),
+    (HEAD + "    return foo(x)\n", (2, 12), "unknown function 'foo'"),
+    (HEAD + "    return sin(x, x)\n", (2, 12), "sin() takes 1 argument, got 2"),
+    (HEAD + "    return sum(x, axes=0)\n", (2, 19), "no argument named 'axes'"),
+    (HEAD + "    return clip(x, 0.0)\n", (2, 12), "missing argument 'hi'"),
+    (HEAD + "    return x + y\n", (2, 12), "cannot broadcast f32[N] against f32[M]: dimension N against M"),
+    (HEAD + "    return x + f64(x)\n", (2, 12), "dtype mismatch: f32[N] and f64[N]"),
+    (HEAD + "    return x @ b\n", (2, 12), "returns f32[3] but is declared f32[N]"),
+    (HEAD + "    return b @ x\n", (2, 12), "contracted dimensions differ"),
+    (HEAD + "    return sum(b, axis=2)\n", (2, 24), "axis 2 is out of range for rank 2"),
+    (HEAD + "    return x[:, 0]\n", (2, 12), "too many indices (2) for f32[N]"),
+    (HEAD + "    return b[0, 3]\n", (2, 17), "index 3 is out of bounds for a dimension of size 3"),
+    (HEAD + "    return x[y]\n", (2, 14), "indices must be static integers, got tensor f32[M]"),
+    (HEAD + "    return x[::-1]\n", (2, 16), "a slice step must be a positive integer"),
+    (HEAD + "    return reshape(x, [y, 2])\n", (2, 23), "got tensor f32[M]"),
+    (HEAD + "    return x\n    return x\n", (3, 5), "unreachable statement after return"),
+    (HEAD + "    z = x\n", (1, 1), "has no return statement"),
+    (HEAD + "    a, c = x\n", (2, 12), "only a call of a kernel returning a tuple can be unpacked"),
+    (HEAD + "    return x\n\ndef f(x: f32) -> f32:\n    return x\n", (4, 1), "kernel 'f' is defined twice"),
+    ("def f(x: f32[N], x: f32[N]) -> f32[N]:\n    return x\n", (1, 18), "parameter 'x' is defined twice"),
+    ("def f(x: f32[N]) -> f32[K]:\n    return x\n", (1, 25), "unbound dimension 'K'"),
+    ("def f(x: f32[N+1]) -> f32[N]:\n    return x\n", (1, 14), "a parameter dimension must be an integer or a symbol"),
+    ("def f(x: float[N]) -> f32[N]:\n    return x\n", (1, 10), "unknown type 'float'"),
+    ("def f(x: f32[N]) -> f32[N]:\n    return g(x)\n\ndef g(x: f32[N]) -> f32[N]:\n    return f(x)\n",
+     (5, 12), "recursive call to 'f' (f -> g -> f)"),
+    ("def f(x: f32[N]) -> f32[N]:\n    return f(x)\n", (2, 12), "recursive call to 'f'"),
+    ("def two(x: f32) -> (f32, f32):\n    return x, x\n\ndef f(x: f32) -> f32:\n    y = two(x)\n    return y\n",
+     (5, 5), "'two' returns 2 values; unpack them"),
+    ("def two(x: f32) -> (f32, f32):\n    return x, x\n\ndef f(x: f32) -> f32:\n    a, b, c = two(x)\n"
+     "    return a\n", (5, 5), "cannot unpack 2 values into 3 names"),
+    ("def f(x: f32) -> (f32, f32):\n    return x\n", (2, 5), "returns 1 value(s) but is declared with 2"),
+    ("def g(x: f32[N]) -> f32[N]:\n    return x\n\ndef f(x: f64[N]) -> f64[N]:\n    return g(x)\n",
+     (5, 12), "argument 1: expected f32[N], got f64[N]"),
+    (HEAD + "    return relu\n", (2, 12), "'relu' is a function"),
+    ("def relu(x: f32) -> f32:\n    return x\n", (1, 1), "has the name of a builtin"),
+    (HEAD + "    return mean(i32(x))\n", (2, 17), "expected a float tensor, got i32[N]"),
+    (HEAD + "    return transpose(b, perm=[0, 0])\n", (2, 30), "is not a permutation"),
+    (HEAD + "    return x / 0 * (1 / 0)\n", (2, 21), "division by zero"),
+    (HEAD + "    '''doc'''\n    z = x\n    'late'\n    return z\n", (4, 5), "a string can only be the kernel's docstring"),
+    (HEAD + "    return where(x, x, x)\n", (2, 12), "the condition must be a bool tensor"),
+    (HEAD + "    return broadcast_to(b, [N])\n", (2, 28), "cannot broadcast f32[N,3] to [N]"),
+]
+
+
+@pytest.mark.parametrize("source, where, message", CASES, ids=[c[2][:40] for c in CASES])
+def test_malformed_program_is_located(source, where, message):
+    with pytest.raises(CompileError) as info:
+        compile_source(source, "bad.adc")
+    err = info.value
+    assert message in err.message
+    assert (err.line, err.col) == where, err.render()
+    rendered = err.render().splitlines()
+    assert rendered[0].startswith(f"bad.adc:{where[0]}:{where[1]}: error: ")
+    assert rendered[1] == source.splitlines()[where[0] - 1]
+    assert rendered[2] == " " * (where[1] - 1) + "^"
+
+
+def test_table_is_large_enough():
+    assert len(CASES) >= 25
