@@ -1,0 +1,96 @@
+"""Fusion planning: which values of a kernel get a buffer, and which are computed in a consumer's loop.
+
+Lowering emits one loop nest per materialized value; every other value is
+computed on demand, element by element, inside the loop of the value that
+consumes it. A value is materialized when it is
+
+- a parameter (its input buffer) or a returned value (written straight into its output buffer);
+- the result of a reduction or matmul, or an operand of matmul (BLAS reads memory);
+- expanded by a broadcast, or used by several ops, unless it is cheap to recompute
+  (a load through an index map, a constant, a dimension, an iota).
+
+    %0 = broadcast %delta {dims = [], shape = [N]} : f32[N]    # fused (cheap)
+    %1 = add %x, %0 : f32[N]                                   # fused
+    %2 = sigmoid %1 : f32[N]                                   # materialized: returned
+    return %2                                                  # -> one loop, writes outputs[0]
+
+A loop nest is *flat* when every element it computes reads its operands at the
+same row-major position (elementwise ops, scalar broadcasts, reshapes): it is
+then one loop over the element count, the best shape for the vectorizer.
+"""
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+
+from adc.ir.core import Func, Op, Value
+from adc.ir.ops import OPS
+
+MATERIALIZING = frozenset({"reduce_sum", "reduce_max", "reduce_min", "reduce_prod", "matmul"})
+INDEX_MAPS = frozenset({"broadcast", "reshape", "transpose", "slice", "stop_gradient"})
+SOURCES = frozenset({"constant", "dim", "iota"})
+FLAT_SAFE = frozenset({"reshape", "constant", "dim"})
+
+
+@dataclass(frozen=True)
+class Plan:
+    """The fusion decisions for one function."""
+
+    producers: dict[Value, Op]
+    materialized: frozenset[Value]
+
+    def is_fused(self, value: Value) -> bool:
+        return value not in self.materialized
+
+    def leaves(self, root: Op) -> list[Value]:
+        """The materialized values the fused computation of `root` reads, in first-use order."""
+        found: dict[Value, None] = {}
+
+        def visit(op: Op) -> None:
+            for v in op.operands:
+                if v in self.materialized:
+                    found.setdefault(v, None)
+                elif v in self.producers:
+                    visit(self.producers[v])
+        visit(root)
+        return list(found)
+
+    def is_flat(self, root: Op) -> bool:
+        """True when `root` and its fused producers all read operands at the result's linear index."""
+        if not _flat_op(root):
+            return False
+        return all(self.is_flat(self.producers[v]) for v in root.operands
+                   if v not in self.materialized)
+
+
+def _flat_op(op: Op) -> bool:
+    if op.name == "broadcast":
+        return op.operands[0].type.rank == 0
+    return op.name in FLAT_SAFE or "elementwise" in OPS[op.name].traits
+
+
+def plan(func: Func) -> Plan:
+    producers = {op.result: op for op in func.ops}
+    uses = Counter(v for op in func.ops for v in set(op.operands))
+    uses.update(func.returns)
+    forced = set(func.params) | set(func.returns)
+    for op in func.ops:
+        if op.name in MATERIALIZING:
+            forced.add(op.result)
+        if op.name == "matmul":
+            forced.update(op.operands)
+    cheap = _cheap_values(func, forced)
+    for op in func.ops:
+        if op.name == "broadcast" and op.operands[0] not in cheap:
+            forced.add(op.operands[0])
+    forced.update(v for v, n in uses.items() if n > 1 and v not in cheap)
+    return Plan(producers, frozenset(forced))
+
+
+def _cheap_values(func: Func, forced: set[Value]) -> set[Value]:
+    """Values whose element costs a load or less: recomputing them beats a buffer."""
+    cheap = set(forced)
+    for op in func.ops:
+        if op.name in SOURCES or (op.name in INDEX_MAPS and all(v in cheap for v in op.operands)):
+            cheap.add(op.result)
+    return cheap

@@ -1,0 +1,143 @@
+"""Loop-building blocks for lowering: element positions, counted loops, outlined loop functions.
+
+Lowering (lower.py) describes what each element is; this module owns how
+loops look, so every loop nest has the shape LLVM's loop vectorizer expects:
+a counted `i64` induction variable from `start` to `end` (`icmp slt`, `add nuw
+nsw`), and each nest lives in its own internal function whose buffer pointers
+are `noalias` parameters, so the vectorizer needs no run-time alias checks.
+
+An outlined loop function has the signature
+
+    internal void @loop_<n>(i64 start, i64 end, ptr noalias dims, ptr noalias out, ptr noalias in...)
+
+and runs the outermost loop over [start, end) only, so the range can be split
+between threads.
+
+    entry:   br header
+    header:  %i = phi [start, entry], [%i.next, body];  br (%i < end), body, exit
+    body:    ...;  %i.next = add nuw nsw %i, 1;  br header
+"""
+from __future__ import annotations
+
+from typing import Callable, Sequence
+
+import llvmlite.ir as ir
+
+from adc.ir.types import Dim, SymDim
+
+I1 = ir.IntType(1)
+I8 = ir.IntType(8)
+I32 = ir.IntType(32)
+I64 = ir.IntType(64)
+PTR = ir.PointerType()
+NOWRAP = ("nuw", "nsw")
+
+
+def i64(n: int) -> ir.Constant:
+    return ir.Constant(I64, n)
+
+
+def evaluate_dim(b: ir.IRBuilder, d: Dim, symbols: dict[str, ir.Value]) -> ir.Value:
+    """A dimension polynomial as i64 arithmetic over the symbols' run-time values."""
+    if not isinstance(d, SymDim):
+        return i64(int(d))
+    total = None
+    for mono, coeff in d.terms:
+        term = i64(coeff)
+        for name in mono:
+            term = b.mul(term, symbols[name], flags=("nsw",))
+        total = term if total is None else b.add(total, term, flags=("nsw",))
+    return total
+
+
+class Index:
+    """The position of one element: per-axis i64 values, its row-major linear index, or both.
+
+    Each form is derived from the other on first use, so a flattened loop that
+    only ever reads buffers of its own shape never divides.
+    """
+
+    def __init__(self, b: ir.IRBuilder, extents: Sequence[ir.Value],
+                 axes: Sequence[ir.Value] | None = None, flat: ir.Value | None = None):
+        self.b = b
+        self.extents = tuple(extents)
+        self._axes = tuple(axes) if axes is not None else None
+        self._flat = flat
+        if not self.extents:
+            self._axes, self._flat = (), i64(0)
+
+    @property
+    def axes(self) -> tuple[ir.Value, ...]:
+        if self._axes is None:
+            rest, axes = self._flat, []
+            for extent in reversed(self.extents[1:]):
+                axes.append(self.b.urem(rest, extent))
+                rest = self.b.udiv(rest, extent)
+            self._axes = (rest, *reversed(axes))
+        return self._axes
+
+    @property
+    def flat(self) -> ir.Value:
+        if self._flat is None:
+            flat = self._axes[0]
+            for extent, axis in zip(self.extents[1:], self._axes[1:]):
+                flat = self.b.add(self.b.mul(flat, extent, flags=NOWRAP), axis, flags=NOWRAP)
+            self._flat = flat
+        return self._flat
+
+
+def counted_loop(b: ir.IRBuilder, start: ir.Value, end: ir.Value, body: Callable[[ir.Value], None]) -> None:
+    """for (i = start; i < end; ++i) body(i); leaves `b` after the loop."""
+    pre = b.block
+    header = b.append_basic_block("loop.header")
+    block = b.append_basic_block("loop.body")
+    exit_ = b.append_basic_block("loop.exit")
+    b.branch(header)
+    b.position_at_end(header)
+    i = b.phi(I64, "i")
+    i.add_incoming(start, pre)
+    b.cbranch(b.icmp_signed("<", i, end), block, exit_)
+    b.position_at_end(block)
+    body(i)
+    following = b.add(i, i64(1), flags=NOWRAP)
+    i.add_incoming(following, b.block)
+    b.branch(header)
+    b.position_at_end(exit_)
+
+
+def loop_nest(b: ir.IRBuilder, ranges: Sequence[tuple[ir.Value, ir.Value]],
+              body: Callable[[list[ir.Value]], None]) -> None:
+    """Nested counted loops, the first range outermost; body gets the induction variables."""
+    def level(k: int, outer: list[ir.Value]) -> None:
+        if k == len(ranges):
+            body(outer)
+            return
+        counted_loop(b, *ranges[k], lambda i: level(k + 1, outer + [i]))
+    level(0, [])
+
+
+def if_then_else(b: ir.IRBuilder, cond: ir.Value, then: Callable[[], ir.Value],
+                 otherwise: Callable[[], ir.Value]) -> ir.Value:
+    """cond ? then() : otherwise(), evaluating only the taken side (it may load)."""
+    with b.if_else(cond) as (on_true, on_false):
+        with on_true:
+            yes = then()
+            yes_block = b.block
+        with on_false:
+            no = otherwise()
+            no_block = b.block
+    merged = b.phi(yes.type)
+    merged.add_incoming(yes, yes_block)
+    merged.add_incoming(no, no_block)
+    return merged
+
+
+def outline(module: ir.Module, stem: str, n_buffers: int) -> ir.Function:
+    """A new, empty internal `void(i64 start, i64 end, ptr dims, ptr noalias buffers...)`."""
+    name = f"adc.{stem}.{len(module.globals)}"
+    fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [I64, I64, PTR] + [PTR] * n_buffers), name)
+    fn.linkage = "internal"
+    fn.attributes.add("nounwind")
+    for arg in fn.args[2:]:
+        arg.add_attribute("noalias")
+    return fn

@@ -1,0 +1,575 @@
+"""IR → LLVM IR: each kernel becomes an exported C-ABI function of fused, outlined loop nests.
+
+For every function `f` of an inlined, verified module this emits
+
+    i32 @adc_kernel_f(ptr dims, ptr inputs, ptr outputs)
+
+(see docs/architecture.md). fusion.py decides which values get a buffer; each
+such value is computed by one loop nest outlined into an internal function
+with `noalias` buffers (loops.py), and every other value is computed element
+by element inside its consumer's loop through `lower_rules`:
+
+    %0 = broadcast %delta {dims = [], shape = [N]} : f32[N]
+    %1 = add %x, %0 : f32[N]                  ──▶  for i in [0, N): out[i] = sigmoid(x[i] + delta[0])
+    %2 = sigmoid %1 : f32[N]
+    return %2
+
+Temporaries are 64-byte aligned, allocated at entry from the run-time dims and
+freed on every path; the kernel returns 1 when one could not be allocated.
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+import llvmlite.ir as ir
+
+from adc.codegen import gemm, vecmath
+from adc.codegen.fusion import MATERIALIZING, Plan, plan
+from adc.codegen.loops import (I1, I8, I32, I64, NOWRAP, PTR, Index, counted_loop, evaluate_dim,
+                               i64, if_then_else, loop_nest, outline)
+from adc.errors import CompileError
+from adc.ir.core import Func, Module, Op, Value
+from adc.ir.types import DType, Dim, num_elements
+
+ALIGNMENT = 64
+REGISTER_TYPES = {DType.f32: ir.FloatType(), DType.f64: ir.DoubleType(), DType.i32: I32,
+                  DType.i64: I64, DType.bool: I1}
+MEMORY_TYPES = {**REGISTER_TYPES, DType.bool: I8}
+ELEMENT_BYTES = {DType.f32: 4, DType.f64: 8, DType.i32: 4, DType.i64: 8, DType.bool: 1}
+INT_SUFFIX = {DType.f32: "f32", DType.f64: "f64", DType.i32: "i32", DType.i64: "i64"}
+
+
+def lower_module(module: Module, metadata: str) -> ir.Module:
+    """The LLVM module of an inlined, verified IR module, with its metadata and `adc_set_gemm`."""
+    llmod = ir.Module(name=module.name)
+    for func in module:
+        for op in func.ops:
+            if op.name not in lower_rules:
+                raise CompileError(f"codegen has no lowering for op '{op.name}' in @{func.name}"
+                                   + (" (run the inliner first)" if op.name == "call" else ""), op.loc)
+        _lower_kernel(llmod, func)
+    _define_metadata(llmod, metadata)
+    gemm.define_set_gemm(llmod)
+    return llmod
+
+
+def _define_metadata(llmod: ir.Module, metadata: str) -> None:
+    data = bytearray(metadata.encode("utf-8") + b"\0")
+    text = ir.GlobalVariable(llmod, ir.ArrayType(I8, len(data)), "adc.metadata")
+    text.global_constant, text.linkage = True, "private"
+    text.initializer = ir.Constant(ir.ArrayType(I8, len(data)), data)
+    fn = ir.Function(llmod, ir.FunctionType(PTR, []), "adc_module_metadata")
+    ir.IRBuilder(fn.append_basic_block("entry")).ret(text)
+
+
+class Emitter:
+    """Emission state of one LLVM function: symbol values, buffers, and the elements computed so far.
+
+    Dimension values are computed in the entry block (`self.head`) so that every
+    loop of the function can use them.
+    """
+
+    def __init__(self, llmod: ir.Module, func: Func, fusion: Plan, fn: ir.Function, dims: ir.Value,
+                 buffers: dict[Value, ir.Value]):
+        self.llmod, self.func, self.plan, self.buffers, self.dims_ptr = llmod, func, fusion, buffers, dims
+        entry, body = fn.append_basic_block("dims"), fn.append_basic_block("body")
+        self.head = ir.IRBuilder(entry)
+        self.head.position_before(self.head.branch(body))
+        self.b = ir.IRBuilder(body)
+        self.symbols = {name: self.head.load(self.head.gep(dims, [i64(k)], source_etype=I64), typ=I64)
+                        for k, name in enumerate(func.dim_symbols)}
+        self._dims: dict[Dim, ir.Value] = {}
+        self.memo: dict[tuple[Value, Index], ir.Value] = {}
+
+    def dim(self, d: Dim) -> ir.Value:
+        if d not in self._dims:
+            self._dims[d] = evaluate_dim(self.head, d, self.symbols)
+        return self._dims[d]
+
+    def index(self, value: Value, axes=None, flat=None) -> Index:
+        return Index(self.b, [self.dim(d) for d in value.type.shape], axes, flat)
+
+    def value_at(self, value: Value, idx: Index) -> ir.Value:
+        """Element `idx` of `value`: a load from its buffer, or computed by its producer's rule."""
+        key = (value, idx)
+        if key not in self.memo:
+            if value in self.buffers:
+                self.memo[key] = self.load(self.buffers[value], value.type.dtype, idx)
+            else:
+                op = self.plan.producers[value]
+                self.memo[key] = lower_rules[op.name](self, op, idx)
+        return self.memo[key]
+
+    def branch(self, cond: ir.Value, then: Callable[[], ir.Value], otherwise: Callable[[], ir.Value]) -> ir.Value:
+        """cond ? then() : otherwise(); elements computed on one side are not reused after the join."""
+        saved = dict(self.memo)
+        merged = if_then_else(self.b, cond, then, otherwise)
+        self.memo = saved
+        return merged
+
+    def element_ptr(self, base: ir.Value, dtype: DType, offset: ir.Value) -> ir.Value:
+        return self.b.gep(base, [offset], source_etype=MEMORY_TYPES[dtype], inbounds=True)
+
+    def load(self, base: ir.Value, dtype: DType, idx: Index) -> ir.Value:
+        x = self.b.load(self.element_ptr(base, dtype, idx.flat), typ=MEMORY_TYPES[dtype])
+        return self.b.trunc(x, I1) if dtype is DType.bool else x
+
+    def store(self, base: ir.Value, dtype: DType, idx: Index, x: ir.Value) -> None:
+        if dtype is DType.bool:
+            x = self.b.zext(x, I8)
+        self.b.store(x, self.element_ptr(base, dtype, idx.flat))
+
+
+# ---------------------------------------------------------------- kernels
+
+def _lower_kernel(llmod: ir.Module, func: Func) -> None:
+    fn = ir.Function(llmod, ir.FunctionType(I32, [PTR, PTR, PTR]), f"adc_kernel_{func.name}")
+    dims, inputs, outputs = fn.args
+    fusion = plan(func)
+    em = Emitter(llmod, func, fusion, fn, dims, {})
+    for k, p in enumerate(func.params):
+        em.buffers[p] = _load_pointer(em.head, inputs, k)
+    destinations = [_load_pointer(em.head, outputs, k) for k in range(len(func.returns))]
+    for v, dest in zip(func.returns, destinations):
+        em.buffers.setdefault(v, dest)
+    temps = [op.result for op in func.ops if op.result in fusion.materialized and op.result not in em.buffers]
+    _allocate(em, fn, temps)
+    for op in func.ops:
+        if op.result in fusion.materialized and op.result not in func.params:
+            _compute_into(em, op.result, em.buffers[op.result])
+    for v, dest in zip(func.returns, destinations):
+        if em.buffers[v] is not dest:
+            _emit_loop(em, v, dest, copy=True)
+    _free(em, temps)
+    em.b.ret(ir.Constant(I32, 0))
+
+
+def _load_pointer(b: ir.IRBuilder, array: ir.Value, k: int) -> ir.Value:
+    return b.load(b.gep(array, [i64(k)], source_etype=PTR), typ=PTR)
+
+
+def _libc(llmod: ir.Module, name: str, ret: ir.Type, args: list[ir.Type]) -> ir.Function:
+    existing = llmod.globals.get(name)
+    return existing if existing is not None else ir.Function(llmod, ir.FunctionType(ret, args), name)
+
+
+def _allocate(em: Emitter, fn: ir.Function, temps: list[Value]) -> None:
+    """Allocate every temporary; on failure free what was allocated and return 1."""
+    aligned_alloc = _libc(em.llmod, "aligned_alloc", PTR, [I64, I64])
+    ok = ir.Constant(I1, 1)
+    for v in temps:
+        size = em.b.mul(em.dim(num_elements(v.type.shape)), i64(ELEMENT_BYTES[v.type.dtype]), flags=NOWRAP)
+        rounded = em.b.and_(em.b.add(size, i64(ALIGNMENT - 1)), i64(-ALIGNMENT))
+        ptr = em.b.call(aligned_alloc, [i64(ALIGNMENT), rounded])
+        failed = em.b.and_(em.b.icmp_unsigned("==", ptr, ir.Constant(PTR, None)),
+                           em.b.icmp_unsigned("!=", size, i64(0)))
+        ok = em.b.and_(ok, em.b.not_(failed))
+        em.buffers[v] = ptr
+    with em.b.if_then(em.b.not_(ok), likely=False):
+        _free(em, temps)
+        em.b.ret(ir.Constant(I32, 1))
+
+
+def _free(em: Emitter, temps: list[Value]) -> None:
+    free = _libc(em.llmod, "free", ir.VoidType(), [PTR])
+    for v in temps:
+        em.b.call(free, [em.buffers[v]])
+
+
+def _compute_into(em: Emitter, value: Value, dest: ir.Value) -> None:
+    op = em.plan.producers[value]
+    if op.name in MATERIALIZING:
+        lower_rules[op.name](em, op, dest)
+    else:
+        _emit_loop(em, value, dest, copy=False)
+
+
+def _emit_loop(kernel: Emitter, value: Value, dest: ir.Value, copy: bool) -> None:
+    """One outlined loop nest storing every element of `value` into `dest`."""
+    op = kernel.plan.producers.get(value)
+    leaves = [value] if copy else kernel.plan.leaves(op)
+    flat = copy or kernel.plan.is_flat(op)
+    fn = outline(kernel.llmod, "copy" if copy else op.name, 1 + len(leaves))
+    em = Emitter(kernel.llmod, kernel.func, kernel.plan, fn, fn.args[2], dict(zip(leaves, fn.args[4:])))
+    start, end, out = fn.args[0], fn.args[1], fn.args[3]
+    extents = [em.dim(d) for d in value.type.shape]
+    dtype = value.type.dtype
+
+    def body(axes: list[ir.Value]) -> None:
+        idx = em.index(value, flat=axes[0]) if flat else em.index(value, axes=axes)
+        em.store(out, dtype, idx, em.value_at(value, idx))
+        em.memo.clear()
+
+    if flat or not extents:
+        counted_loop(em.b, start, end, lambda i: body([i]))
+        outer = kernel.dim(num_elements(value.type.shape))
+    else:
+        loop_nest(em.b, [(start, end)] + [(i64(0), e) for e in extents[1:]], body)
+        outer = kernel.dim(value.type.shape[0])
+    em.b.ret_void()
+    kernel.b.call(fn, [i64(0), outer, kernel.dims_ptr, dest] + [kernel.buffers[v] for v in leaves])
+
+
+# ---------------------------------------------------------------- lower_rules
+#
+# Element rules `rule(em, op, idx) -> ir.Value` compute element `idx` of `op`'s
+# result inside the loop of its consumer, reading operands with
+# `em.value_at(operand, operand_index)`. Buffer rules, for the ops in
+# fusion.MATERIALIZING, are `rule(em, op, dest) -> None` and fill the result
+# buffer `dest` from the kernel function.
+
+LowerRule = Callable[..., object]
+lower_rules: dict[str, LowerRule] = {}
+
+
+def _intrinsic(b: ir.IRBuilder, name: str, args: list[ir.Value], dtype: DType, flags=()) -> ir.Value:
+    """Call `llvm.<name>.<type>`, declaring it on first use."""
+    full = f"llvm.{name}.{INT_SUFFIX[dtype]}"
+    fn = b.module.globals.get(full)
+    if fn is None:
+        fn = ir.Function(b.module, ir.FunctionType(args[0].type, [a.type for a in args]), full)
+    return b.call(fn, args, fastmath=flags)
+
+
+def _elementwise(scalar: Callable[..., ir.Value]) -> LowerRule:
+    """An element rule applying `scalar(b, dtype, *operand_elements)` at the same index."""
+    def rule(em: Emitter, op: Op, idx: Index) -> ir.Value:
+        args = [em.value_at(v, idx) for v in op.operands]
+        return scalar(em.b, op.operands[-1].type.dtype, *args)
+    rule.__name__ = scalar.__name__
+    return rule
+
+
+def _int_or_float(int_name: str, float_name: str) -> Callable[..., ir.Value]:
+    def scalar(b: ir.IRBuilder, dtype: DType, x: ir.Value, y: ir.Value) -> ir.Value:
+        return getattr(b, float_name if dtype.is_float else int_name)(x, y)
+    return scalar
+
+
+lower_rules["add"] = _elementwise(_int_or_float("add", "fadd"))
+lower_rules["sub"] = _elementwise(_int_or_float("sub", "fsub"))
+lower_rules["mul"] = _elementwise(_int_or_float("mul", "fmul"))
+lower_rules["div"] = _elementwise(_int_or_float("sdiv", "fdiv"))
+
+
+def _extremum(float_name: str, int_name: str) -> Callable[..., ir.Value]:
+    # llvm.maximum/minimum propagate NaN, as np.maximum/np.minimum do
+    def scalar(b: ir.IRBuilder, dtype: DType, x: ir.Value, y: ir.Value) -> ir.Value:
+        return _intrinsic(b, float_name if dtype.is_float else int_name, [x, y], dtype)
+    return scalar
+
+
+lower_rules["maximum"] = _elementwise(_extremum("maximum", "smax"))
+lower_rules["minimum"] = _elementwise(_extremum("minimum", "smin"))
+
+
+def _compare(predicate: str) -> Callable[..., ir.Value]:
+    # ordered float compares are false on NaN, except `ne` (unordered), as in NumPy
+    def scalar(b: ir.IRBuilder, dtype: DType, x: ir.Value, y: ir.Value) -> ir.Value:
+        if dtype.is_float:
+            compare = b.fcmp_unordered if predicate == "!=" else b.fcmp_ordered
+            return compare(predicate, x, y)
+        compare = b.icmp_unsigned if dtype is DType.bool else b.icmp_signed
+        return compare(predicate, x, y)
+    return scalar
+
+
+for _op, _predicate in {"lt": "<", "le": "<=", "gt": ">", "ge": ">=", "eq": "==", "ne": "!="}.items():
+    lower_rules[_op] = _elementwise(_compare(_predicate))
+
+
+def _math(name: str) -> Callable[..., ir.Value]:
+    """Float functions come from vecmath: branch-free, so the loop vectorizer widens them."""
+    def scalar(b: ir.IRBuilder, dtype: DType, *args: ir.Value) -> ir.Value:
+        return vecmath.call(b, name, list(args))
+    return scalar
+
+
+for _name in ("exp", "log", "log1p", "expm1", "sin", "cos", "tan", "tanh", "sigmoid", "sqrt", "rsqrt",
+              "round", "floor", "pow"):
+    lower_rules[_name] = _elementwise(_math(_name))
+
+
+def neg_lower(b: ir.IRBuilder, dtype: DType, x: ir.Value) -> ir.Value:
+    return b.fneg(x) if dtype.is_float else b.neg(x)
+
+
+lower_rules["neg"] = _elementwise(neg_lower)
+
+
+def abs_lower(b: ir.IRBuilder, dtype: DType, x: ir.Value) -> ir.Value:
+    if dtype.is_float:
+        return vecmath.call(b, "abs", [x])
+    return b.select(b.icmp_signed("<", x, ir.Constant(x.type, 0)), b.neg(x), x)
+
+
+lower_rules["abs"] = _elementwise(abs_lower)
+
+
+def sign_lower(b: ir.IRBuilder, dtype: DType, x: ir.Value) -> ir.Value:
+    if dtype.is_float:
+        return vecmath.call(b, "sign", [x])
+    zero = ir.Constant(x.type, 0)
+    # sign(x) = (x > 0) - (x < 0)
+    return b.sub(b.zext(b.icmp_signed(">", x, zero), x.type), b.zext(b.icmp_signed("<", x, zero), x.type))
+
+
+lower_rules["sign"] = _elementwise(sign_lower)
+
+
+def select_lower(b: ir.IRBuilder, dtype: DType, cond: ir.Value, x: ir.Value, y: ir.Value) -> ir.Value:
+    return b.select(cond, x, y)
+
+
+lower_rules["select"] = _elementwise(select_lower)
+
+
+def stop_gradient_lower(em: Emitter, op: Op, idx: Index) -> ir.Value:
+    return em.value_at(op.operands[0], idx)
+
+
+lower_rules["stop_gradient"] = stop_gradient_lower
+
+
+def convert_scalar(b: ir.IRBuilder, x: ir.Value, source: DType, dest: DType) -> ir.Value:
+    """NumPy's astype: float→int truncates (saturating, never poison), x→bool is x != 0."""
+    to = REGISTER_TYPES[dest]
+    if source is dest:
+        return x
+    if dest is DType.bool:
+        zero = ir.Constant(x.type, 0)
+        return b.fcmp_unordered("!=", x, zero) if source.is_float else b.icmp_unsigned("!=", x, zero)
+    if source.is_float and dest.is_float:
+        return b.fpext(x, to) if dest is DType.f64 else b.fptrunc(x, to)
+    if source.is_float:
+        fn = b.module.globals.get(f"llvm.fptosi.sat.{INT_SUFFIX[dest]}.{INT_SUFFIX[source]}")
+        fn = fn or ir.Function(b.module, ir.FunctionType(to, [x.type]),
+                               f"llvm.fptosi.sat.{INT_SUFFIX[dest]}.{INT_SUFFIX[source]}")
+        return b.call(fn, [x])
+    if dest.is_float:
+        return b.uitofp(x, to) if source is DType.bool else b.sitofp(x, to)
+    if source is DType.bool:
+        return b.zext(x, to)
+    return b.sext(x, to) if to.width > x.type.width else b.trunc(x, to)
+
+
+def convert_lower(em: Emitter, op: Op, idx: Index) -> ir.Value:
+    (x,) = op.operands
+    return convert_scalar(em.b, em.value_at(x, idx), x.type.dtype, op.attrs["dtype"])
+
+
+lower_rules["convert"] = convert_lower
+
+
+def constant_lower(em: Emitter, op: Op, idx: Index) -> ir.Value:
+    dtype = op.attrs["dtype"]
+    value = op.attrs["value"]
+    return ir.Constant(REGISTER_TYPES[dtype], float(value) if dtype.is_float else int(value))
+
+
+lower_rules["constant"] = constant_lower
+
+
+def dim_lower(em: Emitter, op: Op, idx: Index) -> ir.Value:
+    return convert_scalar(em.b, em.dim(op.attrs["value"]), DType.i64, op.attrs["dtype"])
+
+
+lower_rules["dim"] = dim_lower
+
+
+def iota_lower(em: Emitter, op: Op, idx: Index) -> ir.Value:
+    return convert_scalar(em.b, idx.axes[op.attrs["axis"]], DType.i64, op.attrs["dtype"])
+
+
+lower_rules["iota"] = iota_lower
+
+
+# ---------------------------------------------------------------- index maps
+
+def broadcast_lower(em: Emitter, op: Op, idx: Index) -> ir.Value:
+    # operand axis k reads result axis dims[k], or 0 where the operand has size 1
+    (x,) = op.operands
+    axes = [i64(0) if size == 1 else idx.axes[d] for size, d in zip(x.type.shape, op.attrs["dims"])]
+    return em.value_at(x, em.index(x, axes=axes))
+
+
+lower_rules["broadcast"] = broadcast_lower
+
+
+def reshape_lower(em: Emitter, op: Op, idx: Index) -> ir.Value:
+    # same row-major position
+    (x,) = op.operands
+    return em.value_at(x, em.index(x, flat=idx.flat))
+
+
+lower_rules["reshape"] = reshape_lower
+
+
+def transpose_lower(em: Emitter, op: Op, idx: Index) -> ir.Value:
+    # operand axis perm[k] is result axis k
+    (x,) = op.operands
+    axes = [None] * x.type.rank
+    for k, p in enumerate(op.attrs["perm"]):
+        axes[p] = idx.axes[k]
+    return em.value_at(x, em.index(x, axes=axes))
+
+
+lower_rules["transpose"] = transpose_lower
+
+
+def slice_lower(em: Emitter, op: Op, idx: Index) -> ir.Value:
+    # operand axis k = start[k] + step[k] * result axis k
+    (x,) = op.operands
+    axes = [em.b.add(em.dim(lo), em.b.mul(a, i64(st), flags=NOWRAP), flags=NOWRAP)
+            for a, lo, st in zip(idx.axes, op.attrs["start"], op.attrs["step"])]
+    return em.value_at(x, em.index(x, axes=axes))
+
+
+lower_rules["slice"] = slice_lower
+
+
+def concat_lower(em: Emitter, op: Op, idx: Index) -> ir.Value:
+    # along `axis`, operand k covers [offset_k, offset_k + size_k)
+    axis = op.attrs["axis"]
+    offsets, total = [], 0
+    for v in op.operands:
+        offsets.append(total)
+        total = total + v.type.shape[axis]
+
+    def part(k: int) -> ir.Value:
+        v = op.operands[k]
+        axes = list(idx.axes)
+        axes[axis] = em.b.sub(axes[axis], em.dim(offsets[k]), flags=NOWRAP)
+        if k == len(op.operands) - 1:
+            return em.value_at(v, em.index(v, axes=axes))
+        inside = em.b.icmp_signed("<", idx.axes[axis], em.dim(offsets[k + 1]))
+        return em.branch(inside, lambda: em.value_at(v, em.index(v, axes=axes)), lambda: part(k + 1))
+    return part(0)
+
+
+lower_rules["concat"] = concat_lower
+
+
+def pad_lower(em: Emitter, op: Op, idx: Index) -> ir.Value:
+    # inside [low, low + size) on every axis: x[idx - low]; elsewhere the padding value
+    x, value = op.operands
+    pad = em.value_at(value, em.index(value))
+    inside, axes = ir.Constant(I1, 1), []
+    for a, lo, size in zip(idx.axes, op.attrs["low"], x.type.shape):
+        shifted = em.b.sub(a, i64(lo))
+        inside = em.b.and_(inside, em.b.icmp_unsigned("<", shifted, em.dim(size)))
+        axes.append(shifted)
+    return em.branch(inside, lambda: em.value_at(x, em.index(x, axes=axes)), lambda: pad)
+
+
+lower_rules["pad"] = pad_lower
+
+
+# ---------------------------------------------------------------- reductions and matmul
+
+def _identity(kind: str, dtype: DType) -> ir.Constant:
+    """sum -0.0 (so that sum([-0.0]) is -0.0), prod 1, max -inf / INT_MIN, min +inf / INT_MAX."""
+    ty = REGISTER_TYPES[dtype]
+    if dtype.is_float:
+        return ir.Constant(ty, {"sum": -0.0, "prod": 1.0, "max": float("-inf"), "min": float("inf")}[kind])
+    bits = ty.width - 1
+    return ir.Constant(ty, {"sum": 0, "prod": 1, "max": -(1 << bits), "min": (1 << bits) - 1}[kind])
+
+
+def _combine(b: ir.IRBuilder, kind: str, dtype: DType, acc: ir.Value, x: ir.Value) -> ir.Value:
+    """One reduction step; floats carry only `reassoc`, which lets LLVM vectorize without touching NaN/inf."""
+    if kind in ("max", "min"):
+        name = ("maximum" if kind == "max" else "minimum") if dtype.is_float else "s" + kind
+        return _intrinsic(b, name, [acc, x], dtype, ("reassoc",) if dtype.is_float else ())
+    if dtype.is_float:
+        return (b.fadd if kind == "sum" else b.fmul)(acc, x, flags=("reassoc",))
+    return (b.add if kind == "sum" else b.mul)(acc, x)
+
+
+def _reduction(kind: str) -> LowerRule:
+    def rule(kernel: Emitter, op: Op, dest: ir.Value) -> None:
+        (x,) = op.operands
+        leaves = [x] if x in kernel.plan.materialized else kernel.plan.leaves(op)
+        fn = outline(kernel.llmod, op.name, 1 + len(leaves))
+        em = Emitter(kernel.llmod, kernel.func, kernel.plan, fn, fn.args[2], dict(zip(leaves, fn.args[4:])))
+        axes = op.attrs["axes"]
+        if x.type.rank and x.type.rank - 1 not in axes:
+            _accumulate_rows(em, op, kind, fn.args[3])
+            outer = kernel.dim(x.type.shape[0])
+        else:
+            _accumulate_scalar(em, op, kind, fn.args[0], fn.args[1], fn.args[3])
+            kept = [d for k, d in enumerate(x.type.shape) if k not in axes]
+            outer = kernel.dim(kept[0]) if kept else i64(1)
+        em.b.ret_void()
+        kernel.b.call(fn, [i64(0), outer, kernel.dims_ptr, dest] + [kernel.buffers[v] for v in leaves])
+    rule.__name__ = f"reduce_{kind}_lower"
+    return rule
+
+
+def _accumulate_scalar(em: Emitter, op: Op, kind: str, start: ir.Value, end: ir.Value, out: ir.Value) -> None:
+    """Last axis reduced: per output element, a scalar accumulator over the reduced axes (innermost contiguous).
+
+    The outermost loop runs over the first kept axis in [start, end) (or once, for a full reduction).
+    """
+    (x,) = op.operands
+    axes, dtype = op.attrs["axes"], x.type.dtype
+    kept = [k for k in range(x.type.rank) if k not in axes]
+    extents = [em.dim(d) for d in x.type.shape]
+    acc = em.head.alloca(REGISTER_TYPES[dtype])
+
+    def reduce_at(kept_axes: list[ir.Value]) -> None:
+        em.b.store(_identity(kind, dtype), acc)
+
+        def step(reduced_axes: list[ir.Value]) -> None:
+            position = dict(zip(kept, kept_axes)) | dict(zip(axes, reduced_axes))
+            element = em.value_at(x, em.index(x, axes=[position[k] for k in range(x.type.rank)]))
+            em.b.store(_combine(em.b, kind, dtype, em.b.load(acc), element), acc)
+            em.memo.clear()
+        loop_nest(em.b, [(i64(0), extents[k]) for k in axes], step)
+        em.store(out, dtype, em.index(op.result, axes=kept_axes), em.b.load(acc))
+
+    if kept:
+        loop_nest(em.b, [(start, end)] + [(i64(0), extents[k]) for k in kept[1:]], reduce_at)
+    else:
+        counted_loop(em.b, start, end, lambda _: reduce_at([]))
+
+
+def _accumulate_rows(em: Emitter, op: Op, kind: str, out: ir.Value) -> None:
+    """Last axis kept: fill the output with the identity, then combine every input element into its
+    output element in row-major order, so the inner loop is contiguous in both (not splittable)."""
+    (x,) = op.operands
+    axes, dtype = op.attrs["axes"], x.type.dtype
+    kept = [k for k in range(x.type.rank) if k not in axes]
+    total = em.dim(num_elements(op.result.type.shape))
+    counted_loop(em.b, i64(0), total,
+                 lambda i: em.store(out, dtype, em.index(op.result, flat=i), _identity(kind, dtype)))
+
+    def step(all_axes: list[ir.Value]) -> None:
+        element = em.value_at(x, em.index(x, axes=all_axes))
+        target = em.index(op.result, axes=[all_axes[k] for k in kept])
+        em.store(out, dtype, target, _combine(em.b, kind, dtype, em.load(out, dtype, target), element))
+        em.memo.clear()
+    loop_nest(em.b, [(i64(0), em.dim(d)) for d in x.type.shape], step)
+
+
+for _kind in ("sum", "max", "min", "prod"):
+    lower_rules[f"reduce_{_kind}"] = _reduction(_kind)
+
+
+def matmul_lower(em: Emitter, op: Op, dest: ir.Value) -> None:
+    # C[b] = A[b] @ B[b] for every batch position b, by the module's gemm
+    a, b_ = op.operands
+    dtype, shape = a.type.dtype, a.type.shape
+    m, k, n = em.dim(shape[-2]), em.dim(shape[-1]), em.dim(b_.type.shape[-1])
+    sizes = [em.dim(d) for d in (shape[-2] * shape[-1], shape[-1] * b_.type.shape[-1],
+                                 shape[-2] * b_.type.shape[-1])]
+    gemm_fn = gemm.matmul_function(em.llmod, dtype)
+
+    def call(i: ir.Value) -> None:
+        bases = [em.element_ptr(base, dtype, em.b.mul(i, size, flags=NOWRAP))
+                 for base, size in zip((em.buffers[a], em.buffers[b_], dest), sizes)]
+        em.b.call(gemm_fn, [m, n, k, *bases])
+    counted_loop(em.b, i64(0), em.dim(num_elements(shape[:-2])), call)
+
+
+lower_rules["matmul"] = matmul_lower

@@ -1,0 +1,309 @@
+"""Lowering, op by op and in fused combinations: JIT-compiled kernels against NumPy in float64.
+
+Also holds the helpers the other codegen tests use: `kernel` builds a one-function
+module with adc.ir.builder, `compile_module` lowers and JIT-compiles it, `call`
+packs dims/inputs/outputs for the C ABI and runs it.
+"""
+from __future__ import annotations
+
+import ctypes
+
+import numpy as np
+import pytest
+
+from adc.abi import parse_type
+from adc.codegen.fusion import plan
+from adc.codegen.jit import JitLibrary
+from adc.codegen.lower import lower_module, lower_rules
+from adc.codegen.target import Target
+from adc.errors import CompileError
+from adc.ir.builder import Builder
+from adc.ir.core import Module
+from adc.ir.ops import OPS
+from adc.ir.types import evaluate_dim
+from adc.ir.verify import verify
+
+KERNEL = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p)
+RNG = np.random.default_rng(0)
+
+
+def kernel(params: str, body, name: str = "k") -> Module:
+    """A verified module of one function: `params` like "x: f32[N], d: f32"; body(b, *values) -> results."""
+    b = Builder()
+    values = [b.param(n.strip(), parse_type(t.strip()))
+              for n, t in (p.split(":") for p in params.split(", ") if p)]
+    results = body(b, *values)
+    module = Module({name: b.finish(name, list(results) if isinstance(results, (list, tuple)) else [results])})
+    verify(module)
+    return module
+
+
+def compile_module(module: Module) -> JitLibrary:
+    return JitLibrary(lower_module(module, '{"abi": 1}'), Target.host())
+
+
+def bind(func, args) -> dict[str, int]:
+    env: dict[str, int] = {}
+    for p, a in zip(func.params, args):
+        for d, n in zip(p.type.shape, np.shape(a)):
+            if not isinstance(d, int) and d.is_symbol:
+                env[str(d)] = n
+    return env
+
+
+def call(address: int, func, *args) -> list[np.ndarray]:
+    """Run the kernel at `address` on NumPy arrays; returns its freshly allocated outputs."""
+    inputs = [np.ascontiguousarray(a, dtype=p.type.dtype.numpy) for p, a in zip(func.params, args)]
+    env = bind(func, inputs)
+    dims = np.array([env[s] for s in func.dim_symbols] or [0], dtype=np.int64)
+    outputs = [np.empty(tuple(evaluate_dim(d, env) for d in t.shape), t.dtype.numpy) for t in func.result_types]
+    ins = (ctypes.c_void_p * max(1, len(inputs)))(*[a.ctypes.data for a in inputs])
+    outs = (ctypes.c_void_p * len(outputs))(*[o.ctypes.data for o in outputs])
+    assert KERNEL(address)(dims.ctypes.data, ins, outs) == 0
+    return outputs
+
+
+def run(module: Module, *args) -> list[np.ndarray]:
+    lib = compile_module(module)
+    func = next(iter(module))
+    return call(lib.address(f"adc_kernel_{func.name}"), func, *args)
+
+
+def close(got, want, dtype) -> None:
+    tol = 2e-6 if np.dtype(dtype) == np.float32 else 1e-13
+    np.testing.assert_allclose(got, np.asarray(want).astype(got.dtype) if got.dtype == bool else want,
+                               rtol=tol, atol=tol)
+
+
+def randn(*shape, dtype=np.float32):
+    return RNG.standard_normal(shape).astype(dtype)
+
+
+# ---------------------------------------------------------------- every elementwise op
+
+UNARY = {  # op: (NumPy oracle in float64, input)
+    "neg": (np.negative, randn(37)), "abs": (np.abs, randn(37)), "sign": (np.sign, np.r_[randn(9), 0, np.nan]),
+    "exp": (np.exp, randn(37)), "log": (np.log, np.abs(randn(37)) + 0.1), "log1p": (np.log1p, np.abs(randn(37))),
+    "expm1": (np.expm1, randn(37) * 1e-3), "sin": (np.sin, randn(37)), "cos": (np.cos, randn(37)),
+    "tan": (np.tan, randn(37)), "tanh": (np.tanh, randn(37)), "sigmoid": (lambda x: 1 / (1 + np.exp(-x)), randn(37)),
+    "sqrt": (np.sqrt, np.abs(randn(37))), "rsqrt": (lambda x: 1 / np.sqrt(x), np.abs(randn(37)) + 0.1),
+    "round": (np.round, np.array([0.5, 1.5, 2.5, -0.5, -1.5, 2.4, -2.6, 7.0], np.float32)),
+    "floor": (np.floor, randn(37) * 4), "stop_gradient": (lambda x: x, randn(37)),
+}
+BINARY = {
+    "add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.divide, "pow": np.power,
+    "maximum": np.maximum, "minimum": np.minimum, "lt": np.less, "le": np.less_equal, "gt": np.greater,
+    "ge": np.greater_equal, "eq": np.equal, "ne": np.not_equal,
+}
+
+
+@pytest.mark.parametrize("dtype", ["f32", "f64"])
+@pytest.mark.parametrize("name", sorted(UNARY))
+def test_unary_float(name, dtype):
+    oracle, x = UNARY[name]
+    (got,) = run(kernel(f"x: {dtype}[N]", lambda b, x: b.op(name, x)), x)
+    close(got, oracle(x.astype(np.float64)), got.dtype)
+
+
+@pytest.mark.parametrize("name", ["neg", "abs", "sign"])
+@pytest.mark.parametrize("dtype", ["i32", "i64"])
+def test_unary_int(name, dtype):
+    x = np.array([-7, -1, 0, 1, 5, 2**31 - 1 if dtype == "i32" else 2**40], dtype=parse_type(dtype).dtype.numpy)
+    (got,) = run(kernel(f"x: {dtype}[N]", lambda b, x: b.op(name, x)), x)
+    np.testing.assert_array_equal(got, UNARY[name][0](x))
+
+
+@pytest.mark.parametrize("dtype", ["f32", "f64"])
+@pytest.mark.parametrize("name", sorted(BINARY))
+def test_binary_float(name, dtype):
+    x, y = np.r_[randn(30), np.nan, 1.0, np.inf], np.r_[randn(30), 1.0, np.nan, np.inf]
+    if name == "pow":
+        x = np.abs(x)
+    (got,) = run(kernel(f"x: {dtype}[N], y: {dtype}[N]", lambda b, x, y: b.op(name, x, y)), x, y)
+    with np.errstate(invalid="ignore"):
+        want = BINARY[name](x.astype(np.float64), y.astype(np.float64))
+    close(got, want, got.dtype)
+
+
+@pytest.mark.parametrize("name", ["add", "sub", "mul", "maximum", "minimum", "lt", "le", "gt", "ge", "eq", "ne"])
+def test_binary_int(name):
+    x, y = RNG.integers(-50, 50, 41), RNG.integers(-50, 50, 41)
+    (got,) = run(kernel("x: i64[N], y: i64[N]", lambda b, x, y: b.op(name, x, y)), x, y)
+    np.testing.assert_array_equal(got, BINARY[name](x, y))
+
+
+def test_select_on_comparison():
+    x, y = randn(33), randn(33)
+    (got,) = run(kernel("x: f32[N], y: f32[N]", lambda b, x, y: b.op("select", b.op("gt", x, y), x, y)), x, y)
+    np.testing.assert_array_equal(got, np.where(x > y, x, y))
+
+
+def test_bool_parameters_and_results():
+    c = np.array([True, False, True, True])
+    (got,) = run(kernel("c: bool[N], d: bool[N]", lambda b, c, d: b.op("ne", c, d)), c, c[::-1])
+    np.testing.assert_array_equal(got, c != c[::-1])
+
+
+@pytest.mark.parametrize("source, dest", [("f32", "i32"), ("f64", "i64"), ("f32", "f64"), ("f64", "f32"),
+                                          ("i32", "f64"), ("i64", "i32"), ("i32", "i64"), ("f32", "bool"),
+                                          ("bool", "f32"), ("bool", "i64"), ("i64", "bool")])
+def test_convert(source, dest):
+    x = np.array([-2.7, -0.5, 0.0, 0.4, 1.0, 3.9, 100.2]).astype(parse_type(source).dtype.numpy)
+    to = parse_type(dest).dtype
+    (got,) = run(kernel(f"x: {source}[N]", lambda b, x: b.op("convert", x, dtype=to)), x)
+    np.testing.assert_array_equal(got, x.astype(to.numpy))
+
+
+def test_sources_constant_dim_iota():
+    def body(b, x):
+        n = b.op("broadcast", b.op("dim", dtype=parse_type("f32").dtype, value=x.type.shape[1]), dims=[],
+                 shape=x.type.shape)
+        i = b.op("iota", axis=0, dtype=parse_type("f32").dtype, shape=x.type.shape)
+        c = b.op("broadcast", b.op("constant", dtype=parse_type("f32").dtype, value=0.5), dims=[], shape=x.type.shape)
+        return b.op("add", b.op("mul", i, n), b.op("add", x, c))
+    x = randn(4, 6)
+    (got,) = run(kernel("x: f32[M,N]", body), x)
+    close(got, np.arange(4)[:, None] * 6.0 + x + 0.5, np.float32)
+
+
+# ---------------------------------------------------------------- shapes: sizes, broadcasting, index maps
+
+@pytest.mark.parametrize("n", [0, 1, 3, 17, 1000])
+def test_fused_chain_at_several_sizes_including_empty(n):
+    x = randn(n)
+    module = kernel("x: f32[N], d: f32", lambda b, x, d: b.op("sigmoid", b.op(
+        "add", x, b.op("broadcast", d, dims=[], shape=x.type.shape))))
+    (got,) = run(module, x, np.float32(0.25))
+    close(got, 1 / (1 + np.exp(-(x.astype(np.float64) + 0.25))), np.float32)
+
+
+def test_broadcast_row_and_column_vectors():
+    def body(b, x, r, c):
+        shape = x.type.shape
+        return b.op("sub", b.op("add", x, b.op("broadcast", r, dims=[1], shape=shape)),
+                    b.op("broadcast", c, dims=[0, 1], shape=shape))
+    x, r, c = randn(5, 7), randn(7), randn(5, 1)
+    (got,) = run(kernel("x: f32[B,N], r: f32[N], c: f32[B,1]", body), x, r, c)
+    close(got, x + r - c, np.float32)
+
+
+def test_transpose_slice_reshape():
+    def body(b, x):
+        t = b.op("transpose", x, perm=[2, 0, 1])
+        s = b.op("slice", t, start=[1, 0, 1], stop=[4, x.type.shape[0], 5], step=[2, 1, 3])
+        return b.op("reshape", s, shape=[2 * x.type.shape[0] * 2])
+    x = randn(3, 6, 4)
+    (got,) = run(kernel("x: f32[A,6,4]", body), x)
+    np.testing.assert_array_equal(got, x.transpose(2, 0, 1)[1:4:2, :, 1:5:3].reshape(-1))
+
+
+def test_concat_and_pad():
+    def body(b, x, y, v):
+        joined = b.op("concat", x, y, x, axis=1)
+        return b.op("pad", joined, v, low=[1, 0], high=[2, 3])
+    x, y = randn(3, 2), randn(3, 5)
+    (got,) = run(kernel("x: f32[M,N], y: f32[M,K], v: f32", body), x, y, np.float32(9))
+    want = np.pad(np.concatenate([x, y, x], axis=1), [(1, 2), (0, 3)], constant_values=9)
+    np.testing.assert_array_equal(got, want)
+
+
+def test_multiple_results_returned_param_and_repeated_value():
+    def body(b, x):
+        y = b.op("exp", x)
+        return [y, x, y, b.op("mul", y, y)]
+    x = randn(2, 9)
+    got = run(kernel("x: f32[B,N]", body), x)
+    for g, w in zip(got, [np.exp(x), x, np.exp(x), np.exp(x) ** 2]):
+        close(g, w.astype(np.float64), np.float32)
+
+
+# ---------------------------------------------------------------- reductions and matmul
+
+AXES = [[0], [1], [2], [0, 1], [0, 2], [1, 2], [0, 1, 2]]
+
+
+@pytest.mark.parametrize("axes", AXES)
+@pytest.mark.parametrize("name, oracle", [("reduce_sum", np.sum), ("reduce_max", np.max),
+                                          ("reduce_min", np.min), ("reduce_prod", np.prod)])
+def test_reduction_over_axes(name, oracle, axes):
+    x = randn(3, 4, 5, dtype=np.float64)
+    (got,) = run(kernel("x: f64[A,B,C]", lambda b, x: b.op(name, x, axes=axes)), x)
+    close(got, oracle(x, axis=tuple(axes)), np.float64)
+
+
+@pytest.mark.parametrize("shape", [(0, 5), (4, 0), (1, 1), (9, 130)])
+def test_reductions_of_empty_and_tiny_inputs(shape):
+    x = randn(*shape)
+    for name, identity in [("reduce_sum", 0.0), ("reduce_max", -np.inf), ("reduce_min", np.inf)]:
+        for axis in (0, 1):
+            (got,) = run(kernel("x: f32[M,N]", lambda b, x: b.op(name, x, axes=[axis])), x)
+            want = getattr(np, name[7:])(x, axis=axis, initial=identity) if name != "reduce_sum" else x.sum(axis)
+            close(got, want.astype(np.float64), np.float32)
+
+
+def test_reduction_propagates_nan_and_fuses_its_producer():
+    x = randn(4, 50)
+    x[1, 7] = np.nan
+    module = kernel("x: f32[B,N]", lambda b, x: [b.op("reduce_max", b.op("mul", x, x), axes=[1]),
+                                                  b.op("reduce_sum", b.op("exp", x), axes=[0])])
+    got = run(module, x)
+    close(got[0], np.max(x.astype(np.float64) ** 2, axis=1), np.float32)
+    close(got[1], np.exp(x.astype(np.float64)).sum(axis=0), np.float32)
+
+
+def test_integer_reductions():
+    x = RNG.integers(-9, 9, (6, 7)).astype(np.int32)
+    module = kernel("x: i32[B,N]", lambda b, x: [b.op("reduce_sum", x, axes=[0]), b.op("reduce_max", x, axes=[1]),
+                                                  b.op("reduce_min", x, axes=[0, 1])])
+    for g, w in zip(run(module, x), [x.sum(0), x.max(1), x.min()]):
+        np.testing.assert_array_equal(g, w)
+
+
+@pytest.mark.parametrize("dtype", ["f32", "f64"])
+@pytest.mark.parametrize("m, k, n", [(3, 4, 5), (0, 4, 5), (3, 0, 5), (17, 33, 65)])
+def test_matmul_dense_relu(m, k, n, dtype):
+    def body(b, x, w, bias):
+        y = b.op("add", b.op("matmul", x, w), b.op("broadcast", bias, dims=[1], shape=[x.type.shape[0], w.type.shape[1]]))
+        return b.op("maximum", y, b.op("broadcast", b.op("constant", dtype=x.type.dtype, value=0.0), dims=[],
+                                          shape=y.type.shape))
+    np_dtype = parse_type(dtype).dtype.numpy
+    x, w, bias = randn(m, k, dtype=np_dtype), randn(k, n, dtype=np_dtype), randn(n, dtype=np_dtype)
+    (got,) = run(kernel(f"x: {dtype}[B,I], w: {dtype}[I,O], bias: {dtype}[O]", body), x, w, bias)
+    want = np.maximum(x.astype(np.float64) @ w + bias, 0)
+    np.testing.assert_allclose(got, want, rtol=1e-4 if dtype == "f32" else 1e-12, atol=1e-4 if dtype == "f32" else 1e-12)
+
+
+def test_batched_matmul_of_fused_operands():
+    x, y = randn(2, 3, 4, 5, dtype=np.float64), randn(2, 3, 5, 6, dtype=np.float64)
+    module = kernel("x: f64[P,Q,M,K], y: f64[P,Q,K,N]", lambda b, x, y: b.op("matmul", b.op("exp", x), y))
+    (got,) = run(module, x, y)
+    close(got, np.exp(x) @ y, np.float64)
+
+
+# ---------------------------------------------------------------- fusion decisions and coverage
+
+def test_fusion_plan_of_sigmoid_shift_and_dense_relu():
+    module = kernel("x: f32[N], d: f32", lambda b, x, d: b.op("sigmoid", b.op(
+        "add", x, b.op("broadcast", d, dims=[], shape=x.type.shape))))
+    func = next(iter(module))
+    assert plan(func).materialized == frozenset(func.params) | {func.returns[0]}
+    dense = kernel("x: f32[B,I], w: f32[I,O], c: f32[B,O]",
+                   lambda b, x, w, c: b.op("exp", b.op("add", b.op("matmul", x, w), c)))
+    func = next(iter(dense))
+    assert len(plan(func).materialized - set(func.params)) == 2    # the gemm result and the output
+
+
+def test_every_op_has_a_lowering_rule():
+    missing = sorted(set(OPS) - set(lower_rules) - {"call"})
+    assert not missing, f"ops without a rule in lower_rules: {missing}"
+
+
+def test_a_remaining_call_is_a_located_error():
+    b = Builder()
+    x = b.param("x", parse_type("f32[N]"))
+    sq = b.finish("sq", [b.op("mul", x, x)])
+    b2 = Builder({"sq": sq})
+    y = b2.param("y", parse_type("f32[M]"))
+    module = Module({"sq": sq, "k": b2.finish("k", [b2.op("call", y, callee="sq")])})
+    with pytest.raises(CompileError, match="'call'"):
+        lower_module(module, "{}")
