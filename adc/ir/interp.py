@@ -1,0 +1,268 @@
+"""The NumPy reference interpreter: the oracle that codegen and pass tests compare against.
+
+It runs a function op by op on NumPy arrays in each op's own dtype (an f32
+kernel computes in float32), after binding the dimension symbols from the
+arguments' shapes. Semantics follow NumPy, with the IR's choices made explicit:
+maximum/minimum propagate nan, round is half-to-even, an empty reduce_max is
+-inf, float→int conversion truncates. Floating-point warnings are silenced:
+inf and nan are values here, as in native code.
+
+    func @f(%x: f32[N]) -> f32 {                 run(module, "f", np.ones(3, np.float32))
+      %0 = reduce_sum %x {axes = [0]} : f32      -> (array(3., dtype=float32),)
+      return %0
+    }
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping, Sequence
+
+import numpy as np
+
+from adc.errors import CompileError
+from adc.ir.core import Func, Module, Value
+from adc.ir.types import SymDim, evaluate_dim
+
+
+@dataclass(frozen=True)
+class Context:
+    """What a rule may need beyond its operands: the bound dimension symbols and the module."""
+
+    dims: Mapping[str, int]
+    module: Module
+
+    def shape(self, dims) -> tuple[int, ...]:
+        return tuple(evaluate_dim(d, self.dims) for d in dims)
+
+
+# eval_rules[op_name](args, attrs, ctx) -> tuple of results
+#   args:  the operand values, NumPy arrays (0-d for scalars) in the operands' dtypes
+#   attrs: the op's Attrs; dimension-valued attributes are evaluated with ctx.shape
+#   ctx:   a Context
+# The driver casts each result to its declared dtype and checks its shape.
+EvalRule = Callable[[Sequence[np.ndarray], Mapping[str, Any], Context], tuple]
+eval_rules: dict[str, EvalRule] = {}
+
+
+def _numpy_rule(fn: Callable) -> EvalRule:
+    def rule(args, attrs, ctx):
+        return (fn(*args),)
+    return rule
+
+
+_NUMPY_FUNCTIONS = {
+    "sin": np.sin, "cos": np.cos, "tan": np.tan, "exp": np.exp, "log": np.log, "log1p": np.log1p,
+    "expm1": np.expm1, "sqrt": np.sqrt, "tanh": np.tanh, "round": np.rint, "floor": np.floor,
+    "neg": np.negative, "abs": np.abs, "sign": np.sign,
+    "add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.divide, "pow": np.power,
+    "minimum": np.minimum, "maximum": np.maximum,
+    "lt": np.less, "le": np.less_equal, "gt": np.greater, "ge": np.greater_equal,
+    "eq": np.equal, "ne": np.not_equal, "select": np.where, "stop_gradient": np.asarray,
+}
+for _name, _fn in _NUMPY_FUNCTIONS.items():
+    eval_rules[_name] = _numpy_rule(_fn)
+
+
+def rsqrt_eval(args, attrs, ctx):
+    (x,) = args
+    return (np.reciprocal(np.sqrt(x)),)
+
+
+eval_rules["rsqrt"] = rsqrt_eval
+
+
+def sigmoid_eval(args, attrs, ctx):
+    # 1 / (1 + exp(-x)); exp overflows to inf for very negative x, giving 0
+    (x,) = args
+    one = np.ones((), x.dtype)
+    return (one / (one + np.exp(-x)),)
+
+
+eval_rules["sigmoid"] = sigmoid_eval
+
+
+def convert_eval(args, attrs, ctx):
+    (x,) = args
+    return (x.astype(attrs["dtype"].numpy),)
+
+
+eval_rules["convert"] = convert_eval
+
+
+def constant_eval(args, attrs, ctx):
+    return (np.asarray(attrs["value"], attrs["dtype"].numpy),)
+
+
+eval_rules["constant"] = constant_eval
+
+
+def dim_eval(args, attrs, ctx):
+    return (np.asarray(evaluate_dim(attrs["value"], ctx.dims), attrs["dtype"].numpy),)
+
+
+eval_rules["dim"] = dim_eval
+
+
+def iota_eval(args, attrs, ctx):
+    shape, axis = ctx.shape(attrs["shape"]), attrs["axis"]
+    index = np.arange(shape[axis], dtype=attrs["dtype"].numpy)
+    along = [1] * len(shape)
+    along[axis] = shape[axis]
+    return (np.broadcast_to(index.reshape(along), shape),)
+
+
+eval_rules["iota"] = iota_eval
+
+
+def broadcast_eval(args, attrs, ctx):
+    # operand axis i becomes result axis dims[i]; the other result axes are new
+    (x,) = args
+    shape = ctx.shape(attrs["shape"])
+    placed = [1] * len(shape)
+    for axis, size in zip(attrs["dims"], x.shape):
+        placed[axis] = size
+    return (np.broadcast_to(x.reshape(placed), shape),)
+
+
+eval_rules["broadcast"] = broadcast_eval
+
+
+def reshape_eval(args, attrs, ctx):
+    (x,) = args
+    return (np.reshape(x, ctx.shape(attrs["shape"])),)
+
+
+eval_rules["reshape"] = reshape_eval
+
+
+def transpose_eval(args, attrs, ctx):
+    (x,) = args
+    return (np.transpose(x, attrs["perm"]),)
+
+
+eval_rules["transpose"] = transpose_eval
+
+
+def slice_eval(args, attrs, ctx):
+    (x,) = args
+    bounds = zip(ctx.shape(attrs["start"]), ctx.shape(attrs["stop"]), attrs["step"])
+    return (x[tuple(slice(lo, hi, st) for lo, hi, st in bounds)],)
+
+
+eval_rules["slice"] = slice_eval
+
+
+def concat_eval(args, attrs, ctx):
+    return (np.concatenate(args, axis=attrs["axis"]),)
+
+
+eval_rules["concat"] = concat_eval
+
+
+def pad_eval(args, attrs, ctx):
+    x, value = args
+    return (np.pad(x, list(zip(attrs["low"], attrs["high"])), constant_values=value),)
+
+
+eval_rules["pad"] = pad_eval
+
+
+def _identity_of(fn: Callable, dtype: np.dtype) -> Any:
+    """The value an empty reduction yields: ±inf for floats, the dtype's extreme for ints."""
+    if np.issubdtype(dtype, np.floating):
+        return -np.inf if fn is np.max else np.inf
+    info = np.iinfo(dtype)
+    return info.min if fn is np.max else info.max
+
+
+def _reduce_rule(fn: Callable) -> EvalRule:
+    def rule(args, attrs, ctx):
+        (x,) = args
+        axes = tuple(attrs["axes"])
+        if fn in (np.max, np.min):
+            return (fn(x, axis=axes, initial=_identity_of(fn, x.dtype)),)
+        return (fn(x, axis=axes, dtype=x.dtype),)
+    return rule
+
+
+for _name, _fn in (("reduce_sum", np.sum), ("reduce_prod", np.prod), ("reduce_max", np.max),
+                   ("reduce_min", np.min)):
+    eval_rules[_name] = _reduce_rule(_fn)
+
+
+def matmul_eval(args, attrs, ctx):
+    a, b = args
+    return (np.matmul(a, b),)
+
+
+eval_rules["matmul"] = matmul_eval
+
+
+def call_eval(args, attrs, ctx):
+    return _run_func(ctx.module, ctx.module[attrs["callee"]], args)
+
+
+eval_rules["call"] = call_eval
+
+
+def run(module: Module, name: str, *args) -> tuple[np.ndarray, ...]:
+    """Run function `name` on NumPy arguments; returns its results as arrays."""
+    if name not in module.funcs:
+        raise KeyError(f"no function @{name} in module {module.name}")
+    with np.errstate(all="ignore"):
+        results = _run_func(module, module[name], args)
+    return tuple(np.array(r) for r in results)
+
+
+def _run_func(module: Module, func: Func, args: Sequence[Any]) -> tuple[np.ndarray, ...]:
+    arrays, dims = bind_arguments(func, args)
+    env: dict[Value, np.ndarray] = dict(zip(func.params, arrays))
+    ctx = Context(dims, module)
+    for op in func.ops:
+        rule = eval_rules.get(op.name)
+        if rule is None:
+            raise CompileError(f"the interpreter has no rule for op '{op.name}' (eval_rules)", op.loc)
+        outs = rule([env[v] for v in op.operands], op.attrs, ctx)
+        for value, out in zip(op.results, outs, strict=True):
+            env[value] = _checked(op.name, value, np.asarray(out), ctx)
+    return tuple(env[v] for v in func.returns)
+
+
+def _checked(name: str, value: Value, out: np.ndarray, ctx: Context) -> np.ndarray:
+    shape = ctx.shape(value.type.shape)
+    if out.shape != shape:
+        raise RuntimeError(f"eval rule of '{name}' produced shape {out.shape}, its type {value.type} says {shape}")
+    return out.astype(value.type.dtype.numpy, copy=False)
+
+
+def bind_arguments(func: Func, args: Sequence[Any]) -> tuple[list[np.ndarray], dict[str, int]]:
+    """The arguments as arrays of the parameters' dtypes, and the dimension symbols they bind."""
+    if len(args) != len(func.params):
+        raise ValueError(f"@{func.name} takes {len(func.params)} arguments, got {len(args)}")
+    arrays = [_as_param_array(func, p, a) for p, a in zip(func.params, args)]
+    dims: dict[str, int] = {}
+    for p, a in zip(func.params, arrays):
+        for d, size in zip(p.type.shape, a.shape):
+            if isinstance(d, SymDim) and d.is_symbol:
+                (symbol,) = d.symbols
+                dims.setdefault(symbol, size)
+    for p, a in zip(func.params, arrays):
+        expected = tuple(evaluate_dim(d, dims) for d in p.type.shape)
+        if a.shape != expected:
+            raise ValueError(f"@{func.name}: argument %{p.name} has shape {a.shape}, expected {p.type} = "
+                             f"{expected} with {_show(dims)}")
+    return arrays, dims
+
+
+def _as_param_array(func: Func, param: Value, arg: Any) -> np.ndarray:
+    expected = param.type.dtype.numpy
+    array = np.asarray(arg)
+    if isinstance(arg, (np.ndarray, np.generic)) and array.dtype != expected:
+        raise ValueError(f"@{func.name}: argument %{param.name} has dtype {array.dtype}, expected {expected}")
+    if array.ndim != param.type.rank:
+        raise ValueError(f"@{func.name}: argument %{param.name} has rank {array.ndim}, expected {param.type}")
+    return array.astype(expected, copy=False)
+
+
+def _show(dims: Mapping[str, int]) -> str:
+    return ", ".join(f"{k}={v}" for k, v in dims.items()) or "no symbols"

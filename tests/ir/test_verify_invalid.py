@@ -1,0 +1,86 @@
+"""The verifier rejects each kind of invalid IR with a message naming what is wrong.
+
+The modules are built from Op/Func directly: the parser and the Builder refuse them.
+"""
+import pytest
+
+from adc.errors import Location, VerifyError
+from adc.ir.core import Attrs, Func, FuncRef, Module, Op, Value
+from adc.ir.types import F32, F64, SymDim, TensorType
+from adc.ir.verify import verify
+
+N = SymDim.symbol("N")
+VEC = TensorType(F32, (N,))
+LOC = Location("k.adc", 1, 1)
+
+
+def single_op_module(name, operands, attrs, result_types, params=None, loc=LOC):
+    params = params if params is not None else [p for p in operands if p.name]
+    results = tuple(Value(t) for t in result_types)
+    op = Op(name, tuple(operands), Attrs(attrs), results, loc)
+    return Module({"f": Func("f", tuple(params), (op,), results)})
+
+
+def _x():
+    return Value(VEC, "x")
+
+
+def use_before_def():
+    x, ghost = _x(), Value(VEC)
+    return single_op_module("add", [x, ghost], {}, [VEC], params=[x])
+
+
+def defined_twice():
+    x = _x()
+    op = Op("neg", (x,), Attrs(), (Value(VEC),), LOC)
+    return Module({"f": Func("f", (x,), (op, op), op.results)})
+
+
+def undefined_return():
+    return Module({"f": Func("f", (_x(),), (), (Value(VEC),))})
+
+
+def unbound_result_dim():
+    return single_op_module("iota", [], {"axis": 0, "dtype": F32, "shape": (N,)}, [VEC], params=[])
+
+
+def missing_location():
+    return single_op_module("neg", [_x()], {}, [VEC], loc=None)
+
+
+INVALID = [
+    # an operand that no parameter or earlier op defines
+    (use_before_def, {}, "operand 1 of 'add' is used before it is defined"),
+    # the same op listed twice defines its result twice
+    (defined_twice, {}, "defined twice"),
+    # a returned value that nothing defines
+    (undefined_return, {}, "a returned value is not defined"),
+    # neg of f32[N] is f32[N], not f64[N]
+    (lambda: single_op_module("neg", [_x()], {}, [TensorType(F64, (N,))]), {},
+     "expected result types f32[N], found f64[N]"),
+    # iota's shape mentions N, but no parameter binds N
+    (unbound_result_dim, {}, "uses unbound dimension N"),
+    # no such op in the registry
+    (lambda: single_op_module("frobnicate", [_x()], {}, [VEC]), {}, "unknown op 'frobnicate'"),
+    # add is binary
+    (lambda: single_op_module("add", [_x()], {}, [VEC]), {}, "'add' takes 2 operands, got 1"),
+    # convert needs its target dtype
+    (lambda: single_op_module("convert", [_x()], {}, [VEC]), {}, "needs attributes ['dtype']"),
+    # a size-3 axis cannot broadcast to 4
+    (lambda: single_op_module("broadcast", [Value(TensorType(F32, (3,)), "x")], {"dims": (0,), "shape": (4,)},
+                              [TensorType(F32, (4,))]), {}, "cannot broadcast dimension 3 to 4"),
+    # operands of an elementwise op must have one type (broadcasting is explicit)
+    (lambda: single_op_module("mul", [_x(), Value(TensorType(F32), "s")], {}, [VEC]), {}, "operand types differ"),
+    # a call to a function the module does not have
+    (lambda: single_op_module("call", [_x()], {"callee": FuncRef("nowhere")}, [VEC]), {},
+     "unknown function @nowhere"),
+    # locations are mandatory when asked for
+    (missing_location, {"require_locations": True}, "'neg' has no location"),
+]
+
+
+@pytest.mark.parametrize("build, options, message", INVALID, ids=[m for _, _, m in INVALID])
+def test_invalid_ir_is_rejected(build, options, message):
+    with pytest.raises(VerifyError, match="after pass 'unit'") as info:
+        verify(build(), pass_name="unit", **options)
+    assert message in str(info.value)
