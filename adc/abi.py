@@ -10,11 +10,17 @@ back by `decode_metadata`, so the runtime treats both kinds the same:
                   "results": ["f32[N]"], "dims": ["N"], "constraints": [], "doc": ""}],
      "ir": "func @sigmoid_shift(...) ..."}
 
+A shared object also ends with a seal — `ADCSEAL1` and the SHA-256 of everything
+before it — which dynamic loaders ignore and `adc.load` checks before it lets the
+system loader map the file: a truncated or damaged file is rejected, never run.
+
 The C side of the ABI is documented in runtime/adc.h.
 """
 from __future__ import annotations
 
+import hashlib
 import json
+import os
 from dataclasses import dataclass
 
 from adc.ir.core import Module
@@ -26,6 +32,8 @@ ADC_VERSION = "0.1.0"
 KERNEL_PREFIX = "adc_kernel_"
 METADATA_SYMBOL = "adc_module_metadata"
 SET_GEMM_SYMBOL = "adc_set_gemm"
+SEAL_MAGIC = b"ADCSEAL1"
+SEAL_SIZE = len(SEAL_MAGIC) + hashlib.sha256().digest_size
 
 
 class MetadataError(ValueError):
@@ -118,3 +126,22 @@ def decode_metadata(text: str) -> ModuleInfo:
         return ModuleInfo(doc["module"], kernels, doc["ir"], doc["adc_version"])
     except (KeyError, TypeError, ValueError) as err:
         raise MetadataError(f"the module metadata is malformed ({err!r})") from None
+
+
+def seal_file(path: str | os.PathLike) -> None:
+    """Append the seal to a freshly linked shared object."""
+    with open(path, "r+b") as f:
+        digest = hashlib.sha256(f.read()).digest()
+        f.write(SEAL_MAGIC + digest)
+
+
+def check_seal(path: str | os.PathLike) -> None:
+    """Raise MetadataError unless the file ends with a seal matching its contents."""
+    with open(path, "rb") as f:
+        data = f.read()
+    body, seal = data[:-SEAL_SIZE], data[-SEAL_SIZE:]
+    if len(data) < SEAL_SIZE or not seal.startswith(SEAL_MAGIC):
+        raise MetadataError("not an adc module, or a truncated one (it does not end with the seal "
+                            "`adc compile` writes)")
+    if hashlib.sha256(body).digest() != seal[len(SEAL_MAGIC):]:
+        raise MetadataError("the file is damaged: its contents do not match its seal")

@@ -14,7 +14,7 @@ from typing import TextIO
 
 import llvmlite.ir
 
-from adc.abi import encode_metadata
+from adc.abi import encode_metadata, seal_file
 from adc.codegen import aot
 from adc.codegen.jit import JitLibrary
 from adc.codegen.lower import lower_module
@@ -64,3 +64,4 @@ def jit(module: Module, options: Options = Options()) -> RuntimeModule:
 def write_shared_object(module: Module, out_path: str | os.PathLike, options: Options = Options()) -> None:
     target = Target.host(pic=True)
     aot.link_shared_object(aot.emit_object(to_llvm(module, options), target), out_path)
+    seal_file(out_path)

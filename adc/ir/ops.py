@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Sequence
 
-from adc.ir.types import BOOL, Dim, SymDim, TensorType, num_elements
+from adc.ir.types import BOOL, Dim, DType, SymDim, TensorType, num_elements
 
 
 class TypeRuleError(Exception):
@@ -136,6 +136,7 @@ _register("select", "elementwise `c ? x : y`",
 
 def _convert_rule(types, attrs, funcs):
     (t,) = types
+    _require(isinstance(attrs["dtype"], DType), f"`dtype` must be a dtype, got {attrs['dtype']!r}")
     return (t.with_dtype(attrs["dtype"]),)
 
 
@@ -173,7 +174,7 @@ def _iota_rule(types, attrs, funcs):
 
 
 _register("iota", "the index along `axis` at each position of a `shape` tensor",
-          _example("", "  %0 = iota {axis = 0, dtype = f32, shape = [N]} : f32[N]\n  return %0", "f32[N]"),
+          _example("%x: f32[N]", "  %0 = iota {axis = 0, dtype = f32, shape = [N]} : f32[N]\n  return %0", "f32[N]"),
           _iota_rule, 0, ("axis", "dtype", "shape"), traits=("source",))
 
 
@@ -202,7 +203,7 @@ def _broadcast_rule(types, attrs, funcs):
 
 
 _register("broadcast", "expand to `shape`; operand axis i maps to result axis dims[i] (size 1 or equal)",
-          _example("%x: f32[O]", "  %0 = broadcast %x {dims = [1], shape = [B,O]} : f32[B,O]\n  return %0",
+          _example("%x: f32[O], %y: f32[B,O]", "  %0 = broadcast %x {dims = [1], shape = [B,O]} : f32[B,O]\n  return %0",
                    "f32[B,O]"),
           _broadcast_rule, 1, ("dims", "shape"))
 
@@ -361,7 +362,7 @@ def _call_rule(types, attrs, funcs):
 
 
 _register("call", "call another function of the module; its dimension symbols bind to the arguments'",
-          "func @sq(%x: f32[N]) -> f32[N] {\n  %0 = mul %x, %x : f32[N]\n  return %0\n}\n"
+          "func @sq(%x: f32[N]) -> f32[N] {\n  %0 = mul %x, %x : f32[N]\n  return %0\n}\n\n"
           "func @example(%y: f32[M]) -> f32[M] {\n  %0 = call %y {callee = @sq} : f32[M]\n  return %0\n}\n",
           _call_rule, None, ("callee",))
 

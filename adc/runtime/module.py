@@ -16,7 +16,7 @@ import os
 from pathlib import Path
 from typing import Protocol
 
-from adc.abi import METADATA_SYMBOL, SET_GEMM_SYMBOL, MetadataError, ModuleInfo, decode_metadata
+from adc.abi import METADATA_SYMBOL, SET_GEMM_SYMBOL, MetadataError, ModuleInfo, check_seal, decode_metadata
 from adc.codegen.blas import find_cblas_gemm
 from adc.runtime.kernel import Kernel
 
@@ -36,6 +36,10 @@ class SharedLibrary:
         self.path = Path(path)
         if not self.path.is_file():
             raise LoadError(f"{self.path}: no such file")
+        try:
+            check_seal(self.path)
+        except MetadataError as err:
+            raise LoadError(f"{self.path}: {err}") from None
         try:
             self._lib = ctypes.CDLL(str(self.path.resolve()))
         except OSError as err:

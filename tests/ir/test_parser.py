@@ -12,17 +12,8 @@ from adc.ir.types import F64, SymDim, parse_dim
 from adc.ir.verify import verify
 
 # Examples in the lead's ops.py that are not valid printed IR (reported; remove when fixed).
-BROKEN_EXAMPLES = {
-    "iota": "result f32[N] uses a dimension no parameter binds",
-    "broadcast": "result f32[B,O] uses a dimension no parameter binds",
-    "call": "no blank line between the two functions, as the printer writes",
-}
-
-
 @pytest.mark.parametrize("name", sorted(OPS))
 def test_op_example_parses_verifies_and_reprints(name):
-    if name in BROKEN_EXAMPLES:
-        pytest.xfail(BROKEN_EXAMPLES[name])
     example = OPS[name].example
     module = parse_module(example, f"{name}.ir")
     verify(module)

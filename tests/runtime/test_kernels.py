@@ -71,7 +71,7 @@ def test_python_scalars_lists_and_tensors(kernels_module):
     (lambda m: m.sigmoid_shift(np.zeros(3, np.float32), np.zeros(2, np.float32)), ValueError, ["'delta'", "rank 0"]),
     (lambda m: m.sigmoid_shift(np.zeros(3, np.float32)), TypeError, ["sigmoid_shift", "delta"]),
     (lambda m: m.sigmoid_shift(np.zeros(3, np.float32), 0.0, 1.0), TypeError, ["sigmoid_shift"]),
-    (lambda m: m.sigmoid_shift(np.zeros(3, np.float32), gamma=1.0), TypeError, ["gamma"]),
+    (lambda m: m.sigmoid_shift(np.zeros(3, np.float32), 0.0, gamma=1.0), TypeError, ["gamma"]),
     (lambda m: m.sigmoid_shift("abc", 0.0), TypeError, ["'x'", "str"]),
     (lambda m: m.dense_relu(np.zeros((2, 4), np.float32), np.zeros((5, 3), np.float32), np.zeros(3, np.float32)),
      ValueError, ["'w'", "dimension 0", "(I)", "5", "I = 4", "'x'"]),

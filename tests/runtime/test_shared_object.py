@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 import adc
+from adc.abi import seal_file
 from tests.conftest import ROOT
 from tests.support import references
 
@@ -58,27 +59,43 @@ def test_c_program_calls_the_shared_object(kernels_so, tmp_path):
 def test_load_rejects_foreign_truncated_and_damaged_files(kernels_so, tmp_path):
     truncated = tmp_path / "truncated.so"
     truncated.write_bytes(kernels_so.read_bytes()[:2000])
+    damaged = tmp_path / "damaged.so"
+    data = bytearray(kernels_so.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    damaged.write_bytes(bytes(data))
     garbage = tmp_path / "garbage.so"
     garbage.write_bytes(b"\x7fELF" + bytes(range(256)) * 8)
     text = tmp_path / "text.so"
     text.write_text("not a library")
-    for path in (truncated, garbage, text, tmp_path / "missing.so"):
+    for path in (truncated, damaged, garbage, text, tmp_path / "missing.so"):
         with pytest.raises(adc.LoadError, match=str(path.name)):
             adc.load(path)
 
 
 @pytest.mark.skipif(shutil.which("cc") is None, reason="needs the system C compiler")
 @pytest.mark.parametrize("body, message", [
-    ("int unrelated(void) { return 0; }", "not an adc module"),
+    ("int unrelated(void) { return 0; }", "does not export adc_module_metadata"),
     ('const char *adc_module_metadata(void) { return "{\\"abi\\": 999}"; }', "ABI version 999"),
     ('const char *adc_module_metadata(void) { return "{nope"; }', "not valid JSON"),
 ])
 def test_load_rejects_foreign_or_other_abi_modules(tmp_path, body, message):
+    """Sealed like adc's own output, so the loader gets as far as the metadata."""
     src = tmp_path / "foreign.c"
     src.write_text(body + "\n")
     so = tmp_path / "foreign.so"
     subprocess.run(["cc", "-shared", "-fPIC", str(src), "-o", str(so)], check=True)
+    seal_file(so)
     with pytest.raises(adc.LoadError, match=message):
+        adc.load(so)
+
+
+@pytest.mark.skipif(shutil.which("cc") is None, reason="needs the system C compiler")
+def test_load_rejects_unsealed_shared_objects(tmp_path):
+    src = tmp_path / "foreign.c"
+    src.write_text("int unrelated(void) { return 0; }\n")
+    so = tmp_path / "foreign.so"
+    subprocess.run(["cc", "-shared", "-fPIC", str(src), "-o", str(so)], check=True)
+    with pytest.raises(adc.LoadError, match="not an adc module"):
         adc.load(so)
 
 
