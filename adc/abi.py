@@ -7,7 +7,7 @@ back by `decode_metadata`, so the runtime treats both kinds the same:
     {"abi": 1, "adc_version": "0.1.0", "module": "kernels.adc",
      "kernels": [{"name": "sigmoid_shift", "symbol": "adc_kernel_sigmoid_shift",
                   "params": [{"name": "x", "type": "f32[N]"}, {"name": "delta", "type": "f32"}],
-                  "results": ["f32[N]"], "dims": ["N"], "constraints": [], "doc": ""}],
+                  "results": ["f32[N]"], "dims": ["N"], "constraints": []}],
      "ir": "func @sigmoid_shift(...) ..."}
 
 A shared object also ends with a seal — `ADCSEAL1` and the SHA-256 of everything
@@ -64,7 +64,6 @@ class KernelSignature:
     result_types: tuple[TensorType, ...]
     dims: tuple[str, ...]
     constraints: tuple[Dim, ...]
-    doc: str = ""
 
     def __str__(self) -> str:
         params = ", ".join(f"{n}: {t}" for n, t in zip(self.param_names, self.param_types))
@@ -76,7 +75,7 @@ class KernelSignature:
         return {"name": self.name, "symbol": self.symbol,
                 "params": [{"name": n, "type": str(t)} for n, t in zip(self.param_names, self.param_types)],
                 "results": [str(t) for t in self.result_types], "dims": list(self.dims),
-                "constraints": [str(c) for c in self.constraints], "doc": self.doc}
+                "constraints": [str(c) for c in self.constraints]}
 
     @staticmethod
     def from_json(entry: dict) -> "KernelSignature":
@@ -85,8 +84,7 @@ class KernelSignature:
             param_names=tuple(p["name"] for p in entry["params"]),
             param_types=tuple(parse_type(p["type"]) for p in entry["params"]),
             result_types=tuple(parse_type(t) for t in entry["results"]),
-            dims=tuple(entry["dims"]), constraints=tuple(parse_dim(c) for c in entry["constraints"]),
-            doc=entry.get("doc", ""))
+            dims=tuple(entry["dims"]), constraints=tuple(parse_dim(c) for c in entry["constraints"]))
 
 
 @dataclass(frozen=True)
@@ -97,17 +95,16 @@ class ModuleInfo:
     adc_version: str
 
 
-def signatures(module: Module, docs: dict[str, str] | None = None) -> tuple[KernelSignature, ...]:
-    docs = docs or {}
+def signatures(module: Module) -> tuple[KernelSignature, ...]:
     return tuple(
         KernelSignature(f.name, KERNEL_PREFIX + f.name, tuple(p.name or f"arg{i}" for i, p in enumerate(f.params)),
-                        f.param_types, f.result_types, f.dim_symbols, constraints(f), docs.get(f.name, ""))
+                        f.param_types, f.result_types, f.dim_symbols, constraints(f))
         for f in module)
 
 
-def encode_metadata(module: Module, ir_text: str, docs: dict[str, str] | None = None) -> str:
+def encode_metadata(module: Module, ir_text: str) -> str:
     return json.dumps({"abi": ABI_VERSION, "adc_version": ADC_VERSION, "module": module.name,
-                       "kernels": [s.to_json() for s in signatures(module, docs)], "ir": ir_text},
+                       "kernels": [s.to_json() for s in signatures(module)], "ir": ir_text},
                       sort_keys=True)
 
 

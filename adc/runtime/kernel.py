@@ -35,7 +35,7 @@ class Kernel:
         self._cfunc = _KERNEL_CFUNC(address)
         self._np_dtypes = tuple(t.dtype.numpy for t in signature.param_types)
         self.__name__ = signature.name
-        self.__doc__ = f"{signature}\n\n{signature.doc}".rstrip()
+        self.__doc__ = f"adc kernel {signature}"
         self.__signature__ = inspect.Signature(
             [inspect.Parameter(n, inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=str(t))
              for n, t in zip(signature.param_names, signature.param_types)],
