@@ -34,8 +34,8 @@ extern "C" {
 typedef int32_t (*adc_kernel_fn)(const int64_t *dims, const void *const *inputs, void *const *outputs);
 
 /* A JSON document: {"abi": 1, "adc_version", "module", "kernels": [{"name", "symbol",
- * "params": [{"name", "type"}], "results": [type], "dims": [symbol], "constraints": [expr],
- * "doc"}], "ir": the module's IR text}. Types print as `f32[B,N]`; each constraint is a
+ * "params": [{"name", "type"}], "results": [type], "dims": [symbol], "constraints": [expr]}],
+ * "ir": the module's IR text}. Types print as `f32[B,N]`; each constraint is a
  * dimension expression that must be >= 0 for a call to be valid. */
 const char *adc_module_metadata(void);
 
@@ -43,6 +43,10 @@ const char *adc_module_metadata(void);
  * for matrix products; NULL keeps the built-in kernel. The Python runtime installs NumPy's
  * OpenBLAS when it loads a module. Not thread-safe with running kernels. */
 void adc_set_gemm(void *sgemm, void *dgemm);
+
+/* Threads for large loop nests (n <= 0: one per online processor, the default; at most 64).
+ * The Python runtime applies ADC_NUM_THREADS when it loads a module. Applies from the next call. */
+void adc_set_num_threads(int32_t n);
 
 #ifdef __cplusplus
 }

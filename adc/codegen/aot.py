@@ -3,10 +3,10 @@
 The last stage of `adc compile`: the same optimized code as the JIT, built
 for a position-independent `Target`, written as an ELF object and linked into
 a `.so` that exports `adc_kernel_<f>`, `adc_module_metadata` and
-`adc_set_gemm` (see runtime/adc.h).
+`adc_set_gemm`, `adc_set_num_threads` (see runtime/adc.h).
 
     obj = emit_object(llvm_module, Target.host(pic=True))
-    link_shared_object(obj, "kernels.so")       # cc -shared -o kernels.so kernels.o -lm
+    link_shared_object(obj, "kernels.so")       # cc -shared -o kernels.so kernels.o -lm -lpthread
 """
 from __future__ import annotations
 
@@ -47,7 +47,7 @@ def link_shared_object(object_bytes: bytes, out_path: str | os.PathLike) -> None
     with tempfile.TemporaryDirectory(prefix="adc-") as tmp:
         obj = Path(tmp) / "module.o"
         obj.write_bytes(object_bytes)
-        result = subprocess.run([cc, "-shared", "-o", str(out_path), str(obj), "-lm"],
+        result = subprocess.run([cc, "-shared", "-o", str(out_path), str(obj), "-lm", "-lpthread"],
                                 capture_output=True, text=True)
     if result.returncode != 0:
         raise ToolchainError(f"`cc -shared` failed (exit {result.returncode}) linking {out_path}:\n"

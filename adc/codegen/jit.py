@@ -8,7 +8,8 @@ calls them through ctypes, exactly as it does for a shared object.
     lib = JitLibrary(lower_module(module, metadata), Target.host())
     address = lib.address("adc_kernel_sigmoid_shift")
 
-libc and libm symbols (aligned_alloc, free, ...) resolve from the process.
+libc and libm symbols (aligned_alloc, free, pthread_create, ...) resolve from the
+process (glibc >= 2.34 has the pthread functions in libc itself).
 """
 from __future__ import annotations
 

@@ -23,7 +23,7 @@ from typing import Callable
 
 import llvmlite.ir as ir
 
-from adc.codegen import gemm, vecmath
+from adc.codegen import gemm, parallel, vecmath
 from adc.codegen.fusion import MATERIALIZING, Plan, plan
 from adc.codegen.loops import (I1, I8, I32, I64, NOWRAP, PTR, Index, counted_loop, evaluate_dim,
                                i64, if_then_else, loop_nest, outline)
@@ -50,6 +50,7 @@ def lower_module(module: Module, metadata: str) -> ir.Module:
         _lower_kernel(llmod, func)
     _define_metadata(llmod, metadata)
     gemm.define_set_gemm(llmod)
+    parallel.define_set_num_threads(llmod)
     return llmod
 
 
@@ -185,7 +186,11 @@ def _compute_into(em: Emitter, value: Value, dest: ir.Value) -> None:
 
 
 def _emit_loop(kernel: Emitter, value: Value, dest: ir.Value, copy: bool) -> None:
-    """One outlined loop nest storing every element of `value` into `dest`."""
+    """One outlined loop nest storing every element of `value` into `dest`.
+
+    Each outer iteration writes only its own elements of `dest` and reads none,
+    so a large nest is split across threads (parallel.py).
+    """
     op = kernel.plan.producers.get(value)
     leaves = [value] if copy else kernel.plan.leaves(op)
     flat = copy or kernel.plan.is_flat(op)
@@ -202,12 +207,13 @@ def _emit_loop(kernel: Emitter, value: Value, dest: ir.Value, copy: bool) -> Non
 
     if flat or not extents:
         counted_loop(em.b, start, end, lambda i: body([i]))
-        outer = kernel.dim(num_elements(value.type.shape))
+        outer, grain = kernel.dim(num_elements(value.type.shape)), parallel.FLAT_GRAIN
     else:
         loop_nest(em.b, [(start, end)] + [(i64(0), e) for e in extents[1:]], body)
-        outer = kernel.dim(value.type.shape[0])
+        outer, grain = kernel.dim(value.type.shape[0]), 1
     em.b.ret_void()
-    kernel.b.call(fn, [i64(0), outer, kernel.dims_ptr, dest] + [kernel.buffers[v] for v in leaves])
+    parallel.call_loop(kernel.b, kernel.head, fn, outer, kernel.dim(num_elements(value.type.shape)), grain,
+                       [kernel.dims_ptr, dest] + [kernel.buffers[v] for v in leaves])
 
 
 # ---------------------------------------------------------------- lower_rules
@@ -487,21 +493,29 @@ def _combine(b: ir.IRBuilder, kind: str, dtype: DType, acc: ir.Value, x: ir.Valu
 
 
 def _reduction(kind: str) -> LowerRule:
+    """A buffer rule: one outlined nest, split across threads only when each output element is
+    reduced within one outer iteration (`_accumulate_scalar`); `_accumulate_rows` combines into the
+    whole output on every outer iteration and stays on the calling thread."""
     def rule(kernel: Emitter, op: Op, dest: ir.Value) -> None:
         (x,) = op.operands
         leaves = [x] if x in kernel.plan.materialized else kernel.plan.leaves(op)
         fn = outline(kernel.llmod, op.name, 1 + len(leaves))
         em = Emitter(kernel.llmod, kernel.func, kernel.plan, fn, fn.args[2], dict(zip(leaves, fn.args[4:])))
         axes = op.attrs["axes"]
+        buffers = [kernel.dims_ptr, dest] + [kernel.buffers[v] for v in leaves]
         if x.type.rank and x.type.rank - 1 not in axes:
             _accumulate_rows(em, op, kind, fn.args[3])
-            outer = kernel.dim(x.type.shape[0])
-        else:
-            _accumulate_scalar(em, op, kind, fn.args[0], fn.args[1], fn.args[3])
-            kept = [d for k, d in enumerate(x.type.shape) if k not in axes]
-            outer = kernel.dim(kept[0]) if kept else i64(1)
+            em.b.ret_void()
+            kernel.b.call(fn, [i64(0), kernel.dim(x.type.shape[0]), *buffers])
+            return
+        _accumulate_scalar(em, op, kind, fn.args[0], fn.args[1], fn.args[3])
         em.b.ret_void()
-        kernel.b.call(fn, [i64(0), outer, kernel.dims_ptr, dest] + [kernel.buffers[v] for v in leaves])
+        kept = [d for k, d in enumerate(x.type.shape) if k not in axes]
+        if kept:
+            parallel.call_loop(kernel.b, kernel.head, fn, kernel.dim(kept[0]),
+                               kernel.dim(num_elements(x.type.shape)), 1, buffers)
+        else:
+            kernel.b.call(fn, [i64(0), i64(1), *buffers])
     rule.__name__ = f"reduce_{kind}_lower"
     return rule
 

@@ -421,11 +421,13 @@ def tanh_vecmath(m: _Emitter, x):
 def sigmoid_vecmath(m: _Emitter, x):
     """1/(1 + e) for x >= 0 and e/(1 + e) for x < 0, e = exp(-|x|) in (0, 1]: never overflows.
 
+    The numerator is selected before the one division (divisions dominate the cost).
+
     Measured: f32 <= 2 ulp, f64 <= 2 ulp over the whole range, denormal results included.
     """
     e = exp_vecmath(m, m.neg(m.intrinsic("fabs", x)))
-    d = m.add(m.c(1.0), e)
-    return m.select(m.cmp("<", x, m.c(0.0)), m.div(e, d), m.div(m.c(1.0), d))
+    numerator = m.select(m.cmp("<", x, m.c(0.0)), e, m.c(1.0))
+    return m.div(numerator, m.add(m.c(1.0), e))
 
 
 # ------------------------------------------------------------ pow

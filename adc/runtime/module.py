@@ -18,6 +18,7 @@ from typing import Protocol
 
 from adc.abi import METADATA_SYMBOL, SET_GEMM_SYMBOL, MetadataError, ModuleInfo, check_seal, decode_metadata
 from adc.codegen.blas import find_cblas_gemm
+from adc.codegen.parallel import SET_NUM_THREADS_SYMBOL
 from adc.runtime.kernel import Kernel
 
 
@@ -67,6 +68,7 @@ class Module:
                 raise LoadError(f"{origin}: kernel '{sig.name}' is listed but its symbol {sig.symbol} is missing")
             self._kernels[sig.name] = Kernel(sig, address, library)
         _install_blas(library)
+        _install_num_threads(library)
 
     @property
     def kernels(self) -> tuple[str, ...]:
@@ -112,6 +114,18 @@ def _install_blas(library: NativeLibrary) -> None:
     setter = library.address(SET_GEMM_SYMBOL)
     if providers and setter:
         ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p)(setter)(*providers)
+
+
+def _install_num_threads(library: NativeLibrary) -> None:
+    """Apply ADC_NUM_THREADS (threads for large loop nests; unset or <= 0: one per online processor)."""
+    setting = os.environ.get("ADC_NUM_THREADS", "").strip()
+    setter = library.address(SET_NUM_THREADS_SYMBOL)
+    if setting and setter:
+        try:
+            n = int(setting)
+        except ValueError:
+            raise LoadError(f"ADC_NUM_THREADS must be an integer, not {setting!r}") from None
+        ctypes.CFUNCTYPE(None, ctypes.c_int32)(setter)(max(-1, min(n, 1 << 16)))
 
 
 def load(path: str | os.PathLike) -> Module:
