@@ -31,7 +31,6 @@ ABI_VERSION = 1
 ADC_VERSION = "0.1.0"
 KERNEL_PREFIX = "adc_kernel_"
 METADATA_SYMBOL = "adc_module_metadata"
-SET_GEMM_SYMBOL = "adc_set_gemm"
 SEAL_MAGIC = b"ADCSEAL1"
 SEAL_SIZE = len(SEAL_MAGIC) + hashlib.sha256().digest_size
 

@@ -39,11 +39,6 @@ typedef int32_t (*adc_kernel_fn)(const int64_t *dims, const void *const *inputs,
  * dimension expression that must be >= 0 for a call to be valid. */
 const char *adc_module_metadata(void);
 
-/* Install CBLAS-compatible ILP64 `sgemm` and `dgemm` functions (64-bit integer arguments)
- * for matrix products; NULL keeps the built-in kernel. The Python runtime installs NumPy's
- * OpenBLAS when it loads a module. Not thread-safe with running kernels. */
-void adc_set_gemm(void *sgemm, void *dgemm);
-
 /* Threads for large loop nests (n <= 0: one per online processor, the default; at most 64).
  * The Python runtime applies ADC_NUM_THREADS when it loads a module. Applies from the next call. */
 void adc_set_num_threads(int32_t n);

@@ -3,7 +3,7 @@
 The last stage of `adc compile`: the same optimized code as the JIT, built
 for a position-independent `Target`, written as an ELF object and linked into
 a `.so` that exports `adc_kernel_<f>`, `adc_module_metadata` and
-`adc_set_gemm`, `adc_set_num_threads` (see runtime/adc.h).
+`adc_set_num_threads` (see runtime/adc.h).
 
     obj = emit_object(llvm_module, Target.host(pic=True))
     link_shared_object(obj, "kernels.so")       # cc -shared -o kernels.so kernels.o -lm -lpthread

@@ -1,4 +1,4 @@
-"""Matrix products in generated code: `adc_gemm_<dtype>` and `adc_set_gemm`.
+"""Matrix products in generated code: `adc_gemm_<dtype>`, a register-blocked kernel.
 
 Lowering turns each IR `matmul` into calls of one function per dtype, defined
 here once per LLVM module:
@@ -6,13 +6,7 @@ here once per LLVM module:
     void adc_gemm_f32(i64 M, i64 N, i64 K, float* A, float* B, float* C)
         ; C[M,N] = A[M,K] @ B[K,N]; row-major, contiguous; C overwritten
 
-It dispatches to an installed BLAS provider when there is one: the global
-`adc_gemm_provider_f32` holds an ILP64 `cblas_sgemm` set by the exported
-`adc_set_gemm(sgemm, dgemm)` (the Python runtime installs NumPy's OpenBLAS,
-see blas.py). Otherwise -- a C program that never calls `adc_set_gemm` -- the
-built-in kernel below runs, so a module is always self-contained.
-
-The built-in kernel is the classic Goto/BLIS loop nest, shaped for row-major C
+The kernel is the classic Goto/BLIS loop nest, shaped for row-major C
 with SIMD vectors along N:
 
     for jc in 0..N step NC:                    # columns of B and C
@@ -30,8 +24,13 @@ padding lanes are zeroed when packed (defined values, no denormal or NaN
 garbage from the stack) and never stored. The packed block lives on the stack
 (64 KiB), so the kernel needs no allocation and cannot fail. Only ordinary IEEE
 arithmetic is used (no fast-math flags), so NaN and inf propagate as in BLAS.
-Measured single-threaded on Zen 5 (AVX-512): 255 GFLOP/s f32 and 124 GFLOP/s
-f64 for 256x784 @ 784x512, 93 GFLOP/s f32 for 256x512 @ 512x10 (see blas.py).
+
+Why not call a BLAS: measured single-threaded on Zen 5 (AVX-512), this kernel
+does 255 GFLOP/s f32 and 124 GFLOP/s f64 for 256x784 @ 784x512 (93 GFLOP/s f32
+for 256x512 @ 512x10), twice NumPy's OpenBLAS on one thread and level with it
+on two. Lowering splits the rows of large products across threads
+(parallel.py), which a multithreaded BLAS would fight for the same cores; a
+module also stays self-contained, with no library to find at load time.
 """
 from __future__ import annotations
 
@@ -43,15 +42,8 @@ import llvmlite.ir as ir
 from adc.ir.types import DType
 
 I1 = ir.IntType(1)
-I8P = ir.IntType(8).as_pointer()
 I32 = ir.IntType(32)
 I64 = ir.IntType(64)
-
-SET_GEMM_SYMBOL = "adc_set_gemm"  # the ABI name, also adc.abi.SET_GEMM_SYMBOL
-
-# CBLAS enum values (cblas.h): the layout and transposition arguments.
-CBLAS_ROW_MAJOR = 101
-CBLAS_NO_TRANS = 111
 
 PACK_ALIGN = 64  # one cache line, the widest vector the target may use
 
@@ -96,15 +88,10 @@ def gemm_name(dtype: DType) -> str:
     return f"adc_gemm_{dtype}"
 
 
-def provider_name(dtype: DType) -> str:
-    return f"adc_gemm_provider_{dtype}"
-
-
 def matmul_function(module: ir.Module, dtype: DType) -> ir.Function:
     """`void adc_gemm_<dtype>(i64 M, i64 N, i64 K, T* A, T* B, T* C)`, defined once per module.
 
-    Internal to the module (each module dispatches through its own provider
-    slot). A and B may be the same buffer; C must overlap neither (noalias).
+    Internal to the module. A and B may be the same buffer; C must overlap neither (noalias).
     """
     name = gemm_name(dtype)
     if name in module.globals:
@@ -125,49 +112,10 @@ def matmul_function(module: ir.Module, dtype: DType) -> ir.Function:
     with builder.if_then(_is_zero(builder, k)):
         _fill_zero(builder, blk, c, builder.mul(m, n))
         builder.ret_void()
-    provider = builder.load(_provider_global(module, dtype))
-    with builder.if_then(builder.icmp_unsigned("!=", provider, ir.Constant(I8P, None))):
-        _call_cblas(builder, blk, provider, func.args)
-        builder.ret_void()
     builder.call(_kernel_function(module, dtype), func.args)
     builder.ret_void()
     return func
 
-
-def define_set_gemm(module: ir.Module) -> None:
-    """The exported `void adc_set_gemm(i8* sgemm, i8* dgemm)`; null keeps the built-in kernel."""
-    func = ir.Function(module, ir.FunctionType(ir.VoidType(), [I8P, I8P]), SET_GEMM_SYMBOL)
-    builder = ir.IRBuilder(func.append_basic_block("entry"))
-    for arg, dtype in zip(func.args, (DType.f32, DType.f64)):
-        arg.name = f"{dtype}_gemm"
-        builder.store(arg, _provider_global(module, dtype))
-    builder.ret_void()
-
-
-def _provider_global(module: ir.Module, dtype: DType) -> ir.GlobalVariable:
-    """The i8* slot holding the ILP64 cblas_?gemm for `dtype`, initially null."""
-    name = provider_name(dtype)
-    if name in module.globals:
-        return module.globals[name]
-    slot = ir.GlobalVariable(module, I8P, name)
-    slot.linkage = "internal"
-    slot.initializer = ir.Constant(I8P, None)
-    return slot
-
-
-def _call_cblas(builder: ir.IRBuilder, blk: Blocking, provider: ir.Value, args) -> None:
-    """cblas_?gemm(RowMajor, NoTrans, NoTrans, M, N, K, 1, A, K, B, N, 0, C, N)."""
-    m, n, k, a, b, c = args
-    ptr = blk.elem.as_pointer()
-    fnty = ir.FunctionType(ir.VoidType(), [I32, I32, I32, I64, I64, I64, blk.elem, ptr, I64,
-                                           ptr, I64, blk.elem, ptr, I64])
-    one, zero = ir.Constant(blk.elem, 1.0), ir.Constant(blk.elem, 0.0)
-    layout, no_trans = ir.Constant(I32, CBLAS_ROW_MAJOR), ir.Constant(I32, CBLAS_NO_TRANS)
-    builder.call(builder.bitcast(provider, fnty.as_pointer()),
-                 [layout, no_trans, no_trans, m, n, k, one, a, k, b, n, zero, c, n])
-
-
-# ---------------------------------------------------------------- built-in kernel
 
 def _kernel_function(module: ir.Module, dtype: DType) -> ir.Function:
     """The blocked loop nest for M, N, K > 0 (same signature as adc_gemm_<dtype>)."""

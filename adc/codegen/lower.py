@@ -32,6 +32,9 @@ from adc.ir.core import Func, Module, Op, Value
 from adc.ir.types import DType, Dim, num_elements
 
 ALIGNMENT = 64
+# A matrix product's multiply-adds, shifted right by this, are weighed against
+# parallel.THRESHOLD elements: products under ~4M multiply-adds stay on one thread.
+GEMM_WORK_SHIFT = 5
 REGISTER_TYPES = {DType.f32: ir.FloatType(), DType.f64: ir.DoubleType(), DType.i32: I32,
                   DType.i64: I64, DType.bool: I1}
 MEMORY_TYPES = {**REGISTER_TYPES, DType.bool: I8}
@@ -40,7 +43,7 @@ INT_SUFFIX = {DType.f32: "f32", DType.f64: "f64", DType.i32: "i32", DType.i64: "
 
 
 def lower_module(module: Module, metadata: str) -> ir.Module:
-    """The LLVM module of an inlined, verified IR module, with its metadata and `adc_set_gemm`."""
+    """The LLVM module of an inlined, verified IR module, with its metadata and `adc_set_num_threads`."""
     llmod = ir.Module(name=module.name)
     for func in module:
         for op in func.ops:
@@ -49,7 +52,6 @@ def lower_module(module: Module, metadata: str) -> ir.Module:
                                    + (" (run the inliner first)" if op.name == "call" else ""), op.loc)
         _lower_kernel(llmod, func)
     _define_metadata(llmod, metadata)
-    gemm.define_set_gemm(llmod)
     parallel.define_set_num_threads(llmod)
     return llmod
 
@@ -570,20 +572,34 @@ for _kind in ("sum", "max", "min", "prod"):
     lower_rules[f"reduce_{_kind}"] = _reduction(_kind)
 
 
-def matmul_lower(em: Emitter, op: Op, dest: ir.Value) -> None:
-    # C[b] = A[b] @ B[b] for every batch position b, by the module's gemm
+def matmul_lower(kernel: Emitter, op: Op, dest: ir.Value) -> None:
+    # C[b] = A[b] @ B[b] for every batch position b; the rows of a large C[b] split across threads
     a, b_ = op.operands
     dtype, shape = a.type.dtype, a.type.shape
-    m, k, n = em.dim(shape[-2]), em.dim(shape[-1]), em.dim(b_.type.shape[-1])
-    sizes = [em.dim(d) for d in (shape[-2] * shape[-1], shape[-1] * b_.type.shape[-1],
-                                 shape[-2] * b_.type.shape[-1])]
-    gemm_fn = gemm.matmul_function(em.llmod, dtype)
+    m, k, n = shape[-2], shape[-1], b_.type.shape[-1]
+    rows = _matmul_rows(kernel, dtype, k, n)
+    sizes = [kernel.dim(d) for d in (m * n, m * k, k * n)]
+    work = kernel.b.lshr(kernel.dim(m * k * n), i64(GEMM_WORK_SHIFT))
 
     def call(i: ir.Value) -> None:
-        bases = [em.element_ptr(base, dtype, em.b.mul(i, size, flags=NOWRAP))
-                 for base, size in zip((em.buffers[a], em.buffers[b_], dest), sizes)]
-        em.b.call(gemm_fn, [m, n, k, *bases])
-    counted_loop(em.b, i64(0), em.dim(num_elements(shape[:-2])), call)
+        bases = [kernel.element_ptr(base, dtype, kernel.b.mul(i, size, flags=NOWRAP))
+                 for base, size in zip((dest, kernel.buffers[a], kernel.buffers[b_]), sizes)]
+        parallel.call_loop(kernel.b, kernel.head, rows, kernel.dim(m), work, gemm.BLOCKINGS[dtype].mr,
+                           [kernel.dims_ptr, *bases])
+    counted_loop(kernel.b, i64(0), kernel.dim(num_elements(shape[:-2])), call)
+
+
+def _matmul_rows(kernel: Emitter, dtype: DType, k: Dim, n: Dim) -> ir.Function:
+    """rows(start, end, dims, C, A, B): C[start:end] = A[start:end] @ B, by the module's gemm."""
+    fn = outline(kernel.llmod, "matmul_rows", 3)
+    em = Emitter(kernel.llmod, kernel.func, kernel.plan, fn, fn.args[2], {})
+    start, end, _, c, a, b_ = fn.args
+    k_, n_ = em.dim(k), em.dim(n)
+    em.b.call(gemm.matmul_function(kernel.llmod, dtype),
+              [em.b.sub(end, start), n_, k_, em.element_ptr(a, dtype, em.b.mul(start, k_, flags=NOWRAP)), b_,
+               em.element_ptr(c, dtype, em.b.mul(start, n_, flags=NOWRAP))])
+    em.b.ret_void()
+    return fn
 
 
 lower_rules["matmul"] = matmul_lower

@@ -2,8 +2,8 @@
 
 There is one loader: anything with `address(symbol) -> int` (0 when missing) —
 a `JitLibrary` or a `SharedLibrary` — is opened by reading its exported
-metadata, checking the ABI version, installing the BLAS provider for matrix
-products, and wrapping each kernel's entry point.
+metadata, checking the ABI version, applying ADC_NUM_THREADS, and wrapping
+each kernel's entry point.
 
     m = adc.load("kernels.so")
     m.kernels            # ('dense_relu', 'mlp_loss', ...)
@@ -16,8 +16,7 @@ import os
 from pathlib import Path
 from typing import Protocol
 
-from adc.abi import METADATA_SYMBOL, SET_GEMM_SYMBOL, MetadataError, ModuleInfo, check_seal, decode_metadata
-from adc.codegen.blas import find_cblas_gemm
+from adc.abi import METADATA_SYMBOL, MetadataError, ModuleInfo, check_seal, decode_metadata
 from adc.codegen.parallel import SET_NUM_THREADS_SYMBOL
 from adc.runtime.kernel import Kernel
 
@@ -67,7 +66,6 @@ class Module:
             if not address:
                 raise LoadError(f"{origin}: kernel '{sig.name}' is listed but its symbol {sig.symbol} is missing")
             self._kernels[sig.name] = Kernel(sig, address, library)
-        _install_blas(library)
         _install_num_threads(library)
 
     @property
@@ -106,14 +104,6 @@ def _read_metadata(library: NativeLibrary, origin: str) -> ModuleInfo:
         return decode_metadata(text.decode("utf-8", errors="replace") if text else "")
     except MetadataError as err:
         raise LoadError(f"{origin}: {err}") from None
-
-
-def _install_blas(library: NativeLibrary) -> None:
-    """Route matrix products to NumPy's OpenBLAS when it is there (see adc.codegen.blas)."""
-    providers = find_cblas_gemm()
-    setter = library.address(SET_GEMM_SYMBOL)
-    if providers and setter:
-        ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p)(setter)(*providers)
 
 
 def _install_num_threads(library: NativeLibrary) -> None:

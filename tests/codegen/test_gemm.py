@@ -1,8 +1,8 @@
-"""adc_gemm_<dtype> against NumPy float64 matmul, with the built-in kernel and with OpenBLAS installed.
+"""adc_gemm_<dtype> against NumPy float64 matmul.
 
 The harness is minimal on purpose: one llvmlite module holding both gemm
-functions, `adc_set_gemm` and exported wrappers, optimized at O3 and JIT-compiled
-for the host CPU with MCJIT, called through ctypes.
+functions and exported wrappers, optimized at O3 and JIT-compiled for the host
+CPU with MCJIT, called through ctypes.
 """
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import llvmlite.ir as ir
 import numpy as np
 import pytest
 
-from adc.codegen import blas, gemm
+from adc.codegen import gemm
 from adc.ir.types import DType
 
 DTYPES = (DType.f32, DType.f64)
@@ -41,8 +41,6 @@ class GemmModule:
         self.engine.finalize_object()
         self.functions = {dtype: _GEMM_PROTOTYPE(self.engine.get_function_address(f"call_gemm_{dtype}"))
                           for dtype in DTYPES}
-        self.set_gemm = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p)(
-            self.engine.get_function_address(gemm.SET_GEMM_SYMBOL))
 
     def gemm(self, dtype: DType, a: np.ndarray, b: np.ndarray, c: np.ndarray | None = None) -> np.ndarray:
         (m, k), (_, n) = a.shape, b.shape
@@ -56,7 +54,6 @@ class GemmModule:
 def _build_module() -> ir.Module:
     module = ir.Module(name="test_gemm")
     module.triple = llvm.get_process_triple()
-    gemm.define_set_gemm(module)
     for dtype in DTYPES:
         callee = gemm.matmul_function(module, dtype)
         assert gemm.matmul_function(module, dtype) is callee
@@ -73,20 +70,6 @@ def jit() -> GemmModule:
     return GemmModule()
 
 
-@pytest.fixture(params=["builtin", "openblas"])
-def provider(request, jit):
-    """Run a test once with the built-in kernel and once with OpenBLAS installed."""
-    if request.param == "openblas":
-        addresses = blas.find_cblas_gemm()
-        if addresses is None:
-            pytest.skip("no ILP64 OpenBLAS found next to NumPy")
-        jit.set_gemm(*addresses)
-    else:
-        jit.set_gemm(None, None)
-    yield jit
-    jit.set_gemm(None, None)
-
-
 SHAPES = [(1, 1, 1), (1, 1, 7), (2, 3, 4), (7, 5, 3), (8, 32, 1), (9, 33, 17), (13, 31, 29),
           (16, 16, 16), (1, 100, 3), (100, 1, 3), (3, 17, 257), (31, 97, 300), (37, 130, 513),
           (14, 19, 5), (64, 64, 64), (97, 201, 61), (256, 10, 512), (17, 67, 600)]
@@ -98,46 +81,46 @@ def _tolerance(dtype: DType, k: int) -> float:
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 @pytest.mark.parametrize("shape", SHAPES, ids=lambda s: "x".join(map(str, s)))
-def test_matches_numpy(provider, dtype, shape):
+def test_matches_numpy(jit, dtype, shape):
     m, n, k = shape
     rng = np.random.default_rng(m * 10007 + n * 101 + k)
     a, b = rng.standard_normal((m, k)), rng.standard_normal((k, n))
     a, b = a.astype(dtype.numpy), b.astype(dtype.numpy)
     expected = a.astype(np.float64) @ b.astype(np.float64)
     scale = np.abs(a).astype(np.float64) @ np.abs(b).astype(np.float64)
-    got = provider.gemm(dtype, a, b)
+    got = jit.gemm(dtype, a, b)
     assert np.all(np.abs(got - expected) <= _tolerance(dtype, k) * scale + 1e-30)
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 @pytest.mark.parametrize("shape", [(0, 5, 3), (5, 0, 3), (0, 0, 0)])
-def test_empty_result_touches_nothing(provider, dtype, shape):
+def test_empty_result_touches_nothing(jit, dtype, shape):
     m, n, k = shape
     memory = np.full(64, 7.0, dtype.numpy)
-    provider.gemm(dtype, np.ones((m, k)), np.ones((k, n)), memory[32:32 + m * n].reshape(m, n))
+    jit.gemm(dtype, np.ones((m, k)), np.ones((k, n)), memory[32:32 + m * n].reshape(m, n))
     assert np.all(memory == 7.0)
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
-def test_empty_contraction_gives_zeros(provider, dtype):
-    got = provider.gemm(dtype, np.ones((5, 0)), np.ones((0, 9)))
+def test_empty_contraction_gives_zeros(jit, dtype):
+    got = jit.gemm(dtype, np.ones((5, 0)), np.ones((0, 9)))
     assert got.shape == (5, 9) and np.all(got == 0)
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
-def test_writes_stay_inside_c(provider, dtype):
+def test_writes_stay_inside_c(jit, dtype):
     m, n, k = 11, 37, 300
     rng = np.random.default_rng(0)
     padded = np.full((m * n + 64,), 3.0, dtype.numpy)
     c = padded[32:32 + m * n].reshape(m, n)
     a, b = rng.standard_normal((m, k)), rng.standard_normal((k, n))
-    provider.gemm(dtype, a, b, c)
+    jit.gemm(dtype, a, b, c)
     assert np.all(padded[:32] == 3.0) and np.all(padded[32 + m * n:] == 3.0)
     np.testing.assert_allclose(c, a @ b, rtol=1e-4, atol=1e-4)
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
-def test_nan_and_inf_propagate(provider, dtype):
+def test_nan_and_inf_propagate(jit, dtype):
     m, n, k = 9, 35, 300
     a, b = np.ones((m, k)), np.ones((k, n))
     a[2, 5] = np.nan      # row 2 of C is NaN
@@ -145,17 +128,17 @@ def test_nan_and_inf_propagate(provider, dtype):
     b[7, 3] = -1.0        # ... except column 3, where inf * -1 makes -inf
     b[280, 33] = np.inf   # column 33 is +inf, and NaN where -inf meets it
     expected = a @ b
-    got = provider.gemm(dtype, a, b)
+    got = jit.gemm(dtype, a, b)
     np.testing.assert_array_equal(np.isnan(got), np.isnan(expected))
     np.testing.assert_array_equal(np.isposinf(got), np.isposinf(expected))
     np.testing.assert_array_equal(np.isneginf(got), np.isneginf(expected))
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
-def test_old_contents_of_c_are_ignored(provider, dtype):
+def test_old_contents_of_c_are_ignored(jit, dtype):
     a, b = np.eye(3), np.arange(12.0).reshape(3, 4)
     c = np.full((3, 4), np.nan, dtype.numpy)
-    np.testing.assert_array_equal(provider.gemm(dtype, a, b, c), b)
+    np.testing.assert_array_equal(jit.gemm(dtype, a, b, c), b)
 
 
 def test_functions_are_defined_once_per_module():
@@ -168,35 +151,3 @@ def test_functions_are_defined_once_per_module():
 def test_integer_matmul_is_rejected():
     with pytest.raises(ValueError, match="f32 and f64"):
         gemm.matmul_function(ir.Module(), DType.i32)
-
-
-def test_openblas_is_found_next_to_numpy():
-    addresses = blas.find_cblas_gemm()
-    if addresses is None:
-        pytest.skip("this NumPy has no bundled ILP64 OpenBLAS")
-    assert all(isinstance(address, int) and address != 0 for address in addresses)
-    assert blas.find_cblas_gemm() is addresses
-
-
-def test_provider_gets_the_ilp64_cblas_arguments(jit):
-    """A recording stand-in for cblas_dgemm sees RowMajor, NoTrans, 64-bit sizes and leading dimensions."""
-    calls = []
-    c_double_p = ctypes.POINTER(ctypes.c_double)
-
-    def dgemm(order, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc):
-        calls.append((order, trans_a, trans_b, m, n, k, alpha, lda, ldb, beta, ldc))
-        x = np.ctypeslib.as_array(a, (m, k))
-        y = np.ctypeslib.as_array(b, (k, n))
-        np.ctypeslib.as_array(c, (m, n))[:] = x @ y
-
-    i32, i64, f64 = ctypes.c_int32, ctypes.c_int64, ctypes.c_double
-    fake = ctypes.CFUNCTYPE(None, i32, i32, i32, i64, i64, i64, f64, c_double_p, i64,
-                            c_double_p, i64, f64, c_double_p, i64)(dgemm)
-    a, b = np.arange(6.0).reshape(3, 2), np.arange(8.0).reshape(2, 4)
-    jit.set_gemm(None, ctypes.cast(fake, ctypes.c_void_p))
-    try:
-        got = jit.gemm(DType.f64, a, b)
-    finally:
-        jit.set_gemm(None, None)
-    assert calls == [(101, 111, 111, 3, 4, 2, 1.0, 2, 4, 0.0, 4)]
-    np.testing.assert_array_equal(got, a @ b)

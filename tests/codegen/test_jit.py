@@ -32,10 +32,10 @@ def test_fused_elementwise_loop_uses_vector_registers():
     assert re.search(r"<(8|16) x float>", lib.llvm_ir), "the fused loop was not vectorized"
 
 
-def test_exports_metadata_and_set_gemm():
+def test_exports_metadata_and_set_num_threads():
     import ctypes
     lib = compile_module(sigmoid_shift())
     text = ctypes.CFUNCTYPE(ctypes.c_char_p)(lib.address("adc_module_metadata"))()
     assert text == b'{"abi": 1}'
-    assert lib.address("adc_set_gemm") != 0
+    assert lib.address("adc_set_num_threads") != 0
     assert lib.address("adc_kernel_missing") == 0
