@@ -34,16 +34,13 @@ module also stays self-contained, with no library to find at load time.
 """
 from __future__ import annotations
 
-from contextlib import contextmanager
 from dataclasses import dataclass
 
 import llvmlite.ir as ir
 
+from adc.codegen.loops import I1, I32, I64, for_range
 from adc.ir.types import DType
 
-I1 = ir.IntType(1)
-I32 = ir.IntType(32)
-I64 = ir.IntType(64)
 
 PACK_ALIGN = 64  # one cache line, the widest vector the target may use
 
@@ -126,9 +123,9 @@ def _kernel_function(module: ir.Module, dtype: DType) -> ir.Function:
     builder = ir.IRBuilder(func.append_basic_block("entry"))
     packed = builder.alloca(blk.elem, size=blk.kc * blk.nc)
     packed.align = PACK_ALIGN
-    with _for(builder, _const(0), n, _const(blk.nc)) as jc:
+    with for_range(builder, _const(0), n, _const(blk.nc)) as jc:
         nc = _min(builder, _const(blk.nc), builder.sub(n, jc))
-        with _for(builder, _const(0), k, _const(blk.kc)) as pc:
+        with for_range(builder, _const(0), k, _const(blk.kc)) as pc:
             kc = _min(builder, _const(blk.kc), builder.sub(k, pc))
             b_block = builder.gep(b, [builder.add(builder.mul(pc, n), jc)])
             builder.call(_pack_function(module, dtype), [b_block, n, kc, nc, packed])
@@ -152,15 +149,15 @@ def _pack_function(module: ir.Module, dtype: DType) -> ir.Function:
     src, ldb, kc, nc, dst = func.args
     builder = ir.IRBuilder(func.append_basic_block("entry"))
     nr = _const(blk.nr)
-    with _for(builder, _const(0), nc, nr) as col:
+    with for_range(builder, _const(0), nc, nr) as col:
         width = _min(builder, nr, builder.sub(nc, col))
         panel = builder.gep(dst, [builder.mul(col, kc)])
-        with _for(builder, _const(0), kc, _const(1)) as row:
+        with for_range(builder, _const(0), kc, _const(1)) as row:
             from_row = builder.gep(src, [builder.add(builder.mul(row, ldb), col)])
             to_row = builder.gep(panel, [builder.mul(row, nr)])
-            with _for(builder, _const(0), width, _const(1)) as j:
+            with for_range(builder, _const(0), width, _const(1)) as j:
                 builder.store(builder.load(builder.gep(from_row, [j])), builder.gep(to_row, [j]))
-            with _for(builder, width, nr, _const(1)) as j:
+            with for_range(builder, width, nr, _const(1)) as j:
                 builder.store(ir.Constant(blk.elem, 0.0), builder.gep(to_row, [j]))
     builder.ret_void()
     return func
@@ -176,7 +173,7 @@ def _block_function(module: ir.Module, dtype: DType) -> ir.Function:
     builder = ir.IRBuilder(func.append_basic_block("entry"))
     mr = _const(blk.mr)
     full_rows = builder.mul(builder.sdiv(m, mr), mr)
-    with _for(builder, _const(0), full_rows, mr) as row:
+    with for_range(builder, _const(0), full_rows, mr) as row:
         _strip(builder, module, dtype, blk.mr, row, func.args)
     left = builder.sub(m, full_rows)
     done = func.append_basic_block("done")
@@ -203,7 +200,7 @@ def _strip(builder: ir.IRBuilder, module: ir.Module, dtype: DType, rows: int, ro
     nr = _const(blk.nr)
     a_rows = builder.gep(a, [builder.mul(row, lda)])
     c_rows = builder.gep(c, [builder.mul(row, ldc)])
-    with _for(builder, _const(0), nc, nr) as col:
+    with for_range(builder, _const(0), nc, nr) as col:
         width = _min(builder, nr, builder.sub(nc, col))
         vectors = builder.sdiv(builder.add(width, _const(blk.vl - 1)), _const(blk.vl))
         panel = builder.gep(packed, [builder.mul(col, kc)])
@@ -235,7 +232,7 @@ def _micro_kernel(module: ir.Module, dtype: DType, rows: int, vectors: int) -> i
         builder.store(ir.Constant(blk.vector, None), acc)
     fma = _fma(module, blk.vector)
     vptr = blk.vector.as_pointer()
-    with _for(builder, _const(0), kc, _const(1)) as p:
+    with for_range(builder, _const(0), kc, _const(1)) as p:
         b_row = builder.bitcast(builder.gep(panel, [builder.mul(p, _const(blk.nr))]), vptr)
         bs = [builder.load(builder.gep(b_row, [_const(v)]), align=PACK_ALIGN) for v in range(vectors)]
         for r in range(rows):
@@ -267,7 +264,7 @@ def _store_row(builder: ir.IRBuilder, blk: Blocking, values: list, c_row: ir.Val
             for v, value in enumerate(values):
                 builder.store(value, builder.gep(spill, [_const(v)]))
             lanes = builder.bitcast(spill, blk.elem.as_pointer())
-            with _for(builder, _const(0), width, _const(1)) as j:
+            with for_range(builder, _const(0), width, _const(1)) as j:
                 value = builder.load(builder.gep(lanes, [j]))
                 _store_or_add(builder, first, value, builder.gep(c_row, [j]), blk.elem_align)
 
@@ -282,7 +279,7 @@ def _store_or_add(builder: ir.IRBuilder, first: ir.Value, value: ir.Value, dst: 
 
 
 def _fill_zero(builder: ir.IRBuilder, blk: Blocking, dst: ir.Value, count: ir.Value) -> None:
-    with _for(builder, _const(0), count, _const(1)) as i:
+    with for_range(builder, _const(0), count, _const(1)) as i:
         builder.store(ir.Constant(blk.elem, 0.0), builder.gep(dst, [i]), align=blk.elem_align)
 
 
@@ -308,25 +305,6 @@ def _splat(builder: ir.IRBuilder, blk: Blocking, scalar: ir.Value) -> ir.Value:
     one = builder.insert_element(ir.Constant(blk.vector, None), scalar, _const(0, I32))
     return builder.shuffle_vector(one, ir.Constant(blk.vector, None),
                                   ir.Constant(ir.VectorType(I32, blk.vl), [0] * blk.vl))
-
-
-@contextmanager
-def _for(builder: ir.IRBuilder, start: ir.Value, stop: ir.Value, step: ir.Value):
-    """`for (i = start; i < stop; i += step)` over i64; yields i, leaves the builder after the loop."""
-    before = builder.block
-    header = builder.append_basic_block("for.head")
-    body = builder.append_basic_block("for.body")
-    after = builder.append_basic_block("for.end")
-    builder.branch(header)
-    builder.position_at_end(header)
-    index = builder.phi(I64)
-    index.add_incoming(start, before)
-    builder.cbranch(builder.icmp_signed("<", index, stop), body, after)
-    builder.position_at_end(body)
-    yield index
-    index.add_incoming(builder.add(index, step), builder.block)
-    builder.branch(header)
-    builder.position_at_end(after)
 
 
 def _return_if(builder: ir.IRBuilder, condition: ir.Value) -> None:

@@ -19,7 +19,8 @@ between threads.
 """
 from __future__ import annotations
 
-from typing import Callable, Sequence
+from contextlib import contextmanager
+from typing import Callable, Iterator, Sequence
 
 import llvmlite.ir as ir
 
@@ -86,8 +87,9 @@ class Index:
         return self._flat
 
 
-def counted_loop(b: ir.IRBuilder, start: ir.Value, end: ir.Value, body: Callable[[ir.Value], None]) -> None:
-    """for (i = start; i < end; ++i) body(i); leaves `b` after the loop."""
+@contextmanager
+def for_range(b: ir.IRBuilder, start: ir.Value, end: ir.Value, step: ir.Value | None = None) -> Iterator[ir.Value]:
+    """for (i = start; i < end; i += step): the `with` block emits the body; leaves `b` after the loop."""
     pre = b.block
     header = b.append_basic_block("loop.header")
     block = b.append_basic_block("loop.body")
@@ -98,11 +100,17 @@ def counted_loop(b: ir.IRBuilder, start: ir.Value, end: ir.Value, body: Callable
     i.add_incoming(start, pre)
     b.cbranch(b.icmp_signed("<", i, end), block, exit_)
     b.position_at_end(block)
-    body(i)
-    following = b.add(i, i64(1), flags=NOWRAP)
+    yield i
+    following = b.add(i, step if step is not None else i64(1), flags=NOWRAP)
     i.add_incoming(following, b.block)
     b.branch(header)
     b.position_at_end(exit_)
+
+
+def counted_loop(b: ir.IRBuilder, start: ir.Value, end: ir.Value, body: Callable[[ir.Value], None]) -> None:
+    """for (i = start; i < end; ++i) body(i); leaves `b` after the loop."""
+    with for_range(b, start, end) as i:
+        body(i)
 
 
 def loop_nest(b: ir.IRBuilder, ranges: Sequence[tuple[ir.Value, ir.Value]],
