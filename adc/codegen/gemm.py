@@ -41,7 +41,6 @@ import llvmlite.ir as ir
 from adc.codegen.loops import I1, I32, I64, for_range
 from adc.ir.types import DType
 
-
 PACK_ALIGN = 64  # one cache line, the widest vector the target may use
 
 
