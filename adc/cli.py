@@ -7,6 +7,7 @@ toolchain; 2 a usage error. A user never sees a Python traceback.
     adc compile kernels.adc -o kernels.so
     adc ir kernels.adc --print-after-all
     adc ir kernels.adc --emit asm
+    adc ir kernels.adc --grad dense_relu
     adc info kernels.so
 """
 from __future__ import annotations
@@ -39,6 +40,8 @@ def _parser() -> argparse.ArgumentParser:
     ir.add_argument("--print-after-all", action="store_true", help="print the IR after each pass (to stderr)")
     ir.add_argument("--print-after", action="append", default=[], metavar="PASS",
                     help="print the IR after the named pass (repeatable)")
+    ir.add_argument("--grad", metavar="KERNEL",
+                    help="print the VJP function of KERNEL (reverse mode, after cleanup)")
 
     info = sub.add_parser("info", help="list the kernels of a compiled shared object")
     info.add_argument("file")
@@ -59,11 +62,14 @@ def _cmd_check(args, driver) -> int:
 def _cmd_ir(args, driver) -> int:
     from adc.codegen.jit import JitLibrary
     from adc.codegen.target import Target
-    from adc.ir.printer import format_module
+    from adc.ir.printer import format_func, format_module
+    from adc.passes.adjoint import vjp
 
     options = driver.Options(args.print_after_all, frozenset(args.print_after))
     module = driver.elaborate(driver.read_source(args.file), args.file)
-    if args.emit == "ir" and not (args.print_after_all or args.print_after):
+    if args.grad is not None:
+        text = format_func(vjp(module, args.grad)[1].func)
+    elif args.emit == "ir" and not (args.print_after_all or args.print_after):
         text = format_module(module)
     elif args.emit in ("ir", "opt"):
         optimized = driver.optimize(module, options)

@@ -8,7 +8,7 @@ the simplified producers of its operands:
   is folded, computing with the interpreter's own rule in the op's dtype;
   broadcasts of constants stay broadcasts (a constant is a scalar);
 - `simplify_rules[op]` rewrites identities: x*1, 1*x, x/1, x-(+0), x+(-0),
-  -(-x), identity broadcast/reshape/transpose/convert, and chains of
+  x+x = x*2, -(-x), identity broadcast/reshape/transpose/convert, and chains of
   broadcasts, reshapes or transposes collapse into one op.
 
 Only rewrites exact for every input are made: x+0 is not x when x is -0.0
@@ -107,6 +107,8 @@ simplify_rules["sub"] = sub_simplify
 def add_simplify(op, operands, rw):
     # x+(-0) = x for every x; x+(+0) is +0.0 for x = -0.0, so it stays (integers: x+0 = x)
     x, y = operands
+    if x is y:
+        return _twice(x, rw)
     integral = op.result.type.dtype.is_int
     if _is_zero(rw.constant(y), negative=not integral):
         return x
@@ -114,6 +116,14 @@ def add_simplify(op, operands, rw):
 
 
 simplify_rules["add"] = add_simplify
+
+
+def _twice(x: Value, rw: Rewriter) -> Value:
+    # x+x = x*2 exactly (both round 2x once); the adjoint pass makes such sums when it accumulates
+    two = rw.builder.op("constant", dtype=x.type.dtype, value=2 if x.type.dtype.is_int else 2.0)
+    if x.type.rank:
+        two = rw.builder.op("broadcast", two, dims=[], shape=x.type.shape)
+    return rw.builder.op("mul", x, two)
 
 
 def neg_simplify(op, operands, rw):

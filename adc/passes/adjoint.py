@@ -1,0 +1,128 @@
+"""Reverse-mode differentiation: the vector-Jacobian product (VJP) of a function, as IR.
+
+`vjp(module, name)` inlines the function, then builds `{name}_vjp`: its params
+are the primal params followed by one cotangent per primal result (`ct`, or
+`ct0, ct1, ...`); its body replays the primal ops, then walks them backwards
+applying `adjoint_rules` (adc/passes/adjoint_rules.py), summing the cotangents
+of values used several times; it returns the cotangents of the `wrt` params.
+Cleanup (simplify, cse, dce until nothing changes) keeps it lean, and the
+verifier checks it. The output is ordinary IR, so `vjp` of a VJP function
+gives second derivatives.
+
+Invariant: a cotangent has its value's type; only float values get one; a
+`None` from a rule is a symbolic zero and adds nothing, so `wrt` holds exactly
+the float params connected to a result through a differentiable path.
+
+    func @f(%x: f32) -> f32 {                 func @f_vjp(%x: f32, %ct: f32) -> f32 {
+      %0 = mul %x, %x : f32          ==>        %0 = mul %ct, %x : f32
+      return %0                                 %1 = constant {dtype = f32, value = 2.0} : f32
+    }                                           %2 = mul %0, %1 : f32
+                                                return %2
+                                              }
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Mapping
+
+from adc.errors import CompileError, VerifyError
+from adc.ir.builder import Builder
+from adc.ir.core import Func, Module, Op, Value
+from adc.ir.printer import format_func
+from adc.ir.verify import verify_func
+from adc.passes.adjoint_rules import adjoint_rules
+from adc.passes.cse import cse_func
+from adc.passes.dce import eliminate_dead_code_func
+from adc.passes.inline import inline_func
+from adc.passes.simplify import simplify_func
+
+CLEANUP_ROUNDS = 4      # simplify exposes work for cse and back; two rounds usually reach the fixed point
+
+
+@dataclass(frozen=True)
+class Gradient:
+    """A VJP function and the indices of the primal params it returns cotangents for."""
+
+    func: Func
+    wrt: tuple[int, ...]
+
+
+def vjp(module: Module, name: str) -> tuple[Module, Gradient]:
+    """The VJP of function `name`: inline calls, differentiate, clean up (simplify, cse, dce),
+    verify. Returns the input module plus the new function (named f"{name}_vjp", made unique
+    if taken) and the Gradient record. Never mutates `module`."""
+    if name not in module.funcs:
+        raise CompileError(f"no function @{name} to differentiate in {module.name} "
+                           f"(functions: {', '.join(module.funcs) or 'none'})")
+    primal = inline_func(module[name], module)
+    grad = adjoint(primal, _unique_name(module, f"{name}_vjp"), module.funcs)
+    func = cleanup(grad.func, module.funcs)
+    verify_func(func, module.funcs, pass_name="adjoint")
+    return module.replace(func), Gradient(func, grad.wrt)
+
+
+def adjoint(func: Func, name: str, funcs: Mapping[str, Func]) -> Gradient:
+    """The uncleaned VJP of a call-free `func`, named `name`."""
+    b = Builder(funcs, func.loc)
+    b.params, b.ops = list(func.params), list(func.ops)
+    cts: dict[Value, Value] = {}
+    for value, seed_name in zip(func.returns, _cotangent_names(func)):
+        _accumulate(b, cts, value, b.param(seed_name, value.type))
+    for op in reversed(func.ops):
+        _backward(b, op, cts)
+    wrt = tuple(i for i, p in enumerate(func.params) if p in cts)
+    return Gradient(b.finish(name, [cts[func.params[i]] for i in wrt], func.loc), wrt)
+
+
+def cleanup(func: Func, funcs: Mapping[str, Func]) -> Func:
+    """simplify, cse and dce, repeated until the function stops changing."""
+    text = format_func(func)
+    for _ in range(CLEANUP_ROUNDS):
+        func = eliminate_dead_code_func(cse_func(simplify_func(func, funcs)))
+        text, previous = format_func(func), text
+        if text == previous:
+            break
+    return func
+
+
+def _backward(b: Builder, op: Op, cts: dict[Value, Value]) -> None:
+    """Apply op's rule to its results' cotangents and add what it gives to its operands'."""
+    incoming = tuple(cts.get(r) for r in op.results)
+    if all(ct is None for ct in incoming):
+        return
+    rule = adjoint_rules.get(op.name)
+    if rule is None:
+        raise CompileError(f"cannot differentiate op '{op.name}': no rule in adjoint_rules", op.loc)
+    with b.at(op.loc):
+        outgoing = rule(b, op, incoming)
+        for operand, ct in zip(op.operands, outgoing, strict=True):
+            _accumulate(b, cts, operand, ct, op)
+
+
+def _accumulate(b: Builder, cts: dict[Value, Value], value: Value, ct: Value | None,
+                op: Op | None = None) -> None:
+    """cts[value] += ct, for float values; None adds nothing."""
+    if ct is None or not value.type.dtype.is_float:
+        return
+    if ct.type != value.type:
+        raise VerifyError(f"the adjoint rule of '{op.name if op else 'return'}' gave a cotangent of "
+                          f"type {ct.type} for a value of type {value.type}")
+    cts[value] = b.op("add", cts[value], ct) if value in cts else ct
+
+
+def _cotangent_names(func: Func) -> list[str]:
+    """`ct` (or `ct0, ct1, ...`), prefixed by `d` until no param has one of those names."""
+    taken = {p.name for p in func.params}
+    base = "ct"
+    while True:
+        names = [base] if len(func.returns) == 1 else [f"{base}{i}" for i in range(len(func.returns))]
+        if taken.isdisjoint(names):
+            return names
+        base = "d" + base
+
+
+def _unique_name(module: Module, name: str) -> str:
+    candidate, n = name, 1
+    while candidate in module.funcs:
+        candidate, n = f"{name}{n}", n + 1
+    return candidate

@@ -1,0 +1,429 @@
+"""The VJP rule of every op: the table the adjoint pass (adc/passes/adjoint.py) runs.
+
+A rule turns the cotangents of an op's results into cotangents of its operands,
+emitting ordinary IR with the builder, so the adjoint of an adjoint is a second
+derivative. Every op a rule emits has a rule here too; every op of
+`adc.ir.ops.OPS` has a rule or is listed in `NON_DIFFERENTIABLE`.
+
+    %0 = sin %x : f64[N]          ct of %0 = %ct    ==>    %1 = cos %x : f64[N]
+                                                            %2 = mul %ct, %1 : f64[N]     (ct of %x)
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+from adc.errors import CompileError
+from adc.ir.builder import Builder
+from adc.ir.core import Op, Value
+from adc.ir.types import TensorType
+
+# adjoint_rules[op_name](b, op, cts) -> one cotangent (or None) per operand of `op`
+#   b:   the builder of the VJP function, stamped with op.loc by the pass
+#   op:  the primal op; its operands and results are values of the VJP function
+#   cts: the cotangents of op's results; None is a symbolic zero (not all are None)
+# A returned None is "no contribution": the pass adds nothing for that operand.
+AdjointRule = Callable[[Builder, Op, tuple["Value | None", ...]], tuple["Value | None", ...]]
+adjoint_rules: dict[str, AdjointRule] = {}
+
+
+def full(b: Builder, value: float, type: TensorType) -> Value:
+    """A tensor of `type` holding `value` everywhere (a broadcast scalar constant)."""
+    scalar = b.op("constant", dtype=type.dtype, value=value)
+    return b.op("broadcast", scalar, dims=[], shape=type.shape) if type.rank else scalar
+
+
+def _scaled(b: Builder, ct: Value, value: float, x: Value) -> Value:
+    """ct * value * x."""
+    return b.op("mul", ct, b.op("mul", full(b, value, x.type), x))
+
+
+# ---------------------------------------------------------------- no contribution
+
+NON_DIFFERENTIABLE = ("sign", "round", "floor", "lt", "le", "gt", "ge", "eq", "ne",
+                      "stop_gradient", "constant", "iota", "dim")
+
+
+def zero_adjoint(b, op, cts):
+    # piecewise constant, a constant, or stop_gradient: no cotangent for any operand
+    return (None,) * len(op.operands)
+
+
+for _name in NON_DIFFERENTIABLE:
+    adjoint_rules[_name] = zero_adjoint
+
+
+def call_adjoint(b, op, cts):
+    raise CompileError(f"the adjoint pass met a call of @{op.attrs['callee']}: inline calls first",
+                       op.loc)
+
+
+adjoint_rules["call"] = call_adjoint
+
+
+# ---------------------------------------------------------------- arithmetic
+
+def neg_adjoint(b, op, cts):
+    # d(-x) = -ct
+    return (b.op("neg", cts[0]),)
+
+
+adjoint_rules["neg"] = neg_adjoint
+
+
+def add_adjoint(b, op, cts):
+    # d(x+y) = ct, ct
+    return (cts[0], cts[0])
+
+
+adjoint_rules["add"] = add_adjoint
+
+
+def sub_adjoint(b, op, cts):
+    # d(x-y) = ct, -ct
+    return (cts[0], b.op("neg", cts[0]))
+
+
+adjoint_rules["sub"] = sub_adjoint
+
+
+def mul_adjoint(b, op, cts):
+    # d(x*y) = ct*y, ct*x
+    x, y = op.operands
+    return (b.op("mul", cts[0], y), b.op("mul", cts[0], x))
+
+
+adjoint_rules["mul"] = mul_adjoint
+
+
+def div_adjoint(b, op, cts):
+    # d(x/y) = ct/y, -(ct/y)*(x/y)
+    quotient = b.op("div", cts[0], op.operands[1])
+    return (quotient, b.op("neg", b.op("mul", quotient, op.result)))
+
+
+adjoint_rules["div"] = div_adjoint
+
+
+def pow_adjoint(b, op, cts):
+    # d(x**p) = ct*p*x**(p-1), ct*y*log(x) where x > 0 else 0 (log of a safe argument, so no nan leaks)
+    (ct,), (x, p), y = cts, op.operands, op.result
+    one, zero = full(b, 1.0, x.type), full(b, 0.0, x.type)
+    dx = b.op("mul", ct, b.op("mul", p, b.op("pow", x, b.op("sub", p, one))))
+    positive = b.op("gt", x, zero)
+    log_x = b.op("log", b.op("select", positive, x, one))
+    dp = b.op("select", positive, b.op("mul", b.op("mul", ct, y), log_x), zero)
+    return (dx, dp)
+
+
+adjoint_rules["pow"] = pow_adjoint
+
+
+def _select_by(b: Builder, cond: Value, ct: Value) -> tuple[Value, Value]:
+    """ct where cond, else 0; and the complement."""
+    zero = full(b, 0.0, ct.type)
+    return (b.op("select", cond, ct, zero), b.op("select", cond, zero, ct))
+
+
+def maximum_adjoint(b, op, cts):
+    # d max(x, y) = ct where x > y, else to y (so relu'(0) = 0, as TensorFlow's relu)
+    return _select_by(b, b.op("gt", *op.operands), cts[0])
+
+
+adjoint_rules["maximum"] = maximum_adjoint
+
+
+def minimum_adjoint(b, op, cts):
+    # d min(x, y) = ct where x < y, else to y
+    return _select_by(b, b.op("lt", *op.operands), cts[0])
+
+
+adjoint_rules["minimum"] = minimum_adjoint
+
+
+def select_adjoint(b, op, cts):
+    # d select(c, x, y) = none, ct where c, ct where not c
+    cond = op.operands[0]
+    return (None,) + _select_by(b, cond, cts[0])
+
+
+adjoint_rules["select"] = select_adjoint
+
+
+def convert_adjoint(b, op, cts):
+    # d convert(x) = ct converted back, between float dtypes; integers get none
+    x = op.operands[0]
+    if not (x.type.dtype.is_float and op.result.type.dtype.is_float):
+        return (None,)
+    return (b.op("convert", cts[0], dtype=x.type.dtype),)
+
+
+adjoint_rules["convert"] = convert_adjoint
+
+
+# ---------------------------------------------------------------- elementwise functions
+
+def sin_adjoint(b, op, cts):
+    # d sin x = ct*cos x
+    return (b.op("mul", cts[0], b.op("cos", op.operands[0])),)
+
+
+adjoint_rules["sin"] = sin_adjoint
+
+
+def cos_adjoint(b, op, cts):
+    # d cos x = -ct*sin x
+    return (b.op("neg", b.op("mul", cts[0], b.op("sin", op.operands[0]))),)
+
+
+adjoint_rules["cos"] = cos_adjoint
+
+
+def tan_adjoint(b, op, cts):
+    # d tan x = ct*(1 + y*y)
+    y = op.result
+    return (b.op("mul", cts[0], b.op("add", full(b, 1.0, y.type), b.op("mul", y, y))),)
+
+
+adjoint_rules["tan"] = tan_adjoint
+
+
+def exp_adjoint(b, op, cts):
+    # d exp x = ct*y
+    return (b.op("mul", cts[0], op.result),)
+
+
+adjoint_rules["exp"] = exp_adjoint
+
+
+def log_adjoint(b, op, cts):
+    # d log x = ct/x
+    return (b.op("div", cts[0], op.operands[0]),)
+
+
+adjoint_rules["log"] = log_adjoint
+
+
+def log1p_adjoint(b, op, cts):
+    # d log1p x = ct/(1 + x)
+    x = op.operands[0]
+    return (b.op("div", cts[0], b.op("add", full(b, 1.0, x.type), x)),)
+
+
+adjoint_rules["log1p"] = log1p_adjoint
+
+
+def expm1_adjoint(b, op, cts):
+    # d expm1 x = ct*(y + 1)
+    y = op.result
+    return (b.op("mul", cts[0], b.op("add", y, full(b, 1.0, y.type))),)
+
+
+adjoint_rules["expm1"] = expm1_adjoint
+
+
+def sqrt_adjoint(b, op, cts):
+    # d sqrt x = ct/(2y)
+    y = op.result
+    return (b.op("div", cts[0], b.op("mul", full(b, 2.0, y.type), y)),)
+
+
+adjoint_rules["sqrt"] = sqrt_adjoint
+
+
+def rsqrt_adjoint(b, op, cts):
+    # d rsqrt x = -0.5*ct*y**3
+    y = op.result
+    return (_scaled(b, cts[0], -0.5, b.op("mul", y, b.op("mul", y, y))),)
+
+
+adjoint_rules["rsqrt"] = rsqrt_adjoint
+
+
+def tanh_adjoint(b, op, cts):
+    # d tanh x = ct*(1 - y*y)
+    y = op.result
+    return (b.op("mul", cts[0], b.op("sub", full(b, 1.0, y.type), b.op("mul", y, y))),)
+
+
+adjoint_rules["tanh"] = tanh_adjoint
+
+
+def sigmoid_adjoint(b, op, cts):
+    # d sigmoid x = ct*y*(1 - y)
+    y = op.result
+    return (b.op("mul", cts[0], b.op("mul", y, b.op("sub", full(b, 1.0, y.type), y))),)
+
+
+adjoint_rules["sigmoid"] = sigmoid_adjoint
+
+
+def abs_adjoint(b, op, cts):
+    # d|x| = ct*sign(x) (0 at x = 0)
+    return (b.op("mul", cts[0], b.op("sign", op.operands[0])),)
+
+
+adjoint_rules["abs"] = abs_adjoint
+
+
+# ---------------------------------------------------------------- structure
+
+def _kept_axes(rank: int, axes) -> list[int]:
+    return [i for i in range(rank) if i not in axes]
+
+
+def broadcast_adjoint(b, op, cts):
+    # d broadcast(x) = ct summed over the new and the stretched size-1 axes, reshaped to x
+    x, shape, dims = op.operands[0], op.attrs["shape"], op.attrs["dims"]
+    kept = [d for d, size in zip(dims, x.type.shape) if size == shape[d]]
+    ct = cts[0]
+    if len(kept) < len(shape):
+        ct = b.op("reduce_sum", ct, axes=_kept_axes(len(shape), kept))
+    return (ct if ct.type == x.type else b.op("reshape", ct, shape=x.type.shape),)
+
+
+adjoint_rules["broadcast"] = broadcast_adjoint
+
+
+def reshape_adjoint(b, op, cts):
+    # d reshape(x) = ct reshaped back
+    return (b.op("reshape", cts[0], shape=op.operands[0].type.shape),)
+
+
+adjoint_rules["reshape"] = reshape_adjoint
+
+
+def transpose_adjoint(b, op, cts):
+    # d transpose(x, p) = transpose(ct, p⁻¹)
+    perm = op.attrs["perm"]
+    inverse = sorted(range(len(perm)), key=lambda i: perm[i])
+    return (b.op("transpose", cts[0], perm=inverse),)
+
+
+adjoint_rules["transpose"] = transpose_adjoint
+
+
+def _zeros(b: Builder, like: Value, axis: int, extent) -> Value:
+    shape = list(like.type.shape)
+    shape[axis] = extent
+    return full(b, 0.0, like.type.with_shape(shape))
+
+
+def _pad_zeros(b: Builder, v: Value, low, high) -> Value:
+    """v surrounded by zeros: `pad` for static widths, `concat` of zero blocks for symbolic ones."""
+    static = [isinstance(lo, int) and isinstance(hi, int) for lo, hi in zip(low, high)]
+    low_static = [lo if s else 0 for lo, s in zip(low, static)]
+    high_static = [hi if s else 0 for hi, s in zip(high, static)]
+    if any(low_static) or any(high_static):
+        zero = b.op("constant", dtype=v.type.dtype, value=0.0)
+        v = b.op("pad", v, zero, low=low_static, high=high_static)
+    for axis in (i for i, s in enumerate(static) if not s):
+        parts = [_zeros(b, v, axis, low[axis])] if low[axis] != 0 else []
+        parts += [v] + ([_zeros(b, v, axis, high[axis])] if high[axis] != 0 else [])
+        v = b.op("concat", *parts, axis=axis)
+    return v
+
+
+def _spread(b: Builder, ct: Value, axis: int, step: int, extent: int) -> Value:
+    """ct[k] moved to position k*step of a length-`extent` axis, zeros between (static sizes)."""
+    shape = list(ct.type.shape)
+    count = shape[axis]
+    split = b.op("reshape", ct, shape=shape[:axis + 1] + [1] + shape[axis + 1:])
+    zero = b.op("constant", dtype=ct.type.dtype, value=0.0)
+    high = [0] * len(split.type.shape)
+    high[axis + 1] = step - 1
+    padded = b.op("pad", split, zero, low=[0] * len(high), high=high)
+    flat = b.op("reshape", padded, shape=shape[:axis] + [count * step] + shape[axis + 1:])
+    stop = list(flat.type.shape)
+    stop[axis] = extent
+    return b.op("slice", flat, start=[0] * len(shape), stop=stop, step=[1] * len(shape))
+
+
+def slice_adjoint(b, op, cts):
+    # d x[lo:hi:st] = ct scattered into zeros shaped like x (every st-th place when st > 1)
+    x, start, stop = op.operands[0], op.attrs["start"], op.attrs["stop"]
+    ct = cts[0]
+    for axis, step in enumerate(op.attrs["step"]):
+        if step > 1:
+            ct = _spread(b, ct, axis, step, stop[axis] - start[axis])
+    return (_pad_zeros(b, ct, start, [size - hi for size, hi in zip(x.type.shape, stop)]),)
+
+
+adjoint_rules["slice"] = slice_adjoint
+
+
+def concat_adjoint(b, op, cts):
+    # d concat(x1..xn) = the slice of ct where each xi landed
+    ct, axis = cts[0], op.attrs["axis"]
+    rank, offset, pieces = ct.type.rank, 0, []
+    for x in op.operands:
+        start, stop = [0] * rank, list(ct.type.shape)
+        start[axis], stop[axis] = offset, offset + x.type.shape[axis]
+        pieces.append(b.op("slice", ct, start=start, stop=stop, step=[1] * rank))
+        offset = stop[axis]
+    return tuple(pieces)
+
+
+adjoint_rules["concat"] = concat_adjoint
+
+
+def _sum_all(b: Builder, v: Value) -> Value:
+    return b.op("reduce_sum", v, axes=list(range(v.type.rank))) if v.type.rank else v
+
+
+def pad_adjoint(b, op, cts):
+    # d pad(x, v) = the slice of ct over x, and sum(ct) - sum(that slice) for the padding value
+    ct, (x, _) = cts[0], op.operands
+    low = op.attrs["low"]
+    inner = b.op("slice", ct, start=low, stop=[lo + d for lo, d in zip(low, x.type.shape)],
+                 step=[1] * x.type.rank)
+    return (inner, b.op("sub", _sum_all(b, ct), _sum_all(b, inner)))
+
+
+adjoint_rules["pad"] = pad_adjoint
+
+
+# ---------------------------------------------------------------- reductions and matmul
+
+def _unreduce(b: Builder, op: Op, v: Value) -> Value:
+    """A value of the reduction's result shape, broadcast back over the reduced axes."""
+    x = op.operands[0]
+    return b.op("broadcast", v, dims=_kept_axes(x.type.rank, op.attrs["axes"]), shape=x.type.shape)
+
+
+def reduce_sum_adjoint(b, op, cts):
+    # d sum(x) = ct broadcast back
+    return (_unreduce(b, op, cts[0]),)
+
+
+adjoint_rules["reduce_sum"] = reduce_sum_adjoint
+
+
+def reduce_max_adjoint(b, op, cts):
+    # d max(x) = ct*(x == y)/count of ties: tied extrema share the cotangent (TensorFlow's convention)
+    x = op.operands[0]
+    ties = b.op("convert", b.op("eq", x, _unreduce(b, op, op.result)), dtype=x.type.dtype)
+    count = b.op("reduce_sum", ties, axes=op.attrs["axes"])
+    return (b.op("mul", _unreduce(b, op, b.op("div", cts[0], count)), ties),)
+
+
+adjoint_rules["reduce_max"] = reduce_max_adjoint
+adjoint_rules["reduce_min"] = reduce_max_adjoint      # d min(x): the same rule, ties at the minimum
+
+
+def reduce_prod_adjoint(b, op, cts):
+    # d prod(x) = ct*y/x (nan where an element is exactly 0)
+    return (b.op("div", _unreduce(b, op, b.op("mul", cts[0], op.result)), op.operands[0]),)
+
+
+adjoint_rules["reduce_prod"] = reduce_prod_adjoint
+
+
+def matmul_adjoint(b, op, cts):
+    # d(A @ B) = ct @ Bᵀ, Aᵀ @ ct (transposes of the last two axes)
+    a, m = op.operands
+    perm = list(range(a.type.rank - 2)) + [a.type.rank - 1, a.type.rank - 2]
+    return (b.op("matmul", cts[0], b.op("transpose", m, perm=perm)),
+            b.op("matmul", b.op("transpose", a, perm=perm), cts[0]))
+
+
+adjoint_rules["matmul"] = matmul_adjoint
