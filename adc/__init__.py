@@ -3,6 +3,11 @@
     m = adc.compile_file("samples/kernels.adc")     # or adc.compile(source_text)
     y = m.dense_relu(x, w, b)                         # an adc.Tensor
     adc.load("kernels.so")                            # a module written by `adc compile`
+
+    x = adc.Variable(3.0)
+    with adc.GradientTape() as t:                     # records kernel calls and eager ops
+        y = adc.sin(x) * x
+    t.gradient(y, x)                                  # through each call's compiled VJP kernel
 """
 from __future__ import annotations
 
@@ -10,11 +15,26 @@ import os
 
 from adc.errors import CompileError, ToolchainError, VerifyError
 from adc.runtime.module import LoadError, Module, load
-from adc.runtime.tensor import Tensor
+from adc.runtime.ops import (abs_ as abs, add, cast, clip, clip_by_norm, clip_by_value, concat,
+                             convert_to_tensor, cos, divide, elu, equal, exp, expm1, floor, greater,
+                             greater_equal, less, less_equal, log, log1p, math_ops as math, matmul,
+                             maximum, minimum, multiply, negative, nn, norm, not_equal, pow_ as pow,
+                             reduce_max, reduce_mean, reduce_min, reduce_prod, reduce_sum, relu, reshape,
+                             round_ as round, rsqrt, sigmoid, sign, sin, softplus, sqrt, stack,
+                             stop_gradient, subtract, tan, tanh, transpose, where)
+from adc.runtime.tape import GradientTape, UnconnectedGradients
+from adc.runtime.tensor import Tensor, constant
+from adc.runtime.variable import Variable
 
 __version__ = "0.1.0"
-__all__ = ["CompileError", "LoadError", "Module", "Tensor", "ToolchainError", "VerifyError",
-           "compile", "compile_file", "load"]
+__all__ = ["CompileError", "GradientTape", "LoadError", "Module", "Tensor", "ToolchainError",
+           "UnconnectedGradients", "Variable", "VerifyError", "abs", "add", "cast", "clip", "clip_by_norm",
+           "clip_by_value", "compile", "compile_file", "concat", "constant", "convert_to_tensor", "cos",
+           "divide", "elu", "equal", "exp", "expm1", "floor", "greater", "greater_equal", "less",
+           "less_equal", "load", "log", "log1p", "math", "matmul", "maximum", "minimum", "multiply",
+           "negative", "nn", "norm", "not_equal", "pow", "reduce_max", "reduce_mean", "reduce_min",
+           "reduce_prod", "reduce_sum", "relu", "reshape", "round", "rsqrt", "sigmoid", "sign", "sin",
+           "softplus", "sqrt", "stack", "stop_gradient", "subtract", "tan", "tanh", "transpose", "where"]
 
 
 def compile(source: str, name: str | None = None) -> Module:

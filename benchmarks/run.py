@@ -71,11 +71,7 @@ def bench_sigmoid_shift(m) -> None:
 
 
 def bench_mlp_loss(m) -> None:
-    rng = np.random.default_rng(0)
-    f32 = np.float32
-    x = rng.standard_normal((256, 784), f32)
-    w1, b1 = rng.standard_normal((784, 512), f32) * 0.05, rng.standard_normal(512, f32)
-    w2, b2 = rng.standard_normal((512, 10), f32) * 0.05, rng.standard_normal(10, f32)
+    x, w1, b1, w2, b2 = mlp_inputs()
 
     def numpy_loss():
         h = np.maximum(x @ w1 + b1, 0)
@@ -91,11 +87,86 @@ def bench_mlp_loss(m) -> None:
            "adc within 1.5x of numpy (numpy/adc >= 0.67x)")
 
 
+def mlp_inputs():
+    rng = np.random.default_rng(0)
+    f32 = np.float32
+    return (rng.standard_normal((256, 784), f32), rng.standard_normal((784, 512), f32) * 0.05,
+            rng.standard_normal(512, f32), rng.standard_normal((512, 10), f32) * 0.05, rng.standard_normal(10, f32))
+
+
+def bench_mlp_gradient(m) -> None:
+    x, *params = mlp_inputs()
+    variables = [adc.Variable(p) for p in params]
+    forward = timed(lambda: m.mlp_loss(x, *variables))
+
+    def record_and_gradient():
+        with adc.GradientTape() as tape:
+            loss = m.mlp_loss(x, *variables)
+        return tape.gradient(loss, variables)
+
+    record_and_gradient()  # compiles the gradient kernel once
+    with adc.GradientTape(persistent=True) as persistent:
+        loss = m.mlp_loss(x, *variables)
+    gradient = timed(lambda: persistent.gradient(loss, variables))
+    both = timed(record_and_gradient)
+    w1, b1, w2, b2 = params
+
+    def numpy_forward_and_gradient():
+        z1 = x @ w1 + b1
+        h = np.maximum(z1, 0)
+        z2 = h @ w2 + b2
+        y = np.maximum(z2, 0)
+        dz2 = (2 / y.size) * y * (z2 > 0)
+        dz1 = (dz2 @ w2.T) * (z1 > 0)
+        return x.T @ dz1, dz1.sum(0), h.T @ dz2, dz2.sum(0)
+
+    others = {"numpy fwd+grad": timed(numpy_forward_and_gradient)}
+    torch = optional("torch")
+    if torch:
+        tx = torch.from_numpy(x)
+        tp = [torch.from_numpy(p.copy()).requires_grad_() for p in params]
+
+        def torch_grad():
+            loss = torch.mean(torch.relu(torch.relu(tx @ tp[0] + tp[1]) @ tp[2] + tp[3]) ** 2)
+            return torch.autograd.grad(loss, tp)
+        others["torch fwd+grad"] = timed(torch_grad)
+    print(f"\nmlp_loss gradient w.r.t. w1, b1, w2, b2, B=256, 784->512->10 f32")
+    print(f"  forward        {forward * 1e3:9.3f} ms")
+    print(f"  gradient()     {gradient * 1e3:9.3f} ms   gradient/forward = {gradient / forward:5.2f}x")
+    print(f"  record+grad    {both * 1e3:9.3f} ms   (record+gradient)/forward = {both / forward:5.2f}x")
+    for name, t in others.items():
+        print(f"  {name:14s} {t * 1e3:9.3f} ms   {name}/adc record+grad = {t / both:5.2f}x")
+    print("  target: gradient/forward <= 3x (the cheap-gradient bound)")
+
+
+def bench_small_tape() -> None:
+    x, y = adc.Variable(2.0), adc.Variable(3.0)
+
+    def step():
+        with adc.GradientTape() as t:
+            z = x * x + y * y
+        return t.gradient(z, [x, y])
+
+    per_iteration = timed(step)
+    others = {}
+    torch = optional("torch")
+    if torch:
+        tx, ty = torch.tensor(2.0, requires_grad=True), torch.tensor(3.0, requires_grad=True)
+        others["torch"] = timed(lambda: torch.autograd.grad(tx * tx + ty * ty, [tx, ty]))
+    print("\nguide's smallest tape: z = x*x + y*y on two scalar variables, recorded and differentiated")
+    print(f"  adc            {per_iteration * 1e6:9.1f} us per iteration")
+    for name, t in others.items():
+        print(f"  {name:14s} {t * 1e6:9.1f} us   {name}/adc = {t / per_iteration:5.2f}x")
+    print("  target: <= 50 us per iteration")
+
+
 def main() -> int:
     m = adc.compile_file(SAMPLES / "kernels.adc")
     print(f"adc {adc.__version__}, numpy {np.__version__}, python {sys.version.split()[0]}")
     bench_sigmoid_shift(m)
     bench_mlp_loss(m)
+    bench_mlp_gradient(m)
+    bench_small_tape()
     return 0
 
 

@@ -7,6 +7,13 @@ allocates the results and calls the native function through the C ABI
 (`int32_t adc_kernel_<name>(const int64_t *dims, void **inputs, void **outputs)`).
 Every mistake is a TypeError or ValueError naming the parameter and dimension.
 
+Calls with Tensors and Variables of the right dtypes and ranks take a lean path
+(precomputed dimension bindings and one ctypes buffer for dims, inputs and
+outputs); anything else takes the checked path, which also writes the errors.
+Every call is offered to the active GradientTapes (adc/runtime/tape.py), and
+`derivative()` gives the kernel's VJP as another Kernel, compiled on first use
+(adc/runtime/derivatives.py).
+
     m.dense_relu(x, w, b)   # ValueError: dense_relu: parameter 'w' dimension 0 (I) is 5,
                             #             but I = 4 from parameter 'x'
 """
@@ -19,11 +26,14 @@ from typing import Any
 import numpy as np
 
 from adc.abi import KernelSignature
-from adc.ir.types import TensorType, evaluate_dim
-from adc.runtime.tensor import Tensor
+from adc.ir.types import SymDim, TensorType, evaluate_dim
+from adc.runtime.tape import record, thread_state
+from adc.runtime.tensor import Tensor, _address
+from adc.runtime.variable import Variable
 
 _KERNEL_CFUNC = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p)
 _PYTHON_VALUES = (bool, int, float, list, tuple)
+_SLOW = None   # what the lean path returns when a call needs the checked path
 
 
 class Kernel:
@@ -34,6 +44,15 @@ class Kernel:
         self._owner = owner  # keeps the native library alive as long as the kernel
         self._cfunc = _KERNEL_CFUNC(address)
         self._np_dtypes = tuple(t.dtype.numpy for t in signature.param_types)
+        self._ranks = tuple(t.rank for t in signature.param_types)
+        self._arity = len(self._ranks)
+        self._dim_plan = _dim_plan(signature)
+        self._result_plan = tuple((t.dtype.numpy, _shape_plan(t, signature.dims), t) for t in signature.result_types)
+        n = len(signature.dims) + len(signature.param_types) + len(signature.result_types)
+        self._buffer_type = ctypes.c_int64 * max(1, n)
+        self._offsets = (8 * len(signature.dims), 8 * (len(signature.dims) + len(signature.param_types)))
+        self.float_results = any(t.dtype.is_float for t in signature.result_types)
+        self._derivative: tuple[Kernel | None, tuple[int, ...]] | None = None
         self.__name__ = signature.name
         self.__doc__ = f"adc kernel {signature}"
         self.__signature__ = inspect.Signature(
@@ -45,22 +64,56 @@ class Kernel:
         return f"<adc kernel {self.signature}>"
 
     def __call__(self, *args, **kwargs):
+        if kwargs or len(args) != self._arity:
+            args = self._bind(args, kwargs)
+        tensors = self._lean_inputs(args)
+        if tensors is _SLOW:
+            tensors = [self._convert(name, value, i)
+                       for i, (name, value) in enumerate(zip(self.signature.param_names, args))]
+        sizes = self._lean_dims(tensors)
+        if sizes is _SLOW:
+            env = self._bind_dims([t._array for t in tensors])
+            sizes = [env[s] for s in self.signature.dims]
+        results = self._run(tensors, sizes)
+        if thread_state.recording and self.float_results:
+            record(self, args, tensors, results)
+        return results[0] if len(results) == 1 else results
+
+    def derivative(self) -> tuple[Kernel | None, tuple[int, ...]]:
+        """The VJP kernel (primal params, one cotangent per result) -> cotangents of the params
+        listed in `wrt`, compiled on first use; (None, ()) when no param gets a cotangent."""
+        if self._derivative is None:
+            from adc.runtime.derivatives import derive
+
+            self._derivative = derive(self)
+        return self._derivative
+
+    def _bind(self, args: tuple, kwargs: dict) -> tuple:
         try:
-            bound = self.__signature__.bind(*args, **kwargs)
+            return tuple(self.__signature__.bind(*args, **kwargs).arguments.values())
         except TypeError as err:
             raise TypeError(f"{self.signature.name}(): {err}") from None
-        arrays = [self._convert(name, value, i) for i, (name, value) in enumerate(bound.arguments.items())]
-        env = self._bind_dims(arrays)
-        results = self._run(arrays, env)
-        wrapped = tuple(Tensor._wrap(r) for r in results)
-        return wrapped[0] if len(wrapped) == 1 else wrapped
 
     def _where(self, name: str) -> str:
         return f"{self.signature.name}: parameter '{name}'"
 
-    def _convert(self, name: str, value: Any, index: int) -> np.ndarray:
+    def _lean_inputs(self, args: tuple) -> list[Tensor] | None:
+        """The arguments as Tensors when all are Tensors/Variables of the right dtype and rank."""
+        tensors = []
+        for value, want, rank in zip(args, self._np_dtypes, self._ranks):
+            kind = type(value)
+            if kind is Variable:
+                value, kind = value._value, Tensor
+            if kind is not Tensor or value._array.dtype != want or value._array.ndim != rank:
+                return _SLOW
+            tensors.append(value)
+        return tensors
+
+    def _convert(self, name: str, value: Any, index: int) -> Tensor:
         want = self._np_dtypes[index]
         ptype = self.signature.param_types[index]
+        if isinstance(value, Variable):
+            value = value._value
         if isinstance(value, Tensor):
             array = value.numpy()
         elif isinstance(value, (np.ndarray, np.generic)):
@@ -76,11 +129,32 @@ class Kernel:
         if array.ndim != ptype.rank:
             raise ValueError(f"{self._where(name)} expects rank {ptype.rank} ({ptype}), "
                              f"got an array of shape {array.shape}")
-        return np.ascontiguousarray(array)
+        # a read-only view: the caller's array is neither copied nor frozen
+        return value if isinstance(value, Tensor) else Tensor._wrap(np.ascontiguousarray(array).view())
+
+    def _lean_dims(self, tensors: list[Tensor]) -> list[int] | None:
+        """The dimension symbols' sizes when every parameter dim is a number or a bare symbol
+        and the sizes agree; otherwise the checked path binds them and explains the mismatch."""
+        plan = self._dim_plan
+        if plan is _SLOW:
+            return _SLOW
+        sizes = [0] * len(self.signature.dims)
+        for param, axis, slot, fixed in plan:
+            size = tensors[param]._array.shape[axis]
+            if slot < 0:
+                if size != fixed:
+                    return _SLOW
+            elif fixed:
+                if sizes[slot] != size:
+                    return _SLOW
+            else:
+                sizes[slot] = size
+        return sizes
 
     def _bind_dims(self, arrays: list[np.ndarray]) -> dict[str, int]:
         env: dict[str, int] = {}
         origin: dict[str, str] = {}
+        derived = []    # dims such as N+M, checked once the symbols are bound
         sig = self.signature
         for name, ptype, array in zip(sig.param_names, sig.param_types, arrays):
             for axis, (dim, size) in enumerate(zip(ptype.shape, array.shape)):
@@ -88,28 +162,80 @@ class Kernel:
                     if size != dim:
                         raise ValueError(f"{self._where(name)} dimension {axis} must be {dim}, got {size}")
                     continue
+                if not dim.is_symbol:
+                    derived.append((name, axis, dim, size))
+                    continue
                 symbol = str(dim)
                 if symbol in env and env[symbol] != size:
                     raise ValueError(f"{self._where(name)} dimension {axis} ({symbol}) is {size}, "
                                      f"but {symbol} = {env[symbol]} from parameter '{origin[symbol]}'")
                 env[symbol] = size
                 origin.setdefault(symbol, name)
-        for constraint in sig.constraints:
-            if evaluate_dim(constraint, env) < 0:
-                sizes = ", ".join(f"{s} = {env[s]}" for s in sorted(constraint.symbols))
-                raise ValueError(f"{sig.name}: the shapes need {constraint} >= 0, but {sizes}")
+        for name, axis, dim, size in derived:
+            if evaluate_dim(dim, env) != size:
+                raise ValueError(f"{self._where(name)} dimension {axis} ({dim}) is {size}, "
+                                 f"but {dim} = {evaluate_dim(dim, env)}")
         return env
 
-    def _run(self, arrays: list[np.ndarray], env: dict[str, int]) -> list[np.ndarray]:
+    def _check_constraints(self, sizes: list[int]) -> None:
         sig = self.signature
-        results = [np.empty(_shape(t, env), t.dtype.numpy) for t in sig.result_types]
-        dims = (ctypes.c_int64 * max(1, len(sig.dims)))(*(env[s] for s in sig.dims))
-        inputs = (ctypes.c_void_p * max(1, len(arrays)))(*(a.ctypes.data for a in arrays))
-        outputs = (ctypes.c_void_p * max(1, len(results)))(*(r.ctypes.data for r in results))
-        status = self._cfunc(ctypes.addressof(dims), ctypes.addressof(inputs), ctypes.addressof(outputs))
+        env = dict(zip(sig.dims, sizes))
+        for constraint in sig.constraints:
+            if evaluate_dim(constraint, env) < 0:
+                shown = ", ".join(f"{s} = {env[s]}" for s in sorted(constraint.symbols))
+                raise ValueError(f"{sig.name}: the shapes need {constraint} >= 0, but {shown}")
+
+    def _run(self, tensors: list[Tensor], sizes: list[int]) -> tuple[Tensor, ...]:
+        if self.signature.constraints:
+            self._check_constraints(sizes)
+        arrays, pointers = [], []
+        for dtype, plan, rtype in self._result_plan:
+            if plan is _SLOW:
+                shape = _shape(rtype, dict(zip(self.signature.dims, sizes)))
+            else:
+                shape = tuple([sizes[d] if symbolic else d for symbolic, d in plan]) if plan else ()
+            array = np.empty(shape, dtype)
+            arrays.append(array)
+            pointers.append(_address(array) if array.nbytes else array.ctypes.data)
+        buffer = self._buffer_type(*sizes, *[t._ptr or t._pointer() for t in tensors], *pointers)
+        base = ctypes.addressof(buffer)
+        status = self._cfunc(base, base + self._offsets[0], base + self._offsets[1])
         if status != 0:
-            raise MemoryError(f"{sig.name}: native code could not allocate its temporaries")
-        return results
+            raise MemoryError(f"{self.signature.name}: native code could not allocate its temporaries")
+        return tuple([_wrap(a, p) for a, p in zip(arrays, pointers)])
+
+
+def _dim_plan(sig: KernelSignature) -> tuple | None:
+    """(param, axis, slot, fixed) per parameter dim: slot -1 checks the static size `fixed`;
+    otherwise the first use of a symbol binds sizes[slot] and later ones (fixed=True) compare."""
+    plan, seen = [], set()
+    for param, ptype in enumerate(sig.param_types):
+        for axis, dim in enumerate(ptype.shape):
+            if isinstance(dim, int):
+                plan.append((param, axis, -1, dim))
+            elif isinstance(dim, SymDim) and dim.is_symbol:
+                slot = sig.dims.index(str(dim))
+                plan.append((param, axis, slot, slot in seen))
+                seen.add(slot)
+            else:
+                return _SLOW
+    return tuple(plan)
+
+
+def _shape_plan(t: TensorType, dims: tuple[str, ...]) -> tuple | None:
+    """(is_symbol, slot or size) per result dim, or None when a dim is an expression."""
+    plan = []
+    for dim in t.shape:
+        if isinstance(dim, int):
+            plan.append((False, dim))
+        elif isinstance(dim, SymDim) and dim.is_symbol and str(dim) in dims:
+            plan.append((True, dims.index(str(dim))))
+        else:
+            return _SLOW
+    return tuple(plan)
+
+
+_wrap = Tensor._wrap
 
 
 def _shape(t: TensorType, env: dict[str, int]) -> tuple[int, ...]:

@@ -1,35 +1,54 @@
-"""adc.Tensor: an immutable, NumPy-backed array returned by kernels.
+"""adc.Tensor: an immutable, NumPy-backed array returned by kernels and eager ops.
 
-A Tensor owns a read-only NumPy array, so values recorded by the runtime cannot
-change behind its back; `numpy()` returns that array (read-only), and
-`np.asarray(t)` works through `__array__`.
+A Tensor owns a read-only, C-contiguous NumPy array, so values recorded by the
+runtime cannot change behind its back; `numpy()` returns that array (read-only),
+and `np.asarray(t)` works through `__array__`. Its Python operators (`+ - * / **
+@`, comparisons) are the eager ops of adc/runtime/ops.py, installed there.
 
-    t = m.sigmoid_shift(np.zeros(3, np.float32), 0.0)
-    t.shape, t.dtype, t.numpy()     # (3,), float32, array([0.5, 0.5, 0.5], dtype=float32)
+`constant(value, dtype=None)` follows TensorFlow's defaults: Python floats become
+f32, Python ints i32, NumPy arrays keep their dtype.
+
+    t = adc.constant([1.0, 2.0])
+    t.shape, t.dtype, t.numpy()     # (2,), float32, array([1., 2.], dtype=float32)
 """
 from __future__ import annotations
 
+import ctypes
+
 import numpy as np
+
+_PYTHON_DEFAULTS = {np.dtype(np.float64): np.dtype(np.float32), np.dtype(np.int64): np.dtype(np.int32)}
+_DTYPES = frozenset(np.dtype(n) for n in ("float32", "float64", "int32", "int64", "bool"))
 
 
 class Tensor:
-    __slots__ = ("_array",)
+    __slots__ = ("_array", "_ptr")
     __array_priority__ = 100
 
     def __init__(self, value, dtype=None):
-        array = np.array(value, dtype=dtype, copy=True) if not isinstance(value, Tensor) else value._array
+        array = value._array if isinstance(value, Tensor) else np.array(value, dtype=dtype, order="C")
         if dtype is not None and array.dtype != np.dtype(dtype):
             array = array.astype(dtype)
-        array.flags.writeable = False
+        array.setflags(write=False)
         self._array = array
+        self._ptr = 0
 
     @classmethod
-    def _wrap(cls, array: np.ndarray) -> "Tensor":
-        """Adopt a freshly allocated array without copying it."""
+    def _wrap(cls, array: np.ndarray, ptr: int = 0) -> "Tensor":
+        """Adopt a freshly allocated array without copying it; `ptr` is its address if known."""
         tensor = cls.__new__(cls)
-        array.flags.writeable = False
+        array.setflags(write=False)
         tensor._array = array
+        tensor._ptr = ptr
         return tensor
+
+    def _pointer(self) -> int:
+        """The address of the data, made C-contiguous first (a Tensor never changes, so this is safe)."""
+        if not self._array.flags.c_contiguous:
+            self._array = np.ascontiguousarray(self._array)
+            self._array.setflags(write=False)
+        self._ptr = self._array.ctypes.data
+        return self._ptr
 
     def numpy(self) -> np.ndarray:
         return self._array
@@ -67,6 +86,44 @@ class Tensor:
     def __bool__(self) -> bool:
         return bool(self._array)
 
+    def __str__(self) -> str:
+        return str(self._array)
+
     def __repr__(self) -> str:
         body = np.array2string(self._array, separator=", ")
         return f"adc.Tensor({body}, shape={self.shape}, dtype={self.dtype})"
+
+
+def as_array(value, dtype=None) -> np.ndarray:
+    """A NumPy array of `value` with TensorFlow's default dtypes for Python values (f32, i32)."""
+    if isinstance(value, Tensor):
+        array = value._array
+    elif hasattr(value, "_value") and isinstance(value._value, Tensor):   # a Variable
+        array = value._value._array
+    else:
+        array = np.asarray(value)
+        if dtype is None and not isinstance(value, (np.ndarray, np.generic)):
+            array = array.astype(_PYTHON_DEFAULTS.get(array.dtype, array.dtype), copy=False)
+    if dtype is not None and array.dtype != np.dtype(dtype):
+        array = _cast(array, np.dtype(dtype))
+    if array.dtype not in _DTYPES:
+        raise TypeError(f"adc tensors hold float32, float64, int32, int64 or bool, not {array.dtype}")
+    return array
+
+
+def _cast(array: np.ndarray, dtype: np.dtype) -> np.ndarray:
+    if not np.can_cast(array.dtype, dtype, "same_kind") and not np.array_equal(array, array.astype(dtype)):
+        raise TypeError(f"cannot convert a {array.dtype} value to {dtype} without changing it")
+    return array.astype(dtype)
+
+
+def constant(value, dtype=None) -> Tensor:
+    """A Tensor holding (a copy of) `value`; Python floats are f32 and ints i32 unless `dtype` says."""
+    array = np.array(as_array(value, dtype), order="C", copy=True)
+    return Tensor._wrap(array, _address(array))
+
+
+def _address(array: np.ndarray) -> int:
+    """The data address of a fresh (writable, C-contiguous) array, 0 when it is empty;
+    ctypes' buffer path is several times faster than `array.ctypes.data`."""
+    return ctypes.addressof(ctypes.c_char.from_buffer(array)) if array.nbytes else 0

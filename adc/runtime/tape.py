@@ -1,0 +1,285 @@
+"""adc.GradientTape: records kernel calls and differentiates through them (tf.GradientTape).
+
+Every kernel call — a user kernel or an eager op, they are the same thing — is
+offered to the tapes recording in this thread (`thread_state.recording`). A
+tape keeps a call when it watches one of the arguments (a watched tensor or
+variable, or a result of a call it kept); its results become watched in turn.
+`gradient()` walks the kept calls backwards: each call's VJP kernel
+(`Kernel.derivative()`) maps its results' cotangents to its arguments', and
+cotangents reaching the same tensor are summed with the eager `add`. Those VJP
+calls and sums are kernel calls too, so an enclosing tape records them: nested
+tapes give second and third derivatives with no special case.
+
+Invariant: the tape holds every object whose id() it uses as a key, so an id
+never names two objects during the tape's life.
+
+    x = adc.Variable(3.0)
+    with adc.GradientTape() as t:        # records  mul(x, x) -> y
+        y = x * x
+    t.gradient(y, x)                     # mul_vjp(x, x, ones) -> 6.0
+"""
+from __future__ import annotations
+
+import enum
+import threading
+import warnings
+from typing import Any, Iterator
+
+import numpy as np
+
+from adc.runtime.tensor import Tensor, _address, as_array
+from adc.runtime.variable import Variable
+
+_REUSED = "A non-persistent GradientTape can only be used to compute one set of gradients (or jacobians)"
+
+
+class UnconnectedGradients(enum.Enum):
+    """What gradient() returns for a source the target does not depend on."""
+
+    NONE = "none"
+    ZERO = "zero"
+
+
+class _ThreadState(threading.local):
+    def __init__(self):
+        self.recording: list[GradientTape] = []
+
+
+thread_state = _ThreadState()
+
+
+def record(kernel, args: tuple, tensors: list[Tensor], results: tuple[Tensor, ...]) -> None:
+    """Offer a finished kernel call to every tape recording in this thread."""
+    for tape in thread_state.recording:
+        tape._record(kernel, args, tensors, results)
+
+
+class _Node:
+    """One recorded call: the kernel, its arguments (as passed and their values then), results."""
+
+    __slots__ = ("kernel", "inputs", "values", "keys", "outputs", "output_keys")
+
+    def __init__(self, kernel, args: tuple, tensors: list[Tensor], outputs: tuple[Tensor, ...],
+                 output_keys: list[int]):
+        self.kernel = kernel
+        self.outputs = outputs
+        self.output_keys = output_keys
+        self.inputs, self.values, keys = list(args), list(tensors), []
+        for i, a in enumerate(args):
+            if type(a) is Tensor or type(a) is Variable:
+                keys.append(id(a))
+            else:   # NumPy or Python values are copied: the caller may change them afterwards
+                keys.append(None)
+                self.inputs[i] = self.values[i] = Tensor(tensors[i]._array)
+        self.keys = keys
+
+    def primals(self) -> list:
+        """The arguments for the VJP call: a Variable itself while it still holds the value it had,
+        so an enclosing tape connects the VJP call to it."""
+        return [a if a is v or a._value is v else v for a, v in zip(self.inputs, self.values)]
+
+
+class GradientTape:
+    """Record operations for automatic differentiation (see the module docstring)."""
+
+    def __init__(self, persistent: bool = False, watch_accessed_variables: bool = True):
+        self._persistent = bool(persistent)
+        self._watch_accessed_variables = bool(watch_accessed_variables)
+        self._recording = False
+        self._used = False
+        self._nodes: list[_Node] = []
+        self._watched: dict[int, Any] = {}
+        self._variables: dict[int, Variable] = {}
+
+    def __enter__(self) -> "GradientTape":
+        if self._recording:
+            raise ValueError("Tape is still recording, This can happen if you try to re-enter an "
+                             "already-active tape.")
+        self._push()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self._recording:
+            self._pop()
+
+    def _push(self) -> None:
+        thread_state.recording.append(self)
+        self._recording = True
+
+    def _pop(self) -> None:
+        stack = thread_state.recording
+        if self not in stack:
+            raise RuntimeError("a GradientTape must be exited in the thread that entered it")
+        del stack[len(stack) - 1 - stack[::-1].index(self)]
+        self._recording = False
+
+    def watch(self, tensor) -> None:
+        """Ensure `tensor` (a tensor, a variable, or a nested structure of them) is traced."""
+        for t in _flatten(tensor):
+            if not isinstance(t, (Tensor, Variable)):
+                raise ValueError(f"Passed in object {t!r} of type {type(t).__name__!r}, "
+                                 "not adc.Tensor or adc.Variable.")
+            if t.dtype.kind != "f":
+                warnings.warn(f"The dtype of the watched tensor must be floating (e.g. float32), "
+                              f"got {t.dtype}", stacklevel=2)
+            self._watch(t)
+
+    def _watch(self, t) -> None:
+        self._watched[id(t)] = t
+        if type(t) is Variable:
+            self._variables.setdefault(id(t), t)
+
+    def watched_variables(self) -> tuple[Variable, ...]:
+        """The variables watched so far, explicitly or by access, in order of first watch."""
+        return tuple(self._variables.values())
+
+    def stop_recording(self) -> "_Paused":
+        """A context manager inside which this tape records nothing."""
+        if not self._recording:
+            raise RuntimeError("Trying to stop recording a tape which is not recording.")
+        return _Paused(self)
+
+    def reset(self) -> None:
+        """Forget everything recorded and watched so far (recording goes on if it was on)."""
+        self._nodes, self._watched, self._variables, self._used = [], {}, {}, False
+
+    def _record(self, kernel, args: tuple, tensors: list[Tensor], results: tuple[Tensor, ...]) -> None:
+        watched = self._watched
+        hit = False
+        for a in args:
+            if type(a) is Variable and self._watch_accessed_variables and a.trainable:
+                self._watch(a)
+            hit = hit or id(a) in watched
+        if hit:
+            keys = [id(r) for r in results]
+            self._nodes.append(_Node(kernel, args, tensors, results, keys))
+            watched.update(zip(keys, results))
+
+    def gradient(self, target, sources, output_gradients=None,
+                 unconnected_gradients=UnconnectedGradients.NONE):
+        """d sum(target) / d sources, with the structure of `sources` (None or zeros where the
+        target does not depend on a source); `output_gradients` replaces the implicit ones."""
+        if self._used:
+            raise RuntimeError(_REUSED)
+        unconnected = UnconnectedGradients(unconnected_gradients) \
+            if unconnected_gradients is not UnconnectedGradients.NONE else unconnected_gradients
+        if self._recording and not self._persistent:
+            self._pop()
+        targets = _tensors(target, "target")
+        flat_sources = _tensors(sources, "sources")
+        seeds = _seeds(target, targets, output_gradients)
+        nodes = list(self._nodes)
+        if not self._persistent:
+            self._used = True
+            self._nodes, self._watched = [], {}
+        for s in flat_sources:
+            if s.dtype.kind != "f":
+                warnings.warn(f"The dtype of the source tensor must be floating (e.g. float32) when "
+                              f"calling GradientTape.gradient, got {s.dtype}", stacklevel=2)
+        grads = backpropagate(nodes, targets, seeds, flat_sources)
+        if unconnected is UnconnectedGradients.ZERO:
+            grads = [g if g is not None else Tensor._wrap(np.zeros(s.shape, s.dtype))
+                     for g, s in zip(grads, flat_sources)]
+        return _pack(sources, iter(grads))
+
+
+class _Paused:
+    """GradientTape.stop_recording(): the tape leaves the recording stack, then comes back."""
+
+    def __init__(self, tape: GradientTape):
+        self._tape = tape
+
+    def __enter__(self) -> None:
+        self._tape._pop()
+
+    def __exit__(self, *exc) -> None:
+        self._tape._push()
+
+
+def backpropagate(nodes: list[_Node], targets: list, seeds: list[Tensor], sources: list) -> list:
+    """Cotangents of `sources` given `seeds` for `targets`, walking `nodes` backwards."""
+    from adc.runtime.ops import add
+
+    live = {id(s) for s in sources if s.dtype.kind == "f"}
+    relevant = []
+    for node in nodes:      # only calls that depend on a source matter
+        if not live.isdisjoint(node.keys):
+            relevant.append(node)
+            live.update(node.output_keys)
+    cts: dict[int, Tensor] = {}
+    for t, seed in zip(targets, seeds):
+        key = id(t)
+        if key in live and seed is not None:
+            cts[key] = add(cts[key], seed) if key in cts else seed
+    for node in reversed(relevant):
+        incoming = [cts.get(k) for k in node.output_keys]   # (no `in`/`count`: == is elementwise)
+        missing = [ct is None for ct in incoming]
+        if all(missing):
+            continue
+        vjp, wrt = node.kernel.derivative()
+        if vjp is None:
+            continue
+        if any(missing):
+            incoming = [ct if ct is not None else Tensor._wrap(np.zeros(r.shape, r.dtype))
+                        for ct, r in zip(incoming, node.outputs)]
+        outgoing = vjp(*node.primals(), *incoming)
+        for i, ct in zip(wrt, outgoing if type(outgoing) is tuple else (outgoing,)):
+            key = node.keys[i]
+            if key in live:
+                cts[key] = add(cts[key], ct) if key in cts else ct
+    return [cts.get(id(s)) for s in sources]
+
+
+def _tensors(structure, what: str) -> list:
+    flat = _flatten(structure)
+    for t in flat:
+        if not isinstance(t, (Tensor, Variable)):
+            raise TypeError(f"GradientTape.gradient: the {what} must be adc.Tensor or adc.Variable "
+                            f"objects (or nested lists, tuples or dicts of them), got {type(t).__name__} "
+                            f"{t!r}")
+    return flat
+
+
+def _seeds(target, targets: list, output_gradients) -> list:
+    """ones_like(target) for each target, or the given output gradients in the targets' dtypes
+    (one value for a single target, a structure like the target's otherwise)."""
+    if output_gradients is None:
+        return [_ones_like(t) for t in targets]
+    given = _flatten(output_gradients) if isinstance(target, (list, tuple, dict)) else [output_gradients]
+    if len(given) != len(targets):
+        raise ValueError(f"GradientTape.gradient: {len(targets)} targets but {len(given)} output_gradients")
+    seeds = []
+    for t, g in zip(targets, given):
+        seed = g if g is None or isinstance(g, Tensor) and g.dtype == t.dtype else Tensor(as_array(g, t.dtype))
+        if seed is not None and seed.shape != t.shape:
+            raise ValueError(f"GradientTape.gradient: an output gradient of shape {seed.shape} "
+                             f"for a target of shape {t.shape}")
+        seeds.append(seed)
+    return seeds
+
+
+def _ones_like(t) -> Tensor:
+    array = np.ones(t.shape, t.dtype)
+    return Tensor._wrap(array, _address(array))
+
+
+def _flatten(structure) -> list:
+    """The leaves of nested lists, tuples and dicts (dict values in sorted key order, as tf.nest)."""
+    if isinstance(structure, dict):
+        return [leaf for k in sorted(structure) for leaf in _flatten(structure[k])]
+    if isinstance(structure, (list, tuple)):
+        return [leaf for item in structure for leaf in _flatten(item)]
+    return [structure]
+
+
+def _pack(structure, leaves: Iterator):
+    """`structure` with its leaves replaced, in `_flatten` order."""
+    if isinstance(structure, dict):
+        packed = {k: _pack(structure[k], leaves) for k in sorted(structure)}
+        return {k: packed[k] for k in structure}
+    if isinstance(structure, list):
+        return [_pack(item, leaves) for item in structure]
+    if isinstance(structure, tuple):
+        items = [_pack(item, leaves) for item in structure]
+        return type(structure)(*items) if hasattr(structure, "_fields") else tuple(items)
+    return next(leaves)
