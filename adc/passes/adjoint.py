@@ -23,7 +23,7 @@ the float params connected to a result through a differentiable path.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Mapping
+from typing import Iterable, Mapping
 
 from adc.errors import CompileError, VerifyError
 from adc.ir.builder import Builder
@@ -47,22 +47,25 @@ class Gradient:
     wrt: tuple[int, ...]
 
 
-def vjp(module: Module, name: str) -> tuple[Module, Gradient]:
+def vjp(module: Module, name: str, wanted: Iterable[int] | None = None) -> tuple[Module, Gradient]:
     """The VJP of function `name`: inline calls, differentiate, clean up (simplify, cse, dce),
     verify. Returns the input module plus the new function (named f"{name}_vjp", made unique
-    if taken) and the Gradient record. Never mutates `module`."""
+    if taken) and the Gradient record. Never mutates `module`.
+
+    `wanted` limits the cotangents to those params (default: all): the work only the others
+    need is then removed by dead-code elimination — a tape asks for the inputs it tracks."""
     if name not in module.funcs:
         raise CompileError(f"no function @{name} to differentiate in {module.name} "
                            f"(functions: {', '.join(module.funcs) or 'none'})")
     primal = inline_func(module[name], module)
-    grad = adjoint(primal, _unique_name(module, f"{name}_vjp"), module.funcs)
+    grad = adjoint(primal, _unique_name(module, f"{name}_vjp"), module.funcs, wanted)
     func = cleanup(grad.func, module.funcs)
     verify_func(func, module.funcs, pass_name="adjoint")
     return module.replace(func), Gradient(func, grad.wrt)
 
 
-def adjoint(func: Func, name: str, funcs: Mapping[str, Func]) -> Gradient:
-    """The uncleaned VJP of a call-free `func`, named `name`."""
+def adjoint(func: Func, name: str, funcs: Mapping[str, Func], wanted: Iterable[int] | None = None) -> Gradient:
+    """The uncleaned VJP of a call-free `func`, named `name`, for the `wanted` params (default all)."""
     b = Builder(funcs, func.loc)
     b.params, b.ops = list(func.params), list(func.ops)
     cts: dict[Value, Value] = {}
@@ -70,7 +73,8 @@ def adjoint(func: Func, name: str, funcs: Mapping[str, Func]) -> Gradient:
         _accumulate(b, cts, value, b.param(seed_name, value.type))
     for op in reversed(func.ops):
         _backward(b, op, cts)
-    wrt = tuple(i for i, p in enumerate(func.params) if p in cts)
+    wanted = range(len(func.params)) if wanted is None else set(wanted)
+    wrt = tuple(i for i, p in enumerate(func.params) if p in cts and i in wanted)
     return Gradient(b.finish(name, [cts[func.params[i]] for i in wrt], func.loc), wrt)
 
 

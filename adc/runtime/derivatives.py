@@ -24,15 +24,16 @@ _parsed: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()   # native libr
 _lock = threading.RLock()
 
 
-def derive(kernel):
-    """(VJP Kernel, wrt) of `kernel`; (None, ()) when no parameter receives a cotangent."""
+def derive(kernel, wanted: tuple[int, ...] | None = None):
+    """(VJP Kernel, wrt) of `kernel` for the `wanted` params (default all); (None, ()) when none
+    of them receives a cotangent."""
     from adc import driver
     from adc.ir.core import Module
     from adc.passes.adjoint import vjp
 
     with _lock:
         module = _module_ir(kernel._owner)
-        _, gradient = vjp(module, kernel.signature.name)
+        _, gradient = vjp(module, kernel.signature.name, wanted)
         if not gradient.wrt:
             return None, ()
         compiled = driver.jit(Module({gradient.func.name: gradient.func}, module.name))

@@ -52,7 +52,7 @@ class Kernel:
         self._buffer_type = ctypes.c_int64 * max(1, n)
         self._offsets = (8 * len(signature.dims), 8 * (len(signature.dims) + len(signature.param_types)))
         self.float_results = any(t.dtype.is_float for t in signature.result_types)
-        self._derivative: tuple[Kernel | None, tuple[int, ...]] | None = None
+        self._derivatives: dict[tuple[int, ...] | None, tuple[Kernel | None, tuple[int, ...]]] = {}
         self.__name__ = signature.name
         self.__doc__ = f"adc kernel {signature}"
         self.__signature__ = inspect.Signature(
@@ -79,14 +79,15 @@ class Kernel:
             record(self, args, tensors, results)
         return results[0] if len(results) == 1 else results
 
-    def derivative(self) -> tuple[Kernel | None, tuple[int, ...]]:
+    def derivative(self, wanted: tuple[int, ...] | None = None) -> tuple[Kernel | None, tuple[int, ...]]:
         """The VJP kernel (primal params, one cotangent per result) -> cotangents of the params
-        listed in `wrt`, compiled on first use; (None, ()) when no param gets a cotangent."""
-        if self._derivative is None:
+        listed in `wrt` (those of `wanted`, default all, that the results depend on), compiled on
+        first use; (None, ()) when no such param gets a cotangent."""
+        if wanted not in self._derivatives:
             from adc.runtime.derivatives import derive
 
-            self._derivative = derive(self)
-        return self._derivative
+            self._derivatives[wanted] = derive(self, wanted)
+        return self._derivatives[wanted]
 
     def _bind(self, args: tuple, kwargs: dict) -> tuple:
         try:

@@ -216,7 +216,7 @@ def backpropagate(nodes: list[_Node], targets: list, seeds: list[Tensor], source
         missing = [ct is None for ct in incoming]
         if all(missing):
             continue
-        vjp, wrt = node.kernel.derivative()
+        vjp, wrt = node.kernel.derivative(tuple(i for i, k in enumerate(node.keys) if k in live))
         if vjp is None:
             continue
         if any(missing):
