@@ -17,6 +17,7 @@ from __future__ import annotations
 import ctypes
 import threading
 import weakref
+from dataclasses import dataclass
 
 from adc.abi import METADATA_SYMBOL, decode_metadata
 
@@ -24,9 +25,31 @@ _parsed: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()   # native libr
 _lock = threading.RLock()
 
 
-def derive(kernel, wanted: tuple[int, ...] | None = None):
-    """(VJP Kernel, wrt) of `kernel` for the `wanted` params (default all); (None, ()) when none
-    of them receives a cotangent."""
+@dataclass(frozen=True)
+class Derivative:
+    """A kernel's VJP for some of its params.
+
+    `kernel` maps (primal args, one cotangent per result) to the cotangents of the params in
+    `wrt`; `passthrough[i]`, when not None, says the i-th of those is simply the cotangent of
+    that result (the VJP of `x + y` or of a reshape-free identity): the tape then uses it as is,
+    with no call — the same tensor, so an enclosing tape still sees the connection.
+    """
+
+    kernel: object | None
+    wrt: tuple[int, ...]
+    passthrough: tuple[int | None, ...]
+
+    @property
+    def needs_call(self) -> bool:
+        return any(p is None for p in self.passthrough)
+
+
+NONE = Derivative(None, (), ())
+
+
+def derive(kernel, wanted: tuple[int, ...] | None = None) -> Derivative:
+    """The Derivative of `kernel` for the `wanted` params (default all); NONE when none of
+    them receives a cotangent."""
     from adc import driver
     from adc.ir.core import Module
     from adc.passes.adjoint import vjp
@@ -35,9 +58,12 @@ def derive(kernel, wanted: tuple[int, ...] | None = None):
         module = _module_ir(kernel._owner)
         _, gradient = vjp(module, kernel.signature.name, wanted)
         if not gradient.wrt:
-            return None, ()
-        compiled = driver.jit(Module({gradient.func.name: gradient.func}, module.name))
-        return compiled[gradient.func.name], gradient.wrt
+            return NONE
+        func = gradient.func
+        cotangents = func.params[len(func.params) - len(kernel.signature.result_types):]
+        passthrough = tuple(cotangents.index(v) if v in cotangents else None for v in func.returns)
+        compiled = driver.jit(Module({func.name: func}, module.name)) if None in passthrough else None
+        return Derivative(compiled[func.name] if compiled else None, gradient.wrt, passthrough)
 
 
 def _module_ir(library):

@@ -52,7 +52,7 @@ class Kernel:
         self._buffer_type = ctypes.c_int64 * max(1, n)
         self._offsets = (8 * len(signature.dims), 8 * (len(signature.dims) + len(signature.param_types)))
         self.float_results = any(t.dtype.is_float for t in signature.result_types)
-        self._derivatives: dict[tuple[int, ...] | None, tuple[Kernel | None, tuple[int, ...]]] = {}
+        self._derivatives: dict = {}    # wanted params -> derivatives.Derivative
         self.__name__ = signature.name
         self.__doc__ = f"adc kernel {signature}"
         self.__signature__ = inspect.Signature(
@@ -79,10 +79,9 @@ class Kernel:
             record(self, args, tensors, results)
         return results[0] if len(results) == 1 else results
 
-    def derivative(self, wanted: tuple[int, ...] | None = None) -> tuple[Kernel | None, tuple[int, ...]]:
-        """The VJP kernel (primal params, one cotangent per result) -> cotangents of the params
-        listed in `wrt` (those of `wanted`, default all, that the results depend on), compiled on
-        first use; (None, ()) when no such param gets a cotangent."""
+    def derivative(self, wanted: tuple[int, ...] | None = None):
+        """The kernel's VJP for the `wanted` params (default all), compiled on first use: a
+        `derivatives.Derivative` whose `wrt` lists the params the results depend on."""
         if wanted not in self._derivatives:
             from adc.runtime.derivatives import derive
 

@@ -216,14 +216,18 @@ def backpropagate(nodes: list[_Node], targets: list, seeds: list[Tensor], source
         missing = [ct is None for ct in incoming]
         if all(missing):
             continue
-        vjp, wrt = node.kernel.derivative(tuple(i for i, k in enumerate(node.keys) if k in live))
-        if vjp is None:
+        derivative = node.kernel.derivative(tuple(i for i, k in enumerate(node.keys) if k in live))
+        if not derivative.wrt:
             continue
         if any(missing):
             incoming = [ct if ct is not None else Tensor._wrap(np.zeros(r.shape, r.dtype))
                         for ct, r in zip(incoming, node.outputs)]
-        outgoing = vjp(*node.primals(), *incoming)
-        for i, ct in zip(wrt, outgoing if type(outgoing) is tuple else (outgoing,)):
+        if derivative.needs_call:
+            outgoing = derivative.kernel(*node.primals(), *incoming)
+            outgoing = outgoing if type(outgoing) is tuple else (outgoing,)
+        else:
+            outgoing = [incoming[p] for p in derivative.passthrough]
+        for i, ct in zip(derivative.wrt, outgoing):
             key = node.keys[i]
             if key in live:
                 cts[key] = add(cts[key], ct) if key in cts else ct
