@@ -159,7 +159,7 @@ def _make_binary(op: str, expr: str, result_dtype=None):
     return binary
 
 
-add, subtract, multiply = _make_binary("add", "x + y"), _make_binary("subtract", "x - y"), _make_binary("multiply", "x * y")
+add, subtract, _multiply = _make_binary("add", "x + y"), _make_binary("subtract", "x - y"), _make_binary("multiply", "x * y")
 divide = _make_binary("divide", "x / y")
 maximum, minimum = _make_binary("maximum", "maximum(x, y)"), _make_binary("minimum", "minimum(x, y)")
 less, less_equal = _make_binary("less", "x < y", _BOOL), _make_binary("less_equal", "x <= y", _BOOL)
@@ -174,6 +174,14 @@ def pow_(x, y):
     if type(y) in (int, float) and y == int(y) and int(y) in _LITERAL_EXPONENTS:
         return _unary("pow", f"x ** {int(y)}", x, "fi", attrs=(int(y),))
     return _general_pow(x, y)
+
+
+def multiply(x, y):
+    """x * y elementwise, with NumPy broadcasting; `x * x` is the one-input kernel `x ** 2`, so its
+    gradient is one call (2 x ct) rather than two cotangents to sum."""
+    if x is y and isinstance(x, (Tensor, Variable)):
+        return pow_(x, 2)
+    return _multiply(x, y)
 
 
 def where(condition, x, y):
