@@ -69,7 +69,7 @@ def run(module: Module, *args) -> list[np.ndarray]:
     return call(lib.address(f"adc_kernel_{func.name}"), func, *args)
 
 
-def close(got, want, dtype) -> None:
+def assert_close(got, want, dtype) -> None:
     tol = 2e-6 if np.dtype(dtype) == np.float32 else 1e-13
     np.testing.assert_allclose(got, np.asarray(want).astype(got.dtype) if got.dtype == bool else want,
                                rtol=tol, atol=tol)
@@ -102,7 +102,7 @@ BINARY = {
 def test_unary_float(name, dtype):
     oracle, x = UNARY[name]
     (got,) = run(kernel(f"x: {dtype}[N]", lambda b, x: b.op(name, x)), x)
-    close(got, oracle(x.astype(np.float64)), got.dtype)
+    assert_close(got, oracle(x.astype(np.float64)), got.dtype)
 
 
 @pytest.mark.parametrize("name", ["neg", "abs", "sign"])
@@ -122,7 +122,7 @@ def test_binary_float(name, dtype):
     (got,) = run(kernel(f"x: {dtype}[N], y: {dtype}[N]", lambda b, x, y: b.op(name, x, y)), x, y)
     with np.errstate(invalid="ignore"):
         want = BINARY[name](x.astype(np.float64), y.astype(np.float64))
-    close(got, want, got.dtype)
+    assert_close(got, want, got.dtype)
 
 
 @pytest.mark.parametrize("name", ["add", "sub", "mul", "maximum", "minimum", "lt", "le", "gt", "ge", "eq", "ne"])
@@ -163,7 +163,7 @@ def test_sources_constant_dim_iota():
         return b.op("add", b.op("mul", i, n), b.op("add", x, c))
     x = randn(4, 6)
     (got,) = run(kernel("x: f32[M,N]", body), x)
-    close(got, np.arange(4)[:, None] * 6.0 + x + 0.5, np.float32)
+    assert_close(got, np.arange(4)[:, None] * 6.0 + x + 0.5, np.float32)
 
 
 # ---------------------------------------------------------------- shapes: sizes, broadcasting, index maps
@@ -174,7 +174,7 @@ def test_fused_chain_at_several_sizes_including_empty(n):
     module = kernel("x: f32[N], d: f32", lambda b, x, d: b.op("sigmoid", b.op(
         "add", x, b.op("broadcast", d, dims=[], shape=x.type.shape))))
     (got,) = run(module, x, np.float32(0.25))
-    close(got, 1 / (1 + np.exp(-(x.astype(np.float64) + 0.25))), np.float32)
+    assert_close(got, 1 / (1 + np.exp(-(x.astype(np.float64) + 0.25))), np.float32)
 
 
 def test_broadcast_row_and_column_vectors():
@@ -184,7 +184,7 @@ def test_broadcast_row_and_column_vectors():
                     b.op("broadcast", c, dims=[0, 1], shape=shape))
     x, r, c = randn(5, 7), randn(7), randn(5, 1)
     (got,) = run(kernel("x: f32[B,N], r: f32[N], c: f32[B,1]", body), x, r, c)
-    close(got, x + r - c, np.float32)
+    assert_close(got, x + r - c, np.float32)
 
 
 def test_transpose_slice_reshape():
@@ -214,7 +214,7 @@ def test_multiple_results_returned_param_and_repeated_value():
     x = randn(2, 9)
     got = run(kernel("x: f32[B,N]", body), x)
     for g, w in zip(got, [np.exp(x), x, np.exp(x), np.exp(x) ** 2]):
-        close(g, w.astype(np.float64), np.float32)
+        assert_close(g, w.astype(np.float64), np.float32)
 
 
 # ---------------------------------------------------------------- reductions and matmul
@@ -228,7 +228,7 @@ AXES = [[0], [1], [2], [0, 1], [0, 2], [1, 2], [0, 1, 2]]
 def test_reduction_over_axes(name, oracle, axes):
     x = randn(3, 4, 5, dtype=np.float64)
     (got,) = run(kernel("x: f64[A,B,C]", lambda b, x: b.op(name, x, axes=axes)), x)
-    close(got, oracle(x, axis=tuple(axes)), np.float64)
+    assert_close(got, oracle(x, axis=tuple(axes)), np.float64)
 
 
 @pytest.mark.parametrize("shape", [(0, 5), (4, 0), (1, 1), (9, 130)])
@@ -238,7 +238,7 @@ def test_reductions_of_empty_and_tiny_inputs(shape):
         for axis in (0, 1):
             (got,) = run(kernel("x: f32[M,N]", lambda b, x: b.op(name, x, axes=[axis])), x)
             want = getattr(np, name[7:])(x, axis=axis, initial=identity) if name != "reduce_sum" else x.sum(axis)
-            close(got, want.astype(np.float64), np.float32)
+            assert_close(got, want.astype(np.float64), np.float32)
 
 
 def test_reduction_propagates_nan_and_fuses_its_producer():
@@ -247,8 +247,8 @@ def test_reduction_propagates_nan_and_fuses_its_producer():
     module = kernel("x: f32[B,N]", lambda b, x: [b.op("reduce_max", b.op("mul", x, x), axes=[1]),
                                                   b.op("reduce_sum", b.op("exp", x), axes=[0])])
     got = run(module, x)
-    close(got[0], np.max(x.astype(np.float64) ** 2, axis=1), np.float32)
-    close(got[1], np.exp(x.astype(np.float64)).sum(axis=0), np.float32)
+    assert_close(got[0], np.max(x.astype(np.float64) ** 2, axis=1), np.float32)
+    assert_close(got[1], np.exp(x.astype(np.float64)).sum(axis=0), np.float32)
 
 
 def test_integer_reductions():
@@ -277,7 +277,7 @@ def test_batched_matmul_of_fused_operands():
     x, y = randn(2, 3, 4, 5, dtype=np.float64), randn(2, 3, 5, 6, dtype=np.float64)
     module = kernel("x: f64[P,Q,M,K], y: f64[P,Q,K,N]", lambda b, x, y: b.op("matmul", b.op("exp", x), y))
     (got,) = run(module, x, y)
-    close(got, np.exp(x) @ y, np.float64)
+    assert_close(got, np.exp(x) @ y, np.float64)
 
 
 # ---------------------------------------------------------------- fusion decisions and coverage
