@@ -6,7 +6,7 @@ import re
 import numpy as np
 
 from adc.codegen.jit import compile_count
-from tests.codegen.test_lower import call, close, compile_module, kernel, randn
+from tests.codegen.test_lower import assert_close, call, compile_module, kernel, randn
 
 
 def sigmoid_shift():
@@ -22,7 +22,7 @@ def test_one_compilation_serves_every_batch_size():
     for n in (0, 1, 7, 64, 1001):
         x = randn(n)
         (got,) = call(lib.address("adc_kernel_sigmoid_shift"), func, x, np.float32(-1.5))
-        close(got, 1 / (1 + np.exp(-(x.astype(np.float64) - 1.5))), np.float32)
+        assert_close(got, 1 / (1 + np.exp(-(x.astype(np.float64) - 1.5))), np.float32)
     assert compile_count() == before + 1
 
 
