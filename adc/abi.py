@@ -8,7 +8,17 @@ back by `decode_metadata`, so the runtime treats both kinds the same:
      "kernels": [{"name": "sigmoid_shift", "symbol": "adc_kernel_sigmoid_shift",
                   "params": [{"name": "x", "type": "f32[N]"}, {"name": "delta", "type": "f32"}],
                   "results": ["f32[N]"], "dims": ["N"], "constraints": []}],
+     "gradients": "embedded",
+     "vjps": [{"of": "sigmoid_shift", "wrt": [0, 1], "passthrough": [null, null],
+               "kernel": {"name": "sigmoid_shift_vjp", "symbol": "adc_kernel_sigmoid_shift_vjp", ...}}],
      "ir": "func @sigmoid_shift(...) ..."}
+
+`gradients` says where the kernels' VJPs come from: `derived` (the JIT: the
+runtime runs the adjoint pass on the IR when asked), `embedded` (`adc compile`:
+`vjps` lists, per kernel with float results, its VJP kernel w.r.t. all its
+float params — exported next to it and described like any kernel — or, under
+`missing`, why it has none), `none` (`adc compile --no-gradients`: the module
+cannot be differentiated). Metadata without the field reads as `derived`.
 
 A shared object also ends with a seal — `ADCSEAL1` and the SHA-256 of everything
 before it — which dynamic loaders ignore and `adc.load` checks before it lets the
@@ -23,7 +33,7 @@ import json
 import os
 from dataclasses import dataclass
 
-from adc.ir.core import Module
+from adc.ir.core import Func, Module
 from adc.ir.shapes import constraints
 from adc.ir.types import Dim, DType, TensorType, parse_dim
 
@@ -86,24 +96,60 @@ class KernelSignature:
             dims=tuple(entry["dims"]), constraints=tuple(parse_dim(c) for c in entry["constraints"]))
 
 
+GRADIENTS_DERIVED, GRADIENTS_EMBEDDED, GRADIENTS_NONE = "derived", "embedded", "none"
+
+
+@dataclass(frozen=True)
+class VjpEntry:
+    """The embedded VJP of kernel `of`: `kernel` takes of's params then one cotangent per
+    result and returns the cotangents of the params in `wrt`; `passthrough[i]`, when not
+    None, says the i-th of those is that result's cotangent unchanged. No `kernel`: no
+    param has a cotangent, or `missing` says why there is no VJP."""
+
+    of: str
+    kernel: KernelSignature | None
+    wrt: tuple[int, ...] = ()
+    passthrough: tuple[int | None, ...] = ()
+    missing: str = ""
+
+    def to_json(self) -> dict:
+        return {"of": self.of, "kernel": self.kernel.to_json() if self.kernel else None,
+                "wrt": list(self.wrt), "passthrough": list(self.passthrough), "missing": self.missing}
+
+    @staticmethod
+    def from_json(entry: dict) -> "VjpEntry":
+        kernel = KernelSignature.from_json(entry["kernel"]) if entry["kernel"] else None
+        return VjpEntry(entry["of"], kernel, tuple(entry["wrt"]), tuple(entry["passthrough"]),
+                        entry["missing"])
+
+
 @dataclass(frozen=True)
 class ModuleInfo:
     name: str
     kernels: tuple[KernelSignature, ...]
     ir: str
     adc_version: str
+    gradients: str = GRADIENTS_DERIVED
+    vjps: tuple[VjpEntry, ...] = ()
+
+
+def signature(func: Func) -> KernelSignature:
+    """The calling contract of one IR function."""
+    return KernelSignature(func.name, KERNEL_PREFIX + func.name,
+                           tuple(p.name or f"arg{i}" for i, p in enumerate(func.params)),
+                           func.param_types, func.result_types, func.dim_symbols, constraints(func))
 
 
 def signatures(module: Module) -> tuple[KernelSignature, ...]:
-    return tuple(
-        KernelSignature(f.name, KERNEL_PREFIX + f.name, tuple(p.name or f"arg{i}" for i, p in enumerate(f.params)),
-                        f.param_types, f.result_types, f.dim_symbols, constraints(f))
-        for f in module)
+    return tuple(signature(f) for f in module)
 
 
-def encode_metadata(module: Module, ir_text: str) -> str:
+def encode_metadata(module: Module, ir_text: str, gradients: str = GRADIENTS_DERIVED,
+                    vjps: tuple[VjpEntry, ...] = ()) -> str:
+    """The metadata of `module`'s kernels; `ir_text` may hold more functions (the VJPs)."""
     return json.dumps({"abi": ABI_VERSION, "adc_version": ADC_VERSION, "module": module.name,
-                       "kernels": [s.to_json() for s in signatures(module)], "ir": ir_text},
+                       "kernels": [s.to_json() for s in signatures(module)], "ir": ir_text,
+                       "gradients": gradients, "vjps": [v.to_json() for v in vjps]},
                       sort_keys=True)
 
 
@@ -119,7 +165,9 @@ def decode_metadata(text: str) -> ModuleInfo:
                             f"this runtime reads version {ABI_VERSION}: recompile it with this adc")
     try:
         kernels = tuple(KernelSignature.from_json(k) for k in doc["kernels"])
-        return ModuleInfo(doc["module"], kernels, doc["ir"], doc["adc_version"])
+        vjps = tuple(VjpEntry.from_json(v) for v in doc.get("vjps", ()))
+        return ModuleInfo(doc["module"], kernels, doc["ir"], doc["adc_version"],
+                          doc.get("gradients", GRADIENTS_DERIVED), vjps)
     except (KeyError, TypeError, ValueError) as err:
         raise MetadataError(f"the module metadata is malformed ({err!r})") from None
 

@@ -8,7 +8,9 @@ toolchain; 2 a usage error. A user never sees a Python traceback.
     adc ir kernels.adc --print-after-all
     adc ir kernels.adc --emit asm
     adc ir kernels.adc --grad dense_relu
-    adc info kernels.so
+    adc ir kernels.adc --jacobian sigmoid_shift
+    adc compile kernels.adc -o kernels.so --no-gradients   # forward kernels only
+    adc info kernels.so                                     # kernels, and which carry gradients
 """
 from __future__ import annotations
 
@@ -28,6 +30,9 @@ def _parser() -> argparse.ArgumentParser:
     compile_ = sub.add_parser("compile", help="compile FILE.adc to a shared object")
     compile_.add_argument("file")
     compile_.add_argument("-o", "--output", help="output path (default: FILE.so)")
+    compile_.add_argument("--no-gradients", action="store_true",
+                          help="export the kernels only, not their VJP kernels: the loaded module "
+                               "cannot be differentiated")
 
     check = sub.add_parser("check", help="report diagnostics only")
     check.add_argument("file")
@@ -42,6 +47,8 @@ def _parser() -> argparse.ArgumentParser:
                     help="print the IR after the named pass (repeatable)")
     ir.add_argument("--grad", metavar="KERNEL",
                     help="print the VJP function of KERNEL (reverse mode, after cleanup)")
+    ir.add_argument("--jacobian", metavar="KERNEL",
+                    help="print the Jacobian function of KERNEL (its VJP batched over identity seeds)")
 
     info = sub.add_parser("info", help="list the kernels of a compiled shared object")
     info.add_argument("file")
@@ -50,7 +57,8 @@ def _parser() -> argparse.ArgumentParser:
 
 def _cmd_compile(args, driver) -> int:
     out = args.output or str(Path(args.file).with_suffix(".so"))
-    driver.write_shared_object(driver.elaborate(driver.read_source(args.file), args.file), out)
+    driver.write_shared_object(driver.elaborate(driver.read_source(args.file), args.file), out,
+                               gradients=not args.no_gradients)
     return 0
 
 
@@ -64,11 +72,14 @@ def _cmd_ir(args, driver) -> int:
     from adc.codegen.target import Target
     from adc.ir.printer import format_func, format_module
     from adc.passes.adjoint import vjp
+    from adc.passes.jacobian import jacobian
 
     options = driver.Options(args.print_after_all, frozenset(args.print_after))
     module = driver.elaborate(driver.read_source(args.file), args.file)
     if args.grad is not None:
         text = format_func(vjp(module, args.grad)[1].func)
+    elif args.jacobian is not None:
+        text = format_func(jacobian(module, args.jacobian)[1])
     elif args.emit == "ir" and not (args.print_after_all or args.print_after):
         text = format_module(module)
     elif args.emit in ("ir", "opt"):
@@ -84,11 +95,29 @@ def _cmd_ir(args, driver) -> int:
 def _cmd_info(args, driver) -> int:
     from adc.runtime.module import load
 
-    module = load(args.file)
-    print(f"{args.file}: adc module '{module.info.name}' (adc {module.info.adc_version})")
-    for name in module.kernels:
-        print(f"  {getattr(module, name).signature}")
+    info = load(args.file).info
+    print(f"{args.file}: adc module '{info.name}' (adc {info.adc_version}), gradients: "
+          + GRADIENT_MODES.get(info.gradients, info.gradients))
+    vjps = {v.of: v for v in info.vjps}
+    for sig in info.kernels:
+        print(f"  {sig}")
+        if sig.name in vjps:
+            print(f"      {_gradient_line(sig, vjps[sig.name])}")
     return 0
+
+
+GRADIENT_MODES = {"embedded": "embedded (VJP kernels exported next to the kernels)",
+                  "none": "none (compiled with --no-gradients)",
+                  "derived": "derived from the IR on demand"}
+
+
+def _gradient_line(sig, vjp) -> str:
+    if vjp.missing:
+        return f"no gradient: {vjp.missing}"
+    if vjp.kernel is None:
+        return "gradient: none (no float parameter reaches a result)"
+    wrt = ", ".join(sig.param_names[i] for i in vjp.wrt)
+    return f"gradient w.r.t. {wrt}: {vjp.kernel}"
 
 
 COMMANDS = {"compile": _cmd_compile, "check": _cmd_check, "ir": _cmd_ir, "info": _cmd_info}

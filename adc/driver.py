@@ -3,7 +3,8 @@
 Each stage is a small function so the CLI can stop after any of them
 (`adc ir --emit ...`) and the Python API can JIT or write a shared object
 from the same pipeline; only the `Target` differs (position-independent code
-for a `.so`).
+for a `.so`). A `.so` also exports each kernel's VJP kernel (`with_vjps`)
+unless written with `gradients=False` (`adc compile --no-gradients`).
 """
 from __future__ import annotations
 
@@ -14,15 +15,19 @@ from typing import TextIO
 
 import llvmlite.ir
 
-from adc.abi import encode_metadata, seal_file
+from adc.abi import (GRADIENTS_DERIVED, GRADIENTS_EMBEDDED, GRADIENTS_NONE, VjpEntry, encode_metadata,
+                     seal_file, signature)
 from adc.codegen import aot
 from adc.codegen.jit import JitLibrary
 from adc.codegen.lower import lower_module
 from adc.codegen.target import Target
+from adc.errors import CompileError
 from adc.frontend import compile_source
 from adc.ir.core import Module
 from adc.ir.printer import format_module
+from adc.passes.adjoint import vjp
 from adc.passes.pipeline import DEFAULT_PIPELINE, run_pipeline
+from adc.runtime.derivatives import passthrough
 from adc.runtime.module import Module as RuntimeModule
 
 
@@ -50,10 +55,35 @@ def optimize(module: Module, options: Options = Options()) -> Module:
                         print_after=set(options.print_after), out=options.out or sys.stderr)
 
 
-def to_llvm(module: Module, options: Options = Options()) -> llvmlite.ir.Module:
-    """Lower a module to LLVM IR, embedding its metadata (signatures and IR text)."""
-    metadata = encode_metadata(module, format_module(module))
-    return lower_module(optimize(module, options), metadata)
+def to_llvm(module: Module, options: Options = Options(),
+            gradients: str = GRADIENTS_DERIVED) -> llvmlite.ir.Module:
+    """Lower a module to LLVM IR, embedding its metadata (signatures and IR text); with
+    `gradients="embedded"`, also the VJP kernel of each kernel (see `with_vjps`)."""
+    full, vjps = with_vjps(module) if gradients == GRADIENTS_EMBEDDED else (module, ())
+    metadata = encode_metadata(module, format_module(full), gradients, vjps)
+    return lower_module(optimize(full, options), metadata)
+
+
+def with_vjps(module: Module) -> tuple[Module, tuple[VjpEntry, ...]]:
+    """`module` plus the VJP function of each kernel with float results, w.r.t. all its
+    params, and their metadata entries; a kernel the adjoint pass rejects (e.g. an external
+    function with no gradient) gets an entry saying why, and the module still compiles."""
+    full, entries = module, []
+    for func in module:
+        if not any(t.dtype.is_float for t in func.result_types):
+            continue    # never recorded on a tape
+        try:
+            extended, gradient = vjp(full, func.name)
+        except CompileError as err:
+            entries.append(VjpEntry(func.name, None, missing=str(err).splitlines()[0]))
+            continue
+        if not gradient.wrt:
+            entries.append(VjpEntry(func.name, None))
+            continue
+        full = extended
+        entries.append(VjpEntry(func.name, signature(gradient.func), gradient.wrt,
+                                passthrough(gradient.func, len(func.returns))))
+    return full, tuple(entries)
 
 
 def jit(module: Module, options: Options = Options()) -> RuntimeModule:
@@ -61,7 +91,11 @@ def jit(module: Module, options: Options = Options()) -> RuntimeModule:
     return RuntimeModule(library, module.name)
 
 
-def write_shared_object(module: Module, out_path: str | os.PathLike, options: Options = Options()) -> None:
+def write_shared_object(module: Module, out_path: str | os.PathLike, options: Options = Options(),
+                        gradients: bool = True) -> None:
+    """Compile to a sealed shared object; with `gradients`, each kernel's VJP kernel is exported
+    next to it (`adc_kernel_<name>_vjp`), so `adc.load` differentiates without the compiler."""
     target = Target.host(pic=True)
-    aot.link_shared_object(aot.emit_object(to_llvm(module, options), target), out_path)
+    llvm_module = to_llvm(module, options, GRADIENTS_EMBEDDED if gradients else GRADIENTS_NONE)
+    aot.link_shared_object(aot.emit_object(llvm_module, target), out_path)
     seal_file(out_path)

@@ -17,6 +17,15 @@
  * read or write outside the buffers described above.
  *
  * Element types: f32 = float, f64 = double, i32 = int32_t, i64 = int64_t, bool = uint8_t.
+ *
+ * Gradients: unless compiled with `adc compile --no-gradients`, each kernel `k` with a
+ * float result also exports its vector-Jacobian product, an ordinary kernel with the same
+ * calling convention (usually `adc_kernel_k_vjp`; the metadata names it):
+ *
+ *     k_vjp(params of k..., one cotangent per result of k) -> (cotangent of each param in wrt)
+ *
+ * `wrt` lists the float parameters connected to a result, in order (custom gradients
+ * included: the VJP uses the kernel's own backward). `adc info k.so` shows them.
  */
 #ifndef ADC_H
 #define ADC_H
@@ -35,8 +44,13 @@ typedef int32_t (*adc_kernel_fn)(const int64_t *dims, const void *const *inputs,
 
 /* A JSON document: {"abi": 1, "adc_version", "module", "kernels": [{"name", "symbol",
  * "params": [{"name", "type"}], "results": [type], "dims": [symbol], "constraints": [expr]}],
- * "ir": the module's IR text}. Types print as `f32[B,N]`; each constraint is a
- * dimension expression that must be >= 0 for a call to be valid. */
+ * "gradients": "embedded" | "none" (built with --no-gradients),
+ * "vjps": [{"of": kernel name, "kernel": a kernel entry as above (null when no parameter has a
+ *           cotangent, or none could be built), "wrt": [param index], "passthrough": [result
+ *           index or null per returned cotangent: that result's cotangent unchanged],
+ *           "missing": why there is no VJP, or ""}],
+ * "ir": the module's IR text, VJP functions included}. Types print as `f32[B,N]`; each
+ * constraint is a dimension expression that must be >= 0 for a call to be valid. */
 const char *adc_module_metadata(void);
 
 /* Threads for large loop nests (n <= 0: one per online processor, the default; at most 64).

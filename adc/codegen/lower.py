@@ -603,3 +603,20 @@ def _matmul_rows(kernel: Emitter, dtype: DType, k: Dim, n: Dim) -> ir.Function:
 
 
 lower_rules["matmul"] = matmul_lower
+
+
+# ---------------------------------------------------------------- external functions
+
+def extern_call_lower(em: Emitter, op: Op, idx: Index) -> ir.Value:
+    # symbol(x1[i], ..., xn[i]); the C function is declared here and resolved by the JIT from the
+    # process or by the linker (libm is linked into every shared object)
+    args = [em.value_at(v, idx) for v in op.operands]
+    scalar = REGISTER_TYPES[op.result.type.dtype]
+    fn = _libc(em.llmod, op.attrs["symbol"], scalar, [scalar] * len(args))
+    if fn.function_type != ir.FunctionType(scalar, [scalar] * len(args)):
+        raise CompileError(f"external function '{op.attrs['symbol']}' is used with two signatures in one "
+                           "module, or clashes with a function adc defines", op.loc)
+    return em.b.call(fn, args)
+
+
+lower_rules["extern_call"] = extern_call_lower

@@ -125,17 +125,39 @@ class Docstring:
     loc: Location
 
 
-Stmt = Union[Assign, Return, Docstring]
+@dataclass(frozen=True)
+class Decorator:
+    """`@custom_gradient` or `@gradient(erf)` (`arg` names the external function)."""
+
+    name: str
+    arg: str | None
+    loc: Location
 
 
 @dataclass(frozen=True)
 class FuncDef:
+    """A kernel, or (as a statement of a `@custom_gradient` kernel) its backward."""
+
     name: str
     params: tuple[Param, ...]
     results: tuple[TypeExpr, ...]
-    body: tuple[Stmt, ...]
+    body: tuple["Stmt", ...]
     loc: Location
     returns_tuple: bool = False
+    decorators: tuple[Decorator, ...] = ()
+
+
+Stmt = Union[Assign, Return, Docstring, FuncDef]
+
+
+@dataclass(frozen=True)
+class ExternDef:
+    """`extern def erf(x: f64) -> f64`: a C function of scalars, applied elementwise to tensors."""
+
+    name: str
+    params: tuple[Param, ...]
+    results: tuple[TypeExpr, ...]
+    loc: Location
 
 
 @dataclass(frozen=True)
@@ -143,3 +165,4 @@ class Program:
     funcs: tuple[FuncDef, ...]
     filename: str
     source: str = field(repr=False, default="")
+    externs: tuple[ExternDef, ...] = ()

@@ -27,6 +27,7 @@ import operator
 
 from adc.errors import CompileError, Location
 from adc.frontend import ast
+from adc.frontend.externs import Extern, check_gradient, decorator_of, externs_of
 from adc.frontend.builtins import Args, Deferred, Results, Scope, builtin_rules, describe, is_static, matmul
 from adc.ir.builder import Builder
 from adc.ir.core import Func, FuncRef, Module, Value
@@ -41,12 +42,27 @@ DIM_FOLD = ("+", "-", "*")
 
 
 def elaborate(program: ast.Program) -> Module:
-    """The IR module of a parsed program, functions in source order."""
+    """The IR module of a parsed program, functions in source order (a custom gradient's
+    forward and backward just before its kernel)."""
+    from adc.frontend.custom_gradient import custom_gradient_names, elaborate_custom_gradient  # builds on this file
+
     defs = _definitions(program)
+    externs = externs_of(program, defs, builtin_rules)
+    gradient_of = {e.gradient: e for e in externs.values() if e.gradient}
     funcs: dict[str, Func] = {}
-    for name in _callees_first(defs):
-        funcs[name] = KernelElaborator(defs[name], defs, funcs).run()
-    return Module({f.name: funcs[f.name] for f in program.funcs}, program.filename)
+    order: dict[str, tuple[str, ...]] = {}
+    for name in _callees_first(defs, externs):
+        fdef, decorator = defs[name], decorator_of(defs[name])
+        if decorator is not None and decorator.name == "custom_gradient":
+            made = elaborate_custom_gradient(fdef, defs, funcs, externs)
+            funcs.update((f.name, f) for f in made)
+            order[name] = custom_gradient_names(name) + (name,)
+            continue
+        funcs[name] = KernelElaborator(fdef, defs, funcs, externs).run()
+        order[name] = (name,)
+        if name in gradient_of:
+            check_gradient(fdef, funcs[name], gradient_of[name])
+    return Module({n: funcs[n] for f in program.funcs for n in order[f.name]}, program.filename)
 
 
 def _definitions(program: ast.Program) -> dict[str, ast.FuncDef]:
@@ -60,21 +76,25 @@ def _definitions(program: ast.Program) -> dict[str, ast.FuncDef]:
     return defs
 
 
-def _callees_first(defs: dict[str, ast.FuncDef]) -> list[str]:
-    """Kernel names in an order where every callee precedes its callers; cycles are errors."""
+def _callees_first(defs: dict[str, ast.FuncDef], externs: dict[str, Extern]) -> list[str]:
+    """Kernel names in an order where every callee (and the gradient of every external function
+    called) precedes its callers; cycles are errors."""
     order: list[str] = []
     state: dict[str, str] = {}
 
     def visit(name: str, path: list[str]) -> None:
         state[name] = "visiting"
         for call in _calls(defs[name]):
-            if call.func not in defs:
+            callee = externs[call.func].gradient if call.func in externs else call.func
+            if callee not in defs:
                 continue
-            if state.get(call.func) == "visiting":
-                cycle = " -> ".join(path[path.index(call.func):] + [call.func])
-                raise CompileError(f"recursive call to '{call.func}' ({cycle}); kernels cannot recurse", call.loc)
-            if call.func not in state:
-                visit(call.func, path + [call.func])
+            if state.get(callee) == "visiting":
+                cycle = " -> ".join(path[path.index(callee):] + [callee])
+                through = f" (the gradient of '{call.func}')" if callee != call.func else ""
+                raise CompileError(f"recursive call to '{callee}'{through} ({cycle}); kernels cannot recurse",
+                                   call.loc)
+            if callee not in state:
+                visit(callee, path + [callee])
         state[name] = "done"
         order.append(name)
 
@@ -97,20 +117,24 @@ def _calls(node) -> list[ast.Call]:
 class KernelElaborator(Scope):
     """Elaborates one kernel: its signature, then its statements in order."""
 
-    def __init__(self, fdef: ast.FuncDef, defs: dict[str, ast.FuncDef], funcs: dict[str, Func]):
+    def __init__(self, fdef: ast.FuncDef, defs: dict[str, ast.FuncDef], funcs: dict[str, Func],
+                 externs: dict[str, Extern] | None = None):
         super().__init__(Builder(funcs, fdef.loc))
-        self.fdef, self.defs, self.funcs = fdef, defs, funcs
+        self.fdef, self.defs, self.funcs, self.externs = fdef, defs, funcs, externs or {}
         self.env: dict[str, object] = {}
         self.dims: dict[str, SymDim] = {}
 
     def run(self) -> Func:
+        self.bind_params()
+        declared = [self.result_type(t) for t in self.fdef.results]
+        returns = self.body(declared)
+        return self.b.finish(self.fdef.name, returns, self.fdef.loc)
+
+    def bind_params(self) -> None:
         for p in self.fdef.params:
             if p.name in self.env:
                 raise CompileError(f"parameter '{p.name}' is defined twice", p.loc)
             self.env[p.name] = self.b.param(p.name, self.param_type(p.type))
-        declared = [self.result_type(t) for t in self.fdef.results]
-        returns = self.body(declared)
-        return self.b.finish(self.fdef.name, returns, self.fdef.loc)
 
     # ------------------------------------------------------------ types
 
@@ -161,11 +185,17 @@ class KernelElaborator(Scope):
                     raise CompileError("a string can only be the kernel's docstring, its first statement", stmt.loc)
             elif isinstance(stmt, ast.Assign):
                 self.assign(stmt)
+            elif isinstance(stmt, ast.FuncDef):
+                self.nested_def(stmt)
             else:
                 if i != len(stmts) - 1:
                     raise CompileError("unreachable statement after return", stmts[i + 1].loc)
                 return self.returns(stmt, declared)
         raise CompileError(f"kernel '{self.fdef.name}' has no return statement", self.fdef.loc)
+
+    def nested_def(self, stmt: ast.FuncDef) -> None:
+        raise CompileError(f"a nested def is only allowed in a @custom_gradient kernel, as its backward; "
+                           f"define '{stmt.name}' at the top level", stmt.loc)
 
     def assign(self, stmt: ast.Assign) -> None:
         value = self.expr(stmt.value)
@@ -219,7 +249,7 @@ class KernelElaborator(Scope):
             return self.dims[e.id]
         if e.id in DType.__members__:
             return DType(e.id)
-        if e.id in builtin_rules or e.id in self.defs:
+        if e.id in builtin_rules or e.id in self.defs or e.id in self.externs:
             raise CompileError(f"'{e.id}' is a function; call it as {e.id}(...)", e.loc)
         raise CompileError(f"unknown name '{e.id}'", e.loc)
 
@@ -320,6 +350,8 @@ class KernelElaborator(Scope):
     def expr_Call(self, e: ast.Call):
         if e.func in self.defs:
             return self.call_kernel(e)
+        if e.func in self.externs:
+            return self.call_extern(e, self.externs[e.func])
         if e.func in builtin_rules:
             rule = builtin_rules[e.func]
             values = self.bind(e, rule.params, rule.defaults)
@@ -357,6 +389,23 @@ class KernelElaborator(Scope):
                 operands.append(self.tensor(value, p.type.dtype))
         results = self.b.emit("call", *operands, callee=FuncRef(e.func))
         return results[0] if len(results) == 1 else Results(results)
+
+
+    def call_extern(self, e: ast.Call, extern: Extern) -> Value:
+        """`extern_call`, elementwise: arguments of the declared dtype (literals adapt), broadcast together."""
+        bound = self.bind(e, extern.params, {})
+        operands = []
+        for p in extern.params:
+            value, loc = bound[p]
+            with self.b.at(loc):
+                operand = self.tensor(value, extern.dtype)
+            if operand.type.dtype != extern.dtype:
+                raise CompileError(f"{e.func}() takes {extern.dtype} values, got {operand.type}", loc)
+            operands.append(operand)
+        shape = self.broadcast_shape([v.type for v in operands])
+        gradient = [FuncRef(extern.gradient)] if extern.gradient else []
+        return self.b.op("extern_call", *(self.broadcast(v, shape) for v in operands), gradient=gradient,
+                         symbol=e.func)
 
 
 def _count(n: int, word: str) -> str:

@@ -11,6 +11,7 @@ act on ("unexpected ')'", "expected an indented block"):
 from __future__ import annotations
 
 import ast as pyast
+import dataclasses
 import re
 from functools import lru_cache
 from pathlib import Path
@@ -158,11 +159,25 @@ class ToAst(Transformer):
         return Location(self.filename, token.line, token.column, self.source)
 
     def program(self, meta, children):
-        return ast.Program(tuple(c for c in children if c is not None), self.filename, self.source)
+        funcs = tuple(c for c in children if isinstance(c, ast.FuncDef))
+        externs = tuple(c for c in children if isinstance(c, ast.ExternDef))
+        return ast.Program(funcs, self.filename, self.source, externs)
 
     def funcdef(self, meta, children):
         name, params, (results, is_tuple), body = children
         return ast.FuncDef(str(name), tuple(params or ()), results, body, self._loc(meta), is_tuple)
+
+    def decorated(self, meta, children):
+        *decorators, fdef = children
+        return dataclasses.replace(fdef, decorators=tuple(decorators))
+
+    def decorator(self, meta, children):
+        at, name, arg = children
+        return ast.Decorator(str(name), None if arg is None else str(arg), self._tok_loc(at))
+
+    def externdef(self, meta, children):
+        name, params, (results, _) = children
+        return ast.ExternDef(str(name), tuple(params or ()), results, self._loc(meta))
 
     def params(self, meta, children):
         return [c for c in children if c is not None]

@@ -14,7 +14,10 @@ inf and nan are values here, as in native code.
 """
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
@@ -203,6 +206,38 @@ def call_eval(args, attrs, ctx):
 
 
 eval_rules["call"] = call_eval
+
+
+def custom_gradient_eval(args, attrs, ctx):
+    # the value is the forward's; the backward only matters to differentiation
+    return _run_func(ctx.module, ctx.module[attrs["forward"]], args)
+
+
+eval_rules["custom_gradient"] = custom_gradient_eval
+
+
+def extern_call_eval(args, attrs, ctx):
+    # the C function itself, found in the process (libm is loaded by Python), element by element
+    fn = c_function(attrs["symbol"], args[0].dtype, len(args))
+    out = np.empty(np.shape(args[0]), args[0].dtype)
+    for index in np.ndindex(out.shape):
+        out[index] = fn(*(a[index] for a in args))
+    return (out,)
+
+
+eval_rules["extern_call"] = extern_call_eval
+
+
+@lru_cache(maxsize=None)
+def c_function(symbol: str, dtype: np.dtype, arity: int) -> Callable:
+    """The C function `symbol` of this process (or of libm) taking and returning `arity` floats of `dtype`."""
+    c_type = ctypes.c_float if dtype == np.float32 else ctypes.c_double
+    for library in (ctypes.CDLL(name) for name in (None, ctypes.util.find_library("m") or "libm.so.6")):
+        fn = getattr(library, symbol, None)
+        if fn is not None:
+            fn.restype, fn.argtypes = c_type, [c_type] * arity
+            return fn
+    raise LookupError(f"external function '{symbol}' is not defined in this process or in libm")
 
 
 def run(module: Module, name: str, *args) -> tuple[np.ndarray, ...]:

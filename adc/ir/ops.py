@@ -367,6 +367,57 @@ _register("call", "call another function of the module; its dimension symbols bi
           _call_rule, None, ("callee",))
 
 
+def _callee(funcs, attrs, key: str):
+    func = funcs.get(attrs[key])
+    _require(func is not None, f"unknown function @{attrs[key]}")
+    return func
+
+
+def _custom_gradient_rule(types, attrs, funcs):
+    # results: the forward's (k primal results, then the values saved for the backward);
+    # the backward takes (inputs..., saved..., cotangents of the k results...) -> one cotangent per input
+    forward, backward, k = _callee(funcs, attrs, "forward"), _callee(funcs, attrs, "backward"), attrs["results"]
+    results = forward.result_types
+    _require(isinstance(k, int) and 1 <= k <= len(results), f"`results` must be in 1..{len(results)}, got {k!r}")
+    expected = forward.param_types + results[k:] + results[:k]
+    _require(backward.param_types == expected and backward.result_types == forward.param_types,
+             f"@{backward.name} must map ({', '.join(map(str, expected))}) to "
+             f"({', '.join(map(str, forward.param_types))}), got {backward.signature()}")
+    return _call_rule(types, {"callee": attrs["forward"]}, funcs)
+
+
+_register("custom_gradient", "the results of `forward`, differentiated by `backward` instead of `forward`'s ops",
+          "func @round_fwd(%x: f32) -> f32 {\n  %0 = round %x : f32\n  return %0\n}\n\n"
+          "func @round_bwd(%x: f32, %dy: f32) -> f32 {\n  return %dy\n}\n\n"
+          "func @example(%y: f32) -> f32 {\n"
+          "  %0 = custom_gradient %y {backward = @round_bwd, forward = @round_fwd, results = 1} : f32\n  return %0\n}\n",
+          _custom_gradient_rule, None, ("backward", "forward", "results"))
+
+
+def _extern_call_rule(types, attrs, funcs):
+    # elementwise C function `symbol` of operands of one float type; `gradient` is [] or [@g] with
+    # g(x_1..x_n, ct) -> (dx_1..dx_n) on scalars of that dtype
+    _require(isinstance(attrs["symbol"], str) and attrs["symbol"].isidentifier(),
+             f"`symbol` must be a C identifier, got {attrs['symbol']!r}")
+    _require(len(types) >= 1, "expected at least one operand")
+    t = _same_types(types)
+    _require(t.dtype.is_float, f"expected float operands, got {t}")
+    gradient = tuple(attrs["gradient"])
+    _require(len(gradient) <= 1, f"`gradient` names at most one function, got {len(gradient)}")
+    for name in gradient:
+        g = _callee(funcs, {"gradient": name}, "gradient")
+        scalar = TensorType(t.dtype)
+        _require(g.param_types == (scalar,) * (len(types) + 1) and g.result_types == (scalar,) * len(types),
+                 f"@{name} must map {len(types) + 1} {t.dtype} scalars to {len(types)}, got {g.signature()}")
+    return (t,)
+
+
+_register("extern_call", "the C function `symbol` applied elementwise; `gradient` is its VJP, when one is attached",
+          _example("%x: f64[N]", '  %0 = extern_call %x {gradient = [], symbol = "erf"} : f64[N]\n  return %0',
+                   "f64[N]"),
+          _extern_call_rule, None, ("gradient", "symbol"), traits=("elementwise",))
+
+
 def infer_types(name: str, operand_types: Sequence[TensorType], attrs: Mapping[str, Any],
                 funcs: Mapping[str, Any]) -> tuple[TensorType, ...]:
     """Run the type rule of op `name`; raises TypeRuleError on misuse."""

@@ -20,6 +20,7 @@ from adc.ir.printer import format_module
 from adc.ir.verify import verify as verify_module
 from adc.passes.cse import cse
 from adc.passes.dce import eliminate_dead_code
+from adc.passes.expand import expand_custom_gradients
 from adc.passes.inline import inline
 from adc.passes.simplify import simplify
 
@@ -33,6 +34,7 @@ class Pass:
 
 
 DEFAULT_PIPELINE: tuple[Pass, ...] = (
+    Pass("expand", expand_custom_gradients),
     Pass("inline", inline),
     Pass("simplify", simplify),
     Pass("cse", cse),

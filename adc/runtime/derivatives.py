@@ -1,11 +1,20 @@
-"""How a Kernel gets its VJP kernel: module IR text → `vjp` pass → compiled module.
+"""How a Kernel gets its VJP kernel: embedded in its shared object, or derived from its IR.
 
 Every compiled module carries the IR it was compiled from (the `ir` field of its
-metadata, for the JIT and for shared objects alike). `derive(kernel)` parses it
-(once per module), runs the adjoint pass (adc/passes/adjoint.py) on the kernel's
-function, and JIT-compiles a module holding just the VJP function. That module
-carries its own IR, so the VJP kernel is differentiated the same way: nested
-tapes get second and third derivatives.
+metadata) and says where its VJPs come from (`gradients`, see adc/abi.py):
+
+- `derived` (the JIT): `derive(kernel)` parses the IR (once per module), runs the
+  adjoint pass (adc/passes/adjoint.py) on the kernel's function and JIT-compiles a
+  module holding just the VJP function. That module is `derived` too, so nested
+  tapes get second and third derivatives.
+- `embedded` (`adc compile`): the VJP kernel of each kernel, w.r.t. all its float
+  params, is in the .so; it covers every request (a tape asking for fewer params
+  ignores the extra cotangents), so first derivatives need no compiler. A VJP
+  kernel's own VJP (a second derivative) is derived from the IR the .so carries
+  (it holds the VJP functions too) — when the compiler is installed.
+- `none` (`adc compile --no-gradients`): differentiating raises LookupError saying
+  how to recompile. Such a module never falls back to its IR: it was built without
+  gradients on purpose, and a fresh process may have no compiler.
 
     derive(m.square)    # square(x: f32[N]) -> f32[N]
                         #   ==> (square_vjp(x: f32[N], ct: f32[N]) -> f32[N], wrt=(0,))
@@ -19,9 +28,10 @@ import threading
 import weakref
 from dataclasses import dataclass
 
-from adc.abi import METADATA_SYMBOL, decode_metadata
+from adc.abi import GRADIENTS_EMBEDDED, GRADIENTS_NONE, METADATA_SYMBOL, ModuleInfo, decode_metadata
 
 _parsed: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()   # native library -> IR Module
+_sources: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # native library -> GradientSource
 _lock = threading.RLock()
 
 
@@ -47,9 +57,60 @@ class Derivative:
 NONE = Derivative(None, (), ())
 
 
+@dataclass(frozen=True)
+class GradientSource:
+    """What a loaded module's metadata says about its VJPs: the embedded ones by kernel name,
+    and why a kernel has none (`missing`)."""
+
+    origin: str
+    info: ModuleInfo
+    embedded: dict[str, Derivative]
+    missing: dict[str, str]
+
+
+def register(library, origin: str, info: ModuleInfo, vjp_kernels: dict[str, object]) -> None:
+    """Remember where the kernels of `library` get their VJPs (`vjp_kernels`: the embedded
+    VJP kernels by name, wrapped by the loader)."""
+    embedded = {v.of: Derivative(vjp_kernels[v.kernel.name], v.wrt, v.passthrough) if v.kernel else NONE
+                for v in info.vjps if not v.missing}
+    missing = {v.of: v.missing for v in info.vjps if v.missing}
+    with _lock:
+        _sources[library] = GradientSource(origin, info, embedded, missing)
+
+
 def derive(kernel, wanted: tuple[int, ...] | None = None) -> Derivative:
     """The Derivative of `kernel` for the `wanted` params (default all); NONE when none of
-    them receives a cotangent."""
+    them receives a cotangent. LookupError when the module cannot give one."""
+    embedded = embedded_derivative(kernel)
+    if embedded is not None:
+        return embedded
+    try:
+        return _derive_from_ir(kernel, wanted)
+    except ImportError as err:
+        raise LookupError(f"No gradient defined for kernel '{kernel.signature.name}' in "
+                          f"{_sources[kernel._owner].origin}: the module embeds first-order VJP kernels "
+                          f"only; higher orders are compiled from the IR it carries, which needs the adc "
+                          f"compiler's dependencies ({err})") from None
+
+
+def embedded_derivative(kernel) -> Derivative | None:
+    """The kernel's embedded VJP (for all its params: it covers every request), or None when it
+    is to be derived from the module's IR; LookupError when its module says it has none (built
+    with --no-gradients, or no VJP could be built). Anything deriving from IR asks this first."""
+    source = _sources.get(kernel._owner)
+    if source is None or source.info.gradients not in (GRADIENTS_EMBEDDED, GRADIENTS_NONE):
+        return None
+    name = kernel.signature.name
+    if source.info.gradients == GRADIENTS_NONE:
+        raise LookupError(f"No gradient defined for kernel '{name}' in {source.origin}: it was compiled "
+                          f"with --no-gradients; recompile without it: "
+                          f"adc compile {source.info.name} -o {source.origin}")
+    if name in source.missing:
+        raise LookupError(f"No gradient defined for kernel '{name}' in {source.origin}: {source.missing[name]}")
+    return source.embedded.get(name)
+
+
+def _derive_from_ir(kernel, wanted: tuple[int, ...] | None) -> Derivative:
     from adc import driver
     from adc.ir.core import Module
     from adc.passes.adjoint import vjp
@@ -60,10 +121,15 @@ def derive(kernel, wanted: tuple[int, ...] | None = None) -> Derivative:
         if not gradient.wrt:
             return NONE
         func = gradient.func
-        cotangents = func.params[len(func.params) - len(kernel.signature.result_types):]
-        passthrough = tuple(cotangents.index(v) if v in cotangents else None for v in func.returns)
-        compiled = driver.jit(Module({func.name: func}, module.name)) if None in passthrough else None
-        return Derivative(compiled[func.name] if compiled else None, gradient.wrt, passthrough)
+        through = passthrough(func, len(kernel.signature.result_types))
+        compiled = driver.jit(Module({func.name: func}, module.name)) if None in through else None
+        return Derivative(compiled[func.name] if compiled else None, gradient.wrt, through)
+
+
+def passthrough(vjp_func, n_results: int) -> tuple[int | None, ...]:
+    """For each value a VJP function returns: the index of the result cotangent it is, or None."""
+    cotangents = vjp_func.params[len(vjp_func.params) - n_results:]
+    return tuple(cotangents.index(v) if v in cotangents else None for v in vjp_func.returns)
 
 
 def _module_ir(library):

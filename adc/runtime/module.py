@@ -3,7 +3,8 @@
 There is one loader: anything with `address(symbol) -> int` (0 when missing) —
 a `JitLibrary` or a `SharedLibrary` — is opened by reading its exported
 metadata, checking the ABI version, applying ADC_NUM_THREADS, and wrapping
-each kernel's entry point.
+each kernel's entry point — and the VJP kernels a shared object embeds, which
+derivatives.py hands to the tape (`m.k.derivative()`).
 
     m = adc.load("kernels.so")
     m.kernels            # ('dense_relu', 'mlp_loss', ...)
@@ -16,8 +17,9 @@ import os
 from pathlib import Path
 from typing import Protocol
 
-from adc.abi import METADATA_SYMBOL, MetadataError, ModuleInfo, check_seal, decode_metadata
+from adc.abi import METADATA_SYMBOL, KernelSignature, MetadataError, ModuleInfo, check_seal, decode_metadata
 from adc.codegen.parallel import SET_NUM_THREADS_SYMBOL
+from adc.runtime import derivatives
 from adc.runtime.kernel import Kernel
 
 
@@ -60,12 +62,9 @@ class Module:
         self.origin = origin
         info = _read_metadata(library, origin)
         self.info: ModuleInfo = info
-        self._kernels: dict[str, Kernel] = {}
-        for sig in info.kernels:
-            address = library.address(sig.symbol)
-            if not address:
-                raise LoadError(f"{origin}: kernel '{sig.name}' is listed but its symbol {sig.symbol} is missing")
-            self._kernels[sig.name] = Kernel(sig, address, library)
+        self._kernels = {sig.name: _kernel(library, sig, origin) for sig in info.kernels}
+        vjps = {v.kernel.name: _kernel(library, v.kernel, origin) for v in info.vjps if v.kernel}
+        derivatives.register(library, origin, info, vjps)
         _install_num_threads(library)
 
     @property
@@ -93,6 +92,13 @@ class Module:
     def __repr__(self) -> str:
         body = "".join(f"\n  {k.signature}" for k in self._kernels.values())
         return f"<adc module '{self.origin}':{body}>"
+
+
+def _kernel(library: NativeLibrary, sig: KernelSignature, origin: str) -> Kernel:
+    address = library.address(sig.symbol)
+    if not address:
+        raise LoadError(f"{origin}: kernel '{sig.name}' is listed but its symbol {sig.symbol} is missing")
+    return Kernel(sig, address, library)
 
 
 def _read_metadata(library: NativeLibrary, origin: str) -> ModuleInfo:

@@ -182,6 +182,24 @@ class GradientTape:
                      for g, s in zip(grads, flat_sources)]
         return _pack(sources, iter(grads))
 
+    def jacobian(self, target, sources, unconnected_gradients=UnconnectedGradients.NONE,
+                 parallel_iterations=None, experimental_use_pfor=True):
+        """d target / d source for each source, shaped target.shape + source.shape, with the
+        structure of `sources`; all seeds in one backward walk (adc/runtime/jacobians.py)."""
+        from adc.runtime.jacobians import jacobian
+
+        return jacobian(self, target, sources, unconnected_gradients, parallel_iterations,
+                        experimental_use_pfor)
+
+    def batch_jacobian(self, target, source, unconnected_gradients=UnconnectedGradients.NONE,
+                       parallel_iterations=None, experimental_use_pfor=True, allow_cross_example=False):
+        """The per-example Jacobians [b, y1..yn, x1..xm] of target[i] w.r.t. source[i]; raises
+        ValueError when the recorded calls mix examples, unless `allow_cross_example`."""
+        from adc.runtime.jacobians import batch_jacobian
+
+        return batch_jacobian(self, target, source, unconnected_gradients, parallel_iterations,
+                              experimental_use_pfor, allow_cross_example)
+
 
 class _Paused:
     """GradientTape.stop_recording(): the tape leaves the recording stack, then comes back."""

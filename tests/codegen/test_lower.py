@@ -294,7 +294,7 @@ def test_fusion_plan_of_sigmoid_shift_and_dense_relu():
 
 
 def test_every_op_has_a_lowering_rule():
-    missing = sorted(set(OPS) - set(lower_rules) - {"call"})
+    missing = sorted(set(OPS) - set(lower_rules) - {"call", "custom_gradient"})   # expanded before codegen
     assert not missing, f"ops without a rule in lower_rules: {missing}"
 
 

@@ -1,0 +1,110 @@
+"""The batching pass (vmap): the function that processes a whole batch of examples in one call.
+
+`batch(module, name, batched)` inlines the function, gives each param marked
+True an extra leading axis of a new dimension symbol (`NB`, made unique), and
+rewrites every op that meets a batched value with its rule in `batch_rules`
+(adc/passes/batch_rules.py); ops on shared values only are kept as they are, so
+work that does not depend on the example is done once. Every result gets the
+leading batch axis. Cleanup (simplify, cse, dce) and the verifier follow, as
+for the adjoint pass. Composed with it, this gives Jacobians
+(adc/passes/jacobian.py).
+
+Invariant: a value of the batched function is either the original value
+(shared by every example) or its batched version, of type [NB] + its type.
+
+    func @f(%x: f32[N], %w: f32[N]) -> f32[N] {      func @f_batched(%x: f32[NB,N], %w: f32[N]) -> f32[NB,N] {
+      %0 = mul %x, %w : f32[N]               ==>       %0 = broadcast %w {dims = [1], shape = [NB,N]} : f32[NB,N]
+      return %0                                        %1 = mul %x, %0 : f32[NB,N]
+    }                                                  return %1
+                                                     }
+"""
+from __future__ import annotations
+
+from typing import Sequence
+
+from adc.errors import CompileError
+from adc.ir.builder import Builder
+from adc.ir.core import Func, Module, Op, Value
+from adc.ir.types import SymDim
+from adc.ir.verify import verify_func
+from adc.passes.adjoint import _unique_name, cleanup
+from adc.passes.batch_rules import batch_rules, with_batch_axis
+from adc.passes.inline import inline_func
+
+
+def batch(module: Module, name: str, batched: Sequence[bool], name_out: str | None = None,
+          axis_name: str = "NB") -> tuple[Module, Func]:
+    """The function that processes a whole batch in one call: params marked True carry an extra
+    leading axis of a new dimension symbol (`axis_name`, made unique); the others are shared by
+    every example. Every result gets the leading batch axis. Inlines calls first; cleans up
+    (simplify, cse, dce); verifies. Returns the module plus the new function (named `name_out`,
+    default f"{name}_batched" made unique). Never mutates `module`."""
+    if name not in module.funcs:
+        raise CompileError(f"no function @{name} to batch in {module.name} "
+                           f"(functions: {', '.join(module.funcs) or 'none'})")
+    func = inline_func(module[name], module)
+    flags = list(batched)
+    if len(flags) != len(func.params):
+        raise ValueError(f"@{name} has {len(func.params)} params but {len(flags)} batched flags were given")
+    if not any(flags):
+        raise ValueError(f"batching @{name} needs at least one batched param")
+    funcs = dict(module.funcs)      # rules may add batched callees (custom_gradient)
+    out = _batch_func(func, flags, name_out or _unique_name(module, f"{name}_batched"), funcs, axis_name)
+    out = cleanup(out, funcs)
+    verify_func(out, funcs, pass_name="batch")
+    return Module(funcs, module.name).replace(out), out
+
+
+def batch_callees(funcs: dict[str, Func], names: Sequence[str]) -> list[str]:
+    """Add to `funcs` (a pass's own copy) the functions `names` batched over all their params,
+    with one batch symbol for all of them, so their types still fit together; their new names."""
+    axis_name = _fresh_symbol(set().union(*(funcs[n].dim_symbols for n in names)), "NB")
+    batched = []
+    for name in names:
+        module, func = batch(Module(funcs), name, [True] * len(funcs[name].params), axis_name=axis_name)
+        funcs.update(module.funcs)
+        batched.append(func.name)
+    return batched
+
+
+def _batch_func(func: Func, flags: list[bool], name: str, funcs: dict[str, Func], axis_name: str) -> Func:
+    size = SymDim.symbol(_fresh_symbol(set(func.dim_symbols), axis_name))
+    b = Builder(funcs, func.loc)
+    values: dict[Value, Value] = {}      # original value -> its version in the batched function
+    batched: set[Value] = set()          # the versions that carry the batch axis
+    for p, flag in zip(func.params, flags):
+        if flag:
+            values[p] = b.param(p.name, p.type.with_shape((size,) + p.type.shape))
+            batched.add(values[p])
+        else:
+            b.params.append(p)
+    for op in func.ops:
+        _batch_op(b, op, values, batched)
+    returns = [values.get(v, v) for v in func.returns]
+    returns = [v if v in batched else with_batch_axis(b, v, size) for v in returns]
+    return b.finish(name, returns, func.loc)
+
+
+def _batch_op(b: Builder, op: Op, values: dict[Value, Value], batched: set[Value]) -> None:
+    """Keep an op on shared values; rewrite one with a batched operand by its rule."""
+    args = [values.get(v, v) for v in op.operands]
+    flags = [a in batched for a in args]
+    if not any(flags):
+        b.ops.append(op)
+        return
+    rule = batch_rules.get(op.name)
+    if rule is None:
+        raise CompileError(f"cannot batch op '{op.name}': no rule in batch_rules", op.loc)
+    with b.at(op.loc):
+        results, result_flags = rule(b, op, args, flags)
+    for old, new, flag in zip(op.results, results, result_flags, strict=True):
+        values[old] = new
+        if flag:
+            batched.add(new)
+
+
+def _fresh_symbol(taken: set[str], base: str) -> str:
+    candidate, n = base, 1
+    while candidate in taken:
+        candidate, n = f"{base}{n}", n + 1
+    return candidate

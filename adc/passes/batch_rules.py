@@ -1,0 +1,208 @@
+"""The batching rule of every op: the table the batching pass (adc/passes/batch.py) runs.
+
+A rule rewrites one op whose operands may carry a leading batch axis into ops
+on the batched values, emitting ordinary IR with the builder. The pass calls a
+rule only when at least one operand is batched (so the batch dimension is the
+leading dimension of any batched operand); ops without batched operands are
+kept as they are. Every op of `adc.ir.ops.OPS` has a rule here or is listed in
+`NEVER_BATCHED` (ops without operands).
+
+    %0 = reduce_sum %x {axes = [1]} : f32[B]      %x: f32[NB,B,N] batched  ==>
+                                                   %0 = reduce_sum %x {axes = [2]} : f32[NB,B]
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+from adc.errors import CompileError
+from adc.ir.builder import Builder
+from adc.ir.core import FuncRef, Op, Value
+from adc.ir.ops import OPS
+from adc.ir.types import Dim
+
+# batch_rules[op_name](b, op, args, batched) -> (results, results_batched)
+#   b:       the builder of the batched function, stamped with op.loc by the pass
+#   op:      the original op
+#   args:    its operands in the batched function; args[i] has the leading batch axis iff batched[i]
+#   batched: one flag per operand, at least one True
+# The rule may move axes as it needs; it returns the new results and one flag per result.
+# An unbatched operand is broadcast (`with_batch_axis`) only where it meets a batched one.
+BatchRule = Callable[[Builder, Op, list[Value], list[bool]], tuple[list[Value], list[bool]]]
+batch_rules: dict[str, BatchRule] = {}
+
+NEVER_BATCHED = ("constant", "iota", "dim")     # no operands: the same in every example
+
+
+def batch_dim(args: list[Value], batched: list[bool]) -> Dim:
+    """The size of the batch axis: the leading dimension of any batched operand."""
+    return next(a.type.shape[0] for a, flag in zip(args, batched) if flag)
+
+
+def with_batch_axis(b: Builder, value: Value, size: Dim) -> Value:
+    """`value` repeated along a new leading axis of `size` (a not_batched value meeting a batched one)."""
+    shape = value.type.shape
+    return b.op("broadcast", value, dims=list(range(1, len(shape) + 1)), shape=(size,) + shape)
+
+
+def _all_batched(b: Builder, args: list[Value], batched: list[bool]) -> list[Value]:
+    size = batch_dim(args, batched)
+    return [a if flag else with_batch_axis(b, a, size) for a, flag in zip(args, batched)]
+
+
+def _shifted(axes) -> list[int]:
+    return [a + 1 for a in axes]
+
+
+# ---------------------------------------------------------------- elementwise
+
+def elementwise_batch(b, op, args, batched):
+    # f(x[s], y) = f(x, broadcast y)[s]: the same op on operands that all carry the batch axis
+    return [b.op(op.name, *_all_batched(b, args, batched), **op.attrs)], [True]
+
+
+for _name, _opdef in OPS.items():
+    if "elementwise" in _opdef.traits and _name not in NEVER_BATCHED:
+        batch_rules[_name] = elementwise_batch
+
+
+def call_batch(b, op, args, batched):
+    raise CompileError(f"the batching pass met a call of @{op.attrs['callee']}: inline calls first", op.loc)
+
+
+batch_rules["call"] = call_batch
+
+
+def custom_gradient_batch(b, op, args, batched):
+    # custom_gradient(x[s]) with forward f and backward g = custom_gradient(x) with f and g batched
+    # over all their params (shared operands broadcast), so g's cotangents keep the operands' types
+    from adc.passes.batch import batch_callees     # the pass itself batches the callees
+
+    forward, backward = batch_callees(b.funcs, [op.attrs["forward"], op.attrs["backward"]])
+    results = b.emit("custom_gradient", *_all_batched(b, args, batched), forward=FuncRef(forward),
+                     backward=FuncRef(backward), results=op.attrs["results"])
+    return list(results), [True] * len(results)
+
+
+batch_rules["custom_gradient"] = custom_gradient_batch
+
+
+# ---------------------------------------------------------------- shape ops
+
+def broadcast_batch(b, op, args, batched):
+    # broadcast(x[s], dims, shape) = broadcast(x, [0] + (dims+1), [S] + shape)[s]
+    (x,) = args
+    dims = [0] + _shifted(op.attrs["dims"])
+    return [b.op("broadcast", x, dims=dims, shape=x.type.shape[:1] + tuple(op.attrs["shape"]))], [True]
+
+
+batch_rules["broadcast"] = broadcast_batch
+
+
+def reshape_batch(b, op, args, batched):
+    # reshape(x[s], shape) = reshape(x, [S] + shape)[s]
+    (x,) = args
+    return [b.op("reshape", x, shape=x.type.shape[:1] + tuple(op.attrs["shape"]))], [True]
+
+
+batch_rules["reshape"] = reshape_batch
+
+
+def transpose_batch(b, op, args, batched):
+    # transpose(x[s], p) = transpose(x, [0] + (p+1))[s]
+    return [b.op("transpose", args[0], perm=[0] + _shifted(op.attrs["perm"]))], [True]
+
+
+batch_rules["transpose"] = transpose_batch
+
+
+def slice_batch(b, op, args, batched):
+    # x[s][lo:hi:st] = x[:, lo:hi:st][s]
+    (x,) = args
+    a = op.attrs
+    return [b.op("slice", x, start=[0] + list(a["start"]), stop=[x.type.shape[0]] + list(a["stop"]),
+                 step=[1] + list(a["step"]))], [True]
+
+
+batch_rules["slice"] = slice_batch
+
+
+def concat_batch(b, op, args, batched):
+    # concat(x1[s], .., xn[s], axis) = concat(x1, .., xn, axis+1)[s]
+    return [b.op("concat", *_all_batched(b, args, batched), axis=op.attrs["axis"] + 1)], [True]
+
+
+batch_rules["concat"] = concat_batch
+
+
+def pad_batch(b, op, args, batched):
+    # pad(x[s], v) = pad(x, v) with zero width on the batch axis; a per-example v[s] is
+    # concatenated as blocks around x instead, as `pad` takes one scalar
+    (x, value), (x_batched, value_batched) = args, batched
+    low, high = list(op.attrs["low"]), list(op.attrs["high"])
+    if not value_batched:
+        return [b.op("pad", x, value, low=[0] + low, high=[0] + high)], [True]
+    size = value.type.shape[0]
+    x = x if x_batched else with_batch_axis(b, x, size)
+    for axis, widths in enumerate(zip(low, high), start=1):
+        x = _surround(b, x, value, axis, widths)
+    return [x], [True]
+
+
+def _surround(b: Builder, x: Value, value: Value, axis: int, widths) -> Value:
+    """x with blocks of the per-example scalar `value` ([S]) of `widths` (low, high) along `axis`."""
+    def block(width):
+        shape = list(x.type.shape)
+        shape[axis] = width
+        return b.op("broadcast", value, dims=[0], shape=shape)
+    low, high = widths
+    parts = ([block(low)] if low else []) + [x] + ([block(high)] if high else [])
+    return x if len(parts) == 1 else b.op("concat", *parts, axis=axis)
+
+
+batch_rules["pad"] = pad_batch
+
+
+# ---------------------------------------------------------------- reductions and matmul
+
+def reduce_batch(b, op, args, batched):
+    # reduce(x[s], axes) = reduce(x, axes+1)[s]
+    return [b.op(op.name, args[0], axes=_shifted(op.attrs["axes"]))], [True]
+
+
+for _name, _opdef in OPS.items():
+    if "reduction" in _opdef.traits:
+        batch_rules[_name] = reduce_batch
+
+
+def matmul_batch(b, op, args, batched):
+    # A[s] @ B[s] is a batched matmul; with one side shared, the batch axis is folded into the
+    # rows of A ([S*M, K] @ [K, N]) or the columns of B ([M, K] @ [K, S*N]): one large product
+    (x, y), (x_batched, y_batched) = args, batched
+    if x_batched and y_batched:
+        return [b.op("matmul", x, y)], [True]
+    if x_batched:
+        return [_fold_rows(b, x, y)], [True]
+    return [_fold_columns(b, x, y)], [True]
+
+
+def _fold_rows(b: Builder, x: Value, y: Value) -> Value:
+    """x: [S, *P, M, K] batched, y: [*P, K, N] shared -> [S, *P, M, N]."""
+    (size, *outer, m, k), n = x.type.shape, y.type.shape[-1]
+    p = len(outer)
+    lead = b.op("transpose", x, perm=list(range(1, p + 1)) + [0, p + 1, p + 2])     # [*P, S, M, K]
+    rows = b.op("reshape", lead, shape=outer + [size * m, k])
+    product = b.op("reshape", b.op("matmul", rows, y), shape=outer + [size, m, n])    # [*P, S, M, N]
+    return b.op("transpose", product, perm=[p] + list(range(p)) + [p + 1, p + 2])
+
+
+def _fold_columns(b: Builder, x: Value, y: Value) -> Value:
+    """x: [*P, M, K] shared, y: [S, *P, K, N] batched -> [S, *P, M, N]."""
+    (size, *outer, k, n), m = y.type.shape, x.type.shape[-2]
+    p = len(outer)
+    lead = b.op("transpose", y, perm=list(range(1, p + 2)) + [0, p + 2])              # [*P, K, S, N]
+    columns = b.op("reshape", lead, shape=outer + [k, size * n])
+    product = b.op("reshape", b.op("matmul", x, columns), shape=outer + [m, size, n])  # [*P, M, S, N]
+    return b.op("transpose", product, perm=[p + 1] + list(range(p + 1)) + [p + 2])
+
+
+batch_rules["matmul"] = matmul_batch

@@ -1,0 +1,294 @@
+"""tape.jacobian and tape.batch_jacobian (tf.GradientTape's): every seed in one backward walk.
+
+A Jacobian is the VJP applied to one-hot seeds. Instead of one walk per seed,
+the walk runs once for a whole block of seeds: the cotangents carry a leading
+seed axis S, and each recorded call's *batched* VJP kernel — the batching pass
+applied to its VJP (`vjp_batched`, adc/passes/jacobian.py), compiled once per
+(kernel, wanted params) — maps every seed's cotangents in one call:
+
+    eager_sigmoid(x: f32[D0]) -> f32[D0]
+      ==> batched VJP (x: f32[D0], ct: f32[S, D0]) -> f32[S, D0]
+
+- `jacobian`: seeds = the identity of target.size, shaped [S, *target.shape];
+  the source's rows [S, *source.shape] are reshaped to target.shape + source.shape.
+- `batch_jacobian`: seed j is one-hot at [:, j] for every example at once, so S
+  is the per-example target size; rows [S, b, *x] become [b, *y, *x]. Before the
+  walk, every recorded call on the path is checked: a call whose result mixes
+  examples (batch normalization) makes the result a sum over cross-example
+  blocks, which is an error unless `allow_cross_example=True` (then a warning).
+- `experimental_use_pfor=False` walks once per seed with the ordinary VJPs (the
+  reference route, also taken when a recorded call has a Python backward, from
+  adc.custom_gradient); `parallel_iterations` bounds the seeds per walk (memory).
+
+Every step (the walk, joining the blocks, the final reshape) is a kernel call, so
+an enclosing tape records it: the jacobian of a gradient is a Hessian.
+
+Invariant: a cotangent in the walk has shape [S, *value.shape] for the block's S.
+"""
+from __future__ import annotations
+
+import math
+import warnings
+import weakref
+
+import numpy as np
+
+from adc.runtime.derivatives import NONE, Derivative, _lock, _module_ir, passthrough
+from adc.runtime.kernel import Kernel
+from adc.runtime.tape import UnconnectedGradients, _Node, _flatten, _pack, _REUSED, backpropagate
+from adc.runtime.tensor import Tensor
+from adc.runtime.variable import Variable
+
+_JOIN_ARITY = 8     # blocks joined per concat call: few concat kernels to compile, whatever S is
+_batched: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()    # Kernel -> {wanted: Derivative}
+_mixing: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()     # Kernel -> {(param, result): bool}
+
+
+def jacobian(tape, target, sources, unconnected_gradients=UnconnectedGradients.NONE,
+             parallel_iterations=None, experimental_use_pfor=True):
+    """d target[i...] / d source[j...] for each source: shape target.shape + source.shape."""
+    target, flat, unconnected, chunk = _arguments("jacobian", target, sources, unconnected_gradients,
+                                                  parallel_iterations)
+    nodes = _take_nodes(tape)
+    rows = _rows(nodes, target, flat, 1, chunk, experimental_use_pfor)
+    results = []
+    for source, row in zip(flat, rows):
+        shape = target.shape + source.shape
+        results.append(_reshape(row, shape) if row is not None else _unconnected(unconnected, shape, source))
+    return _pack(sources, iter(results))
+
+
+def batch_jacobian(tape, target, source, unconnected_gradients=UnconnectedGradients.NONE,
+                   parallel_iterations=None, experimental_use_pfor=True, allow_cross_example=False):
+    """d target[b, i...] / d source[b, j...] per example b: shape [b, *target.shape[1:], *source.shape[1:]]."""
+    from adc.runtime.ops import transpose
+
+    target, (source,), unconnected, chunk = _arguments("batch_jacobian", target, [source],
+                                                       unconnected_gradients, parallel_iterations)
+    if target.ndim < 2 or source.ndim < 2:
+        raise ValueError(f"batch_jacobian: target and source need rank >= 2 (a batch axis and at least one "
+                         f"more), got target shape {target.shape} and source shape {source.shape}")
+    if target.shape[0] != source.shape[0]:
+        raise ValueError(f"batch_jacobian: the first dimension of target shape {target.shape} and source "
+                         f"shape {source.shape} must match")
+    nodes = _take_nodes(tape)
+    _check_examples(nodes, target, source, allow_cross_example)
+    shape = target.shape + source.shape[1:]
+    (row,) = _rows(nodes, target, [source], target.shape[0], chunk, experimental_use_pfor)
+    if row is None:
+        return _unconnected(unconnected, shape, source)
+    return _reshape(transpose(row, (1, 0, *range(2, row.ndim))), shape)     # [S, b, *x] -> [b, S, *x]
+
+
+def _arguments(what: str, target, sources, unconnected_gradients, parallel_iterations):
+    if not isinstance(target, (Tensor, Variable)):
+        raise TypeError(f"GradientTape.{what}: the target must be one adc.Tensor or adc.Variable, "
+                        f"got {type(target).__name__}")
+    flat = _flatten(sources)
+    for s in flat:
+        if not isinstance(s, (Tensor, Variable)):
+            raise TypeError(f"GradientTape.{what}: the sources must be adc.Tensor or adc.Variable objects "
+                            f"(or nested lists, tuples or dicts of them), got {type(s).__name__} {s!r}")
+    if parallel_iterations is not None and (not isinstance(parallel_iterations, int) or parallel_iterations < 1):
+        raise ValueError(f"GradientTape.{what}: parallel_iterations must be a positive int or None, "
+                         f"got {parallel_iterations!r}")
+    return target, flat, UnconnectedGradients(unconnected_gradients), parallel_iterations
+
+
+def _take_nodes(tape) -> list[_Node]:
+    """The recorded calls; a non-persistent tape stops recording and gives them only once."""
+    if tape._used:
+        raise RuntimeError(_REUSED)
+    if tape._recording and not tape._persistent:
+        tape._pop()
+    nodes = list(tape._nodes)
+    if not tape._persistent:
+        tape._used = True
+        tape._nodes, tape._watched = [], {}
+    return nodes
+
+
+def _unconnected(unconnected: UnconnectedGradients, shape: tuple, source):
+    if unconnected is UnconnectedGradients.ZERO:
+        return Tensor._wrap(np.zeros(shape, source.dtype))
+    return None
+
+
+def _rows(nodes, target, sources, examples: int, chunk, use_pfor: bool) -> list:
+    """Per source, the cotangents of all seeds stacked as [S, *source.shape] (None: unconnected);
+    `examples` > 1 gives batch_jacobian's per-example seeds."""
+    total = math.prod(target.shape) // examples
+    if total == 0:
+        return [Tensor._wrap(np.zeros((0, *s.shape), s.dtype)) for s in sources]
+    batched = use_pfor and all(isinstance(n.kernel, Kernel) for n in nodes)   # not a Python backward
+    walk = _walk if batched else _walk_one
+    step = (chunk or max(total, 1)) if batched else 1
+    blocks = [walk(nodes, target, _one_hot_seeds(target, examples, lo, min(lo + step, total)), sources)
+              for lo in range(0, total, step)]
+    return [_join([b[i] for b in blocks]) for i in range(len(sources))]
+
+
+def _one_hot_seeds(target, examples: int, lo: int, hi: int) -> Tensor:
+    """Seeds lo..hi-1 as [hi - lo, *target.shape]: seed k is 1 at flat per-example position k of
+    every example (`examples` = 1: of the whole target)."""
+    rows = np.zeros((hi - lo, examples, math.prod(target.shape) // examples), target.dtype)
+    rows[np.arange(hi - lo), :, np.arange(lo, hi)] = 1
+    return Tensor._wrap(rows.reshape((hi - lo, *target.shape)))
+
+
+def _walk_one(nodes, target, seeds: Tensor, sources) -> list:
+    """The reference route: the ordinary backward walk for the block's one seed."""
+    grads = backpropagate(nodes, [target], [Tensor._wrap(seeds.numpy()[0].copy())], sources)
+    return [_reshape(g, (1, *g.shape)) if g is not None else None for g in grads]
+
+
+def _walk(nodes, target, seeds: Tensor, sources) -> list:
+    """Cotangents [S, *source.shape] of `sources` for the block of `seeds` [S, *target.shape],
+    one batched VJP call per recorded call (cf. tape.backpropagate, which has no seed axis)."""
+    from adc.runtime.ops import add
+
+    live = {id(s) for s in sources if s.dtype.kind == "f"}
+    relevant = []
+    for node in nodes:
+        if not live.isdisjoint(node.keys):
+            relevant.append(node)
+            live.update(node.output_keys)
+    if id(target) not in live:
+        return [None] * len(sources)
+    count = seeds.shape[0]
+    cts: dict[int, Tensor] = {id(target): seeds}
+    for node in reversed(relevant):
+        incoming = [cts.get(k) for k in node.output_keys]
+        if all(ct is None for ct in incoming):
+            continue
+        derivative = batched_derivative(node.kernel, tuple(i for i, k in enumerate(node.keys) if k in live))
+        if not derivative.wrt:
+            continue
+        incoming = [ct if ct is not None else Tensor._wrap(np.zeros((count, *r.shape), r.dtype))
+                    for ct, r in zip(incoming, node.outputs)]
+        if derivative.needs_call:
+            outgoing = derivative.kernel(*node.primals(), *incoming)
+            outgoing = outgoing if type(outgoing) is tuple else (outgoing,)
+        else:
+            outgoing = [incoming[p] for p in derivative.passthrough]
+        for i, ct in zip(derivative.wrt, outgoing):
+            key = node.keys[i]
+            if key in live:
+                cts[key] = add(cts[key], ct) if key in cts else ct
+    return [cts.get(id(s)) for s in sources]
+
+
+def _join(blocks: list):
+    """The blocks [s, ...] concatenated on the seed axis; None when the source is unconnected
+    (connection does not depend on the seed, so one block tells)."""
+    from adc.runtime.ops import concat
+
+    if blocks[0] is None:
+        return None
+    parts = blocks
+    while len(parts) > 1:
+        parts = [concat(parts[i:i + _JOIN_ARITY], 0) if i + 1 < len(parts) else parts[i]
+                 for i in range(0, len(parts), _JOIN_ARITY)]
+    return parts[0]
+
+
+def _reshape(t, shape: tuple):
+    from adc.runtime.ops import reshape
+
+    return t if t.shape == shape else reshape(t, shape)
+
+
+def batched_derivative(kernel, wanted: tuple[int, ...]) -> Derivative:
+    """The kernel's VJP over a leading seed axis of its cotangents (primal args shared), for the
+    `wanted` params: compiled on first use, like Kernel.derivative."""
+    with _lock:
+        cache = _batched.setdefault(kernel, {})
+        if wanted not in cache:
+            cache[wanted] = _derive_batched(kernel, wanted)
+        return cache[wanted]
+
+
+def _derive_batched(kernel, wanted: tuple[int, ...]) -> Derivative:
+    from adc import driver
+    from adc.ir.core import Module
+    from adc.passes.jacobian import vjp_batched
+
+    module = _module_ir(kernel._owner)
+    _, func, wrt = vjp_batched(module, kernel.signature.name, wanted)
+    if not wrt:
+        return NONE
+    through = passthrough(func, len(kernel.signature.result_types))
+    compiled = driver.jit(Module({func.name: func}, module.name)) if None in through else None
+    return Derivative(compiled[func.name] if compiled else None, tuple(wrt), through)
+
+
+def _check_examples(nodes, target, source, allow: bool) -> None:
+    """batch_jacobian's rule: no call between source and target may mix examples."""
+    crossing = _crossing_calls(_path(nodes, target, source), source)
+    if not crossing:
+        return
+    message = (f"batch_jacobian: target[i] must depend on source[i] only, but examples mix in "
+               f"{', '.join(dict.fromkeys(crossing))} (e.g. a batch normalization): result[i] would be "
+               f"the sum over every k of d target[k] / d source[i], not the Jacobian of example i. Use "
+               f"tape.jacobian for the full Jacobian, or pass allow_cross_example=True to accept that "
+               f"sum (TensorFlow's result).")
+    if not allow:
+        raise ValueError(message)
+    warnings.warn(message, stacklevel=4)
+
+
+def _path(nodes, target, source) -> list[_Node]:
+    """The recorded calls through which `source` reaches `target`, in call order."""
+    reached, forward = {id(source)}, []
+    for node in nodes:
+        if not reached.isdisjoint(node.keys):
+            forward.append(node)
+            reached.update(node.output_keys)
+    needed, path = {id(target)}, []
+    for node in reversed(forward):
+        if not needed.isdisjoint(node.output_keys):
+            path.append(node)
+            needed.update(k for k in node.keys if k in reached)
+    return path[::-1]
+
+
+def _crossing_calls(path: list[_Node], source) -> list[str]:
+    """The names of the calls on `path` whose results mix examples. The examples' axis is followed
+    through each call by its dimension in the kernel's signature (same symbol, or same size; the same
+    position when several match): a result without it mixes them (a reduction over the batch); a
+    call keeping it at axis 0 is asked `depends_across`; elsewhere it is followed as it moves."""
+    axes, crossing = {id(source): 0}, []
+    for node in path:
+        if not isinstance(node.kernel, Kernel):
+            continue    # a Python backward (adc.custom_gradient): not followed, not checked
+        sig = node.kernel.signature
+        mixes = False
+        for o, (key, rtype) in enumerate(zip(node.output_keys, sig.result_types)):
+            for i, k in enumerate(node.keys):
+                if k not in axes:
+                    continue
+                axis = axes[k]
+                found = [j for j, d in enumerate(rtype.shape) if d == sig.param_types[i].shape[axis]]
+                if not found:
+                    mixes = True
+                    continue
+                moved = axis if axis in found else found[0]
+                mixes = mixes or axis == moved == 0 and _depends_across(node.kernel, i, o)
+                axes[key] = moved
+        if mixes:
+            crossing.append(sig.name)
+    return crossing
+
+
+def _depends_across(kernel, param: int, result: int) -> bool:
+    """Whether `result` mixes the examples of `param` along axis 0 (from the IR, cached per kernel)."""
+    from adc.passes.jacobian import depends_across
+    from adc.passes.inline import inline_func
+
+    with _lock:
+        cache = _mixing.setdefault(kernel, {})
+        if (param, result) not in cache:
+            module = _module_ir(kernel._owner)
+            cache[(param, result)] = depends_across(inline_func(module[kernel.signature.name], module),
+                                                    param, result)
+        return cache[(param, result)]

@@ -1,0 +1,29 @@
+"""`adc ir FILE --jacobian KERNEL`: the Jacobian function of one kernel (identity seeds through the batched
+VJP), parseable and verified, and a clear error for an unknown kernel."""
+from adc.ir.parser import parse_module
+from adc.ir.verify import verify
+from tests.cli.test_cli import KERNELS, adc_cmd
+
+
+def test_jacobian_prints_the_jacobian_function():
+    result = adc_cmd("ir", KERNELS, "--jacobian", "dense_relu")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith("func @dense_relu_jacobian(%x: f32[B,I], %w: f32[I,O], %b: f32[O])"
+                                    " -> (f32[B,O,B,I], f32[B,O,I,O], f32[B,O,O])")
+    assert "iota" in result.stdout and "matmul" in result.stdout and "call" not in result.stdout
+    verify(parse_module(result.stdout))
+
+
+def test_jacobian_of_an_unknown_kernel_exits_1_without_traceback():
+    result = adc_cmd("ir", KERNELS, "--jacobian", "nope")
+    assert result.returncode == 1 and result.stdout == ""
+    assert "Traceback" not in result.stderr
+    assert result.stderr.startswith("error: no function @nope to differentiate") and "dense_relu" in result.stderr
+
+
+def test_jacobian_of_a_multi_result_kernel_is_a_located_error(tmp_path):
+    source = tmp_path / "two.adc"
+    source.write_text("def two(x: f32[N]) -> (f32[N], f32[N]):\n    return x, x * x\n")
+    result = adc_cmd("ir", str(source), "--jacobian", "two")
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    assert "two.adc:1:1: error: the Jacobian of @two needs a single result, it has 2" in result.stderr

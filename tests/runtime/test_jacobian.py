@@ -1,0 +1,250 @@
+"""tape.jacobian and tape.batch_jacobian: the guide's Jacobian sections with its numbers, Hessians
+through nested tapes, the cross-example rule, and the errors. Oracles: NumPy formulas, finite
+differences in float64, tape.gradient, and the one-seed-at-a-time route (experimental_use_pfor=False)."""
+import warnings
+
+import numpy as np
+import pytest
+
+import adc
+from tests.conftest import SAMPLES
+
+ROUTES = [True, False]      # experimental_use_pfor: all seeds in one walk, or one walk per seed
+
+
+@pytest.fixture(scope="module")
+def layers():
+    return adc.compile_file(SAMPLES / "layers.adc")
+
+
+def dense(rng, ins, outs, dtype=np.float32):
+    return (adc.Variable((rng.standard_normal((ins, outs)) * 0.5).astype(dtype)),
+            adc.Variable((rng.standard_normal(outs) * 0.1).astype(dtype)))
+
+
+def batch_norm(h):
+    """Training-mode batch normalization in eager ops: every example depends on all of them."""
+    mean = adc.reduce_mean(h, axis=0, keepdims=True)
+    var = adc.reduce_mean((h - mean) ** 2, axis=0, keepdims=True)
+    return (h - mean) * adc.rsqrt(var + 1e-3)
+
+
+@pytest.mark.parametrize("pfor", ROUTES)
+def test_scalar_source_gives_the_targets_shape(pfor):
+    x = adc.constant(np.linspace(-10.0, 10.0, 201).astype(np.float32))
+    delta = adc.Variable(0.0)
+    with adc.GradientTape() as tape:
+        y = adc.nn.sigmoid(x + delta)
+    dy_dx = tape.jacobian(y, delta, experimental_use_pfor=pfor)
+    assert y.shape == dy_dx.shape == (201,)
+    s = 1 / (1 + np.exp(-np.linspace(-10.0, 10.0, 201)))
+    np.testing.assert_allclose(dy_dx.numpy(), s * (1 - s), atol=1e-6)
+
+
+def test_tensor_source_sums_to_the_gradient(layers):
+    rng = np.random.default_rng(1)
+    x = adc.constant(rng.standard_normal((7, 5)).astype(np.float32))
+    kernel, bias = dense(rng, 5, 10)
+    with adc.GradientTape(persistent=True) as tape:
+        y = layers.dense_relu(x, kernel, bias)
+    j = tape.jacobian(y, kernel)
+    assert y.shape == (7, 10) and j.shape == (7, 10, 5, 10)
+    g = tape.gradient(y, kernel)
+    np.testing.assert_allclose(adc.reduce_sum(j, axis=[0, 1]).numpy(), g.numpy(), atol=1e-5)
+    # d y[b, o] / d kernel[i, p] = x[b, i] [o == p] where the unit is active
+    active = (x.numpy() @ kernel.numpy() + bias.numpy()) > 0
+    expected = np.einsum("bo,bi,op->bopi", active, x.numpy(), np.eye(10)).transpose(0, 1, 3, 2)
+    np.testing.assert_allclose(j.numpy(), expected, atol=1e-6)
+
+
+def numpy_gradient(x, w1, b1, w2, b2):
+    """d mean(relu(relu(x w1 + b1) w2 + b2) ** 2) / d w1, in float64: the oracle."""
+    z1 = x @ w1 + b1
+    z2 = np.maximum(z1, 0) @ w2 + b2
+    y = np.maximum(z2, 0)
+    dz1 = ((2 * y / y.size * (z2 > 0)) @ w2.T) * (z1 > 0)
+    return x.T @ dz1
+
+
+def test_hessian_is_symmetric_and_matches_finite_differences_of_the_gradient(layers):
+    rng = np.random.default_rng(2)
+    x = adc.constant(rng.standard_normal((7, 5)).astype(np.float32))
+    (w1, b1), (w2, b2) = dense(rng, 5, 8), dense(rng, 8, 6)
+    with adc.GradientTape() as t2:
+        with adc.GradientTape() as t1:
+            y = layers.dense_relu(layers.dense_relu(x, w1, b1), w2, b2)
+            loss = adc.reduce_mean(y ** 2)
+        g = t1.gradient(loss, w1)
+    h = t2.jacobian(g, w1)
+    assert g.shape == (5, 8) and h.shape == (5, 8, 5, 8)
+    h_mat = h.numpy().reshape(40, 40)
+    np.testing.assert_allclose(h_mat, h_mat.T, atol=1e-6)
+    args = [np.asarray(a, np.float64) for a in (x, w1, b1, w2, b2)]
+    np.testing.assert_allclose(g.numpy(), numpy_gradient(*args), atol=1e-6)
+    step, columns = 1e-6, []
+    for k in range(40):
+        e = step * np.eye(40)[k].reshape(5, 8)
+        columns.append((numpy_gradient(args[0], args[1] + e, *args[2:])
+                        - numpy_gradient(args[0], args[1] - e, *args[2:])).ravel() / (2 * step))
+    assert np.abs(h_mat).max() > 0.05
+    np.testing.assert_allclose(h_mat, np.stack(columns, axis=1), atol=1e-5)
+
+
+def elu_mlp(layers, x, rng, norm=False):
+    (w1, b1), (w2, b2) = dense(rng, 5, 8), dense(rng, 8, 6)
+    tape = adc.GradientTape(persistent=True, watch_accessed_variables=False)
+    with tape:
+        tape.watch(x)
+        h = layers.dense_elu(x, w1, b1)
+        y = layers.dense_elu(batch_norm(h) if norm else h, w2, b2)
+    return tape, y
+
+
+@pytest.mark.parametrize("pfor", ROUTES)
+def test_batch_jacobian_is_the_full_jacobian_summed_over_the_source_batch(layers, pfor):
+    x = adc.constant(np.random.default_rng(3).standard_normal((7, 5)).astype(np.float32))
+    tape, y = elu_mlp(layers, x, np.random.default_rng(4))
+    j = tape.jacobian(y, x)
+    assert j.shape == (7, 6, 7, 5)
+    off_diagonal = j.numpy() * (1 - np.eye(7))[:, None, :, None]
+    assert not off_diagonal.any()
+    jb = tape.batch_jacobian(y, x, experimental_use_pfor=pfor)
+    assert jb.shape == (7, 6, 5)
+    np.testing.assert_allclose(jb.numpy(), j.numpy().sum(axis=2), atol=1e-6)
+    np.testing.assert_allclose(jb.numpy(), np.einsum("bxby->bxy", j.numpy()), atol=1e-6)
+
+
+def test_batch_normalization_mixing_examples_is_detected(layers):
+    x = adc.constant(np.random.default_rng(3).standard_normal((7, 5)).astype(np.float32))
+    tape, y = elu_mlp(layers, x, np.random.default_rng(4), norm=True)
+    j = tape.jacobian(y, x).numpy()
+    assert (j * (1 - np.eye(7))[:, None, :, None]).any()      # the (batch, batch) slices are not diagonal
+    with pytest.raises(ValueError, match="examples mix in eager_reduce_mean.*allow_cross_example=True"):
+        tape.batch_jacobian(y, x)
+    with pytest.warns(UserWarning, match="examples mix"):
+        jb = tape.batch_jacobian(y, x, allow_cross_example=True)
+    # what TensorFlow returns: result[i] = sum over k of d y[k] / d x[i]
+    np.testing.assert_allclose(jb.numpy(), j.sum(axis=0).transpose(1, 0, 2), atol=1e-5)
+
+
+def test_a_compiled_kernel_mixing_examples_is_detected_from_its_ir(kernels_module):
+    x = adc.constant(np.random.default_rng(5).standard_normal((4, 3)).astype(np.float32))
+    with adc.GradientTape(persistent=True) as tape:
+        tape.watch(x)
+        y = kernels_module.batchnorm(adc.tanh(x))
+    with pytest.raises(ValueError, match="examples mix in batchnorm"):
+        tape.batch_jacobian(y, x)
+    with adc.GradientTape(persistent=True) as tape:
+        tape.watch(x)
+        y = adc.transpose(adc.tanh(adc.transpose(x)))      # the example axis moves and comes back
+    np.testing.assert_allclose(tape.batch_jacobian(y, x).numpy(),
+                               np.einsum("bi,ij->bij", 1 - np.tanh(x.numpy()) ** 2, np.eye(3)), atol=1e-6)
+
+
+@pytest.mark.parametrize("pfor", ROUTES)
+def test_reference_batch_jacobian_of_x_squared(pfor):
+    with adc.GradientTape() as g:
+        x = adc.constant([[1., 2.], [3., 4.]])
+        g.watch(x)
+        y = x * x
+    batch_jacobian = g.batch_jacobian(y, x, experimental_use_pfor=pfor)
+    assert batch_jacobian.numpy().tolist() == [[[2, 0], [0, 4]], [[6, 0], [0, 8]]]
+
+
+@pytest.mark.parametrize("pfor", ROUTES)
+def test_reference_higher_order_batch_jacobian_through_nested_tapes(pfor):
+    x = adc.constant([[4, 2], [1, 3]], dtype=np.float32)
+    with adc.GradientTape() as gfg:
+        gfg.watch(x)
+        with adc.GradientTape() as gg:
+            gg.watch(x)
+            y = x * x * x
+        first_order = gg.batch_jacobian(y, x, experimental_use_pfor=pfor)
+    second_order = gfg.batch_jacobian(first_order, x, experimental_use_pfor=pfor)
+    assert first_order.numpy().tolist() == [[[48, 0], [0, 12]], [[3, 0], [0, 27]]]
+    assert second_order.numpy().tolist() == [[[[24, 0], [0, 0]], [[0, 0], [0, 12]]],
+                                             [[[6, 0], [0, 0]], [[0, 0], [0, 18]]]]
+
+
+@pytest.mark.parametrize("pfor", ROUTES)
+def test_unconnected_sources_give_none_or_zeros(pfor):
+    x, z = adc.constant([[1.0, 2.0]]), adc.constant([[3.0, 4.0, 5.0]])
+    with adc.GradientTape(persistent=True) as tape:
+        tape.watch([x, z])
+        y = adc.sin(x)
+    found = tape.jacobian(y, {"x": x, "z": z}, experimental_use_pfor=pfor)
+    assert found["z"] is None and found["x"].shape == (1, 2, 1, 2)
+    zeros = tape.jacobian(y, [z], unconnected_gradients=adc.UnconnectedGradients.ZERO,
+                          experimental_use_pfor=pfor)
+    assert zeros[0].shape == (1, 2, 1, 3) and not zeros[0].numpy().any()
+    assert tape.batch_jacobian(y, z, experimental_use_pfor=pfor) is None
+    zeros = tape.batch_jacobian(y, z, unconnected_gradients="zero", experimental_use_pfor=pfor)
+    assert zeros.shape == (1, 2, 3) and not zeros.numpy().any()
+
+
+def test_routes_and_chunks_agree_on_nested_sources():
+    rng = np.random.default_rng(6)
+    a = adc.Variable(rng.standard_normal((3, 4)).astype(np.float32))
+    b = adc.Variable(rng.standard_normal(4).astype(np.float32))
+    with adc.GradientTape(persistent=True) as tape:
+        y = adc.tanh(a * adc.sin(b) + a) * adc.reduce_sum(b)
+    reference = tape.jacobian(y, {"a": a, "pair": (b, a)}, experimental_use_pfor=False)
+    for chunk in (None, 1, 5):
+        found = tape.jacobian(y, {"a": a, "pair": (b, a)}, parallel_iterations=chunk)
+        assert found["pair"][0].shape == (3, 4, 4)
+        for got, want in [(found["a"], reference["a"]), *zip(found["pair"], reference["pair"])]:
+            np.testing.assert_allclose(got.numpy(), want.numpy(), atol=1e-6)
+
+
+def test_non_persistent_tape_computes_one_jacobian():
+    x = adc.constant([[1.0, 2.0]])
+    for method in ("jacobian", "batch_jacobian"):
+        with adc.GradientTape() as tape:
+            tape.watch(x)
+            y = x * 3.0
+        getattr(tape, method)(y, x)
+        with pytest.raises(RuntimeError, match="only be used to compute one set"):
+            getattr(tape, method)(y, x)
+
+
+def test_batch_jacobian_errors():
+    x, v = adc.constant([[1.0, 2.0], [3.0, 4.0]]), adc.constant([1.0, 2.0])
+    with adc.GradientTape(persistent=True) as tape:
+        tape.watch([x, v])
+        y, w = x * 2.0, v * 2.0
+    with pytest.raises(ValueError, match="rank >= 2"):
+        tape.batch_jacobian(w, x)
+    with pytest.raises(ValueError, match="rank >= 2"):
+        tape.batch_jacobian(y, v)
+    with pytest.raises(ValueError, match="first dimension"):
+        tape.batch_jacobian(adc.reshape(y, (1, 4)), x)
+    with pytest.raises(TypeError, match="one adc.Tensor"):
+        tape.jacobian([y], x)
+    with pytest.raises(TypeError, match="sources must be"):
+        tape.jacobian(y, [x, 3.0])
+    with pytest.raises(ValueError, match="parallel_iterations"):
+        tape.jacobian(y, x, parallel_iterations=0)
+
+
+def test_a_variable_target():
+    x = adc.Variable([[1.0, 2.0]])
+    with adc.GradientTape(persistent=True) as tape:
+        tape.watch(x)
+    assert tape.jacobian(x, x).numpy().tolist() == [[[[1, 0]], [[0, 1]]]]
+
+
+def test_a_custom_gradient_call_takes_the_per_seed_route():
+    @adc.custom_gradient
+    def clip_gradients(y):
+        def backward(dy):
+            return adc.clip_by_value(dy, -0.5, 0.5)
+        return y, backward
+
+    x = adc.constant([[1.0, 2.0], [3.0, 4.0]])
+    with adc.GradientTape(persistent=True) as tape:
+        tape.watch(x)
+        y = clip_gradients(adc.sin(x)) * 2.0
+    j = tape.jacobian(y, x)
+    expected = np.diag(0.5 * np.cos(x.numpy()).ravel()).reshape(2, 2, 2, 2)   # each seed's 2 is clipped
+    np.testing.assert_allclose(j.numpy(), expected, atol=1e-6)
+    np.testing.assert_allclose(tape.batch_jacobian(y, x).numpy(), np.einsum("bxby->bxy", expected), atol=1e-6)
