@@ -1,8 +1,6 @@
 """tape.jacobian and tape.batch_jacobian: the guide's Jacobian sections with its numbers, Hessians
 through nested tapes, the cross-example rule, and the errors. Oracles: NumPy formulas, finite
 differences in float64, tape.gradient, and the one-seed-at-a-time route (experimental_use_pfor=False)."""
-import warnings
-
 import numpy as np
 import pytest
 
