@@ -130,7 +130,7 @@ class Kernel:
             raise ValueError(f"{self._where(name)} expects rank {ptype.rank} ({ptype}), "
                              f"got an array of shape {array.shape}")
         # a read-only view: the caller's array is neither copied nor frozen
-        return value if isinstance(value, Tensor) else Tensor._wrap(np.ascontiguousarray(array).view())
+        return value if isinstance(value, Tensor) else Tensor._wrap(np.ascontiguousarray(array).reshape(array.shape))
 
     def _lean_dims(self, tensors: list[Tensor]) -> list[int] | None:
         """The dimension symbols' sizes when every parameter dim is a number or a bare symbol

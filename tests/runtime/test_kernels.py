@@ -103,3 +103,11 @@ def test_tensor_is_numpy_backed_and_immutable(kernels_module):
         t.numpy()[0] = 1.0
     assert "adc.Tensor([0.5, 0.5, 0.5, 0.5], shape=(4,), dtype=float32)" == repr(t)
     assert float(kernels_module.mlp_loss(*references.sample_inputs(np.random.default_rng(0))["mlp_loss"])) >= 0
+
+
+def test_python_scalar_arguments_keep_their_rank_under_a_tape():
+    m = adc.compile("def scale(x: f32, y: f32) -> f32:\n    return x * y\n", "scale.adc")
+    x = adc.Variable(2.0)
+    with adc.GradientTape() as tape:
+        z = m.scale(x, 1.5)
+    assert float(tape.gradient(z, x)) == 1.5
