@@ -58,7 +58,7 @@ def vjp(module: Module, name: str, wanted: Iterable[int] | None = None) -> tuple
         raise CompileError(f"no function @{name} to differentiate in {module.name} "
                            f"(functions: {', '.join(module.funcs) or 'none'})")
     primal = inline_func(module[name], module)
-    grad = adjoint(primal, _unique_name(module, f"{name}_vjp"), module.funcs, wanted)
+    grad = adjoint(primal, unique_name(module, f"{name}_vjp"), module.funcs, wanted)
     func = cleanup(grad.func, module.funcs)
     verify_func(func, module.funcs, pass_name="adjoint")
     return module.replace(func), Gradient(func, grad.wrt)
@@ -125,7 +125,8 @@ def _cotangent_names(func: Func) -> list[str]:
         base = "d" + base
 
 
-def _unique_name(module: Module, name: str) -> str:
+def unique_name(module: Module, name: str) -> str:
+    """`name`, or `name` with the first numeric suffix no function of `module` has."""
     candidate, n = name, 1
     while candidate in module.funcs:
         candidate, n = f"{name}{n}", n + 1

@@ -27,7 +27,7 @@ from adc.ir.builder import Builder
 from adc.ir.core import Func, Module, Op, Value
 from adc.ir.types import SymDim
 from adc.ir.verify import verify_func
-from adc.passes.adjoint import _unique_name, cleanup
+from adc.passes.adjoint import unique_name, cleanup
 from adc.passes.batch_rules import batch_rules, with_batch_axis
 from adc.passes.inline import inline_func
 
@@ -49,7 +49,7 @@ def batch(module: Module, name: str, batched: Sequence[bool], name_out: str | No
     if not any(flags):
         raise ValueError(f"batching @{name} needs at least one batched param")
     funcs = dict(module.funcs)      # rules may add batched callees (custom_gradient)
-    out = _batch_func(func, flags, name_out or _unique_name(module, f"{name}_batched"), funcs, axis_name)
+    out = _batch_func(func, flags, name_out or unique_name(module, f"{name}_batched"), funcs, axis_name)
     out = cleanup(out, funcs)
     verify_func(out, funcs, pass_name="batch")
     return Module(funcs, module.name).replace(out), out

@@ -33,7 +33,7 @@ from adc.ir.core import Func, Module, Op, Value
 from adc.ir.ops import OPS
 from adc.ir.types import I64, TensorType, num_elements
 from adc.ir.verify import verify_func
-from adc.passes.adjoint import _unique_name, cleanup, vjp
+from adc.passes.adjoint import unique_name, cleanup, vjp
 from adc.passes.batch import batch
 from adc.passes.inline import inline_func
 
@@ -45,7 +45,7 @@ def vjp_batched(module: Module, name: str, wanted: Iterable[int] | None = None) 
     module, grad = vjp(module, name, wanted)
     primal = len(module[name].params)
     flags = [i >= primal for i in range(len(grad.func.params))]
-    module, func = batch(module, grad.func.name, flags, _unique_name(module, f"{name}_vjp_batched"), "S")
+    module, func = batch(module, grad.func.name, flags, unique_name(module, f"{name}_vjp_batched"), "S")
     return module, func, grad.wrt
 
 
@@ -63,7 +63,7 @@ def jacobian(module: Module, name: str) -> tuple[Module, Func, tuple[int, ...]]:
     params = [b.param(p.name, p.type) for p in func.params]
     rows = b.emit("call", *params, identity_seeds(b, result), callee=pullback.name)
     jacobians = [b.op("reshape", row, shape=result.shape + params[i].type.shape) for row, i in zip(rows, wrt)]
-    out = b.finish(_unique_name(module, f"{name}_jacobian"), jacobians, func.loc)
+    out = b.finish(unique_name(module, f"{name}_jacobian"), jacobians, func.loc)
     out = cleanup(inline_func(out, module), module.funcs)
     verify_func(out, module.funcs, pass_name="jacobian")
     return module.replace(out), out, wrt

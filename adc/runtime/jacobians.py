@@ -33,7 +33,7 @@ import weakref
 
 import numpy as np
 
-from adc.runtime.derivatives import NONE, Derivative, _lock, _module_ir, passthrough
+from adc.runtime.derivatives import NONE, Derivative, _lock, _module_ir, embedded_derivative, passthrough
 from adc.runtime.kernel import Kernel
 from adc.runtime.tape import UnconnectedGradients, _Node, _flatten, _pack, _REUSED, backpropagate
 from adc.runtime.tensor import Tensor
@@ -209,9 +209,18 @@ def batched_derivative(kernel, wanted: tuple[int, ...]) -> Derivative:
 
 
 def _derive_batched(kernel, wanted: tuple[int, ...]) -> Derivative:
-    from adc import driver
-    from adc.ir.core import Module
-    from adc.passes.jacobian import vjp_batched
+    """Batched VJPs are always compiled from the module's IR; a module built without gradients
+    refuses (embedded_derivative raises its LookupError) rather than falling back to it."""
+    embedded_derivative(kernel)
+    try:
+        from adc import driver
+        from adc.ir.core import Module
+        from adc.passes.jacobian import vjp_batched
+    except ImportError as err:
+        raise LookupError(f"No batched gradient for kernel '{kernel.signature.name}': vectorized Jacobians "
+                          f"are compiled from the IR the module carries, which needs the adc compiler's "
+                          f"dependencies ({err}); pass experimental_use_pfor=False to use the embedded "
+                          f"VJP kernels one seed at a time") from None
 
     module = _module_ir(kernel._owner)
     _, func, wrt = vjp_batched(module, kernel.signature.name, wanted)

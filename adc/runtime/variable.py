@@ -45,6 +45,10 @@ class Variable:
     def ndim(self) -> int:
         return self._value.ndim
 
+    @property
+    def size(self) -> int:
+        return self._value.size
+
     def assign(self, value) -> "Variable":
         self._value = self._checked(as_array(value, self.dtype), "assign")
         return self

@@ -91,6 +91,41 @@ def test_no_gradients_build_never_falls_back_to_its_ir(built):
         m.cube.derivative()
 
 
+ROWS = "def rows(a: f32, x: f32[B, N]) -> f32[B, N]:\n    return a * x * x + x\n"
+
+
+@pytest.fixture(scope="module")
+def rows_built(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("rows")
+    return compile_cli(ROWS, tmp)[1], compile_cli(ROWS, tmp, "--no-gradients")[1]
+
+
+@pytest.mark.parametrize("use_pfor", [True, False])
+def test_no_gradients_build_refuses_jacobians_too(rows_built, use_pfor):
+    m = adc.load(rows_built[1])
+    x = adc.Variable(np.ones((2, 3), np.float32))
+    with adc.GradientTape(persistent=True) as t:
+        y = m.rows(2.0, x)
+    for jacobian in (t.jacobian, t.batch_jacobian):
+        with pytest.raises(LookupError, match="'rows'.*--no-gradients"):
+            jacobian(y, x, experimental_use_pfor=use_pfor)
+
+
+def test_jacobians_of_a_loaded_module_match_numpy_and_the_jit(rows_built):
+    x0 = np.random.default_rng(1).standard_normal((3, 4)).astype(np.float32)
+    results = []
+    for module in (adc.load(rows_built[0]), adc.compile(ROWS)):
+        x = adc.Variable(x0)
+        with adc.GradientTape(persistent=True) as t:
+            y = module.rows(1.5, x)
+        results.append((t.jacobian(y, x).numpy(), t.batch_jacobian(y, x).numpy()))
+    want = np.diag((3.0 * x0 + 1.0).ravel()).reshape(3, 4, 3, 4)
+    np.testing.assert_allclose(results[0][0], want, rtol=1e-6)
+    np.testing.assert_allclose(results[0][1], np.einsum("bibj->bij", want), rtol=1e-6)
+    for loaded, jitted in zip(*results):
+        np.testing.assert_array_equal(loaded, jitted)
+
+
 def test_second_order_of_a_loaded_module_is_derived_from_its_ir(built):
     m = adc.load(built[1])
     x = adc.Variable(2.0)

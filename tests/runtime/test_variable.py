@@ -38,3 +38,13 @@ def test_arithmetic_ops_and_kernels_accept_variables():
     m = adc.compile_file(SAMPLES / "kernels.adc")
     np.testing.assert_allclose(m.sigmoid_shift(v, adc.Variable(0.5)).numpy(),
                                1 / (1 + np.exp(-(np.array([1.0, 2.0]) + 0.5))), rtol=1e-6)
+
+
+def test_shape_ops_accept_variables_and_record_through_them():
+    v = adc.Variable(np.arange(6.0, dtype=np.float32).reshape(2, 3))
+    assert v.size == 6
+    with adc.GradientTape() as t:
+        y = adc.reshape(v, (3, -1)) * adc.transpose(v)
+    assert y.shape == (3, 2)
+    a = v.numpy()     # d sum(reshape(v) * vᵀ) = vᵀ reshaped back + reshape(v) transposed back
+    np.testing.assert_allclose(t.gradient(y, v).numpy(), a.T.reshape(2, 3) + a.reshape(3, 2).T)
