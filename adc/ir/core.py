@@ -129,6 +129,20 @@ class Module:
     def __iter__(self) -> Iterator[Func]:
         return iter(self.funcs.values())
 
+    def reachable(self, name: str) -> "Module":
+        """`name` and every function it references, transitively (callees, custom-gradient
+        forwards and backwards): what compiling `name` on its own needs."""
+        order, stack = {}, [name]
+        while stack:
+            func = self.funcs[stack.pop()]
+            if func.name not in order:
+                order[func.name] = func
+                for op in func.ops:
+                    for value in op.attrs.values():
+                        stack += [r for r in (value if isinstance(value, tuple) else (value,))
+                                  if isinstance(r, FuncRef)]
+        return Module({n: f for n, f in self.funcs.items() if n in order}, self.name)
+
     def replace(self, *funcs: Func) -> "Module":
         """A new module with `funcs` substituted (or appended) by name."""
         merged = dict(self.funcs)

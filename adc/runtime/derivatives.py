@@ -111,19 +111,23 @@ def embedded_derivative(kernel) -> Derivative | None:
 
 
 def _derive_from_ir(kernel, wanted: tuple[int, ...] | None) -> Derivative:
-    from adc import driver
-    from adc.ir.core import Module
     from adc.passes.adjoint import vjp
 
     with _lock:
-        module = _module_ir(kernel._owner)
-        _, gradient = vjp(module, kernel.signature.name, wanted)
-        if not gradient.wrt:
-            return NONE
-        func = gradient.func
-        through = passthrough(func, len(kernel.signature.result_types))
-        compiled = driver.jit(Module({func.name: func}, module.name)) if None in through else None
-        return Derivative(compiled[func.name] if compiled else None, gradient.wrt, through)
+        module, gradient = vjp(_module_ir(kernel._owner), kernel.signature.name, wanted)
+        return compiled_derivative(module, gradient.func, gradient.wrt, len(kernel.signature.result_types))
+
+
+def compiled_derivative(module, func, wrt: tuple[int, ...], n_results: int) -> Derivative:
+    """The Derivative whose kernel is `func` of `module` (a VJP from the passes), JIT-compiled with
+    the functions it calls unless it only passes cotangents through."""
+    from adc import driver
+
+    if not wrt:
+        return NONE
+    through = passthrough(func, n_results)
+    compiled = driver.jit(module.reachable(func.name)) if None in through else None
+    return Derivative(compiled[func.name] if compiled else None, tuple(wrt), through)
 
 
 def passthrough(vjp_func, n_results: int) -> tuple[int | None, ...]:

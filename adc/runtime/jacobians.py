@@ -33,7 +33,7 @@ import weakref
 
 import numpy as np
 
-from adc.runtime.derivatives import NONE, Derivative, _lock, _module_ir, embedded_derivative, passthrough
+from adc.runtime.derivatives import Derivative, _lock, _module_ir, compiled_derivative, embedded_derivative
 from adc.runtime.kernel import Kernel
 from adc.runtime.tape import UnconnectedGradients, _Node, _flatten, _pack, _REUSED, backpropagate
 from adc.runtime.tensor import Tensor
@@ -213,22 +213,14 @@ def _derive_batched(kernel, wanted: tuple[int, ...]) -> Derivative:
     refuses (embedded_derivative raises its LookupError) rather than falling back to it."""
     embedded_derivative(kernel)
     try:
-        from adc import driver
-        from adc.ir.core import Module
         from adc.passes.jacobian import vjp_batched
     except ImportError as err:
         raise LookupError(f"No batched gradient for kernel '{kernel.signature.name}': vectorized Jacobians "
                           f"are compiled from the IR the module carries, which needs the adc compiler's "
                           f"dependencies ({err}); pass experimental_use_pfor=False to use the embedded "
                           f"VJP kernels one seed at a time") from None
-
-    module = _module_ir(kernel._owner)
-    _, func, wrt = vjp_batched(module, kernel.signature.name, wanted)
-    if not wrt:
-        return NONE
-    through = passthrough(func, len(kernel.signature.result_types))
-    compiled = driver.jit(Module({func.name: func}, module.name)) if None in through else None
-    return Derivative(compiled[func.name] if compiled else None, tuple(wrt), through)
+    module, func, wrt = vjp_batched(_module_ir(kernel._owner), kernel.signature.name, wanted)
+    return compiled_derivative(module, func, wrt, len(kernel.signature.result_types))
 
 
 def _check_examples(nodes, target, source, allow: bool) -> None:
