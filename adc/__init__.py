@@ -8,6 +8,8 @@
     with adc.GradientTape() as t:                     # records kernel calls and eager ops
         y = adc.sin(x) * x
     t.gradient(y, x)                                  # through each call's compiled VJP kernel
+
+    adc.grad(m.loss), adc.jacobian(m.f), adc.hessian(m.loss)   # derivative kernels, compiled
 """
 from __future__ import annotations
 
@@ -15,6 +17,7 @@ import os
 
 from adc.errors import CompileError, ToolchainError, VerifyError
 from adc.runtime.custom_gradient import custom_gradient
+from adc.runtime.functional import grad, hessian, jacobian
 from adc.runtime.module import LoadError, Module, load
 from adc.runtime.ops import (abs_ as abs, add, cast, clip, clip_by_norm, clip_by_value, concat,
                              convert_to_tensor, cos, divide, elu, equal, exp, expm1, floor, greater,
@@ -31,7 +34,8 @@ __version__ = "0.1.0"
 __all__ = ["CompileError", "GradientTape", "LoadError", "Module", "Tensor", "ToolchainError",
            "UnconnectedGradients", "Variable", "VerifyError", "abs", "add", "cast", "clip", "clip_by_norm",
            "clip_by_value", "compile", "compile_file", "concat", "constant", "convert_to_tensor", "cos",
-           "custom_gradient", "divide", "elu", "equal", "exp", "expm1", "floor", "greater", "greater_equal",
+           "custom_gradient", "divide", "elu", "equal", "exp", "expm1", "floor", "grad", "greater", "greater_equal",
+           "hessian", "jacobian",
            "less", "less_equal", "load", "log", "log1p", "math", "matmul", "maximum", "minimum", "multiply",
            "negative", "nn", "norm", "not_equal", "pow", "reduce_max", "reduce_mean", "reduce_min",
            "reduce_prod", "reduce_sum", "relu", "reshape", "round", "rsqrt", "sigmoid", "sign", "sin",

@@ -5,12 +5,11 @@
   seeds a batch Jacobian. Its matmuls fold the seeds into their rows or columns.
 - `jacobian`: builds the identity seeds of the result's size in IR (iota, eq,
   convert), calls the batched VJP and reshapes to result.shape + param.shape.
-- `depends_across`: whether a result mixes the examples of a param along axis 0,
-  the condition under which a batch Jacobian (per-example seeds) is not the
-  diagonal of the full Jacobian.
+- `gradient`: the VJP of a scalar function at cotangent 1; `hessian`: the
+  Jacobian of the gradient. The runtime's adc.grad / adc.jacobian / adc.hessian
+  compile these.
 
-No new rules: these only compose the passes; `depends_across` is an analysis with
-its own small table of how each op moves the example axis.
+No new rules: these only compose the passes.
 
     func @f(%x: f64[N]) -> f64[N] {       func @f_jacobian(%x: f64[N]) -> f64[N,N] {
       %0 = sin %x : f64[N]       ==>        %0 = iota {axis = 0, dtype = i64, shape = [N,N]} : i64[N,N]
@@ -25,15 +24,15 @@ its own small table of how each op moves the example axis.
 """
 from __future__ import annotations
 
-from typing import Callable, Iterable
+from typing import Iterable
 
 from adc.errors import CompileError
 from adc.ir.builder import Builder
-from adc.ir.core import Func, Module, Op, Value
-from adc.ir.ops import OPS
+from adc.ir.core import Func, Module, Value
 from adc.ir.types import I64, TensorType, num_elements
 from adc.ir.verify import verify_func
-from adc.passes.adjoint import unique_name, cleanup, vjp
+from adc.passes.adjoint import cleanup, unique_name, vjp
+from adc.passes.adjoint_rules import full
 from adc.passes.batch import batch
 from adc.passes.inline import inline_func
 
@@ -49,24 +48,73 @@ def vjp_batched(module: Module, name: str, wanted: Iterable[int] | None = None) 
     return module, func, grad.wrt
 
 
-def jacobian(module: Module, name: str) -> tuple[Module, Func, tuple[int, ...]]:
-    """The function (x...) -> (J_i for i in wrt), J_i of shape result.shape + x_i.shape, of a
-    single-result function `name` (named f"{name}_jacobian", made unique): identity seeds of
-    the result's size through the batched VJP, reshaped. Returns module, function, wrt."""
-    if name in module.funcs and len(module[name].returns) != 1:
-        raise CompileError(f"the Jacobian of @{name} needs a single result, it has "
-                           f"{len(module[name].returns)}", module[name].loc)
-    module, pullback, wrt = vjp_batched(module, name)
-    func = module[name]
+def gradient(module: Module, name: str, wanted: Iterable[int] | None = None,
+             out_name: str | None = None) -> tuple[Module, Func, tuple[int, ...]]:
+    """(x...) -> (df/dx_i for i in wanted) of a function with one scalar float result: its VJP at
+    cotangent 1 (named f"{name}_grad", or `out_name`; made unique). Returns module, function and
+    wanted (default: every float param; one with no path to the result gets zeros)."""
+    func, wanted = _single_result(module, name, "gradient", wanted)
+    result = func.result_types[0]
+    if result.rank:
+        raise CompileError(f"the gradient of @{name} needs a scalar result, it returns {result}: "
+                           f"differentiate a reduction of it, or take its Jacobian", func.loc)
+    module, grad = vjp(module, name, wanted)
+    b = Builder(module.funcs, func.loc)
+    params = [b.param(p.name, p.type) for p in func.params]
+    cts = b.emit("call", *params, full(b, 1.0, result), callee=grad.func.name) if grad.wrt else ()
+    grads = [cts[grad.wrt.index(i)] if i in grad.wrt else full(b, 0.0, params[i].type) for i in wanted]
+    return _finished(module, b.finish(unique_name(module, out_name or f"{name}_grad"), grads, func.loc),
+                     "gradient") + (wanted,)
+
+
+def jacobian(module: Module, name: str, wanted: Iterable[int] | None = None,
+             out_name: str | None = None) -> tuple[Module, Func, tuple[int, ...]]:
+    """The function (x...) -> (J_i for i in wanted), J_i of shape result.shape + x_i.shape, of a
+    single-result function `name` (named f"{name}_jacobian", or `out_name`; made unique): identity
+    seeds of the result's size through the batched VJP, reshaped. Returns module, function and
+    wanted (default: every float param; one with no path to the result gets zeros)."""
+    func, wanted = _single_result(module, name, "Jacobian", wanted)
+    module, pullback, wrt = vjp_batched(module, name, wanted)
     result = func.result_types[0]
     b = Builder(module.funcs, func.loc)
     params = [b.param(p.name, p.type) for p in func.params]
-    rows = b.emit("call", *params, identity_seeds(b, result), callee=pullback.name)
-    jacobians = [b.op("reshape", row, shape=result.shape + params[i].type.shape) for row, i in zip(rows, wrt)]
-    out = b.finish(unique_name(module, f"{name}_jacobian"), jacobians, func.loc)
-    out = cleanup(inline_func(out, module), module.funcs)
-    verify_func(out, module.funcs, pass_name="jacobian")
-    return module.replace(out), out, wrt
+    rows = b.emit("call", *params, identity_seeds(b, result), callee=pullback.name) if wrt else ()
+    jacobians = []
+    for i in wanted:
+        shape = result.shape + params[i].type.shape
+        jacobians.append(b.op("reshape", rows[wrt.index(i)], shape=shape) if i in wrt
+                         else full(b, 0.0, TensorType(params[i].type.dtype, shape)))
+    return _finished(module, b.finish(unique_name(module, out_name or f"{name}_jacobian"), jacobians, func.loc),
+                     "jacobian") + (wanted,)
+
+
+def hessian(module: Module, name: str, param: int) -> tuple[Module, Func]:
+    """(x...) -> d²f / d x_param², of shape x.shape + x.shape, for a function with one scalar
+    float result: the Jacobian of its gradient (named f"{name}_hessian", made unique)."""
+    module, grad, _ = gradient(module, name, [param])
+    module, func, _ = jacobian(module, grad.name, [param], out_name=f"{name}_hessian")
+    return module.replace(func), func
+
+
+def _single_result(module: Module, name: str, what: str, wanted) -> tuple[Func, tuple[int, ...]]:
+    """The function `name`, checked to have one float result, and `wanted` (default every float param)."""
+    if name not in module.funcs:
+        raise CompileError(f"no function @{name} to differentiate in {module.name} "
+                           f"(functions: {', '.join(module.funcs) or 'none'})")
+    func = module[name]
+    if len(func.returns) != 1 or not func.result_types[0].dtype.is_float:
+        results = ", ".join(str(t) for t in func.result_types) or "nothing"
+        raise CompileError(f"the {what} of @{name} needs a single float result, it returns {results}", func.loc)
+    if wanted is None:
+        wanted = (i for i, p in enumerate(func.params) if p.type.dtype.is_float)
+    return func, tuple(wanted)
+
+
+def _finished(module: Module, func: Func, pass_name: str) -> tuple[Module, Func]:
+    """`func` with the calls the composition made inlined, cleaned up, verified, added to `module`."""
+    func = cleanup(inline_func(func, module), module.funcs)
+    verify_func(func, module.funcs, pass_name=pass_name)
+    return module.replace(func), func
 
 
 def identity_seeds(b: Builder, type: TensorType) -> Value:
@@ -75,131 +123,3 @@ def identity_seeds(b: Builder, type: TensorType) -> Value:
     rows, columns = (b.op("iota", axis=axis, dtype=I64, shape=[n, n]) for axis in (0, 1))
     eye = b.op("convert", b.op("eq", rows, columns), dtype=type.dtype)
     return b.op("reshape", eye, shape=(n,) + type.shape)
-
-
-# ---------------------------------------------------------------- examples mixing
-
-MIXED = -1      # the value depends on the param, but not example by example along one axis
-
-# example_axis_rules[op_name](op, axes) -> the example axis of each result
-#   axes: per operand, None (does not depend on the param), MIXED, or the axis k such that
-#         the operand's entries at index i along k depend on example i of the param only
-# Called when some operand depends on the param; an op without a rule mixes (conservative).
-ExampleAxisRule = Callable[[Op, list["int | None"]], tuple["int | None", ...]]
-example_axis_rules: dict[str, ExampleAxisRule] = {}
-
-
-def depends_across(func: Func, param: int, result: int = 0) -> bool:
-    """True when result[i] may depend on param[j] for some i != j along axis 0 (examples mix),
-    by tracking per value which axis, if any, is still the example axis. Conservative: when
-    unsure (an op without a rule, a call or custom_gradient: inline first; a scalar param), True."""
-    p = func.params[param]
-    axes: dict[Value, int | None] = {p: 0 if p.type.rank else MIXED}
-    for op in func.ops:
-        operand_axes = [axes.get(v) for v in op.operands]
-        if all(a is None for a in operand_axes):
-            continue
-        rule = example_axis_rules.get(op.name)
-        found = rule(op, operand_axes) if rule and MIXED not in operand_axes else (MIXED,) * len(op.results)
-        axes.update(zip(op.results, found))
-    return axes.get(func.returns[result]) not in (None, 0)
-
-
-def _one(axes: list) -> int:
-    """The common example axis of the operands that depend on the param, or MIXED."""
-    found = {a for a in axes if a is not None}
-    return found.pop() if len(found) == 1 else MIXED
-
-
-def elementwise_example_axis(op, axes):
-    # f(x)[i] uses x[i] only: the axis stays where it is (all dependent operands must agree)
-    return (_one(axes),)
-
-
-for _name, _opdef in OPS.items():
-    if "elementwise" in _opdef.traits:
-        example_axis_rules[_name] = elementwise_example_axis
-
-
-def broadcast_example_axis(op, axes):
-    # axis k moves to dims[k], unless a size-1 example axis is stretched (every example is example 0)
-    (k,), x = axes, op.operands[0]
-    target = op.attrs["dims"][k]
-    return (target if x.type.shape[k] == op.attrs["shape"][target] else MIXED,)
-
-
-example_axis_rules["broadcast"] = broadcast_example_axis
-
-
-def reshape_example_axis(op, axes):
-    # kept when a result axis has the same size and the same number of elements before it
-    (k,), shape = axes, op.operands[0].type.shape
-    before = num_elements(shape[:k])
-    new = op.attrs["shape"]
-    for j, size in enumerate(new):
-        if size == shape[k] and num_elements(new[:j]) == before:
-            return (j,)
-    return (MIXED,)
-
-
-example_axis_rules["reshape"] = reshape_example_axis
-
-
-def transpose_example_axis(op, axes):
-    # result axis j is operand axis perm[j]
-    return (list(op.attrs["perm"]).index(axes[0]),)
-
-
-example_axis_rules["transpose"] = transpose_example_axis
-
-
-def slice_example_axis(op, axes):
-    # kept only when the slice takes the whole example axis (an offset pairs i with start + i)
-    (k,), a = axes, op.attrs
-    whole = a["start"][k] == 0 and a["stop"][k] == op.operands[0].type.shape[k] and a["step"][k] == 1
-    return (k if whole else MIXED,)
-
-
-example_axis_rules["slice"] = slice_example_axis
-
-
-def pad_example_axis(op, axes):
-    # kept when nothing is padded along the example axis and the padding value does not depend on it
-    (k, value), a = axes, op.attrs
-    return (k if value is None and a["low"][k] == a["high"][k] == 0 else MIXED,)
-
-
-example_axis_rules["pad"] = pad_example_axis
-
-
-def concat_example_axis(op, axes):
-    # kept when joining along another axis
-    k = _one(axes)
-    return (k if k != op.attrs["axis"] else MIXED,)
-
-
-example_axis_rules["concat"] = concat_example_axis
-
-
-def reduce_example_axis(op, axes):
-    # reducing over the example axis mixes; otherwise it moves left past the reduced axes before it
-    (k,), reduced = axes, op.attrs["axes"]
-    return (MIXED if k in reduced else k - sum(1 for r in reduced if r < k),)
-
-
-for _name, _opdef in OPS.items():
-    if "reduction" in _opdef.traits:
-        example_axis_rules[_name] = reduce_example_axis
-
-
-def matmul_example_axis(op, axes):
-    # (A @ B)[.., m, n] = sum_k A[.., m, k] B[.., k, n]: batch axes and A's rows / B's columns keep
-    # the example axis; the contracted axis mixes
-    rank = op.result.type.rank
-    left, right = axes
-    rows = {None: None, rank - 1: MIXED, rank - 2: rank - 2}.get(left, left)
-    columns = {None: None, rank - 2: MIXED, rank - 1: rank - 1}.get(right, right)
-    return (_one([rows, columns]) if MIXED not in (rows, columns) else MIXED,)
-
-
-example_axis_rules["matmul"] = matmul_example_axis

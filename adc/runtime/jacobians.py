@@ -283,7 +283,7 @@ def _crossing_calls(path: list[_Node], source) -> list[str]:
 
 def _depends_across(kernel, param: int, result: int) -> bool:
     """Whether `result` mixes the examples of `param` along axis 0 (from the IR, cached per kernel)."""
-    from adc.passes.jacobian import depends_across
+    from adc.passes.example_axis import depends_across
     from adc.passes.inline import inline_func
 
     with _lock:

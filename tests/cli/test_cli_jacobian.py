@@ -26,4 +26,4 @@ def test_jacobian_of_a_multi_result_kernel_is_a_located_error(tmp_path):
     source.write_text("def two(x: f32[N]) -> (f32[N], f32[N]):\n    return x, x * x\n")
     result = adc_cmd("ir", str(source), "--jacobian", "two")
     assert result.returncode == 1 and "Traceback" not in result.stderr
-    assert "two.adc:1:1: error: the Jacobian of @two needs a single result, it has 2" in result.stderr
+    assert "two.adc:1:1: error: the Jacobian of @two needs a single float result, it returns" in result.stderr

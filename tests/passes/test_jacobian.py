@@ -24,7 +24,8 @@ from adc.ir.printer import format_func
 from adc.ir.verify import verify
 from adc.passes.adjoint import vjp
 from adc.passes.inline import inline_func
-from adc.passes.jacobian import depends_across, jacobian, vjp_batched
+from adc.passes.example_axis import depends_across
+from adc.passes.jacobian import gradient, hessian, jacobian, vjp_batched
 from tests.passes.test_batch import programs
 
 GOLDEN = Path(__file__).parent / "batch"
@@ -84,7 +85,8 @@ def one_seed_at_a_time(module, name, args, i):
     for k in range(y.size):
         seed = np.zeros(y.size)
         seed[k] = 1.0
-        rows.append(run(out, grad.func.name, *args, seed.reshape(y.shape))[grad.wrt.index(i)])
+        cts = run(out, grad.func.name, *args, seed.reshape(y.shape))
+        rows.append(cts[grad.wrt.index(i)] if i in grad.wrt else np.zeros(args[i].shape))   # unconnected
     return np.stack(rows).reshape(y.shape + args[i].shape)
 
 
@@ -137,7 +139,8 @@ def test_jacobian_of_a_scalar_result_has_the_param_shape(module):
 
 
 @pytest.mark.parametrize("source, name, message", [
-    ("def f(x: f64) -> (f64, f64):\n    return x, x\n", "f", "needs a single result, it has 2"),
+    ("def f(x: f64) -> (f64, f64):\n    return x, x\n", "f", "needs a single float result, it returns f64, f64"),
+    ("def f(x: f64) -> bool:\n    return x > 0.0\n", "f", "needs a single float result, it returns bool"),
     ("def f(x: f64) -> f64:\n    return x\n", "g", "no function @g to differentiate"),
 ])
 def test_jacobian_misuse_is_a_clear_error(source, name, message):
@@ -210,3 +213,41 @@ def test_golden_batched_vjp_ir(path):
 
 def test_golden_cases_exist():
     assert {p.stem for p in GOLDEN_CASES} >= {"dense_relu", "elu_mlp"}
+
+
+# ---------------------------------------------------------------- gradient and hessian
+
+def test_gradient_of_a_scalar_function_against_finite_differences(module):
+    args = inputs("loss")
+    out, func, wanted = gradient(module, "loss")
+    assert func.name == "loss_grad" and wanted == (0, 1)
+    for i, got in zip(wanted, run(out, func.name, *args), strict=True):
+        np.testing.assert_allclose(got, finite_difference_jacobian(module, "loss", args, i), rtol=1e-6, atol=1e-8)
+
+
+def test_hessian_is_the_jacobian_of_the_gradient_and_symmetric(module):
+    args = inputs("loss")
+    out, func = hessian(module, "loss", 0)
+    assert func.name == "loss_hessian" and [str(t) for t in func.result_types] == ["f64[B,N,B,N]"]
+    (got,) = run(out, func.name, *args)
+    grad_module, grad, _ = gradient(module, "loss", [0])
+    np.testing.assert_allclose(got, finite_difference_jacobian(grad_module, grad.name, args, 0), rtol=1e-5, atol=1e-7)
+    np.testing.assert_allclose(got, got.transpose(2, 3, 0, 1), atol=1e-12)
+
+
+def test_unconnected_params_get_zeros_of_their_shape():
+    source = "def f(x: f64[N], y: f64[M], k: i32) -> f64:\n    return sum(x * x)\n"
+    module = compile_source(source, "t.adc")
+    out, func, wanted = gradient(module, "f")
+    assert wanted == (0, 1)                       # the integer param is not differentiated
+    x, y = np.array([1.0, -2.0]), np.arange(3.0)
+    dx, dy = run(out, func.name, x, y, np.int32(1))
+    np.testing.assert_array_equal(dx, 2 * x)
+    np.testing.assert_array_equal(dy, np.zeros(3))
+    out, func, _ = jacobian(module, "f", [1])
+    np.testing.assert_array_equal(run(out, func.name, x, y, np.int32(1))[0], np.zeros(3))
+
+
+def test_gradient_of_a_non_scalar_function_is_a_clear_error(module):
+    with pytest.raises(CompileError, match=r"gradient of @mlp needs a scalar result, it returns f64\[B,O\]"):
+        gradient(module, "mlp")

@@ -1,0 +1,133 @@
+"""adc.grad / adc.jacobian / adc.hessian: compiled derivative kernels of a kernel. Oracles: the tape
+(its own route through the VJPs), float64 central finite differences, closed forms, and the
+guide's clip_gradients 2.0 for a custom gradient; plus the argument errors, raised before compiling."""
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import adc
+from tests.conftest import SAMPLES
+
+SOURCE = """
+def loss(w: f64[N], x: f64[N]) -> f64:
+    return sum(tanh(w * x)) + sum(w * w * w) / 3.0
+
+def layer(x: f64[B, I], w: f64[I, O]) -> f64[B, O]:
+    return elu(x @ w)
+
+def scaled(x: f64[N], k: i32, unused: f64) -> f64:
+    return sum(x * x) * 2.0
+"""
+STEP = 1e-6
+
+
+@pytest.fixture(scope="module")
+def m():
+    return adc.compile(SOURCE, "functional.adc")
+
+
+def central_difference(f, x):
+    """d f(x) / d x, of shape f(x).shape + x.shape, in float64."""
+    y = np.asarray(f(x))
+    out = np.zeros(y.shape + x.shape)
+    for j in np.ndindex(x.shape):
+        e = np.zeros_like(x)
+        e[j] = STEP
+        out[(...,) + j] = (np.asarray(f(x + e)) - np.asarray(f(x - e))) / (2 * STEP)
+    return out
+
+
+def test_grad_matches_the_tape_and_finite_differences(m):
+    rng = np.random.default_rng(0)
+    w, x = rng.standard_normal(4), rng.standard_normal(4)
+    dw, dx = adc.grad(m.loss)(w, x)
+    wv, xv = adc.Variable(w), adc.Variable(x)
+    with adc.GradientTape() as t:
+        y = m.loss(wv, xv)
+    tape_dw, tape_dx = t.gradient(y, [wv, xv])
+    np.testing.assert_allclose(dw.numpy(), tape_dw.numpy(), rtol=1e-14)
+    np.testing.assert_allclose(dx.numpy(), tape_dx.numpy(), rtol=1e-14)
+    np.testing.assert_allclose(dw.numpy(), central_difference(lambda v: m.loss(v, x).numpy(), w), rtol=1e-7)
+
+
+def test_wrt_by_name_index_and_sequence(m):
+    assert str(adc.grad(m.loss, wrt="w").signature) == "loss_grad(w: f64[N], x: f64[N]) -> f64[N]"
+    assert adc.grad(m.loss, wrt=-1).signature.result_types == adc.grad(m.loss, wrt="x").signature.result_types
+    assert len(adc.grad(m.loss, wrt=["x", 0]).signature.result_types) == 2
+    assert adc.grad(m.loss, wrt="w") is adc.grad(m.loss, wrt=0)     # compiled once
+
+
+def test_jacobian_matches_the_tape_and_finite_differences(m):
+    rng = np.random.default_rng(1)
+    x, w = rng.standard_normal((3, 4)), rng.standard_normal((4, 2))
+    jx, jw = adc.jacobian(m.layer)(x, w)
+    assert jx.shape == (3, 2, 3, 4) and jw.shape == (3, 2, 4, 2)
+    xv = adc.Variable(x)
+    with adc.GradientTape() as t:
+        y = m.layer(xv, w)
+    np.testing.assert_allclose(jx.numpy(), t.jacobian(y, xv).numpy(), rtol=1e-14)
+    np.testing.assert_allclose(jw.numpy(), central_difference(lambda v: m.layer(x, v).numpy(), w), rtol=1e-6,
+                               atol=1e-9)
+
+
+def test_hessian_against_finite_differences_of_the_gradient_and_symmetric(m):
+    rng = np.random.default_rng(2)
+    w, x = rng.standard_normal(5), rng.standard_normal(5)
+    h = adc.hessian(m.loss, wrt="w")(w, x).numpy()
+    assert h.shape == (5, 5)
+    dloss = adc.grad(m.loss, wrt="w")
+    np.testing.assert_allclose(h, central_difference(lambda v: dloss(v, x).numpy(), w), rtol=1e-6, atol=1e-9)
+    np.testing.assert_allclose(h, h.T, atol=1e-14)
+    closed_form = np.diag(-2 * x * x * np.tanh(w * x) * (1 - np.tanh(w * x) ** 2) + 2 * w)
+    np.testing.assert_allclose(h, closed_form, rtol=1e-12, atol=1e-14)
+
+
+def test_derivative_kernels_compose_and_record_on_tapes(m):
+    w, x = np.array([0.3, -0.7]), np.array([1.1, 0.4])
+    mixed = adc.jacobian(adc.grad(m.loss, wrt="w"), wrt="x")(w, x).numpy()
+    t = np.tanh(w * x)
+    np.testing.assert_allclose(mixed, np.diag((1 - t * t) - 2 * w * x * t * (1 - t * t)), rtol=1e-12)
+    wv = adc.Variable(w)
+    with adc.GradientTape() as tape:
+        g = adc.grad(m.loss, wrt="w")(wv, x)
+    np.testing.assert_allclose(tape.jacobian(g, wv).numpy(), adc.hessian(m.loss)(w, x).numpy(), rtol=1e-12)
+
+
+def test_unconnected_and_integer_parameters(m):
+    dx, dunused = adc.grad(m.scaled)(np.array([1.0, 2.0]), 3, 0.5)
+    np.testing.assert_array_equal(dx.numpy(), [4.0, 8.0])
+    assert float(dunused) == 0.0
+    with pytest.raises(TypeError, match="parameter 'k' of scaled is i32"):
+        adc.grad(m.scaled, wrt="k")
+
+
+def test_custom_gradients_are_used():
+    cg = adc.compile_file(SAMPLES / "custom_gradients.adc")
+    assert float(adc.grad(cg.clipped_square)(2.0)) == 2.0
+    assert float(adc.grad(cg.log1pexp)(100.0)) == 1.0
+
+
+@pytest.mark.parametrize("call, error, message", [
+    (lambda m: adc.grad(np.sin), TypeError, "expects a compiled adc kernel"),
+    (lambda m: adc.grad(m.loss, wrt="v"), ValueError, r"wrt='v' is not a parameter of loss\(w: f64\[N\], x"),
+    (lambda m: adc.grad(m.loss, wrt=2), ValueError, "wrt=2 is not a parameter"),
+    (lambda m: adc.grad(m.loss, wrt=[]), ValueError, "wrt names no parameter"),
+    (lambda m: adc.grad(m.loss, wrt=["w", 0]), ValueError, "'w' is listed twice"),
+    (lambda m: adc.grad(m.layer), ValueError, r"layer must return a scalar, it returns f64\[B,O\]"),
+    (lambda m: adc.hessian(m.layer, wrt="x"), ValueError, "layer must return a scalar"),
+    (lambda m: adc.hessian(m.loss, wrt=[0, 1]), TypeError, "wrt must be one parameter"),
+])
+def test_argument_errors(m, call, error, message):
+    with pytest.raises(error, match=message):
+        call(m)
+
+
+def test_a_no_gradients_module_refuses(tmp_path):
+    src = tmp_path / "f.adc"
+    src.write_text(SOURCE)
+    subprocess.run([sys.executable, "-m", "adc", "compile", str(src), "-o", str(tmp_path / "f.so"),
+                    "--no-gradients"], check=True)
+    with pytest.raises(LookupError, match="'loss'.*--no-gradients"):
+        adc.grad(adc.load(tmp_path / "f.so").loss)
