@@ -17,7 +17,7 @@ import llvmlite.ir
 
 from adc.abi import (GRADIENTS_DERIVED, GRADIENTS_EMBEDDED, GRADIENTS_NONE, VjpEntry, encode_metadata,
                      seal_file, signature)
-from adc.codegen import aot
+from adc.codegen import aot, externs
 from adc.codegen.jit import JitLibrary
 from adc.codegen.lower import lower_module
 from adc.codegen.target import Target
@@ -87,6 +87,7 @@ def with_vjps(module: Module) -> tuple[Module, tuple[VjpEntry, ...]]:
 
 
 def jit(module: Module, options: Options = Options()) -> RuntimeModule:
+    externs.resolve(module)
     library = JitLibrary(to_llvm(module, options), Target.host())
     return RuntimeModule(library, module.name)
 
@@ -95,7 +96,8 @@ def write_shared_object(module: Module, out_path: str | os.PathLike, options: Op
                         gradients: bool = True) -> None:
     """Compile to a sealed shared object; with `gradients`, each kernel's VJP kernel is exported
     next to it (`adc_kernel_<name>_vjp`), so `adc.load` differentiates without the compiler."""
+    externs.resolve(module)
     target = Target.host(pic=True)
     llvm_module = to_llvm(module, options, GRADIENTS_EMBEDDED if gradients else GRADIENTS_NONE)
-    aot.link_shared_object(aot.emit_object(llvm_module, target), out_path)
+    aot.link_shared_object(aot.emit_object(llvm_module, target), out_path, externs.link_arguments(module))
     seal_file(out_path)

@@ -38,8 +38,9 @@ def emit_assembly(llvm_ir: llvmlite.ir.Module | str, target: Target) -> str:
     return target.target_machine().emit_assembly(_optimized(llvm_ir, target))
 
 
-def link_shared_object(object_bytes: bytes, out_path: str | os.PathLike) -> None:
-    """Link an object into a shared object with the system C compiler driver (`cc`)."""
+def link_shared_object(object_bytes: bytes, out_path: str | os.PathLike, libraries: list[str] = ()) -> None:
+    """Link an object into a shared object with the system C compiler driver (`cc`); `libraries` are
+    further `cc` arguments (see externs.link_arguments). Every symbol must resolve (--no-undefined)."""
     cc = shutil.which("cc")
     if cc is None:
         raise ToolchainError("cannot link a shared object: the C compiler driver `cc` is not on PATH "
@@ -47,8 +48,8 @@ def link_shared_object(object_bytes: bytes, out_path: str | os.PathLike) -> None
     with tempfile.TemporaryDirectory(prefix="adc-") as tmp:
         obj = Path(tmp) / "module.o"
         obj.write_bytes(object_bytes)
-        result = subprocess.run([cc, "-shared", "-o", str(out_path), str(obj), "-lm", "-lpthread"],
-                                capture_output=True, text=True)
+        result = subprocess.run([cc, "-shared", "-Wl,--no-undefined", "-o", str(out_path), str(obj),
+                                 *libraries, "-lm", "-lpthread"], capture_output=True, text=True)
     if result.returncode != 0:
         raise ToolchainError(f"`cc -shared` failed (exit {result.returncode}) linking {out_path}:\n"
                              f"{result.stderr.strip()}")

@@ -152,12 +152,14 @@ Stmt = Union[Assign, Return, Docstring, FuncDef]
 
 @dataclass(frozen=True)
 class ExternDef:
-    """`extern def erf(x: f64) -> f64`: a C function of scalars, applied elementwise to tensors."""
+    """`extern def erf(x: f64) -> f64`: a C function of scalars, applied elementwise to tensors;
+    `extern "libmy.so" def ...` names the shared library that defines it (`library`, as written)."""
 
     name: str
     params: tuple[Param, ...]
     results: tuple[TypeExpr, ...]
     loc: Location
+    library: str | None = None
 
 
 @dataclass(frozen=True)

@@ -405,7 +405,7 @@ class KernelElaborator(Scope):
         shape = self.broadcast_shape([v.type for v in operands])
         gradient = [FuncRef(extern.gradient)] if extern.gradient else []
         return self.b.op("extern_call", *(self.broadcast(v, shape) for v in operands), gradient=gradient,
-                         symbol=e.func)
+                         library=extern.library, symbol=e.func)
 
 
 def _count(n: int, word: str) -> str:

@@ -5,12 +5,17 @@ dtype, applied elementwise to tensors (`extern_call`); `@gradient(f)` attaches i
 VJP, a kernel of the same scalars plus the cotangent, scoped to the module (the
 analogue of tf.RegisterGradient). Every call of `f` then carries `gradient = [@g]`:
 
-    extern def erf(x: f64) -> f64            %0 = extern_call %x {gradient = [@erf_grad], symbol = "erf"} : f64[N]
-    @gradient(erf)
+    extern def erf(x: f64) -> f64            %0 = extern_call %x {gradient = [@erf_grad], library = "",
+    @gradient(erf)                                                   symbol = "erf"} : f64[N]
     def erf_grad(x: f64, dy: f64) -> f64: ...
+
+`extern "lib/libmy.so" def f(...)` names the shared library that defines `f`: a path
+(with a '/') is taken relative to the source file's folder and stored absolute; a bare
+name ("libfoo.so.1") is left to the dynamic loader's search. No library: libm or the process.
 """
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 
 from adc.errors import CompileError
@@ -27,6 +32,7 @@ class Extern:
     params: tuple[str, ...]
     dtype: DType
     gradient: str | None
+    library: str = ""       # "" for libm and the process
 
 
 def decorator_of(fdef: ast.FuncDef) -> ast.Decorator | None:
@@ -62,10 +68,18 @@ def externs_of(program: ast.Program, kernels: dict[str, ast.FuncDef], builtins) 
         if d.arg in gradients:
             raise CompileError(f"'{d.arg}' already has a gradient, '{gradients[d.arg].name}'", d.loc)
         gradients[d.arg] = fdef
-    return {name: _extern(e, gradients.get(name)) for name, e in decls.items()}
+    return {name: _extern(e, gradients.get(name), program.filename) for name, e in decls.items()}
 
 
-def _extern(e: ast.ExternDef, gradient: ast.FuncDef | None) -> Extern:
+def library_path(library: str | None, filename: str) -> str:
+    """The library as the IR stores it: a path made absolute against the source file's folder, or a bare name."""
+    if not library or "/" not in library:
+        return library or ""
+    folder = os.path.dirname(os.path.abspath(filename)) if os.path.exists(filename) else os.getcwd()
+    return os.path.normpath(os.path.join(folder, os.path.expanduser(library)))
+
+
+def _extern(e: ast.ExternDef, gradient: ast.FuncDef | None, filename: str) -> Extern:
     types = [p.type for p in e.params] + list(e.results)
     dtype = types[0].dtype if types else None
     for t in types:
@@ -75,7 +89,8 @@ def _extern(e: ast.ExternDef, gradient: ast.FuncDef | None) -> Extern:
     if not e.params or len(e.results) != 1:
         raise CompileError(f"external function '{e.name}' must take at least one argument and return one value",
                            e.loc)
-    return Extern(e.name, tuple(p.name for p in e.params), DType(dtype), gradient.name if gradient else None)
+    return Extern(e.name, tuple(p.name for p in e.params), DType(dtype), gradient.name if gradient else None,
+                  library_path(e.library, filename))
 
 
 def _show(t: ast.TypeExpr) -> str:

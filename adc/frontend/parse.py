@@ -176,8 +176,9 @@ class ToAst(Transformer):
         return ast.Decorator(str(name), None if arg is None else str(arg), self._tok_loc(at))
 
     def externdef(self, meta, children):
-        name, params, (results, _) = children
-        return ast.ExternDef(str(name), tuple(params or ()), results, self._loc(meta))
+        library, name, params, (results, _) = children
+        return ast.ExternDef(str(name), tuple(params or ()), results, self._loc(meta),
+                             None if library is None else pyast.literal_eval(str(library)))
 
     def params(self, meta, children):
         return [c for c in children if c is not None]

@@ -218,7 +218,7 @@ eval_rules["custom_gradient"] = custom_gradient_eval
 
 def extern_call_eval(args, attrs, ctx):
     # the C function itself, found in the process (libm is loaded by Python), element by element
-    fn = c_function(attrs["symbol"], args[0].dtype, len(args))
+    fn = c_function(attrs["symbol"], attrs["library"], args[0].dtype, len(args))
     out = np.empty(np.shape(args[0]), args[0].dtype)
     for index in np.ndindex(out.shape):
         out[index] = fn(*(a[index] for a in args))
@@ -229,15 +229,17 @@ eval_rules["extern_call"] = extern_call_eval
 
 
 @lru_cache(maxsize=None)
-def c_function(symbol: str, dtype: np.dtype, arity: int) -> Callable:
-    """The C function `symbol` of this process (or of libm) taking and returning `arity` floats of `dtype`."""
+def c_function(symbol: str, library: str, dtype: np.dtype, arity: int) -> Callable:
+    """The C function `symbol` of shared object `library` ("": this process or libm) taking and
+    returning `arity` floats of `dtype`."""
     c_type = ctypes.c_float if dtype == np.float32 else ctypes.c_double
-    for library in (ctypes.CDLL(name) for name in (None, ctypes.util.find_library("m") or "libm.so.6")):
-        fn = getattr(library, symbol, None)
+    names = (library,) if library else (None, ctypes.util.find_library("m") or "libm.so.6")
+    for lib in (ctypes.CDLL(name) for name in names):
+        fn = getattr(lib, symbol, None)
         if fn is not None:
             fn.restype, fn.argtypes = c_type, [c_type] * arity
             return fn
-    raise LookupError(f"external function '{symbol}' is not defined in this process or in libm")
+    raise LookupError(f"external function '{symbol}' is not defined in {library or 'this process or in libm'}")
 
 
 def run(module: Module, name: str, *args) -> tuple[np.ndarray, ...]:

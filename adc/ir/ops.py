@@ -395,10 +395,12 @@ _register("custom_gradient", "the results of `forward`, differentiated by `backw
 
 
 def _extern_call_rule(types, attrs, funcs):
-    # elementwise C function `symbol` of operands of one float type; `gradient` is [] or [@g] with
+    # elementwise C function `symbol` of operands of one float type, defined in the shared object
+    # `library` ("" for libm and the process); `gradient` is [] or [@g] with
     # g(x_1..x_n, ct) -> (dx_1..dx_n) on scalars of that dtype
     _require(isinstance(attrs["symbol"], str) and attrs["symbol"].isidentifier(),
              f"`symbol` must be a C identifier, got {attrs['symbol']!r}")
+    _require(isinstance(attrs["library"], str), f"`library` must be a string, got {attrs['library']!r}")
     _require(len(types) >= 1, "expected at least one operand")
     t = _same_types(types)
     _require(t.dtype.is_float, f"expected float operands, got {t}")
@@ -412,10 +414,11 @@ def _extern_call_rule(types, attrs, funcs):
     return (t,)
 
 
-_register("extern_call", "the C function `symbol` applied elementwise; `gradient` is its VJP, when one is attached",
-          _example("%x: f64[N]", '  %0 = extern_call %x {gradient = [], symbol = "erf"} : f64[N]\n  return %0',
-                   "f64[N]"),
-          _extern_call_rule, None, ("gradient", "symbol"), traits=("elementwise",))
+_register("extern_call", "the C function `symbol` of shared object `library` (\"\": libm or the process) applied "
+          "elementwise; `gradient` is its VJP, when one is attached",
+          _example("%x: f64[N]", '  %0 = extern_call %x {gradient = [], library = "", symbol = "erf"} : f64[N]\n'
+                   '  return %0', "f64[N]"),
+          _extern_call_rule, None, ("gradient", "library", "symbol"), traits=("elementwise",))
 
 
 def infer_types(name: str, operand_types: Sequence[TensorType], attrs: Mapping[str, Any],

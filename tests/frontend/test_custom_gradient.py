@@ -84,6 +84,6 @@ def test_extern_calls_are_elementwise_and_carry_their_gradient():
                             "def f(x: f64[B, N], y: f64[N]) -> f64[B, N]:\n    return erf(hypot(x, y)) + hypot(1.0, y)\n",
                             "k.adc")
     text = format_func(module["f"], locations=False)
-    assert 'extern_call %x, %0 {gradient = [], symbol = "hypot"} : f64[B,N]' in text
-    assert '{gradient = [@g], symbol = "erf"} : f64[B,N]' in text
-    assert 'extern_call %4, %y {gradient = [], symbol = "hypot"} : f64[N]' in text
+    assert 'extern_call %x, %0 {gradient = [], library = "", symbol = "hypot"} : f64[B,N]' in text
+    assert '{gradient = [@g], library = "", symbol = "erf"} : f64[B,N]' in text
+    assert 'extern_call %4, %y {gradient = [], library = "", symbol = "hypot"} : f64[N]' in text

@@ -1,0 +1,57 @@
+"""External functions at link time: load the shared objects that define them, check every symbol.
+
+Codegen declares each `extern_call` symbol as an ordinary C function; this module
+makes sure it exists before any machine code can call it. `resolve` loads each
+`library` of the module into the process (the JIT then binds the symbols) and looks
+every symbol up, so a missing one is a located CompileError at compile time, never
+a jump to address 0 at run time. `link_arguments` tells `cc` how to link them into
+a shared object (the library itself, and a run path to its folder).
+
+    %0 = extern_call %x {gradient = [], library = "/opt/my/libmy.so", symbol = "my_fn"} : f64[N]
+    resolve(module)            # loads /opt/my/libmy.so; CompileError if it lacks my_fn
+    link_arguments(module)     # ["/opt/my/libmy.so", "-Wl,-rpath,/opt/my"]
+"""
+from __future__ import annotations
+
+import ctypes.util
+import functools
+import os
+
+import llvmlite.binding as llvm
+
+from adc.errors import CompileError
+from adc.ir.core import Module, Op
+
+
+@functools.lru_cache(maxsize=None)
+def libm() -> str:
+    return ctypes.util.find_library("m") or "libm.so.6"
+
+
+def extern_calls(module: Module) -> list[Op]:
+    return [op for func in module for op in func.ops if op.name == "extern_call"]
+
+
+def resolve(module: Module) -> None:
+    """Load the libraries the module's external functions name and check that each symbol is defined."""
+    for op in extern_calls(module):
+        library, symbol = op.attrs["library"], op.attrs["symbol"]
+        try:
+            llvm.load_library_permanently(library or libm())
+        except RuntimeError as err:
+            raise CompileError(f"external function '{symbol}': cannot load its library {library!r}: {err}",
+                               op.loc) from None
+        if not llvm.address_of_symbol(symbol):
+            where = f"library {library!r}" if library else "libm or this process"
+            raise CompileError(f"external function '{symbol}' is not defined in {where}", op.loc)
+
+
+def link_arguments(module: Module) -> list[str]:
+    """`cc` arguments that link the libraries of the module's external functions into a shared object."""
+    arguments: list[str] = []
+    for library in dict.fromkeys(op.attrs["library"] for op in extern_calls(module) if op.attrs["library"]):
+        if "/" in library:
+            arguments += [library, f"-Wl,-rpath,{os.path.dirname(library)}"]
+        else:
+            arguments.append(f"-l:{library}")
+    return arguments
