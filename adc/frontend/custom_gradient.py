@@ -49,10 +49,12 @@ def elaborate_custom_gradient(fdef: ast.FuncDef, defs, funcs, externs) -> tuple[
 
 
 class ForwardElaborator(KernelElaborator):
-    """The kernel's statements; its nested def is elaborated where it stands, as the backward."""
+    """The kernel's statements; its nested def becomes the backward when the kernel returns, so a
+    name it uses has its final value, as a Python closure's does."""
 
     def __init__(self, fdef, defs, funcs, externs):
         super().__init__(fdef, defs, funcs, externs)
+        self.backward_def: ast.FuncDef | None = None
         self.backward: BackwardElaborator | None = None
         self.saved: list[Value] = []
 
@@ -65,21 +67,23 @@ class ForwardElaborator(KernelElaborator):
         return self.backward.func(name)
 
     def nested_def(self, stmt: ast.FuncDef) -> None:
-        if self.backward is not None:
+        if self.backward_def is not None:
             raise CompileError(f"'{self.fdef.name}' already defines its backward, "
-                               f"'{self.backward.fdef.name}'", stmt.loc)
-        self.backward = BackwardElaborator(stmt, self)
-        self.backward.run_backward()
+                               f"'{self.backward_def.name}'", stmt.loc)
+        self.backward_def = stmt
 
     def returns(self, stmt: ast.Return, declared: list[TensorType]) -> list[Value]:
-        if self.backward is None:
+        if self.backward_def is None:
             raise CompileError(f"@custom_gradient kernel '{self.fdef.name}' defines no backward: add "
                                "`def backward(dy...)` and `return outputs, backward`", self.fdef.loc)
-        last, name = stmt.values[-1], self.backward.fdef.name
+        last, name = stmt.values[-1], self.backward_def.name
         if not (isinstance(last, ast.Name) and last.id == name):
             raise CompileError(f"a @custom_gradient kernel returns its outputs then its backward: "
                                f"`return ..., {name}`", last.loc)
-        return super().returns(ast.Return(stmt.values[:-1], stmt.loc), declared)
+        outputs = super().returns(ast.Return(stmt.values[:-1], stmt.loc), declared)
+        self.backward = BackwardElaborator(self.backward_def, self)
+        self.backward.run_backward()
+        return outputs
 
 
 class BackwardElaborator(KernelElaborator):

@@ -48,9 +48,13 @@ def custom_gradient(f):
         watcher = _VariableWatcher()
         thread_state.recording.append(watcher)
         try:
-            result, backward = f(*args, **kwargs)
+            returned = f(*args, **kwargs)
         finally:
             thread_state.recording.remove(watcher)
+        if not (isinstance(returned, tuple) and len(returned) == 2 and callable(returned[1])):
+            raise TypeError(f"@adc.custom_gradient {f.__name__} must return (result, backward) with a callable "
+                            f"backward, got {type(returned).__name__}")
+        result, backward = returned
         variables = [v for v in watcher.variables.values() if all(v is not a for a in args)]
         if variables and not _accepts_variables(backward):
             raise TypeError(f"@adc.custom_gradient {f.__name__}: the backward function must accept a "

@@ -62,7 +62,20 @@ def test_misuse_is_a_located_compile_error(source, where, message):
     with pytest.raises(CompileError) as err:
         compile_source(source, "k.adc")
     assert message in str(err.value)
+    line, col = where
     assert (err.value.loc.line, err.value.loc.col) == where, str(err.value)
+    assert str(err.value).splitlines()[1:3] == [source.splitlines()[line - 1], " " * (col - 1) + "^"]
+
+
+def test_the_backward_sees_the_final_value_of_a_name_as_a_python_closure_does():
+    module = compile_source("@custom_gradient\ndef f(x: f64) -> f64:\n    e = x * 2.0\n"
+                            "    def backward(dy: f64) -> f64:\n        return dy * e\n"
+                            "    e = x * 3.0\n    return x, backward\n", "k.adc")
+    from adc.ir.interp import run
+    from adc.passes.adjoint import vjp
+
+    module, grad = vjp(module, "f")
+    assert run(module, grad.func.name, 1.5, 1.0)[0] == 4.5
 
 
 def test_custom_gradient_kernel_elaborates_to_forward_backward_and_node():

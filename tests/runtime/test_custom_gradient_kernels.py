@@ -52,3 +52,52 @@ def test_external_function_gradient_through_the_tape(m):
         y = m.gelu(x)
     want = [0.5 * (1 + erf(a / sqrt(2))) + a * exp(-a * a / 2) / sqrt(2 * pi) for a in x0]
     np.testing.assert_allclose(t.gradient(y, x).numpy(), want, rtol=1e-12)
+
+
+# A backward that is deliberately NOT the derivative of the forward (x³ forward, 10 sin(x) x dy
+# backward): a second derivative must differentiate the user's backward, so it equals the finite
+# differences of g(x) = 10 sin(x) x, not 6x. JIT and a loaded .so alike.
+NOT_THE_DERIVATIVE = '''
+@custom_gradient
+def odd(x: f64[N]) -> f64[N]:
+    def backward(dy: f64[N]) -> f64[N]:
+        return 10.0 * sin(x) * x * dy
+    return x * x * x, backward
+
+def total(x: f64[N]) -> f64:
+    return sum(odd(x * 0.5))
+'''
+
+
+def user_gradient(x):
+    """d total / dx by the user's backward: 0.5 * 10 sin(x/2) (x/2)."""
+    return 5.0 * np.sin(x / 2) * (x / 2)
+
+
+@pytest.fixture(scope="module", params=["jit", "so"])
+def odd_module(request, tmp_path_factory):
+    if request.param == "jit":
+        return adc.compile(NOT_THE_DERIVATIVE, "odd.adc")
+    from adc import driver
+
+    out = tmp_path_factory.mktemp("odd") / "odd.so"
+    driver.write_shared_object(driver.elaborate(NOT_THE_DERIVATIVE, "odd.adc"), out)
+    return adc.load(out)
+
+
+def test_second_order_differentiates_the_users_backward(odd_module):
+    x0 = np.array([-1.3, 0.4, 2.2])
+    x = adc.Variable(x0)
+    with adc.GradientTape() as t2:
+        with adc.GradientTape() as t1:
+            y = odd_module.total(x)
+        g = t1.gradient(y, x)
+    h = t2.jacobian(g, x).numpy()
+    np.testing.assert_allclose(g.numpy(), user_gradient(x0), rtol=1e-14)
+    step, fd = 1e-6, np.empty((3, 3))
+    for k in range(3):
+        e = np.zeros(3)
+        e[k] = step
+        fd[:, k] = (user_gradient(x0 + e) - user_gradient(x0 - e)) / (2 * step)
+    np.testing.assert_allclose(h, fd, rtol=1e-7, atol=1e-9)
+    assert not np.allclose(np.diag(h), 6 * (x0 / 2) * 0.25)     # not the forward's own second derivative
