@@ -93,14 +93,19 @@ def _cmd_ir(args, driver) -> int:
 
 
 def _cmd_info(args, driver) -> int:
+    from adc.ir.parser import parse_module
     from adc.runtime.module import load
 
     info = load(args.file).info
     print(f"{args.file}: adc module '{info.name}' (adc {info.adc_version}), gradients: "
           + GRADIENT_MODES.get(info.gradients, info.gradients))
     vjps = {v.of: v for v in info.vjps}
-    for sig in info.kernels:
+    custom = parse_module(info.ir).custom_gradients() if info.ir else {}
+    parts = {name for pair in custom.values() for name in pair}
+    for sig in (s for s in info.kernels if s.name not in parts):
         print(f"  {sig}")
+        if sig.name in custom:
+            print(f"      custom gradient: forward {custom[sig.name][0]}, backward {custom[sig.name][1]}")
         if sig.name in vjps:
             print(f"      {_gradient_line(sig, vjps[sig.name])}")
     return 0

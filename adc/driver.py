@@ -65,13 +65,14 @@ def to_llvm(module: Module, options: Options = Options(),
 
 
 def with_vjps(module: Module) -> tuple[Module, tuple[VjpEntry, ...]]:
-    """`module` plus the VJP function of each kernel with float results, w.r.t. all its
-    params, and their metadata entries; a kernel the adjoint pass rejects (e.g. an external
+    """`module` plus the VJP function of each kernel with float results (not the forward and
+    backward parts of a custom gradient), w.r.t. all its params, and their metadata entries; a kernel the adjoint pass rejects (e.g. an external
     function with no gradient) gets an entry saying why, and the module still compiles."""
     full, entries = module, []
+    parts = {name for pair in module.custom_gradients().values() for name in pair}
     for func in module:
-        if not any(t.dtype.is_float for t in func.result_types):
-            continue    # never recorded on a tape
+        if func.name in parts or not any(t.dtype.is_float for t in func.result_types):
+            continue    # a custom gradient's forward or backward, or never recorded on a tape
         try:
             extended, gradient = vjp(full, func.name)
         except CompileError as err:

@@ -143,6 +143,12 @@ class Module:
                                   if isinstance(r, FuncRef)]
         return Module({n: f for n, f in self.funcs.items() if n in order}, self.name)
 
+    def custom_gradients(self) -> dict[str, tuple[str, str]]:
+        """kernel -> (forward, backward) of each function made of a `custom_gradient` node: the
+        parts of a `@custom_gradient` kernel, which are not kernels a user calls."""
+        return {func.name: (str(op.attrs["forward"]), str(op.attrs["backward"]))
+                for func in self for op in func.ops if op.name == "custom_gradient"}
+
     def replace(self, *funcs: Func) -> "Module":
         """A new module with `funcs` substituted (or appended) by name."""
         merged = dict(self.funcs)

@@ -222,3 +222,20 @@ def test_kernel_without_a_gradient_still_compiles_and_says_why_when_differentiat
     with pytest.raises(LookupError, match=r"kernel 'f' in .*ext\.so: ext\.adc:4:12: error: no gradient for "
                                           r"external function 'erf'"):
         t.gradient(y, x)
+
+
+def test_adc_info_shows_custom_gradients_and_kernels_without_a_gradient(tmp_path):
+    source = (SAMPLES / "custom_gradients.adc").read_text() + (
+        "\nextern def erfc(x: f64) -> f64\n\ndef tail(x: f64) -> f64:\n    return erfc(x)\n")
+    _, so = compile_cli(source, tmp_path)
+    info = subprocess.run([sys.executable, "-m", "adc", "info", str(so)], capture_output=True, text=True,
+                          check=True).stdout.splitlines()
+    at = info.index("  clip_gradients(y: f32) -> f32")
+    assert info[at + 1:at + 3] == [
+        "      custom gradient: forward clip_gradients_forward, backward clip_gradients_backward",
+        "      gradient w.r.t. y: clip_gradients_vjp(y: f32, ct: f32) -> f32"]
+    assert not any(line.startswith(("  clip_gradients_forward", "  clip_gradients_backward")) for line in info)
+    line = source.splitlines().index("    return erfc(x)") + 1
+    assert info[-2] == "  tail(x: f64) -> f64"
+    assert info[-1].startswith("      no gradient: ") and info[-1].endswith(
+        f"grads.adc:{line}:12: error: no gradient for external function 'erfc': attach one with @gradient(erfc)")
