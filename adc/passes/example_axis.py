@@ -1,9 +1,11 @@
 """Do the examples of a batch mix? The analysis behind batch_jacobian's cross-example rule.
 
-`depends_across(func, param)` says whether a result's entry i may depend on entry
-j != i of `param` along axis 0 — when it can, a batch Jacobian (per-example seeds)
-is not the diagonal of the full Jacobian. It tracks, per value, which axis is still
-the example axis, with one rule per op in `example_axis_rules`:
+`example_axes(func, param, axis)` says, per result, along which axis its entry i
+depends on entry i of `param` along `axis` only — or MIXED, when an entry may depend
+on several examples, and then a batch Jacobian (per-example seeds) is not the
+diagonal of the full Jacobian; `depends_across` asks it for axis 0. It tracks, per
+value, which axis is still the example axis, with one rule per op in
+`example_axis_rules`:
 
     %0 = tanh %x           example axis 0 -> 0      (elementwise)
     %1 = transpose %0      axis 0 -> 1
@@ -27,12 +29,13 @@ ExampleAxisRule = Callable[[Op, list["int | None"]], tuple["int | None", ...]]
 example_axis_rules: dict[str, ExampleAxisRule] = {}
 
 
-def depends_across(func: Func, param: int, result: int = 0) -> bool:
-    """True when result[i] may depend on param[j] for some i != j along axis 0 (examples mix),
-    by tracking per value which axis, if any, is still the example axis. Conservative: when
-    unsure (an op without a rule, a call or custom_gradient: inline first; a scalar param), True."""
+def example_axes(func: Func, param: int, axis: int = 0) -> tuple[int | None, ...]:
+    """Per result of `func`: None when it does not depend on `param`, the axis k along which its
+    entry i depends on entry i of `param` along `axis` only, or MIXED. Tracks per value which
+    axis, if any, is still the example axis. Conservative: when unsure (an op without a rule, a
+    call or custom_gradient: expand and inline first; a scalar param), MIXED."""
     p = func.params[param]
-    axes: dict[Value, int | None] = {p: 0 if p.type.rank else MIXED}
+    axes: dict[Value, int | None] = {p: axis if p.type.rank else MIXED}
     for op in func.ops:
         operand_axes = [axes.get(v) for v in op.operands]
         if all(a is None for a in operand_axes):
@@ -40,7 +43,12 @@ def depends_across(func: Func, param: int, result: int = 0) -> bool:
         rule = example_axis_rules.get(op.name)
         found = rule(op, operand_axes) if rule and MIXED not in operand_axes else (MIXED,) * len(op.results)
         axes.update(zip(op.results, found))
-    return axes.get(func.returns[result]) not in (None, 0)
+    return tuple(axes.get(v) for v in func.returns)
+
+
+def depends_across(func: Func, param: int, result: int = 0) -> bool:
+    """True when result[i] may depend on param[j] for some i != j along axis 0 (examples mix)."""
+    return example_axes(func, param)[result] not in (None, 0)
 
 
 def _one(axes: list) -> int:

@@ -28,11 +28,13 @@ Invariant: a cotangent in the walk has shape [S, *value.shape] for the block's S
 from __future__ import annotations
 
 import math
+import numbers
 import warnings
 import weakref
 
 import numpy as np
 
+from adc.passes.example_axis import MIXED
 from adc.runtime.derivatives import Derivative, _lock, _module_ir, compiled_derivative, embedded_derivative
 from adc.runtime.kernel import Kernel
 from adc.runtime.tape import UnconnectedGradients, _Node, _flatten, _pack, _REUSED, backpropagate
@@ -41,14 +43,15 @@ from adc.runtime.variable import Variable
 
 _JOIN_ARITY = 8     # blocks joined per concat call: few concat kernels to compile, whatever S is
 _batched: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()    # Kernel -> {wanted: Derivative}
-_mixing: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()     # Kernel -> {(param, result): bool}
+_mixing: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()     # Kernel -> {(param, axis): result axes}
 
 
 def jacobian(tape, target, sources, unconnected_gradients=UnconnectedGradients.NONE,
              parallel_iterations=None, experimental_use_pfor=True):
     """d target[i...] / d source[j...] for each source: shape target.shape + source.shape."""
     target, flat, unconnected, chunk = _arguments("jacobian", target, sources, unconnected_gradients,
-                                                  parallel_iterations)
+                                                  parallel_iterations,
+                                                  experimental_use_pfor=experimental_use_pfor)
     nodes = _take_nodes(tape)
     rows = _rows(nodes, target, flat, 1, chunk, experimental_use_pfor)
     results = []
@@ -64,7 +67,9 @@ def batch_jacobian(tape, target, source, unconnected_gradients=UnconnectedGradie
     from adc.runtime.ops import transpose
 
     target, (source,), unconnected, chunk = _arguments("batch_jacobian", target, [source],
-                                                       unconnected_gradients, parallel_iterations)
+                                                       unconnected_gradients, parallel_iterations,
+                                                       experimental_use_pfor=experimental_use_pfor,
+                                                       allow_cross_example=allow_cross_example)
     if target.ndim < 2 or source.ndim < 2:
         raise ValueError(f"batch_jacobian: target and source need rank >= 2 (a batch axis and at least one "
                          f"more), got target shape {target.shape} and source shape {source.shape}")
@@ -80,7 +85,8 @@ def batch_jacobian(tape, target, source, unconnected_gradients=UnconnectedGradie
     return _reshape(transpose(row, (1, 0, *range(2, row.ndim))), shape)     # [S, b, *x] -> [b, S, *x]
 
 
-def _arguments(what: str, target, sources, unconnected_gradients, parallel_iterations):
+def _arguments(what: str, target, sources, unconnected_gradients, parallel_iterations, **flags):
+    """The arguments checked (ValueError/TypeError naming the parameter) and normalized."""
     if not isinstance(target, (Tensor, Variable)):
         raise TypeError(f"GradientTape.{what}: the target must be one adc.Tensor or adc.Variable, "
                         f"got {type(target).__name__}")
@@ -89,10 +95,16 @@ def _arguments(what: str, target, sources, unconnected_gradients, parallel_itera
         if not isinstance(s, (Tensor, Variable)):
             raise TypeError(f"GradientTape.{what}: the sources must be adc.Tensor or adc.Variable objects "
                             f"(or nested lists, tuples or dicts of them), got {type(s).__name__} {s!r}")
-    if parallel_iterations is not None and (not isinstance(parallel_iterations, int) or parallel_iterations < 1):
+    if parallel_iterations is not None and not (isinstance(parallel_iterations, numbers.Integral)
+                                                and not isinstance(parallel_iterations, bool)
+                                                and parallel_iterations >= 1):
         raise ValueError(f"GradientTape.{what}: parallel_iterations must be a positive int or None, "
                          f"got {parallel_iterations!r}")
-    return target, flat, UnconnectedGradients(unconnected_gradients), parallel_iterations
+    for name, flag in flags.items():
+        if not isinstance(flag, (bool, np.bool_)):
+            raise TypeError(f"GradientTape.{what}: {name} must be True or False, got {flag!r}")
+    return (target, flat, UnconnectedGradients.of(unconnected_gradients, f"GradientTape.{what}"),
+            None if parallel_iterations is None else int(parallel_iterations))
 
 
 def _take_nodes(tape) -> list[_Node]:
@@ -117,9 +129,10 @@ def _unconnected(unconnected: UnconnectedGradients, shape: tuple, source):
 def _rows(nodes, target, sources, examples: int, chunk, use_pfor: bool) -> list:
     """Per source, the cotangents of all seeds stacked as [S, *source.shape] (None: unconnected);
     `examples` > 1 gives batch_jacobian's per-example seeds."""
-    total = math.prod(target.shape) // examples
-    if total == 0:
-        return [Tensor._wrap(np.zeros((0, *s.shape), s.dtype)) for s in sources]
+    total = math.prod(target.shape) // examples if examples else 0
+    if total == 0:      # no seed: nothing to walk, but an unconnected source stays unconnected
+        return [Tensor._wrap(np.zeros((0, *s.shape), s.dtype)) if s is target or _path(nodes, target, s)
+                else None for s in sources]
     batched = use_pfor and all(isinstance(n.kernel, Kernel) for n in nodes)   # not a Python backward
     walk = _walk if batched else _walk_one
     step = (chunk or max(total, 1)) if batched else 1
@@ -224,15 +237,16 @@ def _derive_batched(kernel, wanted: tuple[int, ...]) -> Derivative:
 
 
 def _check_examples(nodes, target, source, allow: bool) -> None:
-    """batch_jacobian's rule: no call between source and target may mix examples."""
-    crossing = _crossing_calls(_path(nodes, target, source), source)
+    """batch_jacobian's rule: no call between source and target may mix examples, and the
+    examples must end on the target's first axis."""
+    crossing = _crossing_calls(_path(nodes, target, source), source, target)
     if not crossing:
         return
     message = (f"batch_jacobian: target[i] must depend on source[i] only, but examples mix in "
-               f"{', '.join(dict.fromkeys(crossing))} (e.g. a batch normalization): result[i] would be "
-               f"the sum over every k of d target[k] / d source[i], not the Jacobian of example i. Use "
-               f"tape.jacobian for the full Jacobian, or pass allow_cross_example=True to accept that "
-               f"sum (TensorFlow's result).")
+               f"{', '.join(dict.fromkeys(crossing))} (e.g. a batch normalization, or a transpose that moves "
+               f"the batch axis): result[i] would be the sum over every k of d target[k] / d source[i], not "
+               f"the Jacobian of example i. Use tape.jacobian for the full Jacobian, or pass "
+               f"allow_cross_example=True to accept that sum (TensorFlow's result).")
     if not allow:
         raise ValueError(message)
     warnings.warn(message, stacklevel=4)
@@ -253,43 +267,41 @@ def _path(nodes, target, source) -> list[_Node]:
     return path[::-1]
 
 
-def _crossing_calls(path: list[_Node], source) -> list[str]:
-    """The names of the calls on `path` whose results mix examples. The examples' axis is followed
-    through each call by its dimension in the kernel's signature (same symbol, or same size; the same
-    position when several match): a result without it mixes them (a reduction over the batch); a
-    call keeping it at axis 0 is asked `depends_across`; elsewhere it is followed as it moves."""
+def _crossing_calls(path: list[_Node], source, target) -> list[str]:
+    """The names of the calls on `path` whose results mix examples, and "the target" when the
+    examples do not end on its axis 0. The examples' axis is followed through each call by the
+    IR analysis `example_axes` (adc/passes/example_axis.py); a call with a Python backward
+    (adc.custom_gradient) is not looked into: its results keep the examples on axis 0."""
     axes, crossing = {id(source): 0}, []
     for node in path:
         if not isinstance(node.kernel, Kernel):
-            continue    # a Python backward (adc.custom_gradient): not followed, not checked
-        sig = node.kernel.signature
-        mixes = False
-        for o, (key, rtype) in enumerate(zip(node.output_keys, sig.result_types)):
-            for i, k in enumerate(node.keys):
-                if k not in axes:
-                    continue
-                axis = axes[k]
-                found = [j for j, d in enumerate(rtype.shape) if d == sig.param_types[i].shape[axis]]
-                if not found:
-                    mixes = True
-                    continue
-                moved = axis if axis in found else found[0]
-                mixes = mixes or axis == moved == 0 and _depends_across(node.kernel, i, o)
-                axes[key] = moved
-        if mixes:
-            crossing.append(sig.name)
+            axes.update((key, 0) for key, out in zip(node.output_keys, node.outputs) if out.ndim)
+            continue
+        found: dict[int, set] = {}
+        for i, k in enumerate(node.keys):
+            if k in axes:
+                for key, axis in zip(node.output_keys, _example_axes(node.kernel, i, axes[k])):
+                    if axis is not None:
+                        found.setdefault(key, set()).add(axis)
+        for key, result_axes in found.items():
+            if len(result_axes) == 1 and MIXED not in result_axes:
+                axes[key] = result_axes.pop()
+            elif node.kernel.signature.name not in crossing:
+                crossing.append(node.kernel.signature.name)
+    if not crossing and axes.get(id(target), 0) != 0:
+        crossing.append(f"the target (the examples end on its axis {axes[id(target)]})")
     return crossing
 
 
-def _depends_across(kernel, param: int, result: int) -> bool:
-    """Whether `result` mixes the examples of `param` along axis 0 (from the IR, cached per kernel)."""
-    from adc.passes.example_axis import depends_across
+def _example_axes(kernel, param: int, axis: int) -> tuple:
+    """Per result of `kernel`, where the examples of `param` along `axis` go (from the IR, cached)."""
+    from adc.passes.example_axis import example_axes
+    from adc.passes.expand import expand_custom_gradients
     from adc.passes.inline import inline_func
 
     with _lock:
         cache = _mixing.setdefault(kernel, {})
-        if (param, result) not in cache:
-            module = _module_ir(kernel._owner)
-            cache[(param, result)] = depends_across(inline_func(module[kernel.signature.name], module),
-                                                    param, result)
-        return cache[(param, result)]
+        if (param, axis) not in cache:
+            module = expand_custom_gradients(_module_ir(kernel._owner))
+            cache[(param, axis)] = example_axes(inline_func(module[kernel.signature.name], module), param, axis)
+        return cache[(param, axis)]

@@ -39,6 +39,15 @@ class UnconnectedGradients(enum.Enum):
     NONE = "none"
     ZERO = "zero"
 
+    @staticmethod
+    def of(value, where: str) -> "UnconnectedGradients":
+        """`value` ('none', 'zero' or a member) as a member; ValueError naming the parameter otherwise."""
+        try:
+            return UnconnectedGradients(value)
+        except ValueError:
+            raise ValueError(f"{where}: unconnected_gradients must be 'none', 'zero' or an "
+                             f"adc.UnconnectedGradients, got {value!r}") from None
+
 
 class _ThreadState(threading.local):
     def __init__(self):
@@ -161,8 +170,7 @@ class GradientTape:
         target does not depend on a source); `output_gradients` replaces the implicit ones."""
         if self._used:
             raise RuntimeError(_REUSED)
-        unconnected = UnconnectedGradients(unconnected_gradients) \
-            if unconnected_gradients is not UnconnectedGradients.NONE else unconnected_gradients
+        unconnected = UnconnectedGradients.of(unconnected_gradients, "GradientTape.gradient")
         if self._recording and not self._persistent:
             self._pop()
         targets = _tensors(target, "target")

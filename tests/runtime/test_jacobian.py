@@ -246,3 +246,114 @@ def test_a_custom_gradient_call_takes_the_per_seed_route():
     expected = np.diag(0.5 * np.cos(x.numpy()).ravel()).reshape(2, 2, 2, 2)   # each seed's 2 is clipped
     np.testing.assert_allclose(j.numpy(), expected, atol=1e-6)
     np.testing.assert_allclose(tape.batch_jacobian(y, x).numpy(), np.einsum("bxby->bxy", expected), atol=1e-6)
+
+
+MOVING = """
+def normalize_then_transpose(x: f64[B, D]) -> f64[D, B]:
+    return transpose(x - mean(x, axis=0))
+
+def tanh_then_transpose(x: f64[B, D]) -> f64[D, B]:
+    return transpose(tanh(x))
+
+def back(y: f64[D, B]) -> f64[B, D]:
+    return transpose(y)
+
+@custom_gradient
+def straight_through(x: f64[B, D]) -> f64[B, D]:
+    def backward(dy: f64[B, D]) -> f64[B, D]:
+        return dy
+    return round(x), backward
+"""
+
+
+@pytest.fixture(scope="module")
+def moving():
+    return adc.compile(MOVING, "moving.adc")
+
+
+def recorded(fn, x):
+    with adc.GradientTape(persistent=True) as tape:
+        tape.watch(x)
+        y = fn(x)
+    return tape, y
+
+
+def test_examples_mixing_behind_a_moved_axis_are_detected(moving):
+    x = adc.constant(np.random.default_rng(7).standard_normal((3, 4)))
+    tape, y = recorded(lambda v: moving.back(moving.normalize_then_transpose(v)), x)
+    assert (tape.jacobian(y, x).numpy() * (1 - np.eye(3))[:, None, :, None]).any()    # it does mix
+    with pytest.raises(ValueError, match="examples mix in normalize_then_transpose"):
+        tape.batch_jacobian(y, x)
+    tape, y = recorded(lambda v: moving.back(moving.tanh_then_transpose(v)), x)     # moves, no mixing
+    np.testing.assert_allclose(tape.batch_jacobian(y, x).numpy(),
+                               np.einsum("bi,ij->bij", 1 - np.tanh(x.numpy()) ** 2, np.eye(4)), rtol=1e-14)
+
+
+@pytest.mark.parametrize("through", ["eager", "kernel"])
+def test_examples_must_end_on_the_targets_first_axis(moving, through):
+    x = adc.constant(np.random.default_rng(8).standard_normal((3, 3)))
+    fn = adc.transpose if through == "eager" else (lambda v: moving.back(v * 1.0))
+    tape, y = recorded(fn, x)
+    with pytest.raises(ValueError, match=r"examples mix in the target \(the examples end on its axis 1\)"):
+        tape.batch_jacobian(y, x)
+
+
+def test_a_compiled_custom_gradient_is_checked_by_its_forward(moving):
+    x = adc.constant(np.random.default_rng(9).standard_normal((3, 2)))
+    tape, y = recorded(lambda v: moving.straight_through(v) * v, x)
+    expected = np.einsum("bi,ij->bij", np.round(x.numpy()) + x.numpy(), np.eye(2))
+    np.testing.assert_allclose(tape.batch_jacobian(y, x).numpy(), expected, rtol=1e-14)
+
+
+def test_an_empty_batch_gives_empty_jacobians_and_unconnected_stays_none():
+    x, u = adc.constant(np.zeros((0, 2))), adc.constant([1.0])
+    tape, y = recorded(adc.sin, x)
+    assert tape.batch_jacobian(y, x).shape == (0, 2, 2)
+    assert tape.jacobian(y, x).shape == (0, 2, 0, 2)
+    assert tape.jacobian(y, u) is None
+    assert tape.jacobian(y, u, unconnected_gradients="zero").shape == (0, 2, 1)
+
+
+@pytest.mark.parametrize("kwargs, error, message", [
+    (dict(unconnected_gradients="bogus"), ValueError, "unconnected_gradients must be 'none', 'zero'"),
+    (dict(experimental_use_pfor="no"), TypeError, "experimental_use_pfor must be True or False, got 'no'"),
+    (dict(allow_cross_example="maybe"), TypeError, "allow_cross_example must be True or False"),
+    (dict(parallel_iterations=True), ValueError, "parallel_iterations must be a positive int or None, got True"),
+    (dict(parallel_iterations=1.5), ValueError, "parallel_iterations must be a positive int"),
+])
+def test_argument_errors_name_the_parameter(kwargs, error, message):
+    x = adc.constant([[1.0, 2.0]])
+    tape, y = recorded(adc.sin, x)
+    with pytest.raises(error, match=message):
+        tape.batch_jacobian(y, x, **kwargs)
+    if "allow_cross_example" not in kwargs:
+        with pytest.raises(error, match=message):
+            tape.jacobian(y, x, **kwargs)
+    assert tape.batch_jacobian(y, x, parallel_iterations=np.int64(1)).shape == (1, 2, 2)
+    with pytest.raises(ValueError, match="GradientTape.gradient: unconnected_gradients must be"):
+        tape.gradient(y, x, unconnected_gradients="bogus")
+
+
+def test_all_seeds_go_through_one_walk_and_parallel_iterations_bounds_them(monkeypatch):
+    """The vectorized route: one walk per block of seeds, each recorded call's batched VJP taking
+    the whole block; parallel_iterations bounds the block; the per-seed route walks once per seed."""
+    from adc.runtime import jacobians
+
+    blocks = []
+    real_walk, real_walk_one = jacobians._walk, jacobians._walk_one
+    monkeypatch.setattr(jacobians, "_walk", lambda nodes, t, seeds, s: blocks.append(seeds.shape[0])
+                        or real_walk(nodes, t, seeds, s))
+    monkeypatch.setattr(jacobians, "_walk_one", lambda nodes, t, seeds, s: blocks.append(("one", seeds.shape[0]))
+                        or real_walk_one(nodes, t, seeds, s))
+    x = adc.constant(np.random.default_rng(10).standard_normal((4, 3)))
+    tape, y = recorded(lambda v: adc.tanh(adc.sin(v) * v), x)
+    full = tape.jacobian(y, x).numpy()
+    assert blocks == [12]
+    blocks.clear()
+    np.testing.assert_array_equal(tape.jacobian(y, x, parallel_iterations=5).numpy(), full)
+    assert blocks == [5, 5, 2]
+    blocks.clear()
+    assert tape.batch_jacobian(y, x).shape == (4, 3, 3) and blocks == [3]     # per-example seeds
+    blocks.clear()
+    np.testing.assert_allclose(tape.jacobian(y, x, experimental_use_pfor=False).numpy(), full, rtol=1e-14)
+    assert blocks == [("one", 1)] * 12
