@@ -1,6 +1,9 @@
 """tape.jacobian on random compositions of eager ops: equal to central finite differences in
-float64, and to the one-seed-at-a-time route (experimental_use_pfor=False)."""
+float64, and to the one-seed-at-a-time route (experimental_use_pfor=False). tape.batch_jacobian
+on random compositions and batch sizes: the diagonal blocks of the full Jacobian when examples
+stay apart, and a ValueError whenever the full Jacobian has a non-zero cross-example block."""
 import numpy as np
+import pytest
 from hypothesis import given, settings, strategies as st
 
 import adc
@@ -16,6 +19,7 @@ STEPS = {
     "row_sum": lambda y: y + adc.reduce_sum(y, axis=1, keepdims=True),
     "column_mean": lambda y: y * adc.reduce_mean(y, axis=0),
 }
+MIXING = {"column_mean"}        # the one step that makes example i depend on the others
 
 
 def composition(names, x):
@@ -42,3 +46,24 @@ def test_jacobian_matches_finite_differences_and_the_per_seed_route(names, value
         difference = composition(names, adc.constant(x0 + e)).numpy() - composition(names, adc.constant(x0 - e)).numpy()
         columns.append(difference / (2 * step))
     np.testing.assert_allclose(j, np.stack(columns, axis=-1).reshape(SHAPE + SHAPE), rtol=1e-6, atol=1e-6)
+
+
+@settings(max_examples=20, deadline=None)
+@given(names=st.lists(st.sampled_from(sorted(STEPS)), min_size=1, max_size=4), batch=st.integers(1, 4),
+       seed=st.integers(0, 2**16))
+def test_batch_jacobian_is_the_diagonal_of_the_jacobian_or_refuses(names, batch, seed):
+    x = adc.constant(np.random.default_rng(seed).uniform(-1.5, 1.5, (batch, 3)))
+    with adc.GradientTape(persistent=True) as tape:
+        tape.watch(x)
+        y = composition(names, x)
+    full = tape.jacobian(y, x).numpy()                       # (b, 3, b, 3)
+    cross = full * (1 - np.eye(batch))[:, None, :, None]
+    if MIXING.intersection(names):     # the rule is structural: a batch of 1 is refused too
+        assert batch == 1 or np.abs(cross).max() > 1e-9     # the examples really mix here
+        with pytest.raises(ValueError, match="examples mix in eager_reduce_mean"):
+            tape.batch_jacobian(y, x)
+        return
+    assert not cross.any()
+    for pfor in (True, False):
+        np.testing.assert_allclose(tape.batch_jacobian(y, x, experimental_use_pfor=pfor).numpy(),
+                                   np.einsum("bibj->bij", full), rtol=1e-12, atol=1e-14)
