@@ -86,7 +86,8 @@ def _cmd_ir(args, driver) -> int:
         optimized = driver.optimize(module, options)
         text = format_module(optimized if args.emit == "opt" else module)
     else:
-        library = JitLibrary(driver.to_llvm(module, options), Target.host())
+        target = Target.host()
+        library = JitLibrary(driver.to_llvm(module, target, options), target)
         text = library.llvm_ir if args.emit == "llvm" else library.asm()
     sys.stdout.write(text)
     return 0

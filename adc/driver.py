@@ -55,13 +55,13 @@ def optimize(module: Module, options: Options = Options()) -> Module:
                         print_after=set(options.print_after), out=options.out or sys.stderr)
 
 
-def to_llvm(module: Module, options: Options = Options(),
+def to_llvm(module: Module, target: Target, options: Options = Options(),
             gradients: str = GRADIENTS_DERIVED) -> llvmlite.ir.Module:
     """Lower a module to LLVM IR, embedding its metadata (signatures and IR text); with
     `gradients="embedded"`, also the VJP kernel of each kernel (see `with_vjps`)."""
     full, vjps = with_vjps(module) if gradients == GRADIENTS_EMBEDDED else (module, ())
     metadata = encode_metadata(module, format_module(full), gradients, vjps)
-    return lower_module(optimize(full, options), metadata)
+    return lower_module(optimize(full, options), metadata, target.vector_bits)
 
 
 def with_vjps(module: Module) -> tuple[Module, tuple[VjpEntry, ...]]:
@@ -89,7 +89,8 @@ def with_vjps(module: Module) -> tuple[Module, tuple[VjpEntry, ...]]:
 
 def jit(module: Module, options: Options = Options()) -> RuntimeModule:
     externs.resolve(module)
-    library = JitLibrary(to_llvm(module, options), Target.host())
+    target = Target.host()
+    library = JitLibrary(to_llvm(module, target, options), target)
     return RuntimeModule(library, module.name)
 
 
@@ -99,6 +100,6 @@ def write_shared_object(module: Module, out_path: str | os.PathLike, options: Op
     next to it (`adc_kernel_<name>_vjp`), so `adc.load` differentiates without the compiler."""
     externs.resolve(module)
     target = Target.host(pic=True)
-    llvm_module = to_llvm(module, options, GRADIENTS_EMBEDDED if gradients else GRADIENTS_NONE)
+    llvm_module = to_llvm(module, target, options, GRADIENTS_EMBEDDED if gradients else GRADIENTS_NONE)
     aot.link_shared_object(aot.emit_object(llvm_module, target), out_path, externs.link_arguments(module))
     seal_file(out_path)

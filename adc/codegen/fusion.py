@@ -17,6 +17,15 @@ consumes it. A value is materialized when it is
 A loop nest is *flat* when every element it computes reads its operands at the
 same row-major position (elementwise ops, scalar broadcasts, reshapes): it is
 then one loop over the element count, the best shape for the vectorizer.
+
+A materialized reshape of a materialized value is the same bytes, so it costs no
+loop and no buffer: it is a *view* of its operand's buffer, or, when it is
+returned, its operand is computed straight *into* the output buffer:
+
+    %1 = reshape %ct {shape = [M*S,N]} : f32[M*S,N]     # a view of %ct's buffer
+    %2 = matmul %1, %0 : f32[M*S,K]                     # written into outputs[0] ...
+    %3 = reshape %2 {shape = [S,M,K]} : f32[S,M,K]      # ... which is %3's buffer
+    return %3
 """
 from __future__ import annotations
 
@@ -38,6 +47,8 @@ class Plan:
 
     producers: dict[Value, Op]
     materialized: frozenset[Value]
+    views: dict[Value, Value]       # reshape result -> the operand whose buffer it reads
+    into: dict[Value, Value]        # value -> the returned reshape of it whose output buffer it fills
 
     def is_fused(self, value: Value) -> bool:
         return value not in self.materialized
@@ -84,7 +95,24 @@ def plan(func: Func) -> Plan:
         if op.name == "broadcast" and op.operands[0] not in cheap:
             forced.add(op.operands[0])
     forced.update(v for v, n in uses.items() if n > 1 and v not in cheap)
-    return Plan(producers, frozenset(forced))
+    return Plan(producers, frozenset(forced), *_shared_buffers(func, forced))
+
+
+def _shared_buffers(func: Func, materialized: set[Value]) -> tuple[dict[Value, Value], dict[Value, Value]]:
+    """The reshapes that need no copy: views of their operand, or returned ones whose operand (not a
+    parameter, a view or a returned value itself) is computed into the output buffer."""
+    views: dict[Value, Value] = {}
+    into: dict[Value, Value] = {}
+    for op in func.ops:
+        if op.name != "reshape" or op.result not in materialized or op.operands[0] not in materialized:
+            continue
+        (x,) = op.operands
+        if op.result not in func.returns:
+            views[op.result] = x
+        elif (func.returns.count(op.result) == 1 and x not in func.returns and x not in func.params
+              and x not in views and x not in into):
+            into[x] = op.result
+    return views, into
 
 
 def _cheap_values(func: Func, forced: set[Value]) -> set[Value]:

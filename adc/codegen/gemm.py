@@ -46,14 +46,16 @@ PACK_ALIGN = 64  # one cache line, the widest vector the target may use
 
 @dataclass(frozen=True)
 class Blocking:
-    """Tile sizes of the built-in kernel for one dtype.
+    """Tile sizes of the built-in kernel for one dtype and vector width.
 
     `vl` lanes per vector; the micro-kernel computes `mr` rows x `nr` columns
     (`nr` a multiple of `vl`) with `mr * nr / vl` accumulators, chosen to fill
-    most of the 32 AVX-512 registers and to hide the FMA latency. `kc` x `nc`
-    is the packed block of B, kept on the stack (64 KiB: in L2, one panel in L1).
+    most of the vector registers (32 with AVX-512, 16 with AVX2 or SSE, counting
+    the `nr / vl` panel vectors and one broadcast) and to hide the FMA latency.
+    `kc` x `nc` is the packed block of B, kept on the stack (in L2, one panel in L1).
     """
 
+    dtype: DType
     elem: ir.Type
     vl: int
     mr: int
@@ -74,27 +76,38 @@ class Blocking:
         return self.nr // self.vl
 
 
+# (dtype, vector bits) -> tiles: 8x32 f32 = 16 zmm accumulators; 6x16 f32 = 12 ymm (Haswell..Zen)
 BLOCKINGS = {
-    DType.f32: Blocking(ir.FloatType(), vl=16, mr=8, nr=32, kc=256, nc=64),
-    DType.f64: Blocking(ir.DoubleType(), vl=8, mr=8, nr=16, kc=256, nc=32),
+    (DType.f32, 512): Blocking(DType.f32, ir.FloatType(), vl=16, mr=8, nr=32, kc=256, nc=64),
+    (DType.f64, 512): Blocking(DType.f64, ir.DoubleType(), vl=8, mr=8, nr=16, kc=256, nc=32),
+    (DType.f32, 256): Blocking(DType.f32, ir.FloatType(), vl=8, mr=6, nr=16, kc=256, nc=64),
+    (DType.f64, 256): Blocking(DType.f64, ir.DoubleType(), vl=4, mr=6, nr=8, kc=256, nc=32),
+    (DType.f32, 128): Blocking(DType.f32, ir.FloatType(), vl=4, mr=6, nr=8, kc=256, nc=64),
+    (DType.f64, 128): Blocking(DType.f64, ir.DoubleType(), vl=2, mr=6, nr=4, kc=256, nc=32),
 }
+
+
+def blocking(dtype: DType, vector_bits: int) -> Blocking:
+    """The tiles for `dtype` on a target whose widest vectors have `vector_bits` (Target.vector_bits)."""
+    if (dtype, vector_bits) not in BLOCKINGS:
+        raise ValueError(f"matmul is defined for f32 and f64 with 128-, 256- or 512-bit vectors, "
+                         f"not {dtype} with {vector_bits}")
+    return BLOCKINGS[dtype, vector_bits]
 
 
 def gemm_name(dtype: DType) -> str:
     return f"adc_gemm_{dtype}"
 
 
-def matmul_function(module: ir.Module, dtype: DType) -> ir.Function:
-    """`void adc_gemm_<dtype>(i64 M, i64 N, i64 K, T* A, T* B, T* C)`, defined once per module.
+def matmul_function(module: ir.Module, blk: Blocking) -> ir.Function:
+    """`void adc_gemm_<dtype>(i64 M, i64 N, i64 K, T* A, T* B, T* C)`, defined once per module
+    (with the first blocking asked for: a module is compiled for one target).
 
     Internal to the module. A and B may be the same buffer; C must overlap neither (noalias).
     """
-    name = gemm_name(dtype)
+    name = gemm_name(blk.dtype)
     if name in module.globals:
         return module.globals[name]
-    if dtype not in BLOCKINGS:
-        raise ValueError(f"matmul is defined for f32 and f64, not {dtype}")
-    blk = BLOCKINGS[dtype]
     ptr = blk.elem.as_pointer()
     func = ir.Function(module, ir.FunctionType(ir.VoidType(), [I64, I64, I64, ptr, ptr, ptr]), name)
     func.linkage = "internal"
@@ -108,16 +121,15 @@ def matmul_function(module: ir.Module, dtype: DType) -> ir.Function:
     with builder.if_then(_is_zero(builder, k)):
         _fill_zero(builder, blk, c, builder.mul(m, n))
         builder.ret_void()
-    builder.call(_kernel_function(module, dtype), func.args)
+    builder.call(_kernel_function(module, blk), func.args)
     builder.ret_void()
     return func
 
 
-def _kernel_function(module: ir.Module, dtype: DType) -> ir.Function:
+def _kernel_function(module: ir.Module, blk: Blocking) -> ir.Function:
     """The blocked loop nest for M, N, K > 0 (same signature as adc_gemm_<dtype>)."""
-    blk = BLOCKINGS[dtype]
     ptr = blk.elem.as_pointer()
-    func = _internal_function(module, f"adc_gemm_{dtype}_kernel", [I64, I64, I64, ptr, ptr, ptr])
+    func = _internal_function(module, f"adc_gemm_{blk.dtype}_kernel", [I64, I64, I64, ptr, ptr, ptr])
     m, n, k, a, b, c = func.args
     builder = ir.IRBuilder(func.append_basic_block("entry"))
     packed = builder.alloca(blk.elem, size=blk.kc * blk.nc)
@@ -127,24 +139,23 @@ def _kernel_function(module: ir.Module, dtype: DType) -> ir.Function:
         with for_range(builder, _const(0), k, _const(blk.kc)) as pc:
             kc = _min(builder, _const(blk.kc), builder.sub(k, pc))
             b_block = builder.gep(b, [builder.add(builder.mul(pc, n), jc)])
-            builder.call(_pack_function(module, dtype), [b_block, n, kc, nc, packed])
+            builder.call(_pack_function(module, blk), [b_block, n, kc, nc, packed])
             first = _is_zero(builder, pc)
             a_block = builder.gep(a, [pc])
             c_block = builder.gep(c, [jc])
-            builder.call(_block_function(module, dtype), [m, k, n, kc, nc, a_block, packed, c_block, first])
+            builder.call(_block_function(module, blk), [m, k, n, kc, nc, a_block, packed, c_block, first])
     builder.ret_void()
     return func
 
 
-def _pack_function(module: ir.Module, dtype: DType) -> ir.Function:
+def _pack_function(module: ir.Module, blk: Blocking) -> ir.Function:
     """Copy a kc x nc block of B (row stride ldb) into NR-column panels, zero padded.
 
     Panel p holds columns p*NR .. p*NR+NR-1 as kc rows of NR contiguous
     elements, so the micro-kernel reads whole aligned vectors.
     """
-    blk = BLOCKINGS[dtype]
     ptr = blk.elem.as_pointer()
-    func = _internal_function(module, f"adc_gemm_{dtype}_pack", [ptr, I64, I64, I64, ptr])
+    func = _internal_function(module, f"adc_gemm_{blk.dtype}_pack", [ptr, I64, I64, I64, ptr])
     src, ldb, kc, nc, dst = func.args
     builder = ir.IRBuilder(func.append_basic_block("entry"))
     nr = _const(blk.nr)
@@ -162,18 +173,17 @@ def _pack_function(module: ir.Module, dtype: DType) -> ir.Function:
     return func
 
 
-def _block_function(module: ir.Module, dtype: DType) -> ir.Function:
+def _block_function(module: ir.Module, blk: Blocking) -> ir.Function:
     """All rows of C times one packed block: full MR-row strips, then the leftover rows."""
-    blk = BLOCKINGS[dtype]
     ptr = blk.elem.as_pointer()
-    func = _internal_function(module, f"adc_gemm_{dtype}_block",
+    func = _internal_function(module, f"adc_gemm_{blk.dtype}_block",
                               [I64, I64, I64, I64, I64, ptr, ptr, ptr, I1])
     m = func.args[0]
     builder = ir.IRBuilder(func.append_basic_block("entry"))
     mr = _const(blk.mr)
     full_rows = builder.mul(builder.sdiv(m, mr), mr)
     with for_range(builder, _const(0), full_rows, mr) as row:
-        _strip(builder, module, dtype, blk.mr, row, func.args)
+        _strip(builder, module, blk, blk.mr, row, func.args)
     left = builder.sub(m, full_rows)
     done = func.append_basic_block("done")
     switch = builder.switch(left, done)
@@ -181,20 +191,19 @@ def _block_function(module: ir.Module, dtype: DType) -> ir.Function:
         case = func.append_basic_block(f"rows{rows}")
         switch.add_case(_const(rows), case)
         builder.position_at_end(case)
-        _strip(builder, module, dtype, rows, full_rows, func.args)
+        _strip(builder, module, blk, rows, full_rows, func.args)
         builder.branch(done)
     builder.position_at_end(done)
     builder.ret_void()
     return func
 
 
-def _strip(builder: ir.IRBuilder, module: ir.Module, dtype: DType, rows: int, row: ir.Value, args) -> None:
+def _strip(builder: ir.IRBuilder, module: ir.Module, blk: Blocking, rows: int, row: ir.Value, args) -> None:
     """`rows` rows of C starting at `row`, one micro-kernel call per packed panel.
 
     A panel narrower than NR (the last one) gets the micro-kernel with just
     enough vectors for its width, so e.g. N = 10 does not pay for 32 lanes.
     """
-    blk = BLOCKINGS[dtype]
     _, lda, ldc, kc, nc, a, packed, c, first = args
     nr = _const(blk.nr)
     a_rows = builder.gep(a, [builder.mul(row, lda)])
@@ -210,16 +219,15 @@ def _strip(builder: ir.IRBuilder, module: ir.Module, dtype: DType, rows: int, ro
             case = builder.append_basic_block(f"panel.vectors{count}")
             switch.add_case(_const(count), case)
             builder.position_at_end(case)
-            builder.call(_micro_kernel(module, dtype, rows, count), call_args)
+            builder.call(_micro_kernel(module, blk, rows, count), call_args)
             builder.branch(after)
         builder.position_at_end(after)
 
 
-def _micro_kernel(module: ir.Module, dtype: DType, rows: int, vectors: int) -> ir.Function:
+def _micro_kernel(module: ir.Module, blk: Blocking, rows: int, vectors: int) -> ir.Function:
     """C[rows, :width] (=|+=) A[rows, :kc] @ panel[:kc, :vectors*VL], accumulated in vector registers."""
-    blk = BLOCKINGS[dtype]
     ptr = blk.elem.as_pointer()
-    name = f"adc_gemm_{dtype}_micro{rows}x{vectors}"
+    name = f"adc_gemm_{blk.dtype}_micro{rows}x{vectors}"
     if name in module.globals:
         return module.globals[name]
     func = _internal_function(module, name, [ptr, I64, ptr, I64, ptr, I64, I64, I1])

@@ -42,15 +42,16 @@ ELEMENT_BYTES = {DType.f32: 4, DType.f64: 8, DType.i32: 4, DType.i64: 8, DType.b
 INT_SUFFIX = {DType.f32: "f32", DType.f64: "f64", DType.i32: "i32", DType.i64: "i64"}
 
 
-def lower_module(module: Module, metadata: str) -> ir.Module:
-    """The LLVM module of an inlined, verified IR module, with its metadata and `adc_set_num_threads`."""
+def lower_module(module: Module, metadata: str, vector_bits: int) -> ir.Module:
+    """The LLVM module of an inlined, verified IR module, with its metadata and `adc_set_num_threads`;
+    `vector_bits` (Target.vector_bits) shapes the register tiles of matrix products."""
     llmod = ir.Module(name=module.name)
     for func in module:
         for op in func.ops:
             if op.name not in lower_rules:
                 raise CompileError(f"codegen has no lowering for op '{op.name}' in @{func.name}"
                                    + (" (run the inliner first)" if op.name == "call" else ""), op.loc)
-        _lower_kernel(llmod, func)
+        _lower_kernel(llmod, func, vector_bits)
     _define_metadata(llmod, metadata)
     parallel.define_set_num_threads(llmod)
     return llmod
@@ -73,8 +74,9 @@ class Emitter:
     """
 
     def __init__(self, llmod: ir.Module, func: Func, fusion: Plan, fn: ir.Function, dims: ir.Value,
-                 buffers: dict[Value, ir.Value]):
+                 buffers: dict[Value, ir.Value], vector_bits: int):
         self.llmod, self.func, self.plan, self.buffers, self.dims_ptr = llmod, func, fusion, buffers, dims
+        self.vector_bits = vector_bits
         entry, body = fn.append_basic_block("dims"), fn.append_basic_block("body")
         self.head = ir.IRBuilder(entry)
         self.head.position_before(self.head.branch(body))
@@ -83,6 +85,10 @@ class Emitter:
                         for k, name in enumerate(func.dim_symbols)}
         self._dims: dict[Dim, ir.Value] = {}
         self.memo: dict[tuple[Value, Index], ir.Value] = {}
+
+    def nested(self, fn: ir.Function, dims: ir.Value, buffers: dict[Value, ir.Value]) -> "Emitter":
+        """The emitter of a function outlined from this one (a loop nest, a matmul's rows)."""
+        return Emitter(self.llmod, self.func, self.plan, fn, dims, buffers, self.vector_bits)
 
     def dim(self, d: Dim) -> ir.Value:
         if d not in self._dims:
@@ -125,20 +131,26 @@ class Emitter:
 
 # ---------------------------------------------------------------- kernels
 
-def _lower_kernel(llmod: ir.Module, func: Func) -> None:
+def _lower_kernel(llmod: ir.Module, func: Func, vector_bits: int) -> None:
     fn = ir.Function(llmod, ir.FunctionType(I32, [PTR, PTR, PTR]), f"adc_kernel_{func.name}")
     dims, inputs, outputs = fn.args
     fusion = plan(func)
-    em = Emitter(llmod, func, fusion, fn, dims, {})
+    em = Emitter(llmod, func, fusion, fn, dims, {}, vector_bits)
     for k, p in enumerate(func.params):
         em.buffers[p] = _load_pointer(em.head, inputs, k)
     destinations = [_load_pointer(em.head, outputs, k) for k in range(len(func.returns))]
     for v, dest in zip(func.returns, destinations):
         em.buffers.setdefault(v, dest)
-    temps = [op.result for op in func.ops if op.result in fusion.materialized and op.result not in em.buffers]
+    for value, returned in fusion.into.items():
+        em.buffers[value] = em.buffers[returned]
+    temps = [op.result for op in func.ops if op.result in fusion.materialized and op.result not in em.buffers
+             and op.result not in fusion.views]
     _allocate(em, fn, temps)
+    filled = set(fusion.into.values())          # returned reshapes whose operand wrote their buffer
     for op in func.ops:
-        if op.result in fusion.materialized and op.result not in func.params:
+        if op.result in fusion.views:
+            em.buffers[op.result] = em.buffers[fusion.views[op.result]]
+        elif op.result in fusion.materialized and op.result not in func.params and op.result not in filled:
             _compute_into(em, op.result, em.buffers[op.result])
     for v, dest in zip(func.returns, destinations):
         if em.buffers[v] is not dest:
@@ -197,7 +209,7 @@ def _emit_loop(kernel: Emitter, value: Value, dest: ir.Value, copy: bool) -> Non
     leaves = [value] if copy else kernel.plan.leaves(op)
     flat = copy or kernel.plan.is_flat(op)
     fn = outline(kernel.llmod, "copy" if copy else op.name, 1 + len(leaves))
-    em = Emitter(kernel.llmod, kernel.func, kernel.plan, fn, fn.args[2], dict(zip(leaves, fn.args[4:])))
+    em = kernel.nested(fn, fn.args[2], dict(zip(leaves, fn.args[4:])))
     start, end, out = fn.args[0], fn.args[1], fn.args[3]
     extents = [em.dim(d) for d in value.type.shape]
     dtype = value.type.dtype
@@ -502,7 +514,7 @@ def _reduction(kind: str) -> LowerRule:
         (x,) = op.operands
         leaves = [x] if x in kernel.plan.materialized else kernel.plan.leaves(op)
         fn = outline(kernel.llmod, op.name, 1 + len(leaves))
-        em = Emitter(kernel.llmod, kernel.func, kernel.plan, fn, fn.args[2], dict(zip(leaves, fn.args[4:])))
+        em = kernel.nested(fn, fn.args[2], dict(zip(leaves, fn.args[4:])))
         axes = op.attrs["axes"]
         buffers = [kernel.dims_ptr, dest] + [kernel.buffers[v] for v in leaves]
         if x.type.rank and x.type.rank - 1 not in axes:
@@ -577,25 +589,27 @@ def matmul_lower(kernel: Emitter, op: Op, dest: ir.Value) -> None:
     a, b_ = op.operands
     dtype, shape = a.type.dtype, a.type.shape
     m, k, n = shape[-2], shape[-1], b_.type.shape[-1]
-    rows = _matmul_rows(kernel, dtype, k, n)
+    blk = gemm.blocking(dtype, kernel.vector_bits)
+    rows = _matmul_rows(kernel, blk, k, n)
     sizes = [kernel.dim(d) for d in (m * n, m * k, k * n)]
     work = kernel.b.lshr(kernel.dim(m * k * n), i64(GEMM_WORK_SHIFT))
 
     def call(i: ir.Value) -> None:
         bases = [kernel.element_ptr(base, dtype, kernel.b.mul(i, size, flags=NOWRAP))
                  for base, size in zip((dest, kernel.buffers[a], kernel.buffers[b_]), sizes)]
-        parallel.call_loop(kernel.b, kernel.head, rows, kernel.dim(m), work, gemm.BLOCKINGS[dtype].mr,
+        parallel.call_loop(kernel.b, kernel.head, rows, kernel.dim(m), work, blk.mr,
                            [kernel.dims_ptr, *bases])
     counted_loop(kernel.b, i64(0), kernel.dim(num_elements(shape[:-2])), call)
 
 
-def _matmul_rows(kernel: Emitter, dtype: DType, k: Dim, n: Dim) -> ir.Function:
+def _matmul_rows(kernel: Emitter, blk: gemm.Blocking, k: Dim, n: Dim) -> ir.Function:
     """rows(start, end, dims, C, A, B): C[start:end] = A[start:end] @ B, by the module's gemm."""
     fn = outline(kernel.llmod, "matmul_rows", 3)
-    em = Emitter(kernel.llmod, kernel.func, kernel.plan, fn, fn.args[2], {})
+    em = kernel.nested(fn, fn.args[2], {})
     start, end, _, c, a, b_ = fn.args
     k_, n_ = em.dim(k), em.dim(n)
-    em.b.call(gemm.matmul_function(kernel.llmod, dtype),
+    dtype = blk.dtype
+    em.b.call(gemm.matmul_function(kernel.llmod, blk),
               [em.b.sub(end, start), n_, k_, em.element_ptr(a, dtype, em.b.mul(start, k_, flags=NOWRAP)), b_,
                em.element_ptr(c, dtype, em.b.mul(start, n_, flags=NOWRAP))])
     em.b.ret_void()

@@ -39,6 +39,12 @@ class Target:
         return Target(llvm.get_process_triple(), llvm.get_host_cpu_name(),
                       llvm.get_host_cpu_features().flatten(), pic=pic)
 
+    @property
+    def vector_bits(self) -> int:
+        """The widest SIMD registers the features allow: 512 (AVX-512), 256 (AVX), else 128."""
+        features = set(self.features.split(","))
+        return 512 if "+avx512f" in features else 256 if "+avx" in features else 128
+
     def key(self) -> str:
         """A stable text naming this target, for cache keys."""
         reloc = "pic" if self.pic else "static"

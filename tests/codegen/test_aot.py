@@ -25,7 +25,7 @@ def test_shared_object_matches_jit(tmp_path):
     module = dense_relu()
     func = module["dense_relu"]
     path = tmp_path / "dense.so"
-    aot.link_shared_object(aot.emit_object(lower_module(module, '{"abi": 1}'), Target.host(pic=True)), path)
+    aot.link_shared_object(aot.emit_object(lower_module(module, '{"abi": 1}', Target.host().vector_bits), Target.host(pic=True)), path)
     so = ctypes.CDLL(str(path))
     so_address = ctypes.cast(so.adc_kernel_dense_relu, ctypes.c_void_p).value
     jit = compile_module(module)
@@ -37,7 +37,7 @@ def test_shared_object_matches_jit(tmp_path):
 
 
 def test_assembly_text_names_the_kernel():
-    asm = aot.emit_assembly(lower_module(dense_relu(), "{}"), Target.host())
+    asm = aot.emit_assembly(lower_module(dense_relu(), "{}", Target.host().vector_bits), Target.host())
     assert "adc_kernel_dense_relu:" in asm
 
 

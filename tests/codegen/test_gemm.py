@@ -1,6 +1,7 @@
-"""adc_gemm_<dtype> against NumPy float64 matmul.
+"""adc_gemm_<dtype> against NumPy float64 matmul, for every register blocking (128-, 256- and
+512-bit vectors: LLVM splits vectors wider than the host's, so all three run here).
 
-The harness is minimal on purpose: one llvmlite module holding both gemm
+The harness is minimal on purpose: one llvmlite module per vector width holding both gemm
 functions and exported wrappers, optimized at O3 and JIT-compiled for the host
 CPU with MCJIT, called through ctypes.
 """
@@ -17,6 +18,7 @@ from adc.codegen import gemm
 from adc.ir.types import DType
 
 DTYPES = (DType.f32, DType.f64)
+VECTOR_BITS = (128, 256, 512)
 
 _GEMM_PROTOTYPE = ctypes.CFUNCTYPE(None, ctypes.c_int64, ctypes.c_int64, ctypes.c_int64,
                                    ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p)
@@ -25,13 +27,13 @@ _GEMM_PROTOTYPE = ctypes.CFUNCTYPE(None, ctypes.c_int64, ctypes.c_int64, ctypes.
 class GemmModule:
     """The JIT-compiled test module; `gemm(dtype, a, b)` returns a fresh C."""
 
-    def __init__(self) -> None:
+    def __init__(self, vector_bits: int) -> None:
         llvm.initialize_native_target()
         llvm.initialize_native_asmprinter()
         target = llvm.Target.from_default_triple()
         self.machine = target.create_target_machine(
             cpu=llvm.get_host_cpu_name(), features=llvm.get_host_cpu_features().flatten(), opt=3)
-        module = llvm.parse_assembly(str(_build_module()))
+        module = llvm.parse_assembly(str(_build_module(vector_bits)))
         module.verify()
         pto = llvm.create_pipeline_tuning_options(speed_level=3)
         pass_builder = llvm.create_pass_builder(self.machine, pto)
@@ -51,12 +53,11 @@ class GemmModule:
         return c
 
 
-def _build_module() -> ir.Module:
+def _build_module(vector_bits: int) -> ir.Module:
     module = ir.Module(name="test_gemm")
     module.triple = llvm.get_process_triple()
     for dtype in DTYPES:
-        callee = gemm.matmul_function(module, dtype)
-        assert gemm.matmul_function(module, dtype) is callee
+        callee = gemm.matmul_function(module, gemm.blocking(dtype, vector_bits))
         wrapper = ir.Function(module, callee.function_type, f"call_gemm_{dtype}")
         builder = ir.IRBuilder(wrapper.append_basic_block())
         builder.call(callee, wrapper.args)
@@ -64,10 +65,9 @@ def _build_module() -> ir.Module:
     return module
 
 
-
-@pytest.fixture(scope="module")
-def jit() -> GemmModule:
-    return GemmModule()
+@pytest.fixture(scope="module", params=VECTOR_BITS, ids=lambda bits: f"{bits}bit")
+def jit(request) -> GemmModule:
+    return GemmModule(request.param)
 
 
 SHAPES = [(1, 1, 1), (1, 1, 7), (2, 3, 4), (7, 5, 3), (8, 32, 1), (9, 33, 17), (13, 31, 29),
@@ -143,11 +143,21 @@ def test_old_contents_of_c_are_ignored(jit, dtype):
 
 def test_functions_are_defined_once_per_module():
     module = ir.Module()
-    first = gemm.matmul_function(module, DType.f32)
-    assert gemm.matmul_function(module, DType.f32) is first
-    assert gemm.matmul_function(module, DType.f64) is not first
+    first = gemm.matmul_function(module, gemm.blocking(DType.f32, 256))
+    assert gemm.matmul_function(module, gemm.blocking(DType.f32, 256)) is first
+    assert gemm.matmul_function(module, gemm.blocking(DType.f64, 256)) is not first
 
 
-def test_integer_matmul_is_rejected():
-    with pytest.raises(ValueError, match="f32 and f64"):
-        gemm.matmul_function(ir.Module(), DType.i32)
+@pytest.mark.parametrize("dtype, bits", [(DType.i32, 256), (DType.f32, 1024)])
+def test_unsupported_blockings_are_rejected(dtype, bits):
+    with pytest.raises(ValueError, match="f32 and f64 with 128-, 256- or 512-bit vectors"):
+        gemm.blocking(dtype, bits)
+
+
+@pytest.mark.parametrize("blk", gemm.BLOCKINGS.values(), ids=lambda b: f"{b.dtype}-{b.vl}lanes")
+def test_blockings_fit_the_register_file(blk):
+    """Accumulators + panel vectors + one broadcast within the registers of that width; the packed
+    block a whole number of panels."""
+    registers = 32 if blk.vl * blk.elem_align * 8 == 512 else 16
+    assert blk.mr * blk.vectors_per_row + blk.vectors_per_row + 1 <= registers
+    assert blk.nr % blk.vl == 0 and blk.nc % blk.nr == 0

@@ -39,7 +39,7 @@ def kernel(params: str, body, name: str = "k") -> Module:
 
 
 def compile_module(module: Module) -> JitLibrary:
-    return JitLibrary(lower_module(module, '{"abi": 1}'), Target.host())
+    return JitLibrary(lower_module(module, '{"abi": 1}', Target.host().vector_bits), Target.host())
 
 
 def bind(func, args) -> dict[str, int]:
@@ -306,4 +306,58 @@ def test_a_remaining_call_is_a_located_error():
     y = b2.param("y", parse_type("f32[M]"))
     module = Module({"sq": sq, "k": b2.finish("k", [b2.op("call", y, callee="sq")])})
     with pytest.raises(CompileError, match="'call'"):
-        lower_module(module, "{}")
+        lower_module(module, "{}", 256)
+
+
+# ---------------------------------------------------------------- reshapes share buffers
+
+def reshaped(b, v, *shape):
+    return b.op("reshape", v, shape=list(shape))
+
+
+@pytest.mark.parametrize("case", ["view_into_matmul", "matmul_into_output", "param_returned", "both_returned",
+                                  "view_of_view", "view_read_twice"])
+def test_reshapes_share_buffers_and_compute_the_same(case):
+    """A reshape of a materialized value is a view of its buffer, or its operand is computed into the
+    output buffer; a returned reshape of a parameter or of a returned value is still a copy.
+    Oracle: NumPy on the same arrays."""
+    dims = parse_type("f64[S,M,N]").shape
+    s, m_, n = dims
+    bodies = {
+        "view_into_matmul": ("c: f64[S,M,N], w: f64[N,K]",
+                             lambda b, c, w: b.op("exp", reshaped(b, b.op("matmul", reshaped(b, c, s * m_, n), w),
+                                                                  *c.type.shape[:2], w.type.shape[1]))),
+        "matmul_into_output": ("c: f64[S,M,N], w: f64[N,K]",
+                               lambda b, c, w: reshaped(b, b.op("matmul", reshaped(b, c, s * m_, n), w),
+                                                        *c.type.shape[:2], w.type.shape[1])),
+        "param_returned": ("c: f64[S,M,N], w: f64[N,K]", lambda b, c, w: reshaped(b, c, s * m_, n)),
+        "both_returned": ("c: f64[S,M,N], w: f64[N,K]",
+                          lambda b, c, w: [(y := b.op("matmul", reshaped(b, c, s * m_, n), w)),
+                                           reshaped(b, y, *c.type.shape[:2], w.type.shape[1])]),
+        "view_of_view": ("c: f64[S,M,N], w: f64[N,K]",
+                         lambda b, c, w: b.op("matmul", reshaped(b, reshaped(b, c, s, m_ * n), s * m_, n), w)),
+        "view_read_twice": ("c: f64[S,M,N], w: f64[N,K]",
+                            lambda b, c, w: [(y := reshaped(b, b.op("exp", c), s * m_, n)), b.op("matmul", y, w)]),
+    }
+    params, body = bodies[case]
+    module = kernel(params, body)
+    c, w = randn(2, 3, 4, dtype=np.float64), randn(4, 5, dtype=np.float64)
+    rows = c.reshape(6, 4)
+    want = {"view_into_matmul": [np.exp((rows @ w).reshape(2, 3, 5))],
+            "matmul_into_output": [(rows @ w).reshape(2, 3, 5)], "param_returned": [rows],
+            "both_returned": [rows @ w, (rows @ w).reshape(2, 3, 5)], "view_of_view": [rows @ w],
+            "view_read_twice": [np.exp(rows), np.exp(rows) @ w]}[case]
+    for got, expected in zip(run(module, c, w), want, strict=True):
+        assert_close(got, expected, np.float64)
+
+
+def test_the_batched_matmul_vjp_copies_nothing():
+    """ct reshaped (a view), the matmul written straight into the output: the transpose of w is the
+    one temporary besides the gemm's."""
+    module = kernel("w: f32[K,N], ct: f32[S,M,N]", lambda b, w, ct: reshaped(
+        b, b.op("matmul", reshaped(b, ct, ct.type.shape[0] * ct.type.shape[1], ct.type.shape[2]),
+                b.op("transpose", w, perm=[1, 0])), *ct.type.shape[:2], w.type.shape[0]))
+    func = next(iter(module))
+    fusion = plan(func)
+    flat_ct, product, result = (op.result for op in func.ops if op.name in ("reshape", "matmul"))
+    assert fusion.views == {flat_ct: func.params[1]} and fusion.into == {product: result}
