@@ -192,7 +192,7 @@ def bench_batch_jacobian() -> None:
     params = [v.numpy() for v in (x, w1, b1, w2, b2)]
     torch = optional("torch")
     if torch:
-        tx, tw1, tb1, tw2, tb2 = map(torch.from_numpy, params)
+        tx, tw1, tb1, tw2, tb2 = (torch.from_numpy(p.copy()) for p in params)
         elu = torch.nn.functional.elu
         jac = torch.func.vmap(torch.func.jacrev(lambda v: elu(elu(v @ tw1 + tb1) @ tw2 + tb2)))
         assert np.allclose(jac(tx).numpy(), expected, atol=1e-5)
@@ -229,7 +229,7 @@ def bench_hessian() -> None:
     params = [v.numpy() for v in (x, w1, b1, w2, b2)]
     torch = optional("torch")
     if torch:
-        tx, tw1, tb1, tw2, tb2 = map(torch.from_numpy, params)
+        tx, tw1, tb1, tw2, tb2 = (torch.from_numpy(p.copy()) for p in params)
         h = torch.func.hessian(lambda w: (torch.tanh(torch.tanh(tx @ w + tb1) @ tw2 + tb2) ** 2).mean())
         assert np.allclose(h(tw1).numpy(), expected, atol=1e-5)
         others["torch func.hessian"] = timed(lambda: h(tw1), repeats=3)
