@@ -27,7 +27,7 @@ import operator
 
 from adc.errors import CompileError, Location
 from adc.frontend import ast
-from adc.frontend.externs import Extern, check_gradient, decorator_of, externs_of
+from adc.frontend.externs import Extern, check_gradient, decorator_of, externs_of, gradient_declaration
 from adc.frontend.builtins import Args, Deferred, Results, Scope, builtin_rules, describe, is_static, matmul
 from adc.ir.builder import Builder
 from adc.ir.core import Func, FuncRef, Module, Value
@@ -49,7 +49,7 @@ def elaborate(program: ast.Program) -> Module:
     defs = _definitions(program)
     externs = externs_of(program, defs, builtin_rules)
     gradient_of = {e.gradient: e for e in externs.values() if e.gradient}
-    funcs: dict[str, Func] = {}
+    funcs: dict[str, Func] = {name: gradient_declaration(name, e) for name, e in gradient_of.items()}
     order: dict[str, tuple[str, ...]] = {}
     for name in _callees_first(defs, externs):
         fdef, decorator = defs[name], decorator_of(defs[name])
@@ -77,22 +77,21 @@ def _definitions(program: ast.Program) -> dict[str, ast.FuncDef]:
 
 
 def _callees_first(defs: dict[str, ast.FuncDef], externs: dict[str, Extern]) -> list[str]:
-    """Kernel names in an order where every callee (and the gradient of every external function
-    called) precedes its callers; cycles are errors."""
+    """Kernel names in an order where every callee precedes its callers; cycles are errors. The
+    gradient of an external function is only named by its calls, not called (it is declared
+    up front), so gradients may use external functions whose gradients use theirs."""
     order: list[str] = []
     state: dict[str, str] = {}
 
     def visit(name: str, path: list[str]) -> None:
         state[name] = "visiting"
         for call in _calls(defs[name]):
-            callee = externs[call.func].gradient if call.func in externs else call.func
+            callee = call.func
             if callee not in defs:
                 continue
             if state.get(callee) == "visiting":
                 cycle = " -> ".join(path[path.index(callee):] + [callee])
-                through = f" (the gradient of '{call.func}')" if callee != call.func else ""
-                raise CompileError(f"recursive call to '{callee}'{through} ({cycle}); kernels cannot recurse",
-                                   call.loc)
+                raise CompileError(f"recursive call to '{callee}' ({cycle}); kernels cannot recurse", call.loc)
             if callee not in state:
                 visit(callee, path + [callee])
         state[name] = "done"

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 from adc.errors import CompileError
 from adc.frontend import ast
-from adc.ir.core import Func
+from adc.ir.core import Func, Value
 from adc.ir.types import DType, TensorType
 
 DECORATORS = ("custom_gradient", "gradient")
@@ -95,6 +95,14 @@ def _extern(e: ast.ExternDef, gradient: ast.FuncDef | None, filename: str) -> Ex
 
 def _show(t: ast.TypeExpr) -> str:
     return f"{t.dtype}[...]" if t.dims else t.dtype
+
+
+def gradient_declaration(name: str, extern: Extern) -> Func:
+    """The signature of `extern`'s gradient kernel, (x_1..x_n, dy) -> (dx_1..dx_n), with no body: what
+    a call of the extern refers to until the kernel itself is elaborated (checked by check_gradient)."""
+    scalar = TensorType(extern.dtype)
+    params = tuple(Value(scalar, p) for p in (*extern.params, "dy"))
+    return Func(name, params, (), tuple(Value(scalar) for _ in extern.params), None)
 
 
 def check_gradient(fdef: ast.FuncDef, func: Func, extern: Extern) -> None:

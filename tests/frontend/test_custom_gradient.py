@@ -50,8 +50,6 @@ CASES = [
     (ERF + "@gradient(erf)\ndef g(x: f64, dy: f32) -> f64:\n    return x\n", (3, 15), "'dy' must be f64"),
     (ERF + "@gradient(erf)\ndef g(x: f64, dy: f64) -> (f64, f64):\n    return x, dy\n", (3, 28),
      "must return one f64 cotangent per argument (1)"),
-    (ERF + "@gradient(erf)\ndef g(x: f64, dy: f64) -> f64:\n    return dy * erf(x)\n", (4, 17),
-     "recursive call to 'g' (the gradient of 'erf')"),
     (ERF + "@gradient(erf)\ndef g(x: f64, dy: f64) -> f64:\n    return dy\n@gradient(erf)\ndef h(x: f64, dy: f64) -> f64:\n"
            "    return dy\n", (5, 1), "'erf' already has a gradient, 'g'"),
 ]

@@ -101,3 +101,48 @@ def test_second_order_differentiates_the_users_backward(odd_module):
         fd[:, k] = (user_gradient(x0 + e) - user_gradient(x0 - e)) / (2 * step)
     np.testing.assert_allclose(h, fd, rtol=1e-7, atol=1e-9)
     assert not np.allclose(np.diag(h), 6 * (x0 / 2) * 0.25)     # not the forward's own second derivative
+
+
+# Gradients of external functions that use each other (sinh <-> cosh) or their own function
+# (exp2' = ln 2 exp2): each order applies a gradient again. Oracle: closed forms and float64
+# central differences of the first derivative.
+MUTUAL = '''
+extern def sinh(x: f64) -> f64
+extern def cosh(x: f64) -> f64
+extern def exp2(x: f64) -> f64
+
+@gradient(sinh)
+def sinh_grad(x: f64, dy: f64) -> f64:
+    return dy * cosh(x)
+
+@gradient(cosh)
+def cosh_grad(x: f64, dy: f64) -> f64:
+    return dy * sinh(x)
+
+@gradient(exp2)
+def exp2_grad(x: f64, dy: f64) -> f64:
+    return dy * 0.6931471805599453 * exp2(x)
+
+def f(x: f64[N]) -> f64:
+    return sum(sinh(x) * cosh(x) + exp2(x))
+'''
+
+
+def test_external_gradients_may_call_each_other_and_their_own_function():
+    m = adc.compile(MUTUAL, "mutual.adc")
+    x0 = np.array([0.3, -1.2, 0.8])
+
+    def first(v):
+        return np.cosh(2 * v) + np.log(2) * np.exp2(v)
+
+    x = adc.Variable(x0)
+    with adc.GradientTape() as t2:
+        with adc.GradientTape() as t1:
+            y = m.f(x)
+        g = t1.gradient(y, x)
+    h = t2.jacobian(g, x).numpy()
+    np.testing.assert_allclose(g.numpy(), first(x0), rtol=1e-14)
+    step = 1e-6
+    fd = [(first(x0 + step * e) - first(x0 - step * e)) / (2 * step) for e in np.eye(3)]
+    np.testing.assert_allclose(h, np.array(fd).T, rtol=1e-7, atol=1e-9)
+    np.testing.assert_allclose(adc.hessian(m.f)(x0).numpy(), h, rtol=1e-14)
