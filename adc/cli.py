@@ -15,6 +15,7 @@ toolchain; 2 a usage error. A user never sees a Python traceback.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
@@ -140,6 +141,8 @@ def main(argv: list[str] | None = None) -> int:
         print(err.render(), file=sys.stderr)
     except (ToolchainError, LoadError) as err:
         print(f"error: {err}", file=sys.stderr)
+    except BrokenPipeError:      # `adc info k.so | head`: the reader left, nothing to report
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())   # no error at interpreter exit
     except OSError as err:
         print(f"error: {err.filename or args.file}: {err.strerror or err}", file=sys.stderr)
     return 1
