@@ -75,9 +75,8 @@ def test_usage_error_exits_2():
     assert adc_cmd("frobnicate").returncode == 2
 
 
-def test_a_reader_that_leaves_early_gets_no_error():
-    """`adc ir K.adc --emit llvm | head -1` (far more than a pipe holds): the broken pipe is not
-    reported as an error or a traceback."""
-    result = subprocess.run(f"{sys.executable} -m adc ir {SAMPLES / 'kernels.adc'} --emit llvm | head -1",
-                            shell=True, capture_output=True, text=True)
+def test_a_reader_that_leaves_early_gets_no_error(kernels_so):
+    """`adc info k.so | head -1`: the broken pipe is not reported as an error or a traceback."""
+    result = subprocess.run(f"{sys.executable} -m adc info {kernels_so} | head -1", shell=True,
+                            capture_output=True, text=True)
     assert result.stdout.count("\n") == 1 and result.stderr == ""
