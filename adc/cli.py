@@ -64,7 +64,9 @@ def _cmd_compile(args, driver) -> int:
 
 
 def _cmd_check(args, driver) -> int:
-    driver.elaborate(driver.read_source(args.file), args.file)
+    from adc.codegen import externs
+
+    externs.resolve(driver.elaborate(driver.read_source(args.file), args.file))   # missing symbols too
     return 0
 
 

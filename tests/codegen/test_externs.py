@@ -100,6 +100,8 @@ def test_a_missing_symbol_or_library_is_a_located_compile_error(tmp_path, declar
     assert result.returncode == 1 and "Traceback" not in result.stderr
     assert f"{source}:4:12: error: external function 'no_such_function'" in result.stderr
     assert not (tmp_path / "bad.so").exists()
+    check = subprocess.run([sys.executable, "-m", "adc", "check", str(source)], capture_output=True, text=True)
+    assert check.returncode == 1 and check.stderr == result.stderr
 
 
 def test_the_ir_carries_the_library_as_an_absolute_path(project):
