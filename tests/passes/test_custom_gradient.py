@@ -119,7 +119,7 @@ def test_sample_ir_round_trips(sample):
     assert format_module(parse_module(text, "custom_gradients.ir")) == text
 
 
-def golden(name: str, text: str) -> None:
+def assert_golden(name: str, text: str) -> None:
     path = GOLDEN / name
     if os.environ.get("ADC_UPDATE_GOLDEN") == "1":
         path.write_text(text)
@@ -134,13 +134,13 @@ def test_golden_custom_gradient_node_and_its_adjoint(sample):
     text = "".join(format_func(f, locations=False) + "\n" for f in
                    (sample["gram_energy_forward"], sample["gram_energy_backward"], sample["gram_energy"], grad.func,
                     optimized))
-    golden("gram_energy.ir", text)
+    assert_golden("gram_energy.ir", text)
     assert sum(op.name == "matmul" for op in optimized.ops) == 2
 
 
 def test_golden_extern_call_and_its_adjoint(sample):
     module, grad = vjp(sample, "gelu")
-    golden("gelu.ir", format_func(sample["gelu"], locations=False) + "\n"
+    assert_golden("gelu.ir", format_func(sample["gelu"], locations=False) + "\n"
            + format_func(grad.func, locations=False))
 
 
