@@ -18,8 +18,9 @@ with SIMD vectors along N:
 The micro-kernel keeps MR x (NR/VL) vector accumulators and, per k, loads NR/VL
 vectors of the packed panel, broadcasts MR elements of A and issues `llvm.fma`
 on generic LLVM vectors as wide as the target's registers (`<16 x float>` with
-AVX-512, `<8 x float>` with AVX2: `blocking(dtype, Target.vector_bits)`). Rows left over (M mod MR) use micro-kernels of
-fewer rows, the last, narrower panel a micro-kernel of fewer vectors; its
+AVX-512, `<8 x float>` with AVX2: `blocking(dtype, Target.vector_bits)`). Rows
+left over (M mod MR) use micro-kernels of fewer rows, the last, narrower panel
+a micro-kernel of fewer vectors; its
 padding lanes are zeroed when packed (defined values, no denormal or NaN
 garbage from the stack) and never stored. The packed block lives on the stack
 (64 KiB), so the kernel needs no allocation and cannot fail. Only ordinary IEEE
@@ -29,8 +30,8 @@ Why not call a BLAS: measured single-threaded on Zen 5 (AVX-512), this kernel
 does 255 GFLOP/s f32 and 124 GFLOP/s f64 for 256x784 @ 784x512 (93 GFLOP/s f32
 for 256x512 @ 512x10), twice NumPy's OpenBLAS on one thread and level with it
 on two; on Zen 3 (AVX2) the 6x16 f32 tiles do 82-92 GFLOP/s on one thread, level
-with OpenBLAS (the AVX-512 tiles spill there: 33). Lowering splits the rows of large products across threads
-(parallel.py), which a multithreaded BLAS would fight for the same cores; a
+with OpenBLAS (the AVX-512 tiles spill there: 33). Lowering splits the rows of
+large products across threads (parallel.py), which a multithreaded BLAS would fight for the same cores; a
 module also stays self-contained, with no library to find at load time.
 """
 from __future__ import annotations
