@@ -66,8 +66,9 @@ def to_llvm(module: Module, target: Target, options: Options = Options(),
 
 def with_vjps(module: Module) -> tuple[Module, tuple[VjpEntry, ...]]:
     """`module` plus the VJP function of each kernel with float results (not the forward and
-    backward parts of a custom gradient), w.r.t. all its params, and their metadata entries; a kernel the adjoint pass rejects (e.g. an external
-    function with no gradient) gets an entry saying why, and the module still compiles."""
+    backward parts of a custom gradient), w.r.t. all its params, and their metadata entries; a
+    kernel the adjoint pass rejects (e.g. an external function with no gradient) gets an entry
+    saying why, and the module still compiles."""
     full, entries = module, []
     parts = {name for pair in module.custom_gradients().values() for name in pair}
     for func in module:

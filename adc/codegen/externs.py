@@ -33,9 +33,14 @@ def extern_calls(module: Module) -> list[Op]:
 
 
 def resolve(module: Module) -> None:
-    """Load the libraries the module's external functions name and check that each symbol is defined."""
+    """Load the libraries the module's external functions name and check that each symbol is defined
+    (once per library and symbol; an error points at the first call)."""
+    checked: set[tuple[str, str]] = set()
     for op in extern_calls(module):
         library, symbol = op.attrs["library"], op.attrs["symbol"]
+        if (library, symbol) in checked:
+            continue
+        checked.add((library, symbol))
         try:
             llvm.load_library_permanently(library or libm())
         except RuntimeError as err:

@@ -51,7 +51,7 @@ def elaborate(program: ast.Program) -> Module:
     gradient_of = {e.gradient: e for e in externs.values() if e.gradient}
     funcs: dict[str, Func] = {name: gradient_declaration(name, e) for name, e in gradient_of.items()}
     order: dict[str, tuple[str, ...]] = {}
-    for name in _callees_first(defs, externs):
+    for name in _callees_first(defs):
         fdef, decorator = defs[name], decorator_of(defs[name])
         if decorator is not None and decorator.name == "custom_gradient":
             made = elaborate_custom_gradient(fdef, defs, funcs, externs)
@@ -76,7 +76,7 @@ def _definitions(program: ast.Program) -> dict[str, ast.FuncDef]:
     return defs
 
 
-def _callees_first(defs: dict[str, ast.FuncDef], externs: dict[str, Extern]) -> list[str]:
+def _callees_first(defs: dict[str, ast.FuncDef]) -> list[str]:
     """Kernel names in an order where every callee precedes its callers; cycles are errors. The
     gradient of an external function is only named by its calls, not called (it is declared
     up front), so gradients may use external functions whose gradients use theirs."""
@@ -86,7 +86,7 @@ def _callees_first(defs: dict[str, ast.FuncDef], externs: dict[str, Extern]) -> 
     def visit(name: str, path: list[str]) -> None:
         state[name] = "visiting"
         for call in _calls(defs[name]):
-            callee = call.func
+            callee = call.func          # an external function's name is not in defs
             if callee not in defs:
                 continue
             if state.get(callee) == "visiting":

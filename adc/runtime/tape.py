@@ -42,6 +42,8 @@ class UnconnectedGradients(enum.Enum):
     @staticmethod
     def of(value, where: str) -> "UnconnectedGradients":
         """`value` ('none', 'zero' or a member) as a member; ValueError naming the parameter otherwise."""
+        if isinstance(value, UnconnectedGradients):     # the usual case, on every gradient() call
+            return value
         try:
             return UnconnectedGradients(value)
         except ValueError:
