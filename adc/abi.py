@@ -39,8 +39,23 @@ from adc.ir.types import Dim, DType, TensorType, parse_dim
 
 ABI_VERSION = 1
 ADC_VERSION = "0.1.0"
+
+# Symbols a compiled module exports (runtime/adc.h is their C declaration).
 KERNEL_PREFIX = "adc_kernel_"
 METADATA_SYMBOL = "adc_module_metadata"
+SET_NUM_THREADS_SYMBOL = "adc_set_num_threads"
+
+# Symbols of the shared native runtime library (adc/codegen/runtime_library.py): compiled once
+# per target, called by every JIT module and linked (hidden) into every shared object.
+RUNTIME_PREFIX = "adc_rt_"
+RUNTIME_PARALLEL_FOR = "adc_rt_parallel_for"        # void (ptr task, ptr ctx, i64 start, i64 end, i64 grain)
+RUNTIME_SET_NUM_THREADS = "adc_rt_set_num_threads"  # void (i32 n); n <= 0: one per online processor
+RUNTIME_GET_NUM_THREADS = "adc_rt_get_num_threads"  # i32 ()
+
+
+def runtime_gemm_symbol(dtype: str) -> str:
+    """`void adc_rt_gemm_<dtype>(i64 M, i64 N, i64 K, T* A, T* B, T* C)`: C = A @ B, row-major."""
+    return f"{RUNTIME_PREFIX}gemm_{dtype}"
 SEAL_MAGIC = b"ADCSEAL1"
 SEAL_SIZE = len(SEAL_MAGIC) + hashlib.sha256().digest_size
 
