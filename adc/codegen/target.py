@@ -6,15 +6,27 @@ in `pic`, and `key()` goes into cache keys next to the source hash.
 `optimize` runs LLVM's new pass manager at `opt_level` with the loop and SLP
 vectorizers on, verifying the module before and after.
 
+`Target.for_cpu` builds for another CPU (`adc compile --cpu`): an x86-64 level
+or one of LLVM's CPU names, whose features are learned from LLVM itself.
+
     target = Target.host()              # x86_64-unknown-linux-gnu, znver5, +avx512f,...
     target.optimize(llvm_module_ref)    # in place; raises on an invalid module
+    Target.for_cpu("haswell").required_features     # ('avx', 'avx2', 'bmi', ..., 'xsave')
 """
 from __future__ import annotations
 
 import functools
+import os
+import sys
+import tempfile
 from dataclasses import dataclass
+from typing import Callable, TypeVar
 
 import llvmlite.binding as llvm
+
+from adc.cpus import LEVELS, checkable
+
+T = TypeVar("T")
 
 
 def _initialize() -> None:
@@ -38,6 +50,24 @@ class Target:
         _initialize()
         return Target(llvm.get_process_triple(), llvm.get_host_cpu_name(),
                       llvm.get_host_cpu_features().flatten(), pic=pic)
+
+    @staticmethod
+    def for_cpu(name: str = "native", pic: bool = False) -> "Target":
+        """Code for CPU `name`: "native" (this machine), an x86-64 level (`LEVELS`) or an
+        LLVM CPU name such as "znver3"; raises ValueError for a name LLVM does not know."""
+        if name == "native":
+            return Target.host(pic)
+        _initialize()
+        triple = llvm.get_process_triple()
+        if not triple.startswith("x86_64"):
+            raise ValueError(f"CPU {name!r}: only 'native' is supported on {triple}, CPU names are x86-64's")
+        features = _level_features(name) if name in LEVELS else _cpu_features(triple, name)
+        return Target(triple, name, features, pic=pic)
+
+    @property
+    def required_features(self) -> tuple[str, ...]:
+        """The features a loader can check that this target's code may use: what its `.so` records."""
+        return checkable(f[1:] for f in self.features.split(",") if f.startswith("+"))
 
     @property
     def vector_bits(self) -> int:
@@ -89,3 +119,98 @@ def _target_machine(target: Target) -> llvm.TargetMachine:
 def _data_layout(target: Target) -> str:
     """Read once: the target machine owns its TargetData, which must not be re-wrapped per module."""
     return str(target.target_machine().target_data)
+
+
+def _level_features(level: str) -> str:
+    """The level's features on and, explicitly off, those of the levels above it (which no
+    feature of a lower level implies), so `vector_bits` reads the level right."""
+    on = set(LEVELS[level])
+    return ",".join(("+" if f in on else "-") + f for f in LEVELS["x86-64-v4"])
+
+
+# Features X86TTIImpl::areInlineCompatible ignores (its InlineFeatureIgnoreList), so the
+# inlining probe cannot see them: `cx16` is probed by code generation instead, `64bit` is
+# forced on (LLVM aborts on a 32-bit CPU name otherwise), and `sahf` is left to the CPU's
+# default and never recorded, as LLVM emits no LAHF/SAHF in 64-bit code.
+_INLINER_BLIND = frozenset({"64bit", "cx16", "nopl", "sahf"})
+
+
+@functools.lru_cache(maxsize=None)
+def _cpu_features(triple: str, cpu: str) -> str:
+    """LLVM's features for CPU `cpu` as an explicit +/- list over every feature LLVM can detect
+    on a host and every level's: llvmlite exposes no CPU's feature table, so LLVM is asked
+    through its inliner and code generator (about 0.1 s, once per CPU and process)."""
+    machine, warnings = _with_stderr(lambda: llvm.Target.from_triple(triple).create_target_machine(
+        cpu=cpu, features="+64bit"))
+    if cpu in ("", "help") or "not a recognized processor" in warnings:
+        raise ValueError(f"unknown CPU {cpu!r}: use 'native', an x86-64 level ({', '.join(LEVELS)}) "
+                         f"or an LLVM CPU name (`llc -march=x86-64 -mcpu=help` lists them)")
+    sys.stderr.write(warnings)
+    candidates = sorted((set(llvm.get_host_cpu_features()) | set(LEVELS["x86-64-v4"])) - _INLINER_BLIND)
+    enabled = _inlinable_features(machine, cpu, candidates) | ({"cx16"} if _has_cx16(machine) else set())
+    return ",".join(["+64bit"] + [("+" if f in enabled else "-") + f for f in sorted(candidates + ["cx16"])])
+
+
+# One caller-callee pair per candidate feature. The callee is not `alwaysinline`: LLVM's
+# always-inliner skips the feature check. The volatile store keeps the call from being folded
+# away rather than inlined.
+_INLINING_PAIR = """
+define internal void @callee{k}() #{k} {{
+  store volatile i32 {k}, ptr @sink
+  ret void
+}}
+define void @caller{k}() #0 {{
+  call void @callee{k}()
+  ret void
+}}
+attributes #{k} = {{ "target-cpu"="{cpu}" "target-features"="+64bit,+{feature}" }}
+"""
+
+
+def _inlinable_features(machine: llvm.TargetMachine, cpu: str, candidates: list[str]) -> set[str]:
+    """The candidates `cpu` has: LLVM inlines a callee only if its features are a subset of the
+    caller's, so with the caller built for `cpu` and the callee for `cpu` plus feature F, the
+    callee is gone after optimization exactly when `cpu` has F."""
+    text = "".join(_INLINING_PAIR.format(k=k, cpu=cpu, feature=feature)
+                   for k, feature in enumerate(candidates, start=1))
+    module = llvm.parse_assembly(f'@sink = global i32 0\n{text}\n'
+                                 f'attributes #0 = {{ "target-cpu"="{cpu}" "target-features"="+64bit" }}\n')
+    module.triple = machine.triple
+    builder = llvm.create_pass_builder(machine, llvm.create_pipeline_tuning_options(speed_level=1))
+    builder.getModulePassManager().run(module, builder)
+    left = {function.name for function in module.functions}
+    return {feature for k, feature in enumerate(candidates, start=1) if f"callee{k}" not in left}
+
+
+_COMPARE_AND_SWAP_16 = """
+define i128 @swap(ptr %p, i128 %old, i128 %new) {
+  %pair = cmpxchg ptr %p, i128 %old, i128 %new seq_cst seq_cst
+  %value = extractvalue { i128, i1 } %pair, 0
+  ret i128 %value
+}
+"""
+
+
+def _has_cx16(machine: llvm.TargetMachine) -> bool:
+    """A 16-byte compare-and-swap compiles to CMPXCHG16B only with cx16, else to a library call."""
+    module = llvm.parse_assembly(_COMPARE_AND_SWAP_16)
+    module.triple = machine.triple
+    return "cmpxchg16b" in machine.emit_assembly(module)
+
+
+def _with_stderr(action: Callable[[], T]) -> tuple[T, str]:
+    """`action()` and what it wrote to file descriptor 2, where LLVM prints its warnings
+    (so they never reach the terminal); the whole process's stderr is redirected meanwhile."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    try:
+        with tempfile.TemporaryFile() as sink:
+            os.dup2(sink.fileno(), 2)
+            try:
+                result = action()
+            finally:
+                os.dup2(saved, 2)
+            sink.seek(0)
+            return result, sink.read().decode(errors="replace")
+    finally:
+        os.close(saved)
