@@ -43,14 +43,16 @@ __all__ = ["CompileError", "GradientTape", "LoadError", "Module", "Tensor", "Too
 
 
 def compile(source: str, name: str | None = None) -> Module:
-    """Compile adc source text in process; `name` labels diagnostics (default '<string>')."""
-    from adc import driver
+    """Compile adc source text in process; `name` labels diagnostics (default '<string>').
+    Compiled code is kept in the on-disk cache (docs/architecture.md), so the same source
+    compiles once per machine."""
+    from adc import driver      # the compiler (llvmlite) is optional for loading .so files
 
-    return driver.jit(driver.elaborate(source, name or "<string>"))
+    return Module(driver.jit_source(source, name or "<string>"), name or "<string>")
 
 
 def compile_file(path: str | os.PathLike) -> Module:
     """Compile an .adc file in process."""
     from adc import driver
 
-    return driver.jit(driver.elaborate(driver.read_source(path), str(path)))
+    return Module(driver.jit_source(driver.read_source(path), str(path)), str(path))

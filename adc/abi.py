@@ -20,9 +20,14 @@ float params — exported next to it and described like any kernel — or, under
 `missing`, why it has none), `none` (`adc compile --no-gradients`: the module
 cannot be differentiated). Metadata without the field reads as `derived`.
 
-A shared object also ends with a seal — `ADCSEAL1` and the SHA-256 of everything
-before it — which dynamic loaders ignore and `adc.load` checks before it lets the
-system loader map the file: a truncated or damaged file is rejected, never run.
+A shared object also ends with a target record and a seal, which dynamic loaders
+ignore and `adc.load` checks before it lets the system loader map the file:
+
+    ELF image | {"triple": ..., "cpu": "x86-64-v3", "features": ["avx", ...]} | u32 length | ADCTARG1
+              | ADCSEAL1 | SHA-256 of everything before
+
+A truncated or damaged file is rejected, never run, and one built for CPU
+features this machine lacks is refused before any of its code is mapped.
 
 The C side of the ABI is documented in runtime/adc.h.
 """
@@ -31,6 +36,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import struct
 from dataclasses import dataclass
 
 from adc.ir.core import Func, Module
@@ -57,6 +63,7 @@ def runtime_gemm_symbol(dtype: str) -> str:
     """`void adc_rt_gemm_<dtype>(i64 M, i64 N, i64 K, T* A, T* B, T* C)`: C = A @ B, row-major."""
     return f"{RUNTIME_PREFIX}gemm_{dtype}"
 SEAL_MAGIC = b"ADCSEAL1"
+TARGET_MAGIC = b"ADCTARG1"  # ends the JSON target record before the seal (see seal_file)
 SEAL_SIZE = len(SEAL_MAGIC) + hashlib.sha256().digest_size
 
 
@@ -187,20 +194,47 @@ def decode_metadata(text: str) -> ModuleInfo:
         raise MetadataError(f"the module metadata is malformed ({err!r})") from None
 
 
-def seal_file(path: str | os.PathLike) -> None:
-    """Append the seal to a freshly linked shared object."""
+def seal(data: bytes) -> bytes:
+    """`data` followed by its seal."""
+    return data + SEAL_MAGIC + hashlib.sha256(data).digest()
+
+
+def unseal(data: bytes) -> bytes:
+    """What `seal` sealed; MetadataError unless `data` ends with a seal matching its contents."""
+    body, trailer = data[:-SEAL_SIZE], data[-SEAL_SIZE:]
+    if len(data) < SEAL_SIZE or not trailer.startswith(SEAL_MAGIC):
+        raise MetadataError("not an adc module, or a truncated one (it does not end with the seal "
+                            "`adc compile` writes)")
+    if hashlib.sha256(body).digest() != trailer[len(SEAL_MAGIC):]:
+        raise MetadataError("the file is damaged: its contents do not match its seal")
+    return body
+
+
+def seal_file(path: str | os.PathLike, target: dict) -> None:
+    """Append the target trailer and the seal to a freshly linked shared object. `target`
+    ({"triple", "cpu", "features"}) is read back by `read_target` without loading the file."""
+    trailer = json.dumps(target, sort_keys=True).encode()
     with open(path, "r+b") as f:
+        f.seek(0, os.SEEK_END)
+        f.write(trailer + struct.pack("<I", len(trailer)) + TARGET_MAGIC)
+        f.seek(0)
         digest = hashlib.sha256(f.read()).digest()
         f.write(SEAL_MAGIC + digest)
 
 
-def check_seal(path: str | os.PathLike) -> None:
-    """Raise MetadataError unless the file ends with a seal matching its contents."""
+def read_target(path: str | os.PathLike) -> dict:
+    """The target a sealed shared object was built for; MetadataError when the seal or the
+    trailer is missing or damaged."""
     with open(path, "rb") as f:
-        data = f.read()
-    body, seal = data[:-SEAL_SIZE], data[-SEAL_SIZE:]
-    if len(data) < SEAL_SIZE or not seal.startswith(SEAL_MAGIC):
-        raise MetadataError("not an adc module, or a truncated one (it does not end with the seal "
-                            "`adc compile` writes)")
-    if hashlib.sha256(body).digest() != seal[len(SEAL_MAGIC):]:
-        raise MetadataError("the file is damaged: its contents do not match its seal")
+        body = unseal(f.read())
+    if not body.endswith(TARGET_MAGIC) or len(body) < len(TARGET_MAGIC) + 4:
+        raise MetadataError("the file has no target record: it was written by an older adc, recompile it")
+    (length,) = struct.unpack_from("<I", body, len(body) - len(TARGET_MAGIC) - 4)
+    start = len(body) - len(TARGET_MAGIC) - 4 - length
+    try:
+        target = json.loads(body[start:start + length])
+        if not isinstance(target, dict) or not isinstance(target.get("features"), list):
+            raise ValueError("not a target")
+    except ValueError:
+        raise MetadataError("the file's target record is malformed") from None
+    return target

@@ -11,6 +11,8 @@ toolchain; 2 a usage error. A user never sees a Python traceback.
     adc ir kernels.adc --jacobian sigmoid_shift
     adc compile kernels.adc -o kernels.so --no-gradients   # forward kernels only
     adc info kernels.so                                     # kernels, and which carry gradients
+    adc cache info                                          # the compile cache: location, entries, size
+    adc cache clear
 """
 from __future__ import annotations
 
@@ -24,6 +26,10 @@ from adc.errors import CompileError, ToolchainError
 EMIT_STAGES = ("ir", "opt", "llvm", "asm")
 
 
+class UsageError(Exception):
+    """An option value the command cannot use (exit 2, like argparse's own errors)."""
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="adc", description="Compile adc kernels to native code.")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -34,6 +40,12 @@ def _parser() -> argparse.ArgumentParser:
     compile_.add_argument("--no-gradients", action="store_true",
                           help="export the kernels only, not their VJP kernels: the loaded module "
                                "cannot be differentiated")
+    compile_.add_argument("--cpu", default="native", metavar="NAME",
+                          help="the CPU to build for: native (this machine, the default), an x86-64 level "
+                               "(x86-64, x86-64-v2, x86-64-v3, x86-64-v4) or an LLVM CPU name (znver3, "
+                               "skylake-avx512, ...); adc.load refuses the file on a CPU lacking its features")
+    compile_.add_argument("-v", "--verbose", action="store_true",
+                          help="print each compile stage with its time, and cache hits (as ADC_LOG=compile)")
 
     check = sub.add_parser("check", help="report diagnostics only")
     check.add_argument("file")
@@ -53,32 +65,48 @@ def _parser() -> argparse.ArgumentParser:
 
     info = sub.add_parser("info", help="list the kernels of a compiled shared object")
     info.add_argument("file")
+
+    cache = sub.add_parser("cache", help="the on-disk compile cache: where it is, how big, or empty it")
+    cache.add_argument("action", choices=("info", "clear"))
     return parser
 
 
 def _cmd_compile(args, driver) -> int:
+    from adc import compile_log, compiler
+
+    if args.verbose:
+        compile_log.enable()
+
+    from adc.codegen.target import Target
+
+    try:
+        target = Target.for_cpu(args.cpu, pic=True)
+    except ValueError as err:
+        raise UsageError(str(err)) from None
     out = args.output or str(Path(args.file).with_suffix(".so"))
-    driver.write_shared_object(driver.elaborate(driver.read_source(args.file), args.file), out,
-                               gradients=not args.no_gradients)
+    driver.write_shared_object(compiler.elaborate(driver.read_source(args.file), args.file), out,
+                               gradients=not args.no_gradients, target=target)
     return 0
 
 
 def _cmd_check(args, driver) -> int:
+    from adc import compiler
     from adc.codegen import externs
 
-    externs.resolve(driver.elaborate(driver.read_source(args.file), args.file))   # missing symbols too
+    externs.resolve(compiler.elaborate(driver.read_source(args.file), args.file))   # missing symbols too
     return 0
 
 
 def _cmd_ir(args, driver) -> int:
-    from adc.codegen.jit import JitLibrary
+    from adc import compiler
+    from adc.codegen import emit
     from adc.codegen.target import Target
     from adc.ir.printer import format_func, format_module
     from adc.passes.adjoint import vjp
     from adc.passes.jacobian import jacobian
 
-    options = driver.Options(args.print_after_all, frozenset(args.print_after))
-    module = driver.elaborate(driver.read_source(args.file), args.file)
+    options = compiler.Options(args.print_after_all, frozenset(args.print_after))
+    module = compiler.elaborate(driver.read_source(args.file), args.file)
     if args.grad is not None:
         text = format_func(vjp(module, args.grad)[1].func)
     elif args.jacobian is not None:
@@ -86,23 +114,26 @@ def _cmd_ir(args, driver) -> int:
     elif args.emit == "ir" and not (args.print_after_all or args.print_after):
         text = format_module(module)
     elif args.emit in ("ir", "opt"):
-        optimized = driver.optimize(module, options)
+        optimized = compiler.optimize(module, options)
         text = format_module(optimized if args.emit == "opt" else module)
     else:
         target = Target.host()
-        library = JitLibrary(driver.to_llvm(module, target, options), target)
-        text = library.llvm_ir if args.emit == "llvm" else library.asm()
+        llvm_module = compiler.to_llvm(module, target, options)
+        text = (emit.emit_llvm if args.emit == "llvm" else emit.emit_assembly)(llvm_module, target)
     sys.stdout.write(text)
     return 0
 
 
 def _cmd_info(args, driver) -> int:
     from adc.ir.parser import parse_module
-    from adc.runtime.module import load
+    from adc.runtime.module import Module, SharedLibrary
 
-    info = load(args.file).info
+    library = SharedLibrary(args.file, check_cpu=False)      # a file for another CPU can be described
+    info = Module(library, args.file).info
     print(f"{args.file}: adc module '{info.name}' (adc {info.adc_version}), gradients: "
           + GRADIENT_MODES.get(info.gradients, info.gradients))
+    target = library.target
+    print(f"  target: {target['triple']}, cpu {target['cpu']}, features: {' '.join(target['features']) or 'none'}")
     vjps = {v.of: v for v in info.vjps}
     custom = parse_module(info.ir).custom_gradients() if info.ir else {}
     parts = {name for pair in custom.values() for name in pair}
@@ -129,19 +160,41 @@ def _gradient_line(sig, vjp) -> str:
     return f"gradient w.r.t. {wrt}: {vjp.kernel}"
 
 
-COMMANDS = {"compile": _cmd_compile, "check": _cmd_check, "ir": _cmd_ir, "info": _cmd_info}
+def _cmd_cache(args, driver) -> int:
+    cache = driver.open_cache()
+    if cache is None:
+        print("the compile cache is off (ADC_CACHE=0)")
+        return 0
+    if args.action == "clear":
+        cache.clear()
+        print(f"cleared {cache.root}")
+        return 0
+    info = cache.info()
+    print(f"location: {info.location}")
+    print(f"entries:  {sum(info.entries.values())}"
+          + "".join(f"\n  {namespace}: {count}" for namespace, count in sorted(info.entries.items())))
+    print(f"size:     {info.size / 2**20:.1f} MiB of {info.max_size / 2**20:.0f} MiB "
+          f"(least recently used entries are evicted past it; ADC_CACHE_MAX_MB)")
+    return 0
+
+
+COMMANDS = {"compile": _cmd_compile, "check": _cmd_check, "ir": _cmd_ir, "info": _cmd_info, "cache": _cmd_cache}
 
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     from adc import driver
+    from adc.codegen.cache import CacheConfigError
     from adc.runtime.module import LoadError
 
     try:
         return COMMANDS[args.command](args, driver)
+    except UsageError as err:
+        print(f"adc {args.command}: error: {err}", file=sys.stderr)
+        return 2
     except CompileError as err:
         print(err.render(), file=sys.stderr)
-    except (ToolchainError, LoadError) as err:
+    except (ToolchainError, LoadError, CacheConfigError) as err:
         print(f"error: {err}", file=sys.stderr)
     except BrokenPipeError:      # `adc info k.so | head`: the reader left, nothing to report
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())   # no error at interpreter exit

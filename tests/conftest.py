@@ -1,12 +1,29 @@
-"""Shared fixtures: the sample module compiled once per session, in process and as a .so."""
+"""Shared fixtures: the sample module compiled once per session, in process and as a .so.
+
+The session compiles into a compile cache of its own (ADC_CACHE_DIR, inherited by the
+processes tests start), so a run neither reads nor fills the user's cache.
+"""
+import os
+import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLES = ROOT / "samples"
+
+
+def pytest_configure(config):
+    config.adc_cache_dir = tempfile.mkdtemp(prefix="adc-test-cache-")
+    os.environ["ADC_CACHE_DIR"] = config.adc_cache_dir
+    os.environ.pop("ADC_CACHE", None)
+
+
+def pytest_unconfigure(config):
+    shutil.rmtree(getattr(config, "adc_cache_dir", ""), ignore_errors=True)
 
 
 @pytest.fixture(scope="session")

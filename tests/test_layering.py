@@ -1,19 +1,35 @@
 """The dependency direction of the design: a test scans every import of the package.
 
-adc.ir imports nothing else of adc (but adc.errors); passes never import codegen or
-runtime; the frontend never imports the runtime; codegen imports only adc.ir (and
-adc.errors). The CLI, the driver and the runtime orchestrate.
+Layers, bottom up: adc.errors, adc.cpus and adc.compile_log import nothing of adc;
+adc.ir imports only adc.errors; adc.abi (the compiled-module ABI) builds on adc.ir;
+passes and the frontend on the IR; codegen on the IR and the ABI; the compiler
+(adc.compiler: the pipeline) on all of those; the driver (cache, JIT loading, `.so`
+linking) on codegen and the compiler — never on the runtime; the runtime on the ABI
+and, for derivatives, on the driver and the passes' analyses — never on codegen,
+so loading a `.so` needs no llvmlite. The CLI and `adc/__init__` sit on top.
+Every import counts, function-local ones included, and no two layers import each other.
 """
 import ast
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parent.parent / "adc"
 
+LEAVES = ("adc.errors",)
 ALLOWED = {
+    "adc.errors": (),
+    "adc.cpus": (),
+    "adc.compile_log": (),
     "adc.ir": ("adc.ir", "adc.errors"),
+    "adc.abi": ("adc.ir", "adc.errors"),
     "adc.passes": ("adc.ir", "adc.errors", "adc.passes"),
     "adc.frontend": ("adc.ir", "adc.errors", "adc.frontend"),
-    "adc.codegen": ("adc.ir", "adc.errors", "adc.codegen"),
+    "adc.codegen": ("adc.ir", "adc.errors", "adc.codegen", "adc.abi", "adc.cpus", "adc.compile_log"),
+    "adc.compiler": ("adc.ir", "adc.errors", "adc.abi", "adc.passes", "adc.frontend", "adc.codegen",
+                     "adc.compile_log"),
+    "adc.driver": ("adc.ir", "adc.errors", "adc.abi", "adc.codegen", "adc.compiler", "adc.compile_log",
+                   "adc.cpus"),
+    "adc.runtime": ("adc.runtime", "adc.ir", "adc.errors", "adc.abi", "adc.cpus", "adc.driver",
+                    "adc.passes.example_axis", "adc.passes.expand", "adc.passes.inline"),
 }
 
 
@@ -23,18 +39,47 @@ def imports_of(path: Path):
         if isinstance(node, ast.Import):
             yield from (alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            yield node.module
+            if node.module == "adc":     # `from adc import driver` imports adc.driver
+                yield from (f"adc.{alias.name}" for alias in node.names)
+            else:
+                yield node.module
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def layer_of(module: str) -> str | None:
+    return next((name for name in sorted(ALLOWED, key=len, reverse=True)
+                 if module == name or module.startswith(name + ".")), None)
+
+
+def adc_imports():
+    for path in PACKAGE.rglob("*.py"):
+        module = module_name(path)
+        for imported in imports_of(path):
+            if imported.startswith("adc."):
+                yield module, imported
 
 
 def test_layers_import_only_what_they_may():
     broken = []
-    for path in PACKAGE.rglob("*.py"):
-        module = ".".join(path.relative_to(PACKAGE.parent).with_suffix("").parts)
-        layer = next((name for name in ALLOWED if module == name or module.startswith(name + ".")), None)
-        if layer is None:
-            continue
-        for imported in imports_of(path):
-            if imported == "adc" or imported.startswith("adc."):
-                if not any(imported == ok or imported.startswith(ok + ".") for ok in ALLOWED[layer]):
-                    broken.append(f"{module} imports {imported}")
+    for module, imported in adc_imports():
+        layer = layer_of(module)
+        if layer is not None and not any(imported == ok or imported.startswith(ok + ".") for ok in ALLOWED[layer]):
+            broken.append(f"{module} imports {imported}")
     assert not broken, "\n".join(broken)
+
+
+def test_no_two_layers_import_each_other():
+    edges = {(layer_of(m), layer_of(i)) for m, i in adc_imports()}
+    edges = {(a, b) for a, b in edges if a and b and a != b}
+    assert not {(a, b) for a, b in edges if (b, a) in edges}
+
+
+def test_the_runtime_never_imports_codegen_and_the_driver_never_the_runtime():
+    forbidden = [(m, i) for m, i in adc_imports()
+                 if (layer_of(m) == "adc.runtime" and i.startswith("adc.codegen"))
+                 or (layer_of(m) in ("adc.driver", "adc.compiler", "adc.codegen") and i.startswith("adc.runtime"))]
+    assert not forbidden

@@ -1,55 +1,56 @@
-"""Ahead-of-time compilation: LLVM IR → object file → shared object linked by the system `cc`.
+"""Ahead-of-time linking: object code → a shared object, linked by the system C compiler driver.
 
-The last stage of `adc compile`: the same optimized code as the JIT, built
-for a position-independent `Target`, written as an ELF object and linked into
-a `.so` that exports `adc_kernel_<f>`, `adc_module_metadata` and
-`adc_set_num_threads` (see runtime/adc.h).
+The last stage of `adc compile`: the module's object code (emit.py, built for a
+position-independent `Target`) and the runtime library's (runtime_library.py)
+are linked into one `.so` that exports only `adc_kernel_<f>`,
+`adc_module_metadata` and `adc_set_num_threads` (see runtime/adc.h): a version
+script keeps the runtime library's symbols local, so the file is self-contained
+and never binds to another module's copy of them.
 
-    obj = emit_object(llvm_module, Target.host(pic=True))
-    link_shared_object(obj, "kernels.so")       # cc -shared -o kernels.so kernels.o -lm -lpthread
+    link_shared_object([module_obj, runtime_obj], "kernels.so")
+    # $CC -shared -Wl,--version-script=... -o kernels.so module.o runtime.o -lm -lpthread
 """
 from __future__ import annotations
 
 import os
+import shlex
 import shutil
 import subprocess
 import tempfile
 from pathlib import Path
+from typing import Sequence
 
-import llvmlite.ir
-
-from adc.codegen.jit import parse
-from adc.codegen.target import Target
+from adc.abi import KERNEL_PREFIX, METADATA_SYMBOL, SET_NUM_THREADS_SYMBOL
 from adc.errors import ToolchainError
 
-
-def _optimized(llvm_ir: llvmlite.ir.Module | str, target: Target):
-    module = parse(llvm_ir)
-    target.optimize(module)
-    return module
+VERSION_SCRIPT = f"{{ global: {KERNEL_PREFIX}*; {METADATA_SYMBOL}; {SET_NUM_THREADS_SYMBOL}; local: *; }};\n"
 
 
-def emit_object(llvm_ir: llvmlite.ir.Module | str, target: Target) -> bytes:
-    """An ELF object of the optimized module; `target` should have `pic=True` for a shared object."""
-    return target.target_machine().emit_object(_optimized(llvm_ir, target))
+def c_compiler() -> list[str]:
+    """The C compiler driver that links: `$CC` (which may carry arguments), else `cc`."""
+    command = shlex.split(os.environ.get("CC", "")) or ["cc"]
+    if shutil.which(command[0]) is None:
+        where = "$CC" if os.environ.get("CC") else "`cc`"
+        raise ToolchainError(f"cannot link a shared object: the C compiler driver {where} "
+                             f"({command[0]}) is not found (install gcc or clang, or set CC)")
+    return command
 
 
-def emit_assembly(llvm_ir: llvmlite.ir.Module | str, target: Target) -> str:
-    return target.target_machine().emit_assembly(_optimized(llvm_ir, target))
-
-
-def link_shared_object(object_bytes: bytes, out_path: str | os.PathLike, libraries: list[str] = ()) -> None:
-    """Link an object into a shared object with the system C compiler driver (`cc`); `libraries` are
-    further `cc` arguments (see externs.link_arguments). Every symbol must resolve (--no-undefined)."""
-    cc = shutil.which("cc")
-    if cc is None:
-        raise ToolchainError("cannot link a shared object: the C compiler driver `cc` is not on PATH "
-                             "(install gcc or clang)")
+def link_shared_object(objects: Sequence[bytes], out_path: str | os.PathLike,
+                       libraries: Sequence[str] = ()) -> None:
+    """Link object files into a shared object; `libraries` are further linker arguments (see
+    externs.link_arguments). Every symbol must resolve (--no-undefined)."""
+    cc = c_compiler()
     with tempfile.TemporaryDirectory(prefix="adc-") as tmp:
-        obj = Path(tmp) / "module.o"
-        obj.write_bytes(object_bytes)
-        result = subprocess.run([cc, "-shared", "-Wl,--no-undefined", "-o", str(out_path), str(obj),
-                                 *libraries, "-lm", "-lpthread"], capture_output=True, text=True)
+        paths = []
+        for k, data in enumerate(objects):
+            paths.append(Path(tmp) / f"part{k}.o")
+            paths[-1].write_bytes(data)
+        script = Path(tmp) / "exports.map"
+        script.write_text(VERSION_SCRIPT)
+        result = subprocess.run([*cc, "-shared", "-Wl,--no-undefined", f"-Wl,--version-script={script}",
+                                 "-o", str(out_path), *map(str, paths), *libraries, "-lm", "-lpthread"],
+                                capture_output=True, text=True)
     if result.returncode != 0:
-        raise ToolchainError(f"`cc -shared` failed (exit {result.returncode}) linking {out_path}:\n"
+        raise ToolchainError(f"`{' '.join(cc)} -shared` failed (exit {result.returncode}) linking {out_path}:\n"
                              f"{result.stderr.strip()}")

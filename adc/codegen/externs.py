@@ -32,6 +32,24 @@ def extern_calls(module: Module) -> list[Op]:
     return [op for func in module for op in func.ops if op.name == "extern_call"]
 
 
+def symbols(module: Module) -> list[tuple[str, str]]:
+    """The (library, symbol) pairs the module's external functions need, each once."""
+    return list(dict.fromkeys((op.attrs["library"], op.attrs["symbol"]) for op in extern_calls(module)))
+
+
+def bind(pairs) -> bool:
+    """Load each library and look up each symbol of `pairs` (from `symbols`); False when one fails
+    (the caller recompiles, and `resolve` then reports where)."""
+    for library, symbol in pairs:
+        try:
+            llvm.load_library_permanently(library or libm())
+        except RuntimeError:
+            return False
+        if not llvm.address_of_symbol(symbol):
+            return False
+    return True
+
+
 def resolve(module: Module) -> None:
     """Load the libraries the module's external functions name and check that each symbol is defined
     (once per library and symbol; an error points at the first call)."""

@@ -1,9 +1,10 @@
-"""Matrix products in generated code: `adc_gemm_<dtype>`, a register-blocked kernel.
+"""Matrix products: `adc_rt_gemm_<dtype>`, a register-blocked kernel in the runtime library.
 
 Lowering turns each IR `matmul` into calls of one function per dtype, defined
-here once per LLVM module:
+once per target in the shared runtime library (runtime_library.py) and only
+declared in kernel modules, so no module re-optimizes it:
 
-    void adc_gemm_f32(i64 M, i64 N, i64 K, float* A, float* B, float* C)
+    void adc_rt_gemm_f32(i64 M, i64 N, i64 K, float* A, float* B, float* C)
         ; C[M,N] = A[M,K] @ B[K,N]; row-major, contiguous; C overwritten
 
 The kernel is the classic Goto/BLIS loop nest, shaped for row-major C
@@ -40,10 +41,12 @@ from dataclasses import dataclass
 
 import llvmlite.ir as ir
 
+from adc.abi import runtime_gemm_symbol
 from adc.codegen.loops import I1, I32, I64, for_range
 from adc.ir.types import DType
 
 PACK_ALIGN = 64  # one cache line, the widest vector the target may use
+ELEMENT_TYPES = {DType.f32: ir.FloatType(), DType.f64: ir.DoubleType()}
 
 
 @dataclass(frozen=True)
@@ -97,22 +100,22 @@ def blocking(dtype: DType, vector_bits: int) -> Blocking:
     return BLOCKINGS[dtype, vector_bits]
 
 
-def gemm_name(dtype: DType) -> str:
-    return f"adc_gemm_{dtype}"
-
-
-def matmul_function(module: ir.Module, blk: Blocking) -> ir.Function:
-    """`void adc_gemm_<dtype>(i64 M, i64 N, i64 K, T* A, T* B, T* C)`, defined once per module
-    (with the first blocking asked for: a module is compiled for one target).
-
-    Internal to the module. A and B may be the same buffer; C must overlap neither (noalias).
-    """
-    name = gemm_name(blk.dtype)
+def declare_gemm(module: ir.Module, dtype: DType) -> ir.Function:
+    """The runtime library's `adc_rt_gemm_<dtype>`, declared in a kernel module that calls it."""
+    name = runtime_gemm_symbol(str(dtype))
     if name in module.globals:
         return module.globals[name]
-    ptr = blk.elem.as_pointer()
-    func = ir.Function(module, ir.FunctionType(ir.VoidType(), [I64, I64, I64, ptr, ptr, ptr]), name)
-    func.linkage = "internal"
+    ptr = ELEMENT_TYPES[dtype].as_pointer()
+    return ir.Function(module, ir.FunctionType(ir.VoidType(), [I64, I64, I64, ptr, ptr, ptr]), name)
+
+
+def define_gemm(module: ir.Module, blk: Blocking) -> ir.Function:
+    """Define `void adc_rt_gemm_<dtype>(i64 M, i64 N, i64 K, T* A, T* B, T* C)` in the runtime
+    library (runtime_library.py), with the tiles of `blk`; the blocked nest stays internal.
+
+    A and B may be the same buffer; C must overlap neither (noalias).
+    """
+    func = declare_gemm(module, blk.dtype)
     m, n, k, a, b, c = func.args
     for arg, arg_name in zip(func.args, "MNKABC"):
         arg.name = arg_name

@@ -1,59 +1,75 @@
-"""In-process compilation: LLVM IR → optimized machine code in this process, via MCJIT.
+"""In-process loading: object code → executable memory in this process, via MCJIT.
 
-The last stage of `adc.jit`: the LLVM module from lower.py is parsed,
-verified, optimized for the host `Target` and finalized; the runtime then
-reads symbol addresses (`adc_kernel_<f>`, `adc_module_metadata`, ...) and
-calls them through ctypes, exactly as it does for a shared object.
+The last stage of the JIT: object code from emit.py (or from the on-disk cache)
+is linked into this process by an MCJIT engine of its own; the runtime then
+reads symbol addresses (`adc_kernel_<f>`, `adc_module_metadata`, ...) and calls
+them through ctypes, exactly as it does for a shared object. No LLVM
+optimization or code generation happens here.
 
-    lib = JitLibrary(lower_module(module, metadata), Target.host())
+    install_runtime(runtime_object, target)   # once per process: gemm, thread pool
+    lib = JitLibrary(emit_object(llvm_module, target), target)
     address = lib.address("adc_kernel_sigmoid_shift")
 
-libc and libm symbols (aligned_alloc, free, pthread_create, ...) resolve from the
-process (glibc >= 2.34 has the pthread functions in libc itself).
+Symbols resolve from the runtime library (published by `install_runtime`), then
+from the process: libc and libm (aligned_alloc, free, pthread_create, ...; glibc
+>= 2.34 has the pthread functions in libc itself) and the libraries of external
+functions (externs.py loads them first).
 """
 from __future__ import annotations
 
+import threading
+
 import llvmlite.binding as llvm
-import llvmlite.ir
 
 from adc.codegen.target import Target
 
 _count = 0
+_runtime: llvm.ExecutionEngine | None = None
+_runtime_lock = threading.Lock()
 
 
 def compile_count() -> int:
-    """How many LLVM modules this process has compiled (one compilation serves every size)."""
+    """How many modules this process has loaded (one compilation serves every size)."""
     return _count
 
 
-def parse(llvm_ir: llvmlite.ir.Module | str) -> llvm.ModuleRef:
-    """Parse and verify LLVM IR text or an llvmlite module."""
-    module = llvm.parse_assembly(str(llvm_ir))
-    module.verify()
-    return module
+def _engine(object_code: bytes, target: Target) -> llvm.ExecutionEngine:
+    engine = llvm.create_mcjit_compiler(llvm.parse_assembly(""), target.new_target_machine())
+    engine.add_object_file(llvm.ObjectFileRef.from_data(object_code))
+    engine.finalize_object()
+    return engine
+
+
+def runtime_installed() -> bool:
+    return _runtime is not None
+
+
+def install_runtime(object_code: bytes, target: Target, symbols: tuple[str, ...]) -> None:
+    """Load the runtime library's object code once for this process and publish `symbols`,
+    so JIT modules loaded afterwards call them. Later calls do nothing."""
+    global _runtime
+    with _runtime_lock:
+        if _runtime is not None:
+            return
+        engine = _engine(object_code, target)
+        for name in symbols:
+            address = engine.get_function_address(name)
+            if not address:
+                raise RuntimeError(f"the adc runtime library does not define {name}")
+            llvm.add_symbol(name, address)
+        _runtime = engine     # lives as long as the process: every JIT module calls into it
 
 
 class JitLibrary:
-    """One LLVM module compiled into this process's memory; lives as long as this object."""
+    """One module's object code linked into this process's memory; lives as long as this object."""
 
-    def __init__(self, llvm_ir: llvmlite.ir.Module | str, target: Target):
+    def __init__(self, object_code: bytes, target: Target):
         global _count
+        if _runtime is None:
+            raise RuntimeError("install_runtime() must run before a JIT module is loaded")
         self.target = target
-        module = parse(llvm_ir)
-        target.optimize(module)
-        self._engine = llvm.create_mcjit_compiler(module, target.new_target_machine())
-        self._engine.finalize_object()
-        self._module = module
+        self._engine = _engine(object_code, target)
         _count += 1
-
-    @property
-    def llvm_ir(self) -> str:
-        """The optimized LLVM IR."""
-        return str(self._module)
-
-    def asm(self) -> str:
-        """The generated assembly for the host."""
-        return self.target.target_machine().emit_assembly(self._module)
 
     def address(self, symbol: str) -> int:
         """The address of an exported function, 0 when the module does not define it."""

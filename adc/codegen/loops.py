@@ -141,11 +141,17 @@ def if_then_else(b: ir.IRBuilder, cond: ir.Value, then: Callable[[], ir.Value],
 
 
 def outline(module: ir.Module, stem: str, n_buffers: int) -> ir.Function:
-    """A new, empty internal `void(i64 start, i64 end, ptr dims, ptr noalias buffers...)`."""
+    """A new, empty internal `void(i64 start, i64 end, ptr dims, ptr noalias buffers...)`.
+
+    `noinline`: a nest is called from the kernel (one thread) and from its parallel task; inlined,
+    LLVM would optimize and vectorize each nest twice (the bulk of a module's compile time) to
+    save one call per nest.
+    """
     name = f"adc.{stem}.{len(module.globals)}"
     fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [I64, I64, PTR] + [PTR] * n_buffers), name)
     fn.linkage = "internal"
     fn.attributes.add("nounwind")
+    fn.attributes.add("noinline")
     for arg in fn.args[2:]:
         arg.add_attribute("noalias")
     return fn

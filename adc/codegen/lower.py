@@ -603,13 +603,13 @@ def matmul_lower(kernel: Emitter, op: Op, dest: ir.Value) -> None:
 
 
 def _matmul_rows(kernel: Emitter, blk: gemm.Blocking, k: Dim, n: Dim) -> ir.Function:
-    """rows(start, end, dims, C, A, B): C[start:end] = A[start:end] @ B, by the module's gemm."""
+    """rows(start, end, dims, C, A, B): C[start:end] = A[start:end] @ B, by the runtime library's gemm."""
     fn = outline(kernel.llmod, "matmul_rows", 3)
     em = kernel.nested(fn, fn.args[2], {})
     start, end, _, c, a, b_ = fn.args
     k_, n_ = em.dim(k), em.dim(n)
     dtype = blk.dtype
-    em.b.call(gemm.matmul_function(kernel.llmod, blk),
+    em.b.call(gemm.declare_gemm(kernel.llmod, dtype),
               [em.b.sub(end, start), n_, k_, em.element_ptr(a, dtype, em.b.mul(start, k_, flags=NOWRAP)), b_,
                em.element_ptr(c, dtype, em.b.mul(start, n_, flags=NOWRAP))])
     em.b.ret_void()

@@ -47,6 +47,13 @@ class Gradient:
     wrt: tuple[int, ...]
 
 
+def passthrough(vjp_func: Func, n_results: int) -> tuple[int | None, ...]:
+    """For each value a VJP function returns: the index of the result cotangent it is (the VJP of
+    `x + y` passes its cotangent through unchanged), or None."""
+    cotangents = vjp_func.params[len(vjp_func.params) - n_results:]
+    return tuple(cotangents.index(v) if v in cotangents else None for v in vjp_func.returns)
+
+
 def vjp(module: Module, name: str, wanted: Iterable[int] | None = None) -> tuple[Module, Gradient]:
     """The VJP of function `name`: inline calls, differentiate, clean up (simplify, cse, dce),
     verify. Returns the input module plus the new function (named f"{name}_vjp", made unique

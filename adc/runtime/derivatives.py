@@ -3,10 +3,10 @@
 Every compiled module carries the IR it was compiled from (the `ir` field of its
 metadata) and says where its VJPs come from (`gradients`, see adc/abi.py):
 
-- `derived` (the JIT): `derive(kernel)` parses the IR (once per module), runs the
-  adjoint pass (adc/passes/adjoint.py) on the kernel's function and JIT-compiles a
-  module holding just the VJP function. That module is `derived` too, so nested
-  tapes get second and third derivatives.
+- `derived` (the JIT): `derive(kernel)` asks the driver for the kernel's VJP
+  (`driver.derive`: the adjoint pass on the module's IR, JIT-compiled, kept in the
+  on-disk cache) and wraps the library it returns like any module. That module is
+  `derived` too, so nested tapes get second and third derivatives.
 - `embedded` (`adc compile`): the VJP kernel of each kernel, w.r.t. all its float
   params, is in the .so; it covers every request (a tape asking for fewer params
   ignores the extra cotangents), so first derivatives need no compiler. A VJP
@@ -19,16 +19,16 @@ metadata) and says where its VJPs come from (`gradients`, see adc/abi.py):
     derive(m.square)    # square(x: f32[N]) -> f32[N]
                         #   ==> (square_vjp(x: f32[N], ct: f32[N]) -> f32[N], wrt=(0,))
 
-The compiler is imported here, on first use, so loading a shared object does not need it.
+The driver is imported on first use, so loading a shared object needs neither it nor llvmlite.
 """
 from __future__ import annotations
 
-import ctypes
 import threading
 import weakref
 from dataclasses import dataclass
+from typing import Callable
 
-from adc.abi import GRADIENTS_EMBEDDED, GRADIENTS_NONE, METADATA_SYMBOL, ModuleInfo, decode_metadata
+from adc.abi import GRADIENTS_EMBEDDED, GRADIENTS_NONE, ModuleInfo
 
 _parsed: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()   # native library -> IR Module
 _sources: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # native library -> GradientSource
@@ -60,22 +60,24 @@ NONE = Derivative(None, (), ())
 @dataclass(frozen=True)
 class GradientSource:
     """What a loaded module's metadata says about its VJPs: the embedded ones by kernel name,
-    and why a kernel has none (`missing`)."""
+    and why a kernel has none (`missing`); `open_module(library, origin)` is the loader that
+    opens the libraries of derivatives compiled from its IR."""
 
     origin: str
     info: ModuleInfo
     embedded: dict[str, Derivative]
     missing: dict[str, str]
+    open_module: Callable
 
 
-def register(library, origin: str, info: ModuleInfo, vjp_kernels: dict[str, object]) -> None:
+def register(library, origin: str, info: ModuleInfo, vjp_kernels: dict[str, object], open_module: Callable) -> None:
     """Remember where the kernels of `library` get their VJPs (`vjp_kernels`: the embedded
-    VJP kernels by name, wrapped by the loader)."""
+    VJP kernels by name, wrapped by the loader `open_module`)."""
     embedded = {v.of: Derivative(vjp_kernels[v.kernel.name], v.wrt, v.passthrough) if v.kernel else NONE
                 for v in info.vjps if not v.missing}
     missing = {v.of: v.missing for v in info.vjps if v.missing}
     with _lock:
-        _sources[library] = GradientSource(origin, info, embedded, missing)
+        _sources[library] = GradientSource(origin, info, embedded, missing, open_module)
 
 
 def derive(kernel, wanted: tuple[int, ...] | None = None) -> Derivative:
@@ -84,13 +86,8 @@ def derive(kernel, wanted: tuple[int, ...] | None = None) -> Derivative:
     embedded = embedded_derivative(kernel)
     if embedded is not None:
         return embedded
-    try:
-        return _derive_from_ir(kernel, wanted)
-    except ImportError as err:
-        raise LookupError(f"No gradient defined for kernel '{kernel.signature.name}' in "
-                          f"{_sources[kernel._owner].origin}: the module embeds first-order VJP kernels "
-                          f"only; higher orders are compiled from the IR it carries, which needs the adc "
-                          f"compiler's dependencies ({err})") from None
+    return compiled(kernel, "vjp", wanted, "the module embeds first-order VJP kernels only; higher "
+                                           "orders are compiled from the IR it carries")
 
 
 def embedded_derivative(kernel) -> Derivative | None:
@@ -110,38 +107,33 @@ def embedded_derivative(kernel) -> Derivative | None:
     return source.embedded.get(name)
 
 
-def _derive_from_ir(kernel, wanted: tuple[int, ...] | None) -> Derivative:
-    from adc.passes.adjoint import vjp
+def compiled(kernel, derivation: str, wanted: tuple[int, ...] | None, why_compiler: str = "") -> Derivative:
+    """A derivative of `kernel` (one of driver.DERIVATIONS: "vjp", "vjp_batched", "gradient",
+    "jacobian", "hessian") compiled from the IR its module carries, opened like any module.
+    LookupError, saying `why_compiler` it was needed, when the compiler cannot be imported."""
+    source = _sources[kernel._owner]
+    try:
+        from adc import driver      # optional here: a deployment may load .so files only
+    except ImportError as err:
+        raise LookupError(f"No gradient defined for kernel '{kernel.signature.name}' in {source.origin}: "
+                          f"{why_compiler or 'it is compiled from the IR the module carries'}, which needs "
+                          f"the adc compiler's dependencies ({err})") from None
+    with _lock:
+        derived = driver.derive(source.info.ir, source.info.name, derivation, kernel.signature.name, wanted)
+    if not derived.wrt:
+        return NONE
+    if derived.library is None:
+        return Derivative(None, derived.wrt, derived.passthrough)
+    module = source.open_module(derived.library, source.info.name)
+    return Derivative(module[derived.function], derived.wrt, derived.passthrough)
+
+
+def module_ir(library):
+    """The IR module a native library was compiled from, parsed once (for analyses of it)."""
+    from adc.ir.parser import parse_module      # lark: only analyses need it
 
     with _lock:
-        module, gradient = vjp(_module_ir(kernel._owner), kernel.signature.name, wanted)
-        return compiled_derivative(module, gradient.func, gradient.wrt, len(kernel.signature.result_types))
-
-
-def compiled_derivative(module, func, wrt: tuple[int, ...], n_results: int) -> Derivative:
-    """The Derivative whose kernel is `func` of `module` (a VJP from the passes), JIT-compiled with
-    the functions it calls unless it only passes cotangents through."""
-    from adc import driver
-
-    if not wrt:
-        return NONE
-    through = passthrough(func, n_results)
-    compiled = driver.jit(module.reachable(func.name)) if None in through else None
-    return Derivative(compiled[func.name] if compiled else None, tuple(wrt), through)
-
-
-def passthrough(vjp_func, n_results: int) -> tuple[int | None, ...]:
-    """For each value a VJP function returns: the index of the result cotangent it is, or None."""
-    cotangents = vjp_func.params[len(vjp_func.params) - n_results:]
-    return tuple(cotangents.index(v) if v in cotangents else None for v in vjp_func.returns)
-
-
-def _module_ir(library):
-    """The IR module a native library was compiled from, parsed once."""
-    from adc.ir.parser import parse_module
-
-    if library not in _parsed:
-        read = ctypes.CFUNCTYPE(ctypes.c_char_p)(library.address(METADATA_SYMBOL))
-        info = decode_metadata(read().decode("utf-8"))
-        _parsed[library] = parse_module(info.ir, info.name)
-    return _parsed[library]
+        if library not in _parsed:
+            info = _sources[library].info
+            _parsed[library] = parse_module(info.ir, info.name)
+        return _parsed[library]

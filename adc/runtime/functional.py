@@ -16,12 +16,15 @@ refuses with its LookupError, as a tape would.
 """
 from __future__ import annotations
 
+import threading
 import weakref
 
-from adc.runtime.derivatives import _lock, _module_ir, embedded_derivative
+from adc.runtime.derivatives import compiled, embedded_derivative
 from adc.runtime.kernel import Kernel
 
 _cache: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()   # Kernel -> {(transform, wrt): Kernel}
+_lock = threading.Lock()
+DERIVATIONS = {"grad": "gradient", "jacobian": "jacobian", "hessian": "hessian"}   # -> driver.DERIVATIONS
 
 
 def grad(kernel: Kernel, wrt=None) -> Kernel:
@@ -59,16 +62,7 @@ def _transformed(transform: str, kernel: Kernel, wrt) -> Kernel:
 
 
 def _compile(transform: str, kernel: Kernel, wanted: tuple[int, ...]) -> Kernel:
-    from adc import driver
-    from adc.passes import jacobian as compositions
-
-    module, name = _module_ir(kernel._owner), kernel.signature.name
-    if transform == "hessian":
-        module, func = compositions.hessian(module, name, wanted[0])
-    else:
-        module, func, _ = getattr(compositions, "gradient" if transform == "grad" else "jacobian")(
-            module, name, wanted)
-    return driver.jit(module.reachable(func.name))[func.name]
+    return compiled(kernel, DERIVATIONS[transform], wanted).kernel
 
 
 def _wanted(transform: str, kernel: Kernel, wrt) -> tuple[int, ...]:

@@ -29,13 +29,14 @@ from __future__ import annotations
 
 import math
 import numbers
+import threading
 import warnings
 import weakref
 
 import numpy as np
 
 from adc.passes.example_axis import MIXED
-from adc.runtime.derivatives import Derivative, _lock, _module_ir, compiled_derivative, embedded_derivative
+from adc.runtime.derivatives import Derivative, compiled, embedded_derivative, module_ir
 from adc.runtime.kernel import Kernel
 from adc.runtime.tape import UnconnectedGradients, _Node, _flatten, _pack, _REUSED, backpropagate
 from adc.runtime.tensor import Tensor
@@ -43,6 +44,7 @@ from adc.runtime.variable import Variable
 
 _JOIN_ARITY = 8     # blocks joined per concat call: few concat kernels to compile, whatever S is
 _batched: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()    # Kernel -> {wanted: Derivative}
+_lock = threading.RLock()
 _mixing: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()     # Kernel -> {(param, axis): result axes}
 
 
@@ -225,15 +227,9 @@ def _derive_batched(kernel, wanted: tuple[int, ...]) -> Derivative:
     """Batched VJPs are always compiled from the module's IR; a module built without gradients
     refuses (embedded_derivative raises its LookupError) rather than falling back to it."""
     embedded_derivative(kernel)
-    try:
-        from adc.passes.jacobian import vjp_batched
-    except ImportError as err:
-        raise LookupError(f"No batched gradient for kernel '{kernel.signature.name}': vectorized Jacobians "
-                          f"are compiled from the IR the module carries, which needs the adc compiler's "
-                          f"dependencies ({err}); pass experimental_use_pfor=False to use the embedded "
-                          f"VJP kernels one seed at a time") from None
-    module, func, wrt = vjp_batched(_module_ir(kernel._owner), kernel.signature.name, wanted)
-    return compiled_derivative(module, func, wrt, len(kernel.signature.result_types))
+    return compiled(kernel, "vjp_batched", wanted,
+                    "vectorized Jacobians are compiled from the IR the module carries (pass "
+                    "experimental_use_pfor=False to use the embedded VJP kernels one seed at a time)")
 
 
 def _check_examples(nodes, target, source, allow: bool) -> None:
@@ -302,6 +298,6 @@ def _example_axes(kernel, param: int, axis: int) -> tuple:
     with _lock:
         cache = _mixing.setdefault(kernel, {})
         if (param, axis) not in cache:
-            module = expand_custom_gradients(_module_ir(kernel._owner))
+            module = expand_custom_gradients(module_ir(kernel._owner))
             cache[(param, axis)] = example_axes(inline_func(module[kernel.signature.name], module), param, axis)
         return cache[(param, axis)]

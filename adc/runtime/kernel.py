@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 
 from adc.abi import KernelSignature
+from adc.runtime import derivatives
 from adc.ir.types import SymDim, TensorType, evaluate_dim
 from adc.runtime.tape import record, thread_state
 from adc.runtime.tensor import Tensor, _address
@@ -83,9 +84,7 @@ class Kernel:
         """The kernel's VJP for the `wanted` params (default all), compiled on first use: a
         `derivatives.Derivative` whose `wrt` lists the params the results depend on."""
         if wanted not in self._derivatives:
-            from adc.runtime.derivatives import derive
-
-            self._derivatives[wanted] = derive(self, wanted)
+            self._derivatives[wanted] = derivatives.derive(self, wanted)
         return self._derivatives[wanted]
 
     def _bind(self, args: tuple, kwargs: dict) -> tuple:

@@ -17,8 +17,9 @@ import os
 from pathlib import Path
 from typing import Protocol
 
-from adc.abi import METADATA_SYMBOL, KernelSignature, MetadataError, ModuleInfo, check_seal, decode_metadata
-from adc.codegen.parallel import SET_NUM_THREADS_SYMBOL
+from adc import cpus
+from adc.abi import (METADATA_SYMBOL, SET_NUM_THREADS_SYMBOL, KernelSignature, MetadataError, ModuleInfo,
+                     decode_metadata, read_target)
 from adc.runtime import derivatives
 from adc.runtime.kernel import Kernel
 
@@ -32,16 +33,19 @@ class NativeLibrary(Protocol):
 
 
 class SharedLibrary:
-    """A shared object opened with the system's dynamic loader."""
+    """A shared object opened with the system's dynamic loader, once its seal and its target are
+    checked (`check_cpu=False` skips the CPU check, for tools that only read the metadata)."""
 
-    def __init__(self, path: str | os.PathLike):
+    def __init__(self, path: str | os.PathLike, check_cpu: bool = True):
         self.path = Path(path)
         if not self.path.is_file():
             raise LoadError(f"{self.path}: no such file")
         try:
-            check_seal(self.path)
+            self.target = read_target(self.path)
         except MetadataError as err:
             raise LoadError(f"{self.path}: {err}") from None
+        if check_cpu:
+            _check_cpu(self.path, self.target)
         try:
             self._lib = ctypes.CDLL(str(self.path.resolve()))
         except OSError as err:
@@ -64,7 +68,7 @@ class Module:
         self.info: ModuleInfo = info
         self._kernels = {sig.name: _kernel(library, sig, origin) for sig in info.kernels}
         vjps = {v.kernel.name: _kernel(library, v.kernel, origin) for v in info.vjps if v.kernel}
-        derivatives.register(library, origin, info, vjps)
+        derivatives.register(library, origin, info, vjps, Module)
         _install_num_threads(library)
 
     @property
@@ -124,6 +128,20 @@ def _install_num_threads(library: NativeLibrary) -> None:
         ctypes.CFUNCTYPE(None, ctypes.c_int32)(setter)(max(-1, min(n, 1 << 16)))
 
 
+def _check_cpu(path: Path, target: dict) -> None:
+    """LoadError naming what this CPU lacks of the features `path` was built for. Where the host's
+    features cannot be read (not x86-64 Linux) the loader cannot tell, and leaves it to the system."""
+    try:
+        missing = cpus.missing_features(target["features"])
+    except OSError:
+        return
+    if missing:
+        raise LoadError(f"{path}: compiled for CPU {target.get('cpu', '?')!r}, whose features this CPU lacks: "
+                        f"{', '.join(missing)}. Recompile it here (adc compile --cpu native), or for a CPU "
+                        f"both have (e.g. --cpu x86-64-v2)")
+
+
 def load(path: str | os.PathLike) -> Module:
-    """Open a shared object written by `adc compile`; no recompilation."""
+    """Open a shared object written by `adc compile`; no recompilation. LoadError when it is not a
+    whole adc module, or was built for CPU features this machine lacks."""
     return Module(SharedLibrary(path), str(path))

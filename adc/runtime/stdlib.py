@@ -20,6 +20,7 @@ import numpy as np
 
 from adc.ir.types import DType
 from adc.runtime.kernel import Kernel
+from adc.runtime.module import Module
 
 _kernels: dict[tuple, Kernel] = {}
 _lock = threading.Lock()
@@ -32,13 +33,13 @@ def kernel(key: tuple, source: Callable[[], tuple[str, str]]) -> Kernel:
 
 
 def _compile(key: tuple, source: Callable[[], tuple[str, str]]) -> Kernel:
-    from adc import driver
+    from adc import driver      # the compiler: eager ops need it, loading .so files does not
 
     with _lock:
         if key not in _kernels:
             name, text = source()
-            module = driver.jit(driver.elaborate(text, f"<eager {name}>"))
-            _kernels[key] = module[name]
+            origin = f"<eager {name}>"
+            _kernels[key] = Module(driver.jit_source(text, origin), origin)[name]
         return _kernels[key]
 
 

@@ -6,7 +6,8 @@ import ctypes
 import numpy as np
 import pytest
 
-from adc.codegen import aot
+from adc import driver
+from adc.codegen import aot, emit
 from adc.codegen.lower import lower_module
 from adc.codegen.target import Target
 from adc.errors import ToolchainError
@@ -25,7 +26,10 @@ def test_shared_object_matches_jit(tmp_path):
     module = dense_relu()
     func = module["dense_relu"]
     path = tmp_path / "dense.so"
-    aot.link_shared_object(aot.emit_object(lower_module(module, '{"abi": 1}', Target.host().vector_bits), Target.host(pic=True)), path)
+    target = Target.host(pic=True)
+    objects = [emit.emit_object(lower_module(module, '{"abi": 1}', target.vector_bits), target),
+               driver.runtime_object(target)]
+    aot.link_shared_object(objects, path)
     so = ctypes.CDLL(str(path))
     so_address = ctypes.cast(so.adc_kernel_dense_relu, ctypes.c_void_p).value
     jit = compile_module(module)
@@ -37,19 +41,38 @@ def test_shared_object_matches_jit(tmp_path):
 
 
 def test_assembly_text_names_the_kernel():
-    asm = aot.emit_assembly(lower_module(dense_relu(), "{}", Target.host().vector_bits), Target.host())
+    asm = emit.emit_assembly(lower_module(dense_relu(), "{}", Target.host().vector_bits), Target.host())
     assert "adc_kernel_dense_relu:" in asm
 
 
 def test_link_failure_is_a_toolchain_error(tmp_path):
     with pytest.raises(ToolchainError, match="cc -shared"):
-        aot.link_shared_object(b"not an object file", tmp_path / "broken.so")
+        aot.link_shared_object([b"not an object file"], tmp_path / "broken.so")
 
 
 def test_missing_cc_is_a_toolchain_error(tmp_path, monkeypatch):
     monkeypatch.setenv("PATH", str(tmp_path))
-    with pytest.raises(ToolchainError, match="not on PATH"):
-        aot.link_shared_object(b"", tmp_path / "x.so")
+    monkeypatch.delenv("CC", raising=False)
+    with pytest.raises(ToolchainError, match="`cc` .* is not found"):
+        aot.link_shared_object([b""], tmp_path / "x.so")
+
+
+def test_cc_environment_variable_names_the_linker(tmp_path, monkeypatch):
+    monkeypatch.setenv("CC", "no-such-compiler-adc --flag")
+    with pytest.raises(ToolchainError, match=r"\$CC \(no-such-compiler-adc\) is not found"):
+        aot.link_shared_object([b""], tmp_path / "x.so")
+
+
+def test_shared_object_exports_only_the_module_symbols(tmp_path):
+    """The runtime library is linked in but not exported: two .so files never bind to each other's."""
+    target = Target.host(pic=True)
+    path = tmp_path / "dense.so"
+    aot.link_shared_object([emit.emit_object(lower_module(dense_relu(), '{"abi": 1}', target.vector_bits), target),
+                            driver.runtime_object(target)], path)
+    so = ctypes.CDLL(str(path))
+    assert so.adc_kernel_dense_relu
+    with pytest.raises(AttributeError):
+        so.adc_rt_gemm_f32
 
 
 def test_target_key_distinguishes_pic():

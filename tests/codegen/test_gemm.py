@@ -57,7 +57,7 @@ def _build_module(vector_bits: int) -> ir.Module:
     module = ir.Module(name="test_gemm")
     module.triple = llvm.get_process_triple()
     for dtype in DTYPES:
-        callee = gemm.matmul_function(module, gemm.blocking(dtype, vector_bits))
+        callee = gemm.define_gemm(module, gemm.blocking(dtype, vector_bits))
         wrapper = ir.Function(module, callee.function_type, f"call_gemm_{dtype}")
         builder = ir.IRBuilder(wrapper.append_basic_block())
         builder.call(callee, wrapper.args)
@@ -141,11 +141,12 @@ def test_old_contents_of_c_are_ignored(jit, dtype):
     np.testing.assert_array_equal(jit.gemm(dtype, a, b, c), b)
 
 
-def test_functions_are_defined_once_per_module():
+def test_kernel_modules_declare_the_runtime_gemm_once_per_dtype():
     module = ir.Module()
-    first = gemm.matmul_function(module, gemm.blocking(DType.f32, 256))
-    assert gemm.matmul_function(module, gemm.blocking(DType.f32, 256)) is first
-    assert gemm.matmul_function(module, gemm.blocking(DType.f64, 256)) is not first
+    first = gemm.declare_gemm(module, DType.f32)
+    assert first.is_declaration and first.name == "adc_rt_gemm_f32"
+    assert gemm.declare_gemm(module, DType.f32) is first
+    assert gemm.declare_gemm(module, DType.f64) is not first
 
 
 @pytest.mark.parametrize("dtype, bits", [(DType.i32, 256), (DType.f32, 1024)])

@@ -13,7 +13,6 @@ import pytest
 
 from adc.abi import parse_type
 from adc.codegen.fusion import plan
-from adc.codegen.jit import JitLibrary
 from adc.codegen.lower import lower_module, lower_rules
 from adc.codegen.target import Target
 from adc.errors import CompileError
@@ -22,6 +21,7 @@ from adc.ir.core import Module
 from adc.ir.ops import OPS
 from adc.ir.types import evaluate_dim
 from adc.ir.verify import verify
+from tests.support.native import CompiledLLVM
 
 KERNEL = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p)
 RNG = np.random.default_rng(0)
@@ -38,8 +38,8 @@ def kernel(params: str, body, name: str = "k") -> Module:
     return module
 
 
-def compile_module(module: Module) -> JitLibrary:
-    return JitLibrary(lower_module(module, '{"abi": 1}', Target.host().vector_bits), Target.host())
+def compile_module(module: Module) -> CompiledLLVM:
+    return CompiledLLVM(lower_module(module, '{"abi": 1}', Target.host().vector_bits))
 
 
 def bind(func, args) -> dict[str, int]:

@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from adc import driver
+from adc import compiler, driver
 from adc.errors import CompileError
 from adc.frontend import compile_source
 from adc.ir.core import Module
@@ -25,6 +25,7 @@ from adc.passes.adjoint import adjoint, vjp
 from adc.passes.adjoint_rules import adjoint_rules
 from tests.conftest import SAMPLES
 from tests.support.references import sample_inputs
+from tests.support.native import jit_module
 
 GOLDEN = Path(__file__).parent / "adjoint"
 GOLDEN_CASES = sorted(GOLDEN.glob("*.adc"))
@@ -160,7 +161,7 @@ def shapes32(x: f32[B, 5], y: f32[5]) -> f32[B, 3]:
 def _compiled_and_interpreted(module, name, args, rng):
     with_vjp, grad = vjp(module, name)
     cts = [rng.standard_normal(r.shape).astype(r.dtype) for r in run(with_vjp, name, *args)]
-    native = driver.jit(Module({grad.func.name: grad.func}, module.name))      # the VJP is call-free
+    native = jit_module(Module({grad.func.name: grad.func}, module.name))      # the VJP is call-free
     compiled = getattr(native, grad.func.name)(*args, *cts)
     compiled = compiled if isinstance(compiled, tuple) else (compiled,)
     return [c.numpy() for c in compiled], run(with_vjp, grad.func.name, *args, *cts)
@@ -180,7 +181,7 @@ def test_compiled_vjp_matches_interpreter(name, dtype):
 @pytest.mark.parametrize("name", ["mlp_loss", "batchnorm", "logsumexp_rows", "sigmoid_shift"])
 def test_compiled_sample_vjps_match_interpreter(name):
     rng = np.random.default_rng(6)
-    module = driver.elaborate(driver.read_source(SAMPLES / "kernels.adc"), "kernels.adc")
+    module = compiler.elaborate(driver.read_source(SAMPLES / "kernels.adc"), "kernels.adc")
     args = sample_inputs(rng)[name]
     compiled, interpreted = _compiled_and_interpreted(module, name, args, rng)
     for c, i in zip(compiled, interpreted, strict=True):

@@ -9,7 +9,6 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from adc import driver
 from adc.errors import CompileError
 from adc.frontend import compile_source
 from adc.ir.builder import Builder
@@ -22,6 +21,7 @@ from adc.ir.types import F64, SymDim, TensorType
 from adc.ir.verify import verify
 from adc.passes.batch import batch
 from adc.passes.batch_rules import NEVER_BATCHED, batch_rules
+from tests.support.native import jit_module
 
 SIZES = {"N": 3, "M": 2, "B": 2, "I": 3, "O": 2, "H": 2, "P": 2, "K": 3}
 EXAMPLES = 4
@@ -208,7 +208,7 @@ def test_compiled_batched_functions_match_the_interpreter():
                 own.append(Module({**out.funcs, name: dataclasses.replace(func, name=name)}, name))
             else:
                 shared[name] = dataclasses.replace(func, name=name)
-    natives = [driver.jit(m) for m in [Module(shared, "batched")] + own]
+    natives = [jit_module(m) for m in [Module(shared, "batched")] + own]
     for name, (args, expected) in inputs.items():
         (native,) = [m for m in natives if name in m.kernels]
         got = getattr(native, name)(*args)

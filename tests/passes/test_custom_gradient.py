@@ -7,7 +7,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from adc import driver
 from adc.errors import CompileError
 from adc.frontend import compile_source
 from adc.ir.interp import run
@@ -16,6 +15,7 @@ from adc.ir.printer import format_func, format_module
 from adc.passes.adjoint import vjp
 from adc.passes.pipeline import run_pipeline
 from tests.support.gradcheck import check_vjp
+from tests.support.native import jit_module
 
 SAMPLE = Path(__file__).resolve().parents[2] / "samples" / "custom_gradients.adc"
 GOLDEN = Path(__file__).parent / "custom_gradient"
@@ -32,7 +32,7 @@ def compiled(sample):
     module = sample
     for name in ("clipped_square", "clipped_square_vector", "log1pexp", "gelu", "gram_energy"):
         module, _ = vjp(module, name)
-    return driver.jit(module)
+    return jit_module(module)
 
 
 def gradient(module, name, *args):
@@ -154,6 +154,6 @@ def test_two_argument_external_function_with_a_tuple_gradient():
     check_vjp(module, "f", [x, y], order=2)
     module, grad = vjp(module, "f")
     ct = np.array([1.0, 2.0, -1.0])
-    compiled = driver.jit(module)
+    compiled = jit_module(module)
     for got, want in zip(compiled.f_vjp(x, y, ct), run(module, grad.func.name, x, y, ct)):
         np.testing.assert_allclose(got, want, rtol=1e-14)

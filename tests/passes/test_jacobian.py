@@ -14,7 +14,6 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from adc import driver
 from adc.errors import CompileError
 from adc.frontend import compile_source
 from adc.ir.core import Func, Module
@@ -27,6 +26,7 @@ from adc.passes.inline import inline_func
 from adc.passes.example_axis import depends_across
 from adc.passes.jacobian import gradient, hessian, jacobian, vjp_batched
 from tests.passes.test_batch import programs
+from tests.support.native import jit_module
 
 GOLDEN = Path(__file__).parent / "batch"
 GOLDEN_CASES = sorted(GOLDEN.glob("*.adc"))
@@ -164,7 +164,7 @@ def test_random_compositions_jacobian_equals_finite_differences(program, seed):
 
 def test_compiled_jacobian_matches_the_interpreter(module):
     out, func, wrt = jacobian(module, "shapes")
-    native = driver.jit(Module({func.name: func}, "jac"))
+    native = jit_module(Module({func.name: func}, "jac"))
     args = inputs("shapes")
     for got, want in zip(getattr(native, func.name)(*args), run(out, func.name, *args), strict=True):
         np.testing.assert_allclose(got.numpy(), want, rtol=1e-12, atol=1e-12)

@@ -78,10 +78,10 @@ def user_gradient(x):
 def odd_module(request, tmp_path_factory):
     if request.param == "jit":
         return adc.compile(NOT_THE_DERIVATIVE, "odd.adc")
-    from adc import driver
+    from adc import compiler, driver
 
     out = tmp_path_factory.mktemp("odd") / "odd.so"
-    driver.write_shared_object(driver.elaborate(NOT_THE_DERIVATIVE, "odd.adc"), out)
+    driver.write_shared_object(compiler.elaborate(NOT_THE_DERIVATIVE, "odd.adc"), out)
     return adc.load(out)
 
 

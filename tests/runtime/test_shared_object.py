@@ -84,7 +84,7 @@ def test_load_rejects_foreign_or_other_abi_modules(tmp_path, body, message):
     src.write_text(body + "\n")
     so = tmp_path / "foreign.so"
     subprocess.run(["cc", "-shared", "-fPIC", str(src), "-o", str(so)], check=True)
-    seal_file(so)
+    seal_file(so, {"triple": "x86_64-unknown-linux-gnu", "cpu": "x86-64", "features": []})
     with pytest.raises(adc.LoadError, match=message):
         adc.load(so)
 

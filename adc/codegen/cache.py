@@ -1,0 +1,157 @@
+"""The on-disk compile cache: sealed entries of object code, shared by every process of a user.
+
+A key is a hex digest the driver computes from everything the code depends on
+(the optimized IR or the source it comes from, the target, the adc, llvmlite and
+LLVM versions); an entry is the bytes the driver stores under it. Each entry is
+one file `<root>/<namespace>/<key>`, sealed like a shared object (abi.seal):
+
+    cache = Cache.from_environment()        # $ADC_CACHE_DIR, else the user cache folder
+    cache.get("modules", key)               # None: missing, or damaged (then removed)
+    cache.put("modules", key, data)         # atomic; evicts least recently used entries
+
+- Writes are atomic: a temporary file in the same folder, then `os.replace`. Several
+  processes compiling one module at once each write a whole entry and the last
+  rename wins; a reader sees a whole entry or none.
+- A truncated or damaged entry fails its seal: it is removed and reported as a miss,
+  so the caller rebuilds it. It is never loaded.
+- A hit refreshes the entry's modification time; when a write takes the cache over
+  its size bound, the entries used longest ago are removed first.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import platformdirs
+
+from adc.abi import MetadataError, seal, unseal
+
+DEFAULT_MAX_BYTES = 1 << 30
+EVICT_TO = 0.8        # after eviction the cache holds at most this share of its bound
+TEMP_SUFFIX = ".tmp"
+
+
+class CacheConfigError(ValueError):
+    """An ADC_CACHE* environment variable has a value adc cannot use."""
+
+
+@dataclass(frozen=True)
+class CacheInfo:
+    location: Path
+    entries: dict[str, int]     # namespace -> entries
+    size: int                   # bytes
+    max_size: int
+
+
+class Cache:
+    """Sealed entries under `root`, at most `max_bytes` in all."""
+
+    def __init__(self, root: str | os.PathLike, max_bytes: int = DEFAULT_MAX_BYTES):
+        self.root = Path(root)
+        self.max_bytes = max_bytes
+
+    @staticmethod
+    def from_environment(environ=os.environ) -> Cache | None:
+        """The cache the environment asks for: none when ADC_CACHE=0; at $ADC_CACHE_DIR, else the
+        platform's user cache folder; bounded by $ADC_CACHE_MAX_MB megabytes (default 1024)."""
+        if environ.get("ADC_CACHE", "1").strip() == "0":
+            return None
+        root = environ.get("ADC_CACHE_DIR") or platformdirs.user_cache_dir("adc", appauthor=False)
+        setting = environ.get("ADC_CACHE_MAX_MB", "").strip()
+        try:
+            max_bytes = int(setting) << 20 if setting else DEFAULT_MAX_BYTES
+        except ValueError:
+            raise CacheConfigError(f"ADC_CACHE_MAX_MB must be a whole number of megabytes, not {setting!r}") from None
+        return Cache(root, max_bytes)
+
+    def path(self, namespace: str, key: str) -> Path:
+        return self.root / namespace / key
+
+    def get(self, namespace: str, key: str) -> bytes | None:
+        path = self.path(namespace, key)
+        try:
+            data = path.read_bytes()
+        except OSError:
+            return None
+        try:
+            body = unseal(data)
+        except MetadataError:
+            _remove(path)
+            return None
+        try:
+            os.utime(path)
+        except OSError:
+            pass            # read-only cache: still a hit
+        return body
+
+    def put(self, namespace: str, key: str, data: bytes) -> None:
+        """Store an entry; a cache that cannot be written (read-only, disk full) is skipped silently."""
+        folder = self.root / namespace
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+            fd, temp = tempfile.mkstemp(dir=folder, prefix=f".{key}.", suffix=TEMP_SUFFIX)
+            try:
+                with os.fdopen(fd, "wb") as f:
+                    f.write(seal(data))
+                os.replace(temp, folder / key)
+            except BaseException:
+                _remove(Path(temp))
+                raise
+        except OSError:
+            return
+        self.evict()
+
+    def evict(self) -> None:
+        """Remove the entries used longest ago until the cache is within EVICT_TO of its bound."""
+        entries = self._entries()
+        total = sum(size for _, size, _ in entries)
+        if total <= self.max_bytes:
+            return
+        for path, size, _ in sorted(entries, key=lambda e: e[2]):
+            if total <= self.max_bytes * EVICT_TO:
+                break
+            _remove(path)
+            total -= size
+
+    def info(self) -> CacheInfo:
+        entries = self._entries()
+        per_namespace: dict[str, int] = {}
+        for path, _, _ in entries:
+            per_namespace[path.parent.name] = per_namespace.get(path.parent.name, 0) + 1
+        return CacheInfo(self.root, per_namespace, sum(size for _, size, _ in entries), self.max_bytes)
+
+    def clear(self) -> None:
+        """Remove every entry (and the folders adc made), leaving the root folder."""
+        if not self.root.is_dir():
+            return
+        for child in self.root.iterdir():
+            if child.is_dir():
+                shutil.rmtree(child, ignore_errors=True)
+
+    def _entries(self) -> list[tuple[Path, int, float]]:
+        """(path, bytes, last use) of every entry; files being written are not entries."""
+        found = []
+        if not self.root.is_dir():
+            return found
+        for folder in self.root.iterdir():
+            if not folder.is_dir():
+                continue
+            for entry in os.scandir(folder):
+                if entry.name.endswith(TEMP_SUFFIX) or not entry.is_file():
+                    continue
+                try:
+                    stat = entry.stat()
+                except OSError:
+                    continue
+                found.append((Path(entry.path), stat.st_size, stat.st_mtime))
+        return found
+
+
+def _remove(path: Path) -> None:
+    try:
+        path.unlink()
+    except OSError:
+        pass

@@ -1,0 +1,54 @@
+"""LLVM IR → optimized module → object code (or assembly, or optimized LLVM IR text).
+
+The step between lowering and loading: the JIT loads the object code into this
+process (jit.py), `adc compile` links it into a shared object (aot.py), and the
+driver keeps it in the on-disk cache. Each compile parses the LLVM IR into an
+LLVM context of its own and disposes of both afterwards: constants (such as the
+metadata string every module embeds) are uniqued per context and would
+otherwise stay in the global one for the life of the process.
+
+    obj = emit_object(lower_module(module, metadata, target), target)   # ELF bytes
+"""
+from __future__ import annotations
+
+from contextlib import contextmanager
+from typing import Iterator
+
+import llvmlite.binding as llvm
+import llvmlite.ir
+
+from adc import compile_log
+from adc.codegen.target import Target
+
+
+@contextmanager
+def optimized(llvm_ir: llvmlite.ir.Module | str, target: Target, subject: str = "") -> Iterator[llvm.ModuleRef]:
+    """The parsed, verified and optimized module, in a context that ends with the `with` block."""
+    context = llvm.create_context()
+    with compile_log.stage(subject, "llvm-parse"):
+        module = llvm.parse_assembly(str(llvm_ir), context=context)
+    try:
+        with compile_log.stage(subject, "llvm-optimize"):
+            target.optimize(module)
+        yield module
+    finally:
+        module.close()
+        context.close()
+
+
+def emit_object(llvm_ir: llvmlite.ir.Module | str, target: Target, subject: str = "") -> bytes:
+    """An ELF object of the optimized module (`target.pic` for code linked into a shared object);
+    `subject` names it in the compile log."""
+    with optimized(llvm_ir, target, subject) as module, compile_log.stage(subject, "codegen"):
+        return target.target_machine().emit_object(module)
+
+
+def emit_assembly(llvm_ir: llvmlite.ir.Module | str, target: Target) -> str:
+    with optimized(llvm_ir, target) as module:
+        return target.target_machine().emit_assembly(module)
+
+
+def emit_llvm(llvm_ir: llvmlite.ir.Module | str, target: Target) -> str:
+    """The optimized LLVM IR text."""
+    with optimized(llvm_ir, target) as module:
+        return str(module)

@@ -1,0 +1,41 @@
+"""The shared native runtime library: what every module needs and no kernel specialises.
+
+The register-blocked matrix-product kernels (gemm.py) and the parallel-for with
+its thread pool (parallel.py) are compiled once per target into this library,
+instead of being emitted and optimized again in every kernel module; kernel
+modules only declare what they call:
+
+    kernel module                         runtime library (one per target)
+    declare void @adc_rt_gemm_f32(...)    define void @adc_rt_gemm_f32(...)  ; 8x32 tiles, AVX-512
+    call void @adc_rt_gemm_f32(...)  ───▶ define void @adc_rt_parallel_for(...)
+
+The JIT loads the library's object code once per process and publishes its
+symbols, so every JIT module in the process calls the same code and shares one
+thread pool (jit.install_runtime). A shared object links the library's object
+code in and exports only the module's own symbols (aot.py's version script), so
+it stays self-contained: it loads with no compiler present, and two .so files
+never bind to each other's copy.
+"""
+from __future__ import annotations
+
+import llvmlite.ir as ir
+
+from adc.abi import runtime_gemm_symbol
+from adc.codegen import gemm
+from adc.codegen.target import Target
+from adc.ir.types import DType
+
+GEMM_DTYPES = (DType.f32, DType.f64)
+
+
+def exported_symbols() -> tuple[str, ...]:
+    """The functions kernel modules may call."""
+    return tuple(runtime_gemm_symbol(str(dtype)) for dtype in GEMM_DTYPES)
+
+
+def runtime_module(target: Target) -> ir.Module:
+    """The LLVM module of the runtime library for `target` (its vector width shapes the gemm tiles)."""
+    module = ir.Module(name="adc_runtime")
+    for dtype in GEMM_DTYPES:
+        gemm.define_gemm(module, gemm.blocking(dtype, target.vector_bits))
+    return module

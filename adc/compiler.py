@@ -1,0 +1,129 @@
+"""The compile pipeline: source → IR → passes → LLVM IR, and the derivations of a kernel's IR.
+
+Each stage is a small function so the CLI can stop after any of them
+(`adc ir --emit ...`); the driver (driver.py) runs them on a cache miss, and
+only then imports this module with the frontend, the passes and lowering
+behind it, so a warm process never loads them.
+
+    module = elaborate(source, "k.adc")                   # verified IR, with locations
+    llvm_module = to_llvm(module, Target.host())          # + metadata; GRADIENTS_EMBEDDED for a .so
+    DERIVATIONS["vjp"](module, "f", None)                 # (module + f_vjp, f_vjp, wrt, passthrough)
+"""
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass, field
+from typing import Callable, TextIO
+
+import llvmlite.ir
+
+from adc import compile_log
+from adc.abi import GRADIENTS_DERIVED, GRADIENTS_EMBEDDED, VjpEntry, encode_metadata, signature
+from adc.codegen.lower import lower_module
+from adc.codegen.target import Target
+from adc.errors import CompileError
+from adc.frontend import compile_source
+from adc.ir.core import Module
+from adc.ir.parser import parse_module
+from adc.ir.printer import format_module
+from adc.passes import jacobian as compositions
+from adc.passes.adjoint import passthrough, vjp
+from adc.passes.pipeline import DEFAULT_PIPELINE, run_pipeline
+
+@dataclass(frozen=True)
+class Options:
+    """What to observe while compiling: `--print-after-all`, `--print-after=PASS`."""
+
+    print_after_all: bool = False
+    print_after: frozenset[str] = field(default_factory=frozenset)
+    out: TextIO | None = None
+
+    @property
+    def prints(self) -> bool:
+        return self.print_after_all or bool(self.print_after)
+
+
+def elaborate(source: str, filename: str) -> Module:
+    """Parse and elaborate: the verified IR of the program, with locations."""
+    with compile_log.stage(filename, "elaborate"):
+        return compile_source(source, filename)
+
+
+def optimize(module: Module, options: Options = Options()) -> Module:
+    with compile_log.stage(module.name, "passes"):
+        return run_pipeline(module, DEFAULT_PIPELINE, verify=True, print_after_all=options.print_after_all,
+                            print_after=set(options.print_after), out=options.out or sys.stderr)
+
+
+def to_llvm(module: Module, target: Target, options: Options = Options(),
+            gradients: str = GRADIENTS_DERIVED) -> llvmlite.ir.Module:
+    """Lower a module to LLVM IR, embedding its metadata (signatures and IR text); with
+    `gradients="embedded"`, also the VJP kernel of each kernel (see `with_vjps`)."""
+    full, vjps = with_vjps(module) if gradients == GRADIENTS_EMBEDDED else (module, ())
+    metadata = encode_metadata(module, format_module(full), gradients, vjps)
+    optimized = optimize(full, options)
+    with compile_log.stage(module.name, "lower"):
+        return lower_module(optimized, metadata, target.vector_bits)
+
+
+def with_vjps(module: Module) -> tuple[Module, tuple[VjpEntry, ...]]:
+    """`module` plus the VJP function of each kernel with float results (not the forward and
+    backward parts of a custom gradient), w.r.t. all its params, and their metadata entries; a
+    kernel the adjoint pass rejects (e.g. an external function with no gradient) gets an entry
+    saying why, and the module still compiles."""
+    full, entries = module, []
+    parts = {name for pair in module.custom_gradients().values() for name in pair}
+    for func in module:
+        if func.name in parts or not any(t.dtype.is_float for t in func.result_types):
+            continue    # a custom gradient's forward or backward, or never recorded on a tape
+        try:
+            extended, gradient = vjp(full, func.name)
+        except CompileError as err:
+            entries.append(VjpEntry(func.name, None, missing=str(err).splitlines()[0]))
+            continue
+        if not gradient.wrt:
+            entries.append(VjpEntry(func.name, None))
+            continue
+        full = extended
+        entries.append(VjpEntry(func.name, signature(gradient.func), gradient.wrt,
+                                passthrough(gradient.func, len(func.returns))))
+    return full, tuple(entries)
+
+
+# ---------------------------------------------------------------- derivations
+
+def _vjp(module: Module, name: str, wanted):
+    extended, gradient = vjp(module, name, wanted)
+    return extended, gradient.func, gradient.wrt, passthrough(gradient.func, len(module[name].returns))
+
+
+def _vjp_batched(module: Module, name: str, wanted):
+    extended, func, wrt = compositions.vjp_batched(module, name, wanted)
+    return extended, func, wrt, passthrough(func, len(module[name].returns))
+
+
+def _gradient(module: Module, name: str, wanted):
+    extended, func, wrt = compositions.gradient(module, name, wanted)
+    return extended, func, wrt, None
+
+
+def _jacobian(module: Module, name: str, wanted):
+    extended, func, wrt = compositions.jacobian(module, name, wanted)
+    return extended, func, wrt, None
+
+
+def _hessian(module: Module, name: str, wanted):
+    extended, func = compositions.hessian(module, name, wanted[0])
+    return extended, func, tuple(wanted), None
+
+
+# name -> rule(module, kernel name, wanted params or None) -> (module with the derivative, its function,
+# the params it differentiates, and for VJPs which results' cotangents it passes through unchanged)
+DERIVATIONS: dict[str, Callable] = {"vjp": _vjp, "vjp_batched": _vjp_batched, "gradient": _gradient,
+                                    "jacobian": _jacobian, "hessian": _hessian}
+
+
+def derive(ir_text: str, module_name: str, derivation: str, kernel: str, wanted: tuple[int, ...] | None):
+    """The DERIVATIONS rule `derivation` applied to `kernel` of the module whose IR text is given."""
+    with compile_log.stage(f"{module_name}: {derivation} of {kernel}", "derive"):
+        return DERIVATIONS[derivation](parse_module(ir_text, module_name), kernel, wanted)

@@ -1,0 +1,83 @@
+"""The on-disk compile cache: sealed entries, atomic writes, damage detected, LRU eviction, settings."""
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from adc.abi import SEAL_SIZE
+from adc.codegen.cache import DEFAULT_MAX_BYTES, Cache, CacheConfigError
+
+
+def test_an_entry_reads_back_what_was_stored(tmp_path):
+    cache = Cache(tmp_path)
+    assert cache.get("modules", "k1") is None
+    cache.put("modules", "k1", b"object code")
+    assert cache.get("modules", "k1") == b"object code"
+    assert (tmp_path / "modules" / "k1").stat().st_size == len(b"object code") + SEAL_SIZE
+
+
+@pytest.mark.parametrize("damage", ["truncate", "flip", "empty"])
+def test_a_damaged_entry_is_a_miss_and_is_removed(tmp_path, damage):
+    cache = Cache(tmp_path)
+    cache.put("modules", "k1", b"x" * 100)
+    path = tmp_path / "modules" / "k1"
+    data = bytearray(path.read_bytes())
+    if damage == "truncate":
+        data = data[:60]
+    elif damage == "flip":
+        data[10] ^= 0xFF
+    else:
+        data = b""
+    path.write_bytes(bytes(data))
+    assert cache.get("modules", "k1") is None
+    assert not path.exists()
+
+
+def test_writes_leave_no_temporary_files(tmp_path):
+    cache = Cache(tmp_path)
+    for k in range(5):
+        cache.put("modules", f"k{k}", bytes(k))
+    assert sorted(p.name for p in (tmp_path / "modules").iterdir()) == [f"k{k}" for k in range(5)]
+
+
+def test_least_recently_used_entries_are_evicted_first(tmp_path):
+    cache = Cache(tmp_path, max_bytes=10 * (1000 + SEAL_SIZE))
+    for k in range(10):
+        cache.put("modules", f"k{k}", b"x" * 1000)
+        os.utime(tmp_path / "modules" / f"k{k}", (1000 + k, 1000 + k))
+    assert cache.get("modules", "k0") is not None        # a hit makes k0 the most recently used
+    cache.put("modules", "k10", b"x" * 1000)              # over the bound: evict down to EVICT_TO
+    left = {p.name for p in (tmp_path / "modules").iterdir()}
+    assert "k0" in left and "k10" in left
+    assert {"k1", "k2", "k3"}.isdisjoint(left)
+    assert cache.info().size <= cache.max_bytes
+
+
+def test_info_counts_entries_per_namespace_and_clear_empties(tmp_path):
+    cache = Cache(tmp_path)
+    cache.put("modules", "a", b"1")
+    cache.put("modules", "b", b"22")
+    cache.put("runtime", "r", b"333")
+    info = cache.info()
+    assert info.entries == {"modules": 2, "runtime": 1}
+    assert info.size == 6 + 3 * SEAL_SIZE and info.location == tmp_path
+    cache.clear()
+    assert cache.info().entries == {} and tmp_path.is_dir()
+
+
+def test_an_unwritable_cache_is_skipped(tmp_path):
+    (tmp_path / "modules").write_text("a file where the folder should be")
+    cache = Cache(tmp_path)
+    cache.put("modules", "k", b"data")                     # no exception: compiling still works
+    assert cache.get("modules", "k") is None
+
+
+def test_environment_settings():
+    assert Cache.from_environment({"ADC_CACHE": "0"}) is None
+    cache = Cache.from_environment({"ADC_CACHE_DIR": "/somewhere", "ADC_CACHE_MAX_MB": "5"})
+    assert str(cache.root) == "/somewhere" and cache.max_bytes == 5 << 20
+    default = Cache.from_environment({})
+    assert default.max_bytes == DEFAULT_MAX_BYTES and default.root.name == "adc"
+    with pytest.raises(CacheConfigError, match="ADC_CACHE_MAX_MB must be a whole number"):
+        Cache.from_environment({"ADC_CACHE_MAX_MB": "lots"})

@@ -1,0 +1,124 @@
+"""The compile cache across processes: a second process runs no LLVM, concurrent compiles are safe,
+a damaged entry is rebuilt, ADC_CACHE=0 writes nothing, derived kernels are cached too."""
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from adc import driver
+from adc.codegen.cache import Cache
+from adc.codegen.target import Target
+from tests.conftest import ROOT, SAMPLES
+
+COMPILE_AND_RUN = f"""
+import sys
+import numpy as np
+import adc
+m = adc.compile_file({str(SAMPLES / "kernels.adc")!r})
+x = np.linspace(-3, 3, 1001, dtype=np.float32)
+assert np.allclose(np.asarray(m.sigmoid_shift(x, 0.5)), 1 / (1 + np.exp(-(x + 0.5))), rtol=1e-5, atol=1e-6)
+print("compiler imported" if "adc.compiler" in sys.modules else "compiler not imported")
+"""
+
+GRADIENT = COMPILE_AND_RUN + """
+v = adc.Variable(x)
+with adc.GradientTape() as tape:
+    y = adc.reduce_sum(m.sigmoid_shift(v, 0.5))
+s = 1 / (1 + np.exp(-(x + 0.5)))
+assert np.allclose(np.asarray(tape.gradient(y, v)), s * (1 - s), rtol=1e-4, atol=1e-6)
+print("compiler imported" if "adc.compiler" in sys.modules else "compiler not imported")
+"""
+
+
+@pytest.fixture
+def cache_dir(tmp_path) -> Path:
+    """An empty kernel cache holding the runtime library already (building it takes seconds)."""
+    driver.runtime_object(Target.host())
+    shutil.copytree(Path(os.environ["ADC_CACHE_DIR"]) / "runtime", tmp_path / "cache" / "runtime")
+    return tmp_path / "cache"
+
+
+def run(code: str, cache_dir: Path, **env) -> subprocess.CompletedProcess:
+    environ = {**os.environ, "ADC_CACHE_DIR": str(cache_dir), "ADC_LOG": "compile", **env}
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=environ,
+                            cwd=ROOT, timeout=300)
+    assert result.returncode == 0, result.stderr
+    return result
+
+
+def entries(cache_dir: Path, namespace: str) -> list[str]:
+    folder = cache_dir / namespace
+    return sorted(p.name for p in folder.iterdir()) if folder.is_dir() else []
+
+
+def test_a_second_process_loads_from_the_cache_without_llvm(cache_dir):
+    first = run(COMPILE_AND_RUN, cache_dir)
+    assert "cache miss" in first.stderr and "llvm-optimize" in first.stderr
+    second = run(COMPILE_AND_RUN, cache_dir)
+    assert "cache hit" in second.stderr
+    assert "llvm-optimize" not in second.stderr and "elaborate" not in second.stderr
+    assert second.stdout.split() [-3:] == ["compiler", "not", "imported"]
+
+
+def test_derived_kernels_are_cached_too(cache_dir):
+    run(GRADIENT, cache_dir)
+    second = run(GRADIENT, cache_dir)
+    assert "vjp of sigmoid_shift: cache hit" in second.stderr
+    assert "llvm-optimize" not in second.stderr and "derive" not in second.stderr.replace("derive ", "")
+    assert second.stdout.splitlines()[-1] == "compiler not imported"
+
+
+def test_four_processes_compiling_one_module_at_once(cache_dir):
+    environ = {**os.environ, "ADC_CACHE_DIR": str(cache_dir)}
+    processes = [subprocess.Popen([sys.executable, "-c", COMPILE_AND_RUN], env=environ, cwd=ROOT,
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(4)]
+    outcomes = [p.communicate(timeout=300) for p in processes]
+    assert [p.returncode for p in processes] == [0] * 4, [err for _, err in outcomes]
+    assert len(entries(cache_dir, "modules")) == 1                  # one whole entry, no temporary files
+    assert Cache(cache_dir).get("modules", entries(cache_dir, "modules")[0]) is not None
+    assert "cache hit" in run(COMPILE_AND_RUN, cache_dir).stderr
+
+
+def test_a_damaged_entry_is_rebuilt(cache_dir):
+    run(COMPILE_AND_RUN, cache_dir)
+    (entry,) = entries(cache_dir, "modules")
+    path = cache_dir / "modules" / entry
+    data = bytearray(path.read_bytes())
+    data[len(data) // 2] ^= 0x55
+    path.write_bytes(bytes(data))
+    again = run(COMPILE_AND_RUN, cache_dir)
+    assert "cache miss" in again.stderr and "llvm-optimize" in again.stderr
+    assert Cache(cache_dir).get("modules", entry) is not None       # whole again
+
+
+def test_a_truncated_runtime_library_is_rebuilt(cache_dir):
+    (entry,) = entries(cache_dir, "runtime")
+    path = cache_dir / "runtime" / entry
+    path.write_bytes(path.read_bytes()[:1000])
+    again = run(COMPILE_AND_RUN, cache_dir)
+    assert "runtime library: cache miss" in again.stderr
+    assert Cache(cache_dir).get("runtime", entry) is not None
+
+
+def test_cache_off_writes_nothing(tmp_path):
+    result = run(COMPILE_AND_RUN, tmp_path / "cache", ADC_CACHE="0")
+    assert "cache off" in result.stderr
+    assert not (tmp_path / "cache").exists()
+
+
+def test_cli_cache_info_and_clear(cache_dir):
+    run(COMPILE_AND_RUN, cache_dir)
+    environ = {**os.environ, "ADC_CACHE_DIR": str(cache_dir)}
+    info = subprocess.run([sys.executable, "-m", "adc", "cache", "info"], capture_output=True, text=True,
+                          env=environ, check=True).stdout
+    assert f"location: {cache_dir}" in info and "modules: 1" in info and "runtime: 1" in info
+    subprocess.run([sys.executable, "-m", "adc", "cache", "clear"], env=environ, check=True, capture_output=True)
+    assert entries(cache_dir, "modules") == [] and entries(cache_dir, "runtime") == []
+    off = subprocess.run([sys.executable, "-m", "adc", "cache", "info"], capture_output=True, text=True,
+                         env={**environ, "ADC_CACHE": "0"}, check=True).stdout
+    assert "off" in off
