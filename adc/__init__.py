@@ -28,6 +28,7 @@ from adc.runtime.ops import (abs_ as abs, add, cast, clip, clip_by_norm, clip_by
                              stop_gradient, subtract, tan, tanh, transpose, where)
 from adc.runtime.tape import GradientTape, UnconnectedGradients
 from adc.runtime.tensor import Tensor, constant
+from adc.runtime.threads import set_num_threads
 from adc.runtime.variable import Variable
 
 __version__ = "0.1.0"
@@ -38,7 +39,7 @@ __all__ = ["CompileError", "GradientTape", "LoadError", "Module", "Tensor", "Too
            "hessian", "jacobian",
            "less", "less_equal", "load", "log", "log1p", "math", "matmul", "maximum", "minimum", "multiply",
            "negative", "nn", "norm", "not_equal", "pow", "reduce_max", "reduce_mean", "reduce_min",
-           "reduce_prod", "reduce_sum", "relu", "reshape", "round", "rsqrt", "sigmoid", "sign", "sin",
+           "reduce_prod", "reduce_sum", "relu", "reshape", "round", "rsqrt", "set_num_threads", "sigmoid", "sign", "sin",
            "softplus", "sqrt", "stack", "stop_gradient", "subtract", "tan", "tanh", "transpose", "where"]
 
 

@@ -2,6 +2,7 @@
 
     python benchmarks/run.py                        # all of them
     python benchmarks/run.py batch_jacobian hessian # some
+    python benchmarks/run.py compile                # compile latency, fresh processes (compile_times.py)
 
 Each line prints the median time per call of adc and of the alternatives a user
 would pick (NumPy always; JAX and PyTorch when installed), and the ratio
@@ -9,6 +10,7 @@ alternative / adc (> 1 means adc is faster). Targets are printed with them.
 """
 from __future__ import annotations
 
+import functools
 import statistics
 import sys
 import time
@@ -17,6 +19,7 @@ from pathlib import Path
 import numpy as np
 
 import adc
+from compile_times import bench_compile
 
 SAMPLES = Path(__file__).resolve().parent.parent / "samples"
 
@@ -247,10 +250,12 @@ def bench_hessian() -> None:
 
 def main(argv: list[str]) -> int:
     """Every benchmark, or those named on the command line (e.g. `batch_jacobian hessian`)."""
-    m = adc.compile_file(SAMPLES / "kernels.adc")
-    benchmarks = {"sigmoid_shift": lambda: bench_sigmoid_shift(m), "mlp_loss": lambda: bench_mlp_loss(m),
-                  "mlp_gradient": lambda: bench_mlp_gradient(m), "small_tape": bench_small_tape,
-                  "batch_jacobian": bench_batch_jacobian, "hessian": bench_hessian}
+    kernels = functools.cache(lambda: adc.compile_file(SAMPLES / "kernels.adc"))   # compiled when first used
+    benchmarks = {"sigmoid_shift": lambda: bench_sigmoid_shift(kernels()),
+                  "mlp_loss": lambda: bench_mlp_loss(kernels()),
+                  "mlp_gradient": lambda: bench_mlp_gradient(kernels()), "small_tape": bench_small_tape,
+                  "batch_jacobian": bench_batch_jacobian, "hessian": bench_hessian,
+                  "compile": bench_compile}   # compile_times.py: compile latency in fresh processes
     unknown = [name for name in argv if name not in benchmarks]
     if unknown:
         print(f"unknown benchmark {', '.join(unknown)}; choose from {', '.join(benchmarks)}", file=sys.stderr)

@@ -18,9 +18,8 @@ from pathlib import Path
 from typing import Protocol
 
 from adc import cpus
-from adc.abi import (METADATA_SYMBOL, SET_NUM_THREADS_SYMBOL, KernelSignature, MetadataError, ModuleInfo,
-                     decode_metadata, read_target)
-from adc.runtime import derivatives
+from adc.abi import METADATA_SYMBOL, KernelSignature, MetadataError, ModuleInfo, decode_metadata, read_target
+from adc.runtime import derivatives, threads
 from adc.runtime.kernel import Kernel
 
 
@@ -69,7 +68,10 @@ class Module:
         self._kernels = {sig.name: _kernel(library, sig, origin) for sig in info.kernels}
         vjps = {v.kernel.name: _kernel(library, v.kernel, origin) for v in info.vjps if v.kernel}
         derivatives.register(library, origin, info, vjps, Module)
-        _install_num_threads(library)
+        try:
+            threads.attach(library)
+        except ValueError as err:
+            raise LoadError(str(err)) from None
 
     @property
     def kernels(self) -> tuple[str, ...]:
@@ -114,18 +116,6 @@ def _read_metadata(library: NativeLibrary, origin: str) -> ModuleInfo:
         return decode_metadata(text.decode("utf-8", errors="replace") if text else "")
     except MetadataError as err:
         raise LoadError(f"{origin}: {err}") from None
-
-
-def _install_num_threads(library: NativeLibrary) -> None:
-    """Apply ADC_NUM_THREADS (threads for large loop nests; unset or <= 0: one per online processor)."""
-    setting = os.environ.get("ADC_NUM_THREADS", "").strip()
-    setter = library.address(SET_NUM_THREADS_SYMBOL)
-    if setting and setter:
-        try:
-            n = int(setting)
-        except ValueError:
-            raise LoadError(f"ADC_NUM_THREADS must be an integer, not {setting!r}") from None
-        ctypes.CFUNCTYPE(None, ctypes.c_int32)(setter)(max(-1, min(n, 1 << 16)))
 
 
 def _check_cpu(path: Path, target: dict) -> None:
