@@ -34,8 +34,9 @@ _KEYWORDS: dict[str, Any] = {"true": True, "false": False, **{d.value: d for d i
 
 @lru_cache(maxsize=1)
 def _lark() -> lark.Lark:
+    """The LALR parser, its grammar analysis cached by lark across processes (`cache=True`)."""
     grammar = (Path(__file__).parent / "ir.lark").read_text()
-    return lark.Lark(grammar, parser="lalr", propagate_positions=True)
+    return lark.Lark(grammar, parser="lalr", propagate_positions=True, cache=True)
 
 
 def parse_module(text: str, name: str = "module") -> Module:
