@@ -14,6 +14,9 @@ Each process runs with ADC_LOG=compile and its log is checked against the state
 it is meant to be in (a first-ever run compiles the runtime library, a cold run
 compiles but not the runtime library, a warm run compiles nothing); a mismatch is
 printed with the row as "! ...", and stages a warm run still runs as "note: ...".
+A change to adc's sources during the run (another checkout's edits change the cache
+fingerprint, so nothing primed matches) is reported at the end. adc's processes read
+adc's bytecode from a cache filled beforehand (see Session).
 Each measurement is a single first call, so each is run 3 times: the median and
 the min-max spread are printed (compile times on a 2-core machine are noisy).
 
@@ -189,7 +192,12 @@ def child_second_order(so_path: str) -> dict:
 
 
 def child_preload(*modules: str) -> dict:
-    """Import `modules` (into the bytecode cache, see Session), and this file's own imports."""
+    """Fill the bytecode cache (see Session): every module of adc, `modules` and this file's imports."""
+    import compileall
+
+    import adc
+
+    compileall.compile_dir(Path(adc.__file__).parent, quiet=1)
     for module in modules:
         __import__(module)
     return {}
@@ -222,12 +230,13 @@ class Session:
     """Fresh processes, and the cache folders they use, under one temporary root.
 
     adc's processes share one bytecode cache (PYTHONPYCACHEPREFIX), filled before any measurement
-    by importing what they import: an installed adc has its .pyc files, so no run should pay for
-    compiling adc's Python sources (this matters when PYTHONDONTWRITEBYTECODE is set, or the
-    checkout's __pycache__ is empty). The peers' packages keep their own __pycache__."""
+    by compiling every module of adc and importing what the processes import: an installed adc has
+    its .pyc files, so no run should pay for compiling adc's Python sources (it would, with
+    PYTHONDONTWRITEBYTECODE set or the checkout's __pycache__ empty: up to ~0.35 s a process).
+    The peers' processes are left as they are: their packages come with their .pyc files."""
 
-    PRELOAD = ("numpy", "lark", "platformdirs", "llvmlite.binding", "adc", "adc.driver", "adc.compiler",
-               "adc.cli", "adc.ir.parser", "adc.codegen.aot", "adc.runtime.jacobians")
+    PRELOAD = ("numpy", "numpy.random", "lark", "platformdirs", "llvmlite.binding", "adc.driver", "adc.compiler",
+               "adc.cli")
 
     def __init__(self, root: Path):
         self.root, self.count = root, 0
@@ -365,15 +374,30 @@ def machine_line() -> str:
     versions = []
     for package in ("adc", "llvmlite", "numpy", "jax", "jaxlib", "torch", "tensorflow"):
         try:
-            version = metadata.version(package) if find_spec(package.replace("-", "_")) else None
+            version = metadata.version(package) if find_spec(package) else None
         except metadata.PackageNotFoundError:
             version = None
         versions.append(f"{package} {version or 'not installed'}")
     import llvmlite.binding
 
     llvm = ".".join(map(str, llvmlite.binding.llvm_version_info))
-    return (f"machine: {model}, {os.cpu_count()} cores; python {sys.version.split()[0]}; "
-            f"{', '.join(versions)}; LLVM {llvm}")
+    return (f"machine: {model}, {os.cpu_count()} cores (load average {load_average()}); "
+            f"python {sys.version.split()[0]}; {', '.join(versions)}; LLVM {llvm}")
+
+
+def load_average() -> str:
+    """The 1-minute load average: other work on the machine shows in compile times."""
+    try:
+        return f"{os.getloadavg()[0]:.2f}"
+    except OSError:
+        return "unknown"
+
+
+def adc_fingerprint() -> str:
+    """What the compile cache keys depend on: adc's sources and versions (recomputed, not the cached value)."""
+    from adc import driver
+
+    return driver.fingerprint.__wrapped__()
 
 
 def installed(module: str) -> bool:
@@ -387,6 +411,7 @@ def bench_compile() -> None:
     print(f"\ncompile latency: each figure is one first call in a fresh process, run {REPEATS}x: median "
           f"[min - max]\n  {machine_line()}\n  (adc's processes read adc's .pyc files from a bytecode cache filled "
           f"before measuring, as an installed adc would)")
+    fingerprint = adc_fingerprint()
     with tempfile.TemporaryDirectory(prefix="adc-compile-bench-") as tmp:
         session = Session(Path(tmp))
 
@@ -434,11 +459,15 @@ def bench_compile() -> None:
               "nested tapes\n   (adc.load of a .so built with another cache folder; the VJP of its embedded "
               "VJP is compiled from its IR)", second, "second-order", "none set")
     if compiled_bytecode:
-        names = ", ".join(str(path.relative_to(session.bytecode)) for path in compiled_bytecode)
-        print(f"\n  ! {len(compiled_bytecode)} Python modules were compiled to bytecode during the measured runs "
-              f"(add them to Session.PRELOAD): {names}")
+        names = ", ".join(f"{path.parent.name}/{path.name.split('.')[0]}" for path in compiled_bytecode)
+        print(f"\n  ! {len(compiled_bytecode)} Python modules were compiled to bytecode during the measured runs, "
+              f"by the first process importing them (add them to Session.PRELOAD): {names}")
+    if adc_fingerprint() != fingerprint:
+        print("\n  ! adc's sources changed during the benchmark (the compile cache's fingerprint differs), "
+              "so cached entries stopped matching: rerun it")
     kinds = ", ".join(f"{state} {seconds:.0f} s" for state, seconds in session.spent.items())
-    print(f"\n  (compile benchmark: {time.perf_counter() - began:.0f} s; fresh processes by state: {kinds})")
+    print(f"\n  (compile benchmark: {time.perf_counter() - began:.0f} s, load average now {load_average()}; "
+          f"fresh processes by state: {kinds})")
 
 
 def print_shapes_row(kernels: Runs, peers: dict[str, list[Run]]) -> None:

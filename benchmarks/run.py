@@ -134,7 +134,7 @@ def bench_mlp_gradient(m) -> None:
             loss = torch.mean(torch.relu(torch.relu(tx @ tp[0] + tp[1]) @ tp[2] + tp[3]) ** 2)
             return torch.autograd.grad(loss, tp)
         others["torch fwd+grad"] = timed(torch_grad)
-    print(f"\nmlp_loss gradient w.r.t. w1, b1, w2, b2, B=256, 784->512->10 f32")
+    print("\nmlp_loss gradient w.r.t. w1, b1, w2, b2, B=256, 784->512->10 f32")
     print(f"  forward        {forward * 1e3:9.3f} ms")
     print(f"  gradient()     {gradient * 1e3:9.3f} ms   gradient/forward = {gradient / forward:5.2f}x")
     print(f"  record+grad    {both * 1e3:9.3f} ms   (record+gradient)/forward = {both / forward:5.2f}x")
