@@ -19,7 +19,7 @@ import llvmlite.ir
 
 from adc import compile_log
 from adc.abi import GRADIENTS_DERIVED, GRADIENTS_EMBEDDED, VjpEntry, encode_metadata, signature
-from adc.codegen.lower import lower_module
+from adc.codegen import lower
 from adc.codegen.target import Target
 from adc.errors import CompileError
 from adc.frontend import compile_source
@@ -63,7 +63,22 @@ def to_llvm(module: Module, target: Target, options: Options = Options(),
     metadata = encode_metadata(module, format_module(full), gradients, vjps)
     optimized = optimize(full, options)
     with compile_log.stage(module.name, "lower"):
-        return lower_module(optimized, metadata, target.vector_bits)
+        return lower.lower_module(optimized, metadata, target.vector_bits)
+
+
+def kernel_sources(module: Module) -> tuple[str, dict[str, str]]:
+    """What the JIT needs of a module before it compiles any kernel: the module's metadata, and per
+    kernel symbol the IR text (optimized, with every function it references) that compiling that
+    kernel on its own needs (`lower_kernel`)."""
+    metadata = encode_metadata(module, format_module(module))
+    optimized = optimize(module)
+    return metadata, {signature(f).symbol: format_module(optimized.reachable(f.name)) for f in optimized}
+
+
+def lower_kernel(ir_text: str, module_name: str, name: str, target: Target) -> llvmlite.ir.Module:
+    """The LLVM module of kernel `name` from its `kernel_sources` text."""
+    with compile_log.stage(f"{module_name}: {name}", "lower"):
+        return lower.lower_kernel(parse_module(ir_text, module_name), name, target.vector_bits)
 
 
 def with_vjps(module: Module) -> tuple[Module, tuple[VjpEntry, ...]]:

@@ -11,9 +11,10 @@ Object code is kept in the on-disk cache (codegen/cache.py), keyed by what it is
 compiled from, the target and the versions of everything that compiles it
 (`fingerprint`), so a second process never runs LLVM:
 
-    jit_source(text, "k.adc")                  # key: the source text and file
-    jit(ir_module)                             # key: the IR text
-    derive(ir_text, "k.adc", "vjp", "f", None) # key: the IR text and the request
+    jit_source(text, "k.adc")                  # key: the source text and file   -> a JitModule
+    jit(ir_module)                             # key: the IR text                -> a JitModule
+    derive(ir_text, "k.adc", "vjp", "f", None) # key: the IR text and the request -> a JitModule
+    JitModule.address("adc_kernel_f")          # key: f's optimized IR text      -> object code
     runtime_object(target)                     # the shared runtime library, once per target
 
 `derive` runs a composition of passes (compiler.DERIVATIONS: the VJP, the batched
@@ -28,7 +29,7 @@ import functools
 import hashlib
 import json
 import os
-import struct
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
@@ -37,10 +38,11 @@ import llvmlite
 import llvmlite.binding as llvm
 
 from adc import compile_log
-from adc.abi import ADC_VERSION, GRADIENTS_EMBEDDED, GRADIENTS_NONE, seal_file
+from adc.abi import (ADC_VERSION, GRADIENTS_EMBEDDED, GRADIENTS_NONE, KERNEL_PREFIX, RUNTIME_SET_NUM_THREADS,
+                     SET_NUM_THREADS_SYMBOL, seal_file)
 from adc.codegen import aot, emit, externs, runtime_library
 from adc.codegen.cache import Cache
-from adc.codegen.jit import JitLibrary, install_runtime, runtime_installed
+from adc.codegen.jit import JitLibrary, install_runtime, runtime_address, runtime_installed
 from adc.codegen.target import Target
 from adc.ir.core import Module
 from adc.ir.printer import format_module
@@ -87,31 +89,27 @@ def open_cache() -> Cache | None:
     return Cache.from_environment()
 
 
-def _pack(manifest: dict, object_code: bytes) -> bytes:
-    text = json.dumps(manifest, sort_keys=True).encode()
-    return struct.pack("<I", len(text)) + text + object_code
-
-
-def _unpack(entry: bytes) -> tuple[dict, bytes]:
-    (length,) = struct.unpack_from("<I", entry)
-    return json.loads(entry[4:4 + length]), entry[4 + length:]
-
-
-def _cached_object(key: str, subject: str, build: Callable[[], tuple[dict, bytes]]) -> tuple[dict, bytes]:
-    """The (manifest, object code) under `key`, built and stored on a miss. An entry whose external
-    functions no longer resolve counts as a miss, so building reports the located error."""
+def _cached(namespace_key: str, subject: str, build: Callable[[], bytes], accept=lambda data: True) -> bytes:
+    """The bytes cached under `namespace_key` ("modules" entries), built and stored on a miss; an
+    entry `accept` rejects counts as a miss."""
     cache = open_cache()
-    entry = cache.get("modules", key) if cache else None
-    if entry is not None:
-        manifest, object_code = _unpack(entry)
-        if externs.bind(manifest.get("externs", ())):
-            compile_log.event(subject, f"cache hit {key[:12]}")
-            return manifest, object_code
-    compile_log.event(subject, f"cache miss {key[:12]}" if cache else "cache off")
-    manifest, object_code = build()
+    data = cache.get("modules", namespace_key) if cache else None
+    if data is not None and accept(data):
+        compile_log.event(subject, f"cache hit {namespace_key[:12]}")
+        return data
+    compile_log.event(subject, f"cache miss {namespace_key[:12]}" if cache else "cache off")
+    data = build()
     if cache:
-        cache.put("modules", key, _pack(manifest, object_code))
-    return manifest, object_code
+        cache.put("modules", namespace_key, data)
+    return data
+
+
+def _cached_manifest(key: str, subject: str, build: Callable[[], dict]) -> dict:
+    """A JIT module's manifest (see JitModule). One whose external functions no longer resolve
+    counts as a miss, so building it reports the located error."""
+    def accept(data: bytes) -> bool:
+        return externs.bind(json.loads(data).get("externs", ()))
+    return json.loads(_cached(key, subject, lambda: json.dumps(build(), sort_keys=True).encode(), accept))
 
 
 def runtime_object(target: Target) -> bytes:
@@ -132,52 +130,94 @@ def runtime_object(target: Target) -> bytes:
 
 def load_object(object_code: bytes, target: Target) -> JitLibrary:
     """Link object code into this process, after the runtime library it calls."""
-    if not runtime_installed():
-        install_runtime(runtime_object(target), target, runtime_library.exported_symbols())
+    _install_runtime(target)
     return JitLibrary(object_code, target)
 
 
-def _build(module: Module, target: Target, options=None, manifest: dict | None = None):
-    def build() -> tuple[dict, bytes]:
-        externs.resolve(module)
-        llvm_module = _compiler().to_llvm(module, target, options or _compiler().Options())
-        object_code = emit.emit_object(llvm_module, target, module.name)
-        return {"externs": externs.symbols(module), **(manifest or {})}, object_code
-    return build
+def _install_runtime(target: Target) -> None:
+    if not runtime_installed():
+        install_runtime(runtime_object(target), target, runtime_library.exported_symbols())
 
 
-def jit_source(source: str, filename: str, options=None) -> JitLibrary:
-    """Compile adc source text into this process (cached by the text, the file's absolute path —
-    external libraries are found relative to it — and the target)."""
+class JitModule:
+    """A module compiled into this process kernel by kernel, each on its first use.
+
+    Its manifest — built by elaborating and optimizing the module, or read from the cache — holds
+    the module's metadata and, per kernel symbol, the IR text compiling that kernel alone needs;
+    `address(symbol)` compiles the kernel (or loads its object code from the cache) the first
+    time it is asked for. So opening a module of twenty kernels compiles none, and a process
+    pays LLVM only for the kernels it calls. JIT modules share the process's runtime library, so
+    `adc_set_num_threads` is the runtime's.
+    """
+
+    def __init__(self, manifest: dict, target: Target):
+        self._metadata = manifest["metadata"]
+        self._kernels: dict[str, str] = manifest["kernels"]
+        self._target = target
+        self._loaded: dict[str, JitLibrary] = {}
+        self._lock = threading.Lock()
+
+    def metadata(self) -> str:
+        return self._metadata
+
+    def defines(self, symbol: str) -> bool:
+        return symbol in self._kernels or symbol == SET_NUM_THREADS_SYMBOL
+
+    def address(self, symbol: str) -> int:
+        if symbol == SET_NUM_THREADS_SYMBOL:
+            _install_runtime(self._target)
+            return runtime_address(RUNTIME_SET_NUM_THREADS)
+        if symbol not in self._kernels:
+            return 0
+        with self._lock:
+            if symbol not in self._loaded:
+                self._loaded[symbol] = load_object(self._kernel_object(symbol), self._target)
+            return self._loaded[symbol].address(symbol)
+
+    def _kernel_object(self, symbol: str) -> bytes:
+        """Object code of one kernel, cached by its IR text: kernels of the same text share it."""
+        ir_text, name = self._kernels[symbol], symbol[len(KERNEL_PREFIX):]
+        module_name = json.loads(self._metadata)["module"]
+
+        def build() -> bytes:
+            llvm_module = _compiler().lower_kernel(ir_text, module_name, name, self._target)
+            return emit.emit_object(llvm_module, self._target, f"{module_name}: {name}")
+        return _cached(cache_key(self._target, "kernel", name, ir_text), f"{module_name}: {name}", build)
+
+
+def _manifest(module: Module) -> dict:
+    externs.resolve(module)
+    metadata, kernels = _compiler().kernel_sources(module)
+    return {"metadata": metadata, "externs": externs.symbols(module), "kernels": kernels}
+
+
+def jit_source(source: str, filename: str) -> JitModule:
+    """adc source text as a JIT module (cached by the text, the file's absolute path — external
+    libraries are found relative to it — and the target). Every error in the program is reported
+    here; machine code is made on each kernel's first call."""
     target = Target.host()
-    if options is not None and options.prints:
-        return load_object(_build(_compiler().elaborate(source, filename), target, options)()[1], target)
     key = cache_key(target, "source", os.path.abspath(filename), source)
-
-    def build() -> tuple[dict, bytes]:
-        return _build(_compiler().elaborate(source, filename), target)()
-    return load_object(_cached_object(key, filename, build)[1], target)
+    return JitModule(_cached_manifest(key, filename, lambda: _manifest(_compiler().elaborate(source, filename))),
+                     target)
 
 
-def jit(module: Module, options=None) -> JitLibrary:
-    """Compile an IR module into this process (cached by its IR text and the target)."""
+def jit(module: Module) -> JitModule:
+    """An IR module as a JIT module (cached by its IR text and the target)."""
     target = Target.host()
-    if options is not None and options.prints:
-        return load_object(_build(module, target, options)()[1], target)
     key = cache_key(target, "ir", module.name, format_module(module))
-    return load_object(_cached_object(key, module.name, _build(module, target))[1], target)
+    return JitModule(_cached_manifest(key, module.name, lambda: _manifest(module)), target)
 
 
 # ---------------------------------------------------------------- derived kernels
 
 @dataclass(frozen=True)
 class Derived:
-    """A derivative of a kernel compiled into this process: `library` exports `function`, which
-    returns the derivatives w.r.t. the params `wrt`; for VJPs, `passthrough[i]` (not None) says the
-    i-th of them is that result's cotangent unchanged. No library: nothing to call (no param has
-    a derivative, or a VJP only passes its cotangents through)."""
+    """A derivative of a kernel as a JIT module: `library` defines `function`, which returns the
+    derivatives w.r.t. the params `wrt`; for VJPs, `passthrough[i]` (not None) says the i-th of them
+    is that result's cotangent unchanged. No library: nothing to call (no param has a derivative,
+    or a VJP only passes its cotangents through)."""
 
-    library: JitLibrary | None
+    library: JitModule | None
     function: str
     wrt: tuple[int, ...]
     passthrough: tuple[int | None, ...] = ()
@@ -185,25 +225,21 @@ class Derived:
 
 def derive(ir_text: str, module_name: str, derivation: str, kernel: str,
            wanted: tuple[int, ...] | None = None) -> Derived:
-    """A derivative of `kernel` from the IR text a compiled module carries, compiled into this process.
+    """A derivative of `kernel` from the IR text a compiled module carries, as a JIT module.
     Cached by the request (IR text, derivation, kernel, wanted), so a warm call parses nothing."""
     target = Target.host()
-    request = json.dumps([derivation, kernel, wanted])
-    key = cache_key(target, "derive", module_name, ir_text, request)
-    subject = f"{module_name}: {derivation} of {kernel}"
+    key = cache_key(target, "derive", module_name, ir_text, json.dumps([derivation, kernel, wanted]))
 
-    def build() -> tuple[dict, bytes]:
+    def build() -> dict:
         extended, func, wrt, through = _compiler().derive(ir_text, module_name, derivation, kernel, wanted)
-        manifest = {"function": func.name, "wrt": list(wrt),
-                    "passthrough": None if through is None else list(through)}
+        found = {"function": func.name, "wrt": list(wrt), "passthrough": None if through is None else list(through)}
         if not wrt or (through is not None and None not in through):
-            return manifest, b""                    # nothing to compile
-        return _build(extended.reachable(func.name), target, manifest=manifest)()
+            return found                            # nothing to compile
+        return {**found, **_manifest(extended.reachable(func.name))}
 
-    manifest, object_code = _cached_object(key, subject, build)
-    through = manifest["passthrough"]
-    library = load_object(object_code, target) if object_code else None
-    return Derived(library, manifest["function"], tuple(manifest["wrt"]), tuple(through or ()))
+    manifest = _cached_manifest(key, f"{module_name}: {derivation} of {kernel}", build)
+    library = JitModule(manifest, target) if "kernels" in manifest else None
+    return Derived(library, manifest["function"], tuple(manifest["wrt"]), tuple(manifest["passthrough"] or ()))
 
 
 # ---------------------------------------------------------------- shared objects
@@ -221,10 +257,10 @@ def write_shared_object(module: Module, out_path: str | os.PathLike, options=Non
     compiler = _compiler()
     options = options or compiler.Options()
 
-    def build() -> tuple[dict, bytes]:
-        return {}, emit.emit_object(compiler.to_llvm(module, target, options, mode), target, module.name)
+    def build() -> bytes:
+        return emit.emit_object(compiler.to_llvm(module, target, options, mode), target, module.name)
 
-    _, object_code = build() if options.prints else _cached_object(key, module.name, build)
+    object_code = build() if options.prints else _cached(key, module.name, build)
     runtime = runtime_object(target)
     with compile_log.stage(module.name, "link"):
         aot.link_shared_object([object_code, runtime], out_path, externs.link_arguments(module))

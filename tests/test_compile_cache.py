@@ -37,9 +37,12 @@ print("compiler imported" if "adc.compiler" in sys.modules else "compiler not im
 
 @pytest.fixture
 def cache_dir(tmp_path) -> Path:
-    """An empty kernel cache holding the runtime library already (building it takes seconds)."""
-    driver.runtime_object(Target.host())
-    shutil.copytree(Path(os.environ["ADC_CACHE_DIR"]) / "runtime", tmp_path / "cache" / "runtime")
+    """An empty kernel cache holding the JIT's runtime library already (building it takes seconds)."""
+    target = Target.host()
+    driver.runtime_object(target)
+    key = driver.cache_key(target, "runtime")
+    (tmp_path / "cache" / "runtime").mkdir(parents=True)
+    shutil.copy(Path(os.environ["ADC_CACHE_DIR"]) / "runtime" / key, tmp_path / "cache" / "runtime" / key)
     return tmp_path / "cache"
 
 
@@ -79,21 +82,23 @@ def test_four_processes_compiling_one_module_at_once(cache_dir):
                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(4)]
     outcomes = [p.communicate(timeout=300) for p in processes]
     assert [p.returncode for p in processes] == [0] * 4, [err for _, err in outcomes]
-    assert len(entries(cache_dir, "modules")) == 1                  # one whole entry, no temporary files
-    assert Cache(cache_dir).get("modules", entries(cache_dir, "modules")[0]) is not None
-    assert "cache hit" in run(COMPILE_AND_RUN, cache_dir).stderr
+    names = entries(cache_dir, "modules")              # the module's manifest and one kernel's object code
+    assert len(names) == 2 and all(Cache(cache_dir).get("modules", name) is not None for name in names)
+    again = run(COMPILE_AND_RUN, cache_dir).stderr
+    assert "cache miss" not in again and "llvm-optimize" not in again
 
 
-def test_a_damaged_entry_is_rebuilt(cache_dir):
+def test_damaged_entries_are_rebuilt(cache_dir):
     run(COMPILE_AND_RUN, cache_dir)
-    (entry,) = entries(cache_dir, "modules")
-    path = cache_dir / "modules" / entry
-    data = bytearray(path.read_bytes())
-    data[len(data) // 2] ^= 0x55
-    path.write_bytes(bytes(data))
+    names = entries(cache_dir, "modules")
+    for name in names:                                 # the manifest and the kernel's object code
+        path = cache_dir / "modules" / name
+        data = bytearray(path.read_bytes())
+        data[len(data) // 2] ^= 0x55
+        path.write_bytes(bytes(data))
     again = run(COMPILE_AND_RUN, cache_dir)
-    assert "cache miss" in again.stderr and "llvm-optimize" in again.stderr
-    assert Cache(cache_dir).get("modules", entry) is not None       # whole again
+    assert again.stderr.count("cache miss") == 2 and "llvm-optimize" in again.stderr
+    assert all(Cache(cache_dir).get("modules", name) is not None for name in names)   # whole again
 
 
 def test_a_truncated_runtime_library_is_rebuilt(cache_dir):
@@ -116,7 +121,7 @@ def test_cli_cache_info_and_clear(cache_dir):
     environ = {**os.environ, "ADC_CACHE_DIR": str(cache_dir)}
     info = subprocess.run([sys.executable, "-m", "adc", "cache", "info"], capture_output=True, text=True,
                           env=environ, check=True).stdout
-    assert f"location: {cache_dir}" in info and "modules: 1" in info and "runtime: 1" in info
+    assert f"location: {cache_dir}" in info and "modules: 2" in info and "runtime: 1" in info
     subprocess.run([sys.executable, "-m", "adc", "cache", "clear"], env=environ, check=True, capture_output=True)
     assert entries(cache_dir, "modules") == [] and entries(cache_dir, "runtime") == []
     off = subprocess.run([sys.executable, "-m", "adc", "cache", "info"], capture_output=True, text=True,

@@ -44,6 +44,11 @@ def runtime_installed() -> bool:
     return _runtime is not None
 
 
+def runtime_address(symbol: str) -> int:
+    """The address of a runtime library function (after `install_runtime`)."""
+    return _runtime.get_function_address(symbol)
+
+
 def install_runtime(object_code: bytes, target: Target, symbols: tuple[str, ...]) -> None:
     """Load the runtime library's object code once for this process and publish `symbols`,
     so JIT modules loaded afterwards call them. Later calls do nothing."""

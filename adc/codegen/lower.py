@@ -43,18 +43,29 @@ INT_SUFFIX = {DType.f32: "f32", DType.f64: "f64", DType.i32: "i32", DType.i64: "
 
 
 def lower_module(module: Module, metadata: str, vector_bits: int) -> ir.Module:
-    """The LLVM module of an inlined, verified IR module, with its metadata and `adc_set_num_threads`;
-    `vector_bits` (Target.vector_bits) shapes the register tiles of matrix products."""
+    """The LLVM module of an inlined, verified IR module, with its metadata and `adc_set_num_threads`
+    (a shared object); `vector_bits` (Target.vector_bits) shapes the register tiles of matrix products."""
     llmod = ir.Module(name=module.name)
     for func in module:
-        for op in func.ops:
-            if op.name not in lower_rules:
-                raise CompileError(f"codegen has no lowering for op '{op.name}' in @{func.name}"
-                                   + (" (run the inliner first)" if op.name == "call" else ""), op.loc)
-        _lower_kernel(llmod, func, vector_bits)
+        _lower_checked(llmod, func, vector_bits)
     _define_metadata(llmod, metadata)
     parallel.define_set_num_threads(llmod)
     return llmod
+
+
+def lower_kernel(module: Module, name: str, vector_bits: int) -> ir.Module:
+    """The LLVM module of kernel `name` alone: what the JIT compiles on the kernel's first call."""
+    llmod = ir.Module(name=f"{module.name}:{name}")
+    _lower_checked(llmod, module[name], vector_bits)
+    return llmod
+
+
+def _lower_checked(llmod: ir.Module, func: Func, vector_bits: int) -> None:
+    for op in func.ops:
+        if op.name not in lower_rules:
+            raise CompileError(f"codegen has no lowering for op '{op.name}' in @{func.name}"
+                               + (" (run the inliner first)" if op.name == "call" else ""), op.loc)
+    _lower_kernel(llmod, func, vector_bits)
 
 
 def _define_metadata(llmod: ir.Module, metadata: str) -> None:

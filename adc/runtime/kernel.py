@@ -40,10 +40,10 @@ _SLOW = None   # what the lean path returns when a call needs the checked path
 class Kernel:
     """One kernel of a compiled module; call it like a Python function."""
 
-    def __init__(self, signature: KernelSignature, address: int, owner: Any):
+    def __init__(self, signature: KernelSignature, owner: Any):
         self.signature = signature
-        self._owner = owner  # keeps the native library alive as long as the kernel
-        self._cfunc = _KERNEL_CFUNC(address)
+        self._owner = owner  # the native library: keeps it alive as long as the kernel
+        self._cfunc = None   # its entry point, asked for on the first call (a JIT module compiles it then)
         self._np_dtypes = tuple(t.dtype.numpy for t in signature.param_types)
         self._ranks = tuple(t.rank for t in signature.param_types)
         self._arity = len(self._ranks)
@@ -86,6 +86,13 @@ class Kernel:
         if wanted not in self._derivatives:
             self._derivatives[wanted] = derivatives.derive(self, wanted)
         return self._derivatives[wanted]
+
+    def _entry_point(self):
+        address = self._owner.address(self.signature.symbol)
+        if not address:
+            raise RuntimeError(f"{self.signature.name}: its library does not define {self.signature.symbol}")
+        self._cfunc = _KERNEL_CFUNC(address)
+        return self._cfunc
 
     def _bind(self, args: tuple, kwargs: dict) -> tuple:
         try:
@@ -198,7 +205,7 @@ class Kernel:
             pointers.append(_address(array) if array.nbytes else array.ctypes.data)
         buffer = self._buffer_type(*sizes, *[t._ptr or t._pointer() for t in tensors], *pointers)
         base = ctypes.addressof(buffer)
-        status = self._cfunc(base, base + self._offsets[0], base + self._offsets[1])
+        status = (self._cfunc or self._entry_point())(base, base + self._offsets[0], base + self._offsets[1])
         if status != 0:
             raise MemoryError(f"{self.signature.name}: native code could not allocate its temporaries")
         return tuple([_wrap(a, p) for a, p in zip(arrays, pointers)])

@@ -1,10 +1,11 @@
 """Module: the kernels of one compiled module, from the in-process JIT or a shared object.
 
-There is one loader: anything with `address(symbol) -> int` (0 when missing) —
-a `JitLibrary` or a `SharedLibrary` — is opened by reading its exported
-metadata, checking the ABI version, applying ADC_NUM_THREADS, and wrapping
-each kernel's entry point — and the VJP kernels a shared object embeds, which
-derivatives.py hands to the tape (`m.k.derivative()`).
+There is one loader for every `NativeLibrary` — the driver's JIT modules and
+shared objects alike: it reads the library's metadata, checks the ABI version,
+applies the thread setting, and wraps each kernel — and the VJP kernels a shared
+object embeds, which derivatives.py hands to the tape (`m.k.derivative()`). A
+kernel asks its library for its entry point on its first call, so a JIT module
+compiles only the kernels a program calls.
 
     m = adc.load("kernels.so")
     m.kernels            # ('dense_relu', 'mlp_loss', ...)
@@ -28,7 +29,14 @@ class LoadError(ValueError):
 
 
 class NativeLibrary(Protocol):
-    def address(self, symbol: str) -> int: ...
+    def metadata(self) -> str:
+        """The module's metadata (adc/abi.py)."""
+
+    def defines(self, symbol: str) -> bool:
+        """Whether `address(symbol)` will find it (cheap: compiles nothing)."""
+
+    def address(self, symbol: str) -> int:
+        """The address of an exported function, 0 when missing (a JIT module may compile it now)."""
 
 
 class SharedLibrary:
@@ -55,6 +63,16 @@ class SharedLibrary:
             return ctypes.cast(getattr(self._lib, symbol), ctypes.c_void_p).value or 0
         except AttributeError:
             return 0
+
+    def defines(self, symbol: str) -> bool:
+        return bool(self.address(symbol))
+
+    def metadata(self) -> str:
+        address = self.address(METADATA_SYMBOL)
+        if not address:
+            raise LoadError(f"{self.path}: not an adc module (it does not export {METADATA_SYMBOL})")
+        text = ctypes.CFUNCTYPE(ctypes.c_char_p)(address)()
+        return text.decode("utf-8", errors="replace") if text else ""
 
 
 class Module:
@@ -101,19 +119,14 @@ class Module:
 
 
 def _kernel(library: NativeLibrary, sig: KernelSignature, origin: str) -> Kernel:
-    address = library.address(sig.symbol)
-    if not address:
+    if not library.defines(sig.symbol):
         raise LoadError(f"{origin}: kernel '{sig.name}' is listed but its symbol {sig.symbol} is missing")
-    return Kernel(sig, address, library)
+    return Kernel(sig, library)
 
 
 def _read_metadata(library: NativeLibrary, origin: str) -> ModuleInfo:
-    address = library.address(METADATA_SYMBOL)
-    if not address:
-        raise LoadError(f"{origin}: not an adc module (it does not export {METADATA_SYMBOL})")
-    text = ctypes.CFUNCTYPE(ctypes.c_char_p)(address)()
     try:
-        return decode_metadata(text.decode("utf-8", errors="replace") if text else "")
+        return decode_metadata(library.metadata())
     except MetadataError as err:
         raise LoadError(f"{origin}: {err}") from None
 
