@@ -28,8 +28,8 @@ _runtime: llvm.ExecutionEngine | None = None
 _runtime_lock = threading.Lock()
 
 
-def compile_count() -> int:
-    """How many modules this process has loaded (one compilation serves every size)."""
+def load_count() -> int:
+    """How many object files this process has linked in (a kernel is loaded once for every size)."""
     return _count
 
 
