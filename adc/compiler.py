@@ -6,7 +6,8 @@ only then imports this module with the frontend, the passes and lowering
 behind it, so a warm process never loads them.
 
     module = elaborate(source, "k.adc")                   # verified IR, with locations
-    llvm_module = to_llvm(module, Target.host())          # + metadata; GRADIENTS_EMBEDDED for a .so
+    metadata, kernels = kernel_sources(module)            # per kernel symbol: its optimized IR text
+    lower_kernel(kernels["adc_kernel_f"], "k.adc", "f", Target.host())    # an LLVM module
     DERIVATIONS["vjp"](module, "f", None)                 # (module + f_vjp, f_vjp, wrt, passthrough)
 """
 from __future__ import annotations
@@ -55,24 +56,29 @@ def optimize(module: Module, options: Options = Options()) -> Module:
                             print_after=set(options.print_after), out=options.out or sys.stderr)
 
 
-def to_llvm(module: Module, target: Target, options: Options = Options(),
-            gradients: str = GRADIENTS_DERIVED) -> llvmlite.ir.Module:
-    """Lower a module to LLVM IR, embedding its metadata (signatures and IR text); with
-    `gradients="embedded"`, also the VJP kernel of each kernel (see `with_vjps`)."""
-    full, vjps = with_vjps(module) if gradients == GRADIENTS_EMBEDDED else (module, ())
-    metadata = encode_metadata(module, format_module(full), gradients, vjps)
-    optimized = optimize(full, options)
+def to_llvm(module: Module, target: Target, options: Options = Options()) -> llvmlite.ir.Module:
+    """The whole module as one LLVM module with its metadata (what `adc ir --emit llvm|asm` shows;
+    the JIT and shared objects compile kernel by kernel, see `kernel_sources`)."""
+    metadata = encode_metadata(module, format_module(module))
+    optimized = optimize(module, options)
     with compile_log.stage(module.name, "lower"):
         return lower.lower_module(optimized, metadata, target.vector_bits)
 
 
-def kernel_sources(module: Module) -> tuple[str, dict[str, str]]:
-    """What the JIT needs of a module before it compiles any kernel: the module's metadata, and per
-    kernel symbol the IR text (optimized, with every function it references) that compiling that
-    kernel on its own needs (`lower_kernel`)."""
-    metadata = encode_metadata(module, format_module(module))
-    optimized = optimize(module)
+def kernel_sources(module: Module, gradients: str = GRADIENTS_DERIVED) -> tuple[str, dict[str, str]]:
+    """What compiling a module kernel by kernel needs: the module's metadata, and per kernel symbol
+    the IR text (optimized, with every function it references) that compiling that kernel on its
+    own needs (`lower_kernel`). With `gradients="embedded"` (a shared object), each kernel's VJP
+    kernel too (see `with_vjps`)."""
+    full, vjps = with_vjps(module) if gradients == GRADIENTS_EMBEDDED else (module, ())
+    metadata = encode_metadata(module, format_module(full), gradients, vjps)
+    optimized = optimize(full)
     return metadata, {signature(f).symbol: format_module(optimized.reachable(f.name)) for f in optimized}
+
+
+def metadata_module(metadata: str) -> llvmlite.ir.Module:
+    """The LLVM module a shared object's metadata and `adc_set_num_threads` live in."""
+    return lower.lower_metadata(metadata)
 
 
 def lower_kernel(ir_text: str, module_name: str, name: str, target: Target) -> llvmlite.ir.Module:

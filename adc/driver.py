@@ -25,12 +25,15 @@ miss only, so a process whose code is all cached starts in milliseconds.
 """
 from __future__ import annotations
 
+import concurrent.futures
 import functools
 import hashlib
 import json
+import multiprocessing
 import os
 import threading
 from dataclasses import dataclass
+from itertools import repeat
 from pathlib import Path
 from typing import Callable
 
@@ -175,14 +178,22 @@ class JitModule:
             return self._loaded[symbol].address(symbol)
 
     def _kernel_object(self, symbol: str) -> bytes:
-        """Object code of one kernel, cached by its IR text: kernels of the same text share it."""
-        ir_text, name = self._kernels[symbol], symbol[len(KERNEL_PREFIX):]
         module_name = json.loads(self._metadata)["module"]
+        ir_text = self._kernels[symbol]
+        return _cached(_kernel_key(symbol, ir_text, self._target), f"{module_name}: {symbol}",
+                       lambda: kernel_object(symbol, ir_text, module_name, self._target))
 
-        def build() -> bytes:
-            llvm_module = _compiler().lower_kernel(ir_text, module_name, name, self._target)
-            return emit.emit_object(llvm_module, self._target, f"{module_name}: {name}")
-        return _cached(cache_key(self._target, "kernel", name, ir_text), f"{module_name}: {name}", build)
+
+def _kernel_key(symbol: str, ir_text: str, target: Target) -> str:
+    """Object code of a kernel is cached by its IR text: kernels of the same text share it."""
+    return cache_key(target, "kernel", symbol, ir_text)
+
+
+def kernel_object(symbol: str, ir_text: str, module_name: str, target: Target) -> bytes:
+    """Compile one kernel from its `compiler.kernel_sources` text (also in a worker process)."""
+    name = symbol[len(KERNEL_PREFIX):]
+    llvm_module = _compiler().lower_kernel(ir_text, module_name, name, target)
+    return emit.emit_object(llvm_module, target, f"{module_name}: {name}")
 
 
 def _manifest(module: Module) -> dict:
@@ -244,24 +255,44 @@ def derive(ir_text: str, module_name: str, derivation: str, kernel: str,
 
 # ---------------------------------------------------------------- shared objects
 
-def write_shared_object(module: Module, out_path: str | os.PathLike, options=None,
-                        gradients: bool = True, target: Target | None = None) -> None:
+def write_shared_object(module: Module, out_path: str | os.PathLike, gradients: bool = True,
+                        target: Target | None = None) -> None:
     """Compile to a sealed shared object with the runtime library linked in; with `gradients`, each
     kernel's VJP kernel is exported next to it (`adc_kernel_<name>_vjp`), so `adc.load`
-    differentiates without the compiler."""
+    differentiates without the compiler. Kernels are compiled one LLVM module each, cached by
+    their IR text, the ones not cached in parallel processes (see `_compile_kernels`)."""
     externs.resolve(module)
     target = target or Target.host(pic=True)
-    mode = GRADIENTS_EMBEDDED if gradients else GRADIENTS_NONE
-    key = cache_key(target, "shared-object", mode, format_module(module))
-
     compiler = _compiler()
-    options = options or compiler.Options()
-
-    def build() -> bytes:
-        return emit.emit_object(compiler.to_llvm(module, target, options, mode), target, module.name)
-
-    object_code = build() if options.prints else _cached(key, module.name, build)
-    runtime = runtime_object(target)
+    metadata, kernels = compiler.kernel_sources(module, GRADIENTS_EMBEDDED if gradients else GRADIENTS_NONE)
+    objects = _compile_kernels(kernels, module.name, target)
+    objects.append(emit.emit_object(compiler.metadata_module(metadata), target, f"{module.name}: metadata"))
+    objects.append(runtime_object(target))
     with compile_log.stage(module.name, "link"):
-        aot.link_shared_object([object_code, runtime], out_path, externs.link_arguments(module))
+        aot.link_shared_object(objects, out_path, externs.link_arguments(module))
     seal_file(out_path, {"triple": target.triple, "cpu": target.cpu, "features": list(target.required_features)})
+
+
+def _compile_kernels(kernels: dict[str, str], module_name: str, target: Target) -> list[bytes]:
+    """The object code of each kernel (symbol -> IR text): from the cache, else compiled — in one
+    forked worker process per core when several are missing and this process runs one Python
+    thread (a fork copies only the calling thread: with no other Python thread, no lock the child
+    needs, llvmlite's included, can be held; native threads such as BLAS's or adc's pool hold none)."""
+    cache = open_cache()
+    keys = {symbol: _kernel_key(symbol, text, target) for symbol, text in kernels.items()}
+    found = {symbol: cache.get("modules", key) if cache else None for symbol, key in keys.items()}
+    missing = [symbol for symbol, data in found.items() if data is None]
+    compile_log.event(module_name, f"{len(kernels) - len(missing)} of {len(kernels)} kernels cached")
+    workers = min(len(missing), os.cpu_count() or 1)
+    if workers > 1 and threading.active_count() == 1:
+        context = multiprocessing.get_context("fork")
+        with concurrent.futures.ProcessPoolExecutor(workers, mp_context=context) as pool:
+            built = pool.map(kernel_object, missing, [kernels[s] for s in missing], repeat(module_name),
+                             repeat(target))
+            found.update(zip(missing, built))
+    else:
+        found.update((s, kernel_object(s, kernels[s], module_name, target)) for s in missing)
+    if cache:
+        for symbol in missing:
+            cache.put("modules", keys[symbol], found[symbol])
+    return [found[symbol] for symbol in kernels]

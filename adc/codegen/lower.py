@@ -53,6 +53,14 @@ def lower_module(module: Module, metadata: str, vector_bits: int) -> ir.Module:
     return llmod
 
 
+def lower_metadata(metadata: str) -> ir.Module:
+    """A module of the metadata and `adc_set_num_threads` alone, linked next to per-kernel modules."""
+    llmod = ir.Module(name="metadata")
+    _define_metadata(llmod, metadata)
+    parallel.define_set_num_threads(llmod)
+    return llmod
+
+
 def lower_kernel(module: Module, name: str, vector_bits: int) -> ir.Module:
     """The LLVM module of kernel `name` alone: what the JIT compiles on the kernel's first call."""
     llmod = ir.Module(name=f"{module.name}:{name}")
