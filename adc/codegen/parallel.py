@@ -1,24 +1,32 @@
-"""Multithreaded loop nests: large outlined loops split their outer range across pthreads.
+"""Multithreaded loop nests: large outlined loops split their outer range across threads.
 
 Lowering (lower.py) outlines every loop nest into `loop(start, end, dims, out, in...)`
 over its outermost range; this module decides at run time whether a call runs
-on one thread or is split, and emits the threading runtime each module carries:
+on one thread or is split:
 
     %work = ...                             ; elements the nest touches, from the dims
     br (%work >= 131072), parallel, serial
     parallel: store dims, out, in... into %ctx
-              call @adc.parallel_for(@loop.task, %ctx, 0, %outer, %grain)
+              call @adc_rt_parallel_for(@loop.task, %ctx, 0, %outer, %grain)
     serial:   call @loop(0, %outer, dims, out, in...)
 
 - `@loop.task(ptr ctx, i64 start, i64 end)` unpacks the buffer pointers and calls the loop;
-- `@adc.parallel_for(task, ctx, start, end, grain)` cuts [start, end) into one chunk
-  per thread (chunk sizes a multiple of `grain`: 64 for flat loops, so vector
-  loops stay aligned), starts threads-1 pthreads through `@adc.thread_entry`
-  on a {task, ctx, start, end} chunk, runs the last chunk itself and joins; a
-  chunk whose thread could not be started runs on the calling thread;
-- `@adc.num_threads` is read lazily from sysconf(_SC_NPROCESSORS_ONLN), capped at
-  MAX_THREADS; the exported `void adc_set_num_threads(int32_t n)` overrides it
-  (n <= 0 restores the default).
+- `adc_rt_parallel_for` lives in the runtime library (`define_runtime`), declared only
+  in kernel modules: it cuts [start, end) into at most one chunk per thread
+  (`_chunking`: chunk sizes a multiple of `grain`, 64 for flat loops, so vector loops
+  stay aligned) and hands the chunks to a pool of persistent workers, started on first
+  need and parked between jobs, so a call costs a wake-up rather than thread starts;
+- the thread count is read lazily from sysconf(_SC_NPROCESSORS_ONLN), capped at
+  MAX_THREADS; `adc_rt_set_num_threads` overrides it (n <= 0 restores the default),
+  and a shared object's exported `adc_set_num_threads` calls it.
+
+    caller                                    worker k (1 <= k < threads)
+    trylock dispatch, else run all serially   poll generation a while, then sleep on `wake`
+    lock; job := {task, ctx, ..., count};     lock; if generation changed and k < count:
+      generation += 1; unlock; wake all         claim `next` chunks, run each unlocked,
+    claim and run chunks the same way             `remaining` -= 1 after each
+    wait until remaining == 0 (poll, then     unlock; loop
+      sleep on `done`); unlock dispatch
 
 Which loops may be split is lower.py's decision: only nests whose outer
 iterations each write their own output elements and read none (see
@@ -26,12 +34,14 @@ iterations each write their own output elements and read none (see
 """
 from __future__ import annotations
 
+from typing import Callable
+
 import llvmlite.ir as ir
 
-from adc.codegen.loops import I8, I32, I64, NOWRAP, PTR, counted_loop, i64
+from adc.abi import RUNTIME_GET_NUM_THREADS, RUNTIME_PARALLEL_FOR, RUNTIME_SET_NUM_THREADS, SET_NUM_THREADS_SYMBOL
+from adc.codegen.loops import I8, I32, I64, NOWRAP, PTR, i64
 
-SET_NUM_THREADS_SYMBOL = "adc_set_num_threads"
-THRESHOLD = 1 << 17   # elements below which starting threads (tens of µs) costs more than it saves
+THRESHOLD = 1 << 17   # elements below which waking the pool's workers costs more than it saves
 MAX_THREADS = 64
 FLAT_GRAIN = 64       # chunk multiple for flat loops: whole vectors and cache lines per thread
 SC_NPROCESSORS_ONLN = 84  # glibc's value of _SC_NPROCESSORS_ONLN
@@ -39,7 +49,19 @@ SC_NPROCESSORS_ONLN = 84  # glibc's value of _SC_NPROCESSORS_ONLN
 VOID = ir.VoidType()
 TASK = ir.FunctionType(VOID, [PTR, I64, I64])  # loop.task(ctx, start, end)
 TASK_PTR = TASK.as_pointer()
-CHUNK = ir.LiteralStructType([TASK_PTR, PTR, I64, I64])  # task, ctx, start, end
+
+# The pool's job record, guarded by adc_rt.pool.lock: chunk k is [start + k*size, min(start + (k+1)*size, end)).
+JOB = ir.LiteralStructType([TASK_PTR, PTR, I64, I64, I64, I64, I64, I64])
+TASK_FIELD, CTX_FIELD, START_FIELD, END_FIELD, SIZE_FIELD, COUNT_FIELD, NEXT_FIELD, REMAINING_FIELD = range(8)
+MUTEX_BYTES, COND_BYTES = 40, 48   # sizeof(pthread_mutex_t), sizeof(pthread_cond_t) on glibc x86_64
+SPIN_POLLS = 256   # pause-polls of a counter before sleeping on a condition variable: ~7 µs on a Zen 5
+_POOL_LIBC = {  # libc functions the pool calls: name -> (result, parameters)
+    "pthread_mutex_init": (I32, [PTR, PTR]), "pthread_mutex_lock": (I32, [PTR]),
+    "pthread_mutex_unlock": (I32, [PTR]), "pthread_mutex_trylock": (I32, [PTR]),
+    "pthread_cond_init": (I32, [PTR, PTR]), "pthread_cond_wait": (I32, [PTR, PTR]),
+    "pthread_cond_broadcast": (I32, [PTR]), "pthread_cond_signal": (I32, [PTR]),
+    "pthread_create": (I32, [PTR, PTR, PTR, PTR]), "getpid": (I32, []),
+}
 
 
 def call_loop(b: ir.IRBuilder, head: ir.IRBuilder, loop: ir.Function, outer: ir.Value, work: ir.Value,
@@ -54,20 +76,281 @@ def call_loop(b: ir.IRBuilder, head: ir.IRBuilder, loop: ir.Function, outer: ir.
         with parallel:
             for k, ptr in enumerate(buffers):
                 b.store(ptr, b.gep(ctx, [i64(k)], source_etype=PTR))
-            b.call(_parallel_for(b.module), [_task(loop), ctx, i64(0), outer, i64(grain)])
+            b.call(_declared(b.module, RUNTIME_PARALLEL_FOR, ir.FunctionType(VOID, [TASK_PTR, PTR, I64, I64, I64])),
+                   [_task(loop), ctx, i64(0), outer, i64(grain)])
         with serial:
             b.call(loop, [i64(0), outer, *buffers])
 
 
 def define_set_num_threads(module: ir.Module) -> None:
-    """The exported `void adc_set_num_threads(i32 n)`: n threads from now on, n <= 0 the default."""
+    """A shared object's exported `void adc_set_num_threads(i32 n)`: its runtime library's setter."""
     fn = ir.Function(module, ir.FunctionType(VOID, [I32]), SET_NUM_THREADS_SYMBOL)
+    b = ir.IRBuilder(fn.append_basic_block("entry"))
+    b.call(_declared(module, RUNTIME_SET_NUM_THREADS, fn.function_type), list(fn.args))
+    b.ret_void()
+
+
+def _set_num_threads_body(fn: ir.Function) -> None:
+    """Store min(n, MAX_THREADS) into the thread count, or 0 (the default) when n <= 0."""
+    module = fn.module
     b = ir.IRBuilder(fn.append_basic_block("entry"))
     (n,) = fn.args
     capped = b.select(b.icmp_signed(">", n, ir.Constant(I32, MAX_THREADS)), ir.Constant(I32, MAX_THREADS), n)
     positive = b.select(b.icmp_signed(">", n, ir.Constant(I32, 0)), capped, ir.Constant(I32, 0))
     b.store_atomic(positive, _num_threads_global(module), "monotonic", 4)
     b.ret_void()
+
+
+def define_runtime(module: ir.Module) -> None:
+    """Define the pool's exported functions in `module` (the runtime library): adc_rt_parallel_for,
+    adc_rt_set_num_threads and adc_rt_get_num_threads.
+
+    Why it is race-free:
+    - The job record and `generation` are written only under `lock`, and the job is read only under
+      it. The spins also poll `generation` and `remaining` unlocked, so those are always accessed
+      atomically; a poll only decides when to take `lock`, every decision is re-made under it, and
+      taking it orders a finished chunk's writes before the caller returns.
+    - A chunk is claimed by incrementing `next` under `lock` while next < count: it runs once. Only
+      the `dispatch` holder publishes a job, and it lets go only once `remaining` is 0, so the record
+      never changes while one of its chunks is claimed: a late worker finds the finished job (nothing
+      left to claim) or a whole new one. `workers` is touched only by the `dispatch` holder (and by
+      initialisation, which precedes it).
+    - Nobody blocks on `dispatch` (trylock: a caller that fails runs serially, as does a nested call
+      from a task), and `lock` is never held while a task runs, so no call waits on another job.
+    - fork: the child has none of the workers, and may hold copies of locked locks; `pid` records
+      which process initialised the pool, and a call from any other re-initialises it first. (Not
+      pthread_atfork: JIT code cannot unregister a handler before it is freed, and glibc links
+      pthread_atfork statically.) The check costs a getpid system call per pooled call, and misses
+      only a descendant that never used the pool passing the record on to a process that reuses
+      the recorded (dead) pid.
+    """
+    pool = _Pool(module)
+    get_num_threads = _get_num_threads_body(_exported(module, ir.FunctionType(I32, []), RUNTIME_GET_NUM_THREADS))
+    _set_num_threads_body(_exported(module, ir.FunctionType(VOID, [I32]), RUNTIME_SET_NUM_THREADS))
+    run_chunks = _run_chunks(pool)
+    start_workers = _start_workers(pool, _worker(pool, run_chunks))
+    fn = _exported(module, ir.FunctionType(VOID, [TASK_PTR, PTR, I64, I64, I64]), RUNTIME_PARALLEL_FOR)
+    task, ctx, start, end, grain = fn.args
+    b = ir.IRBuilder(fn.append_basic_block("entry"))
+    serial, pooled, owned = (fn.append_basic_block(name) for name in ("serial", "pooled", "owned"))
+    length = b.select(b.icmp_signed(">", end, start), b.sub(end, start), i64(0))
+    size, count = _chunking(b, b.call(get_num_threads, []), length, grain)
+    b.cbranch(b.icmp_signed(">", count, i64(1)), pooled, serial)
+    b.position_at_end(serial)   # one chunk, or another job holds the pool (a nested call included)
+    b.call(task, [ctx, start, end])
+    b.ret_void()
+    b.position_at_end(pooled)
+    b.call(_ensure_initialised(pool), [])
+    taken = pool.libc(b, "pthread_mutex_trylock", pool.dispatch)
+    b.cbranch(b.icmp_signed("==", taken, ir.Constant(I32, 0)), owned, serial)
+    b.position_at_end(owned)
+    b.call(start_workers, [b.sub(count, i64(1))])
+    _publish(b, pool, {TASK_FIELD: task, CTX_FIELD: ctx, START_FIELD: start, END_FIELD: end,
+                       SIZE_FIELD: size, COUNT_FIELD: count, NEXT_FIELD: i64(0)})
+    pool.libc(b, "pthread_mutex_lock", pool.lock)
+    b.call(run_chunks, [])
+    _await_chunks(b, pool)
+    pool.libc(b, "pthread_mutex_unlock", pool.lock)
+    pool.libc(b, "pthread_mutex_unlock", pool.dispatch)
+    b.ret_void()
+
+
+class _Pool:
+    """The pool's internal globals in one module, and calls of the libc functions that guard them."""
+
+    def __init__(self, module: ir.Module):
+        self.module = module
+        self.dispatch = _zeroed(module, "adc_rt.pool.dispatch", ir.ArrayType(I8, MUTEX_BYTES))
+        self.lock = _zeroed(module, "adc_rt.pool.lock", ir.ArrayType(I8, MUTEX_BYTES))
+        self.wake = _zeroed(module, "adc_rt.pool.wake", ir.ArrayType(I8, COND_BYTES))
+        self.done = _zeroed(module, "adc_rt.pool.done", ir.ArrayType(I8, COND_BYTES))
+        self.job = _zeroed(module, "adc_rt.pool.job", JOB)
+        self.generation = _zeroed(module, "adc_rt.pool.generation", I64)
+        self.workers = _zeroed(module, "adc_rt.pool.workers", I64)
+        self.pid = _zeroed(module, "adc_rt.pool.pid", I32)
+
+    def libc(self, b: ir.IRBuilder, name: str, *args: ir.Value) -> ir.Value:
+        return b.call(_libc(self.module, name, *_POOL_LIBC[name]), list(args))
+
+    def field(self, b: ir.IRBuilder, k: int) -> ir.Value:
+        return b.gep(self.job, [i64(0), ir.Constant(I32, k)])
+
+    def remaining(self, b: ir.IRBuilder) -> ir.Value:
+        return b.load_atomic(self.field(b, REMAINING_FIELD), "monotonic", 8, typ=I64)
+
+
+def _run_chunks(pool: _Pool) -> ir.Function:
+    """`void adc_rt.pool.run_chunks()`: with the lock held, claim and run chunks until none is left unclaimed."""
+    fn = _internal(pool.module, ir.FunctionType(VOID, []), "adc_rt.pool.run_chunks")
+    b = ir.IRBuilder(fn.append_basic_block("entry"))
+    claim, run, exit_ = (fn.append_basic_block(name) for name in ("claim", "run", "exit"))
+    b.branch(claim)
+    b.position_at_end(claim)
+    k = b.load(pool.field(b, NEXT_FIELD), typ=I64)
+    b.cbranch(b.icmp_signed("<", k, b.load(pool.field(b, COUNT_FIELD), typ=I64)), run, exit_)
+    b.position_at_end(run)
+    b.store(b.add(k, i64(1)), pool.field(b, NEXT_FIELD))
+    task, ctx, start, end, size = (b.load(pool.field(b, f), typ=JOB.elements[f])
+                                   for f in (TASK_FIELD, CTX_FIELD, START_FIELD, END_FIELD, SIZE_FIELD))
+    pool.libc(b, "pthread_mutex_unlock", pool.lock)
+    lo = b.add(start, b.mul(k, size, flags=NOWRAP), flags=NOWRAP)
+    hi = b.add(lo, size, flags=NOWRAP)
+    b.call(task, [ctx, lo, b.select(b.icmp_signed("<", hi, end), hi, end)])
+    pool.libc(b, "pthread_mutex_lock", pool.lock)
+    left = b.sub(pool.remaining(b), i64(1))
+    b.store_atomic(left, pool.field(b, REMAINING_FIELD), "monotonic", 8)
+    with b.if_then(b.icmp_signed("==", left, i64(0))):
+        pool.libc(b, "pthread_cond_signal", pool.done)
+    b.branch(claim)
+    b.position_at_end(exit_)
+    b.ret_void()
+    return fn
+
+
+def _worker(pool: _Pool, run_chunks: ir.Function) -> ir.Function:
+    """`ptr adc_rt.pool.worker(ptr k)`: the start routine of worker k >= 1, serving jobs for the process's life.
+
+    It joins a job when k < its chunk count, and spins before sleeping only after a job it joined.
+    """
+    fn = _internal(pool.module, ir.FunctionType(PTR, [PTR]), "adc_rt.pool.worker")
+    b = ir.IRBuilder(fn.append_basic_block("entry"))
+    top, wait, sleep, claim = (fn.append_basic_block(name) for name in ("top", "wait", "sleep", "claim"))
+    k = b.ptrtoint(fn.args[0], I64)
+    seen, polls = b.alloca(I64), b.alloca(I64)
+    b.store(i64(0), seen)
+    b.store(i64(0), polls)
+    b.branch(top)
+    b.position_at_end(top)
+    _spin(b, b.load(polls, typ=I64), lambda: b.icmp_signed(
+        "==", b.load_atomic(pool.generation, "monotonic", 8, typ=I64), b.load(seen, typ=I64)))
+    pool.libc(b, "pthread_mutex_lock", pool.lock)
+    b.branch(wait)
+    b.position_at_end(wait)
+    generation = b.load_atomic(pool.generation, "monotonic", 8, typ=I64)
+    b.cbranch(b.icmp_signed("==", generation, b.load(seen, typ=I64)), sleep, claim)
+    b.position_at_end(sleep)
+    pool.libc(b, "pthread_cond_wait", pool.wake, pool.lock)
+    b.branch(wait)
+    b.position_at_end(claim)
+    b.store(generation, seen)
+    joins = b.icmp_signed("<", k, b.load(pool.field(b, COUNT_FIELD), typ=I64))
+    b.store(b.select(joins, i64(SPIN_POLLS), i64(0)), polls)
+    with b.if_then(joins):
+        b.call(run_chunks, [])
+    pool.libc(b, "pthread_mutex_unlock", pool.lock)
+    b.branch(top)
+    return fn
+
+
+def _start_workers(pool: _Pool, worker: ir.Function) -> ir.Function:
+    """`void adc_rt.pool.start_workers(i64 want)`: with the dispatch lock held, start workers
+    until `want` exist or pthread_create fails (their chunks then run on the threads that do)."""
+    fn = _internal(pool.module, ir.FunctionType(VOID, [I64]), "adc_rt.pool.start_workers")
+    b = ir.IRBuilder(fn.append_basic_block("entry"))
+    check, start, started, exit_ = (fn.append_basic_block(name) for name in ("check", "start", "started", "exit"))
+    thread = b.alloca(I64)   # the pthread_t: workers are never joined
+    b.branch(check)
+    b.position_at_end(check)
+    have = b.load(pool.workers, typ=I64)
+    b.cbranch(b.icmp_signed("<", have, fn.args[0]), start, exit_)
+    b.position_at_end(start)
+    index = b.add(have, i64(1))
+    failed = pool.libc(b, "pthread_create", thread, ir.Constant(PTR, None), worker, b.inttoptr(index, PTR))
+    b.cbranch(b.icmp_signed("==", failed, ir.Constant(I32, 0)), started, exit_)
+    b.position_at_end(started)
+    b.store(index, pool.workers)
+    b.branch(check)
+    b.position_at_end(exit_)
+    b.ret_void()
+    return fn
+
+
+def _ensure_initialised(pool: _Pool) -> ir.Function:
+    """`void adc_rt.pool.ensure_initialised()`: initialise the pool once per process (pid), so a
+    forked child starts with fresh locks and no workers.
+
+    `pid` is 0 before first use, -p while process p initialises and p once it has: the thread
+    whose compare-exchange claims it initialises, the others poll until it publishes p (release).
+    """
+    fn = _internal(pool.module, ir.FunctionType(VOID, []), "adc_rt.pool.ensure_initialised")
+    b = ir.IRBuilder(fn.append_basic_block("entry"))
+    check, other, claim, init, ready = (fn.append_basic_block(name)
+                                        for name in ("check", "other", "claim", "init", "ready"))
+    me = pool.libc(b, "getpid")
+    b.branch(check)
+    b.position_at_end(check)
+    seen = b.load_atomic(pool.pid, "acquire", 4, typ=I32)
+    b.cbranch(b.icmp_signed("==", seen, me), ready, other)
+    b.position_at_end(other)   # -me: another thread of this process is initialising
+    _pause(b)
+    b.cbranch(b.icmp_signed("==", seen, b.neg(me)), check, claim)
+    b.position_at_end(claim)
+    claimed = b.extract_value(b.cmpxchg(pool.pid, seen, b.neg(me), "acquire", "monotonic"), 1)
+    b.cbranch(claimed, init, check)
+    b.position_at_end(init)
+    for mutex in (pool.dispatch, pool.lock):
+        pool.libc(b, "pthread_mutex_init", mutex, ir.Constant(PTR, None))
+    for cond in (pool.wake, pool.done):
+        pool.libc(b, "pthread_cond_init", cond, ir.Constant(PTR, None))
+    b.store(i64(0), pool.workers)
+    b.store(ir.Constant(JOB, None), pool.job)
+    b.store_atomic(me, pool.pid, "release", 4)
+    b.branch(ready)
+    b.position_at_end(ready)
+    b.ret_void()
+    return fn
+
+
+def _publish(b: ir.IRBuilder, pool: _Pool, fields: dict[int, ir.Value]) -> None:
+    """Store a new job (all of it, `remaining` = count) under the lock, then wake the workers."""
+    pool.libc(b, "pthread_mutex_lock", pool.lock)
+    for field, value in fields.items():
+        b.store(value, pool.field(b, field))
+    b.store_atomic(fields[COUNT_FIELD], pool.field(b, REMAINING_FIELD), "monotonic", 8)
+    generation = b.load_atomic(pool.generation, "monotonic", 8, typ=I64)
+    b.store_atomic(b.add(generation, i64(1)), pool.generation, "monotonic", 8)
+    pool.libc(b, "pthread_mutex_unlock", pool.lock)
+    pool.libc(b, "pthread_cond_broadcast", pool.wake)
+
+
+def _await_chunks(b: ir.IRBuilder, pool: _Pool) -> None:
+    """With the lock held, wait until every chunk of the job has run: spin unlocked, then sleep."""
+    fn = b.function
+    spin, wait, sleep, exit_ = (fn.append_basic_block(name) for name in ("await.spin", "await", "await.sleep",
+                                                                         "await.exit"))
+    b.cbranch(b.icmp_signed("==", pool.remaining(b), i64(0)), exit_, spin)
+    b.position_at_end(spin)
+    pool.libc(b, "pthread_mutex_unlock", pool.lock)
+    _spin(b, i64(SPIN_POLLS), lambda: b.icmp_signed("!=", pool.remaining(b), i64(0)))
+    pool.libc(b, "pthread_mutex_lock", pool.lock)
+    b.branch(wait)
+    b.position_at_end(wait)
+    b.cbranch(b.icmp_signed("==", pool.remaining(b), i64(0)), exit_, sleep)
+    b.position_at_end(sleep)
+    pool.libc(b, "pthread_cond_wait", pool.done, pool.lock)
+    b.branch(wait)
+    b.position_at_end(exit_)
+
+
+def _spin(b: ir.IRBuilder, polls: ir.Value, busy: Callable[[], ir.Value]) -> None:
+    """Evaluate `busy()` (an atomic load and a compare) up to `polls` times while it holds; leaves `b` after."""
+    before = b.block
+    poll, wait, after = (b.append_basic_block(name) for name in ("spin", "spin.pause", "spin.exit"))
+    b.branch(poll)
+    b.position_at_end(poll)
+    i = b.phi(I64)
+    i.add_incoming(i64(0), before)
+    b.cbranch(b.and_(b.icmp_signed("<", i, polls), busy()), wait, after)
+    b.position_at_end(wait)
+    _pause(b)
+    i.add_incoming(b.add(i, i64(1), flags=NOWRAP), wait)
+    b.branch(poll)
+    b.position_at_end(after)
+
+
+def _pause(b: ir.IRBuilder) -> None:
+    """x86's spin-wait hint: frees the core's resources for a few dozen cycles (the pool is x86_64-only)."""
+    b.call(_libc(b.module, "llvm.x86.sse2.pause", VOID, []), [])
 
 
 def _task(loop: ir.Function) -> ir.Function:
@@ -85,48 +368,6 @@ def _task(loop: ir.Function) -> ir.Function:
     return fn
 
 
-def _parallel_for(module: ir.Module) -> ir.Function:
-    """`void adc.parallel_for(ptr task, ptr ctx, i64 start, i64 end, i64 grain)`, defined once per module."""
-    if "adc.parallel_for" in module.globals:
-        return module.globals["adc.parallel_for"]
-    fn = _internal(module, ir.FunctionType(VOID, [TASK_PTR, PTR, I64, I64, I64]), "adc.parallel_for")
-    task, ctx, start, end, grain = fn.args
-    b = ir.IRBuilder(fn.append_basic_block("entry"))
-    chunks, threads, started = (b.alloca(t, size=MAX_THREADS) for t in (CHUNK, I64, I8))
-    size, count = _chunking(b, b.call(_get_num_threads(module), []), b.sub(end, start), grain)
-    create = _libc(module, "pthread_create", I32, [PTR, PTR, PTR, PTR])
-    join = _libc(module, "pthread_join", I32, [I64, PTR])
-    last = b.sub(count, i64(1))
-
-    def bounds(k: ir.Value) -> tuple[ir.Value, ir.Value]:
-        lo = b.add(start, b.mul(k, size, flags=NOWRAP), flags=NOWRAP)
-        hi = b.add(lo, size, flags=NOWRAP)
-        return lo, b.select(b.icmp_signed("<", hi, end), hi, end)
-
-    def spawn(k: ir.Value) -> None:
-        lo, hi = bounds(k)
-        chunk = b.gep(chunks, [k])
-        for field, x in enumerate((task, ctx, lo, hi)):
-            b.store(x, b.gep(chunk, [i64(0), ir.Constant(I32, field)]))
-        rc = b.call(create, [b.gep(threads, [k]), ir.Constant(PTR, None), _thread_entry(module), chunk])
-        ok = b.icmp_signed("==", rc, ir.Constant(I32, 0))
-        b.store(b.zext(ok, I8), b.gep(started, [k]))
-        with b.if_then(b.not_(ok), likely=False):
-            b.call(task, [ctx, lo, hi])
-
-    def wait(k: ir.Value) -> None:
-        flag = b.load(b.gep(started, [k]), typ=I8)
-        with b.if_then(b.icmp_unsigned("!=", flag, ir.Constant(I8, 0))):
-            tid = b.load(b.gep(threads, [k]), typ=I64)
-            b.call(join, [tid, ir.Constant(PTR, None)])
-
-    counted_loop(b, i64(0), last, spawn)
-    b.call(task, [ctx, *bounds(last)])
-    counted_loop(b, i64(0), last, wait)
-    b.ret_void()
-    return fn
-
-
 def _chunking(b: ir.IRBuilder, threads: ir.Value, length: ir.Value, grain: ir.Value) -> tuple[ir.Value, ir.Value]:
     """Chunk size (ceil(length / threads) rounded up to `grain`) and chunk count (>= 1, <= threads)."""
     n = b.zext(threads, I64)
@@ -137,25 +378,9 @@ def _chunking(b: ir.IRBuilder, threads: ir.Value, length: ir.Value, grain: ir.Va
     return size, b.select(b.icmp_signed(">", count, i64(0)), count, i64(1))
 
 
-def _thread_entry(module: ir.Module) -> ir.Function:
-    """`ptr adc.thread_entry(ptr chunk)`: the pthread start routine, running one {task, ctx, start, end}."""
-    if "adc.thread_entry" in module.globals:
-        return module.globals["adc.thread_entry"]
-    fn = _internal(module, ir.FunctionType(PTR, [PTR]), "adc.thread_entry")
-    (chunk,) = fn.args
-    b = ir.IRBuilder(fn.append_basic_block("entry"))
-    task, ctx, lo, hi = (b.load(b.gep(chunk, [i64(0), ir.Constant(I32, k)], source_etype=CHUNK), typ=t)
-                         for k, t in enumerate(CHUNK.elements))
-    b.call(task, [ctx, lo, hi])
-    b.ret(ir.Constant(PTR, None))
-    return fn
-
-
-def _get_num_threads(module: ir.Module) -> ir.Function:
-    """`i32 adc.get_num_threads()`: the set count, else the online processors (cached), in [1, MAX_THREADS]."""
-    if "adc.get_num_threads" in module.globals:
-        return module.globals["adc.get_num_threads"]
-    fn = _internal(module, ir.FunctionType(I32, []), "adc.get_num_threads")
+def _get_num_threads_body(fn: ir.Function) -> ir.Function:
+    """Read the thread count, caching sysconf's online processors (capped) when it is 0."""
+    module = fn.module
     b = ir.IRBuilder(fn.append_basic_block("entry"))
     slot = _num_threads_global(module)
     current = b.load_atomic(slot, "monotonic", 4, typ=I32)
@@ -185,6 +410,26 @@ def _internal(module: ir.Module, fnty: ir.FunctionType, name: str) -> ir.Functio
     return fn
 
 
+def _exported(module: ir.Module, fnty: ir.FunctionType, name: str) -> ir.Function:
+    fn = ir.Function(module, fnty, name)
+    fn.attributes.add("nounwind")
+    return fn
+
+
+def _zeroed(module: ir.Module, name: str, ty: ir.Type) -> ir.GlobalVariable:
+    """An internal zero-initialised global on its own cache line."""
+    slot = ir.GlobalVariable(module, ty, name)
+    slot.linkage = "internal"
+    slot.initializer = ir.Constant(ty, None)
+    slot.align = 64
+    return slot
+
+
 def _libc(module: ir.Module, name: str, ret: ir.Type, args: list[ir.Type]) -> ir.Function:
+    return _declared(module, name, ir.FunctionType(ret, args))
+
+
+def _declared(module: ir.Module, name: str, fnty: ir.FunctionType) -> ir.Function:
+    """The function `name` of `module`, declared (to be resolved by the linker or the JIT) on first use."""
     existing = module.globals.get(name)
-    return existing if existing is not None else ir.Function(module, ir.FunctionType(ret, args), name)
+    return existing if existing is not None else ir.Function(module, fnty, name)

@@ -20,8 +20,8 @@ from __future__ import annotations
 
 import llvmlite.ir as ir
 
-from adc.abi import runtime_gemm_symbol
-from adc.codegen import gemm
+from adc.abi import RUNTIME_GET_NUM_THREADS, RUNTIME_PARALLEL_FOR, RUNTIME_SET_NUM_THREADS, runtime_gemm_symbol
+from adc.codegen import gemm, parallel
 from adc.codegen.target import Target
 from adc.ir.types import DType
 
@@ -30,7 +30,8 @@ GEMM_DTYPES = (DType.f32, DType.f64)
 
 def exported_symbols() -> tuple[str, ...]:
     """The functions kernel modules may call."""
-    return tuple(runtime_gemm_symbol(str(dtype)) for dtype in GEMM_DTYPES)
+    return (*(runtime_gemm_symbol(str(dtype)) for dtype in GEMM_DTYPES),
+            RUNTIME_PARALLEL_FOR, RUNTIME_SET_NUM_THREADS, RUNTIME_GET_NUM_THREADS)
 
 
 def runtime_module(target: Target) -> ir.Module:
@@ -38,4 +39,5 @@ def runtime_module(target: Target) -> ir.Module:
     module = ir.Module(name="adc_runtime")
     for dtype in GEMM_DTYPES:
         gemm.define_gemm(module, gemm.blocking(dtype, target.vector_bits))
+    parallel.define_runtime(module)
     return module

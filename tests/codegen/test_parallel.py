@@ -1,19 +1,38 @@
-"""Multithreaded loop nests: results match the one-thread path and NumPy at every split.
+"""Multithreaded loop nests and the runtime library's thread pool.
 
-Thread counts are set through the module's exported `adc_set_num_threads`, as
-the runtime does for ADC_NUM_THREADS; sizes straddle parallel.THRESHOLD and
-the FLAT_GRAIN chunk rounding.
+Loop nests: results match the one-thread path and NumPy at every split. Thread
+counts are set through the module's exported `adc_set_num_threads`, as the
+runtime does for ADC_NUM_THREADS; sizes straddle parallel.THRESHOLD and the
+FLAT_GRAIN chunk rounding.
+
+The pool (`parallel.define_runtime`) is tested on its own, with tasks written in
+LLVM IR: every element runs exactly once, workers persist, concurrent and nested
+callers complete, and a forked child gets a working pool. Scenarios that count
+threads or fork run in a fresh interpreter, under a timeout, so a deadlock fails.
 """
 from __future__ import annotations
 
 import ctypes
+import functools
+import os
+import subprocess
+import sys
+import textwrap
+import threading
+from pathlib import Path
 
+import llvmlite.binding as llvm
+import llvmlite.ir as ir
 import numpy as np
 import pytest
 
 import adc
-from adc.codegen.parallel import FLAT_GRAIN, SET_NUM_THREADS_SYMBOL, THRESHOLD
-from adc.driver import elaborate, write_shared_object
+from adc.abi import RUNTIME_GET_NUM_THREADS, RUNTIME_PARALLEL_FOR, RUNTIME_SET_NUM_THREADS
+from adc.codegen.loops import I32, I64, for_range, i64
+from adc.codegen.parallel import FLAT_GRAIN, MAX_THREADS, SET_NUM_THREADS_SYMBOL, TASK, THRESHOLD, define_runtime
+from adc.codegen.target import Target
+from adc.compiler import elaborate
+from adc.driver import write_shared_object
 from tests.codegen.test_lower import call, compile_module, kernel, randn
 
 SET_THREADS = ctypes.CFUNCTYPE(None, ctypes.c_int32)
@@ -112,3 +131,284 @@ def test_a_malformed_adc_num_threads_is_a_load_error(monkeypatch):
     monkeypatch.setenv("ADC_NUM_THREADS", "two")
     with pytest.raises(adc.LoadError, match="ADC_NUM_THREADS"):
         adc.compile(SOURCE)
+
+
+# --- the runtime library's thread pool -----------------------------------------------------------
+
+ROOT = Path(__file__).resolve().parents[2]
+PARALLEL_FOR = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64,
+                                ctypes.c_int64)
+GET_THREADS = ctypes.CFUNCTYPE(ctypes.c_int32)
+POOL_THREADS = (1, 2, 3, 5, 16)
+RANGES = ((0, 0), (9, 9), (0, 1), (3, 5), (0, 7), (5, 133), (0, 4096), (11, 100_003))
+
+
+def _task(module: ir.Module, name: str, body) -> None:
+    """`void name(ptr ctx, i64 lo, i64 hi)` running body(b, ctx, lo, hi)."""
+    fn = ir.Function(module, TASK, name)
+    b = ir.IRBuilder(fn.append_basic_block("entry"))
+    body(b, *fn.args)
+    b.ret_void()
+
+
+def _fill(b, out, lo, hi):
+    # out[i] = 2i + 1 (i64)
+    with for_range(b, lo, hi) as i:
+        b.store(b.add(b.mul(i, i64(2)), i64(1)), b.gep(out, [i], source_etype=I64))
+
+
+def _count(b, counters, lo, hi):
+    # counters[i] += 1 (i32, atomically: a chunk run twice, even concurrently, shows as 2)
+    with for_range(b, lo, hi) as i:
+        b.atomic_rmw("add", b.gep(counters, [i], source_etype=I32), ir.Constant(I32, 1), "monotonic")
+
+
+def _log_chunk(b, log, lo, hi):
+    # log = {n, lo0, hi0, lo1, hi1, ...}: append this chunk
+    slot = b.atomic_rmw("add", log, i64(1), "monotonic")
+    at = b.add(b.mul(slot, i64(2)), i64(1))
+    b.store(lo, b.gep(log, [at], source_etype=I64))
+    b.store(hi, b.gep(log, [b.add(at, i64(1))], source_etype=I64))
+
+
+def _pool_module() -> ir.Module:
+    """The pool and the test tasks; `nested` runs `fill` over its chunk through the pool again."""
+    module = ir.Module(name="pool_test")
+    define_runtime(module)
+    for name, body in (("fill", _fill), ("count", _count), ("log_chunk", _log_chunk)):
+        _task(module, name, body)
+    _task(module, "nested", lambda b, out, lo, hi: b.call(
+        module.globals[RUNTIME_PARALLEL_FOR], [module.globals["fill"], out, lo, hi, i64(1)]))
+    return module
+
+
+class PoolLibrary:
+    """The pool module compiled into this process, with ctypes entry points."""
+
+    def __init__(self):
+        target = Target.host()
+        ref = llvm.parse_assembly(str(_pool_module()))
+        target.optimize(ref)
+        self._engine = llvm.create_mcjit_compiler(ref, target.new_target_machine())
+        self._engine.finalize_object()
+        address = self._engine.get_function_address
+        self.parallel_for = PARALLEL_FOR(address(RUNTIME_PARALLEL_FOR))
+        self.set_threads = SET_THREADS(address(RUNTIME_SET_NUM_THREADS))
+        self.get_threads = GET_THREADS(address(RUNTIME_GET_NUM_THREADS))
+        self.tasks = {name: address(name) for name in ("fill", "count", "log_chunk", "nested")}
+
+    def run(self, task: str, buffer: np.ndarray, start: int, end: int, grain: int) -> np.ndarray:
+        self.parallel_for(self.tasks[task], buffer.ctypes.data, start, end, grain)
+        return buffer
+
+
+@functools.cache
+def pool_library() -> PoolLibrary:
+    """One per process and never freed: the workers run its code for the process's life."""
+    return PoolLibrary()
+
+
+def run_exactly_once(lib: PoolLibrary, start: int, end: int, grain: int, task: str = "count") -> None:
+    """Run `task` over [start, end): "count" counts each element's runs, "fill" and "nested" write 2i + 1."""
+    if task == "count":
+        got, want = np.zeros(end + 3, np.int32), np.zeros(end + 3, np.int32)
+        want[start:end] = 1
+    else:
+        got, want = np.zeros(end + 3, np.int64), np.zeros(end + 3, np.int64)
+        want[start:end] = 2 * np.arange(start, end) + 1
+    lib.run(task, got, start, end, grain)
+    np.testing.assert_array_equal(got, want, err_msg=f"{task} over [{start}, {end}) grain {grain}")
+
+
+def thread_count() -> int:
+    return len(os.listdir("/proc/self/task"))
+
+
+def run_python(script: str) -> None:
+    """Run `script` in a fresh interpreter at the repository root; a hang fails after 60 s."""
+    done = subprocess.run([sys.executable, "-c", textwrap.dedent(script)], cwd=ROOT, capture_output=True,
+                          text=True, timeout=60)
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def finishes(*fns, seconds: float = 60) -> None:
+    """Run each fn on a daemon thread of its own: a deadlock fails the test instead of hanging it."""
+    errors = []
+
+    def run(fn):
+        try:
+            fn()
+        except BaseException as err:  # re-raised on the test's thread
+            errors.append(err)
+
+    threads = [threading.Thread(target=run, args=(fn,), daemon=True) for fn in fns]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(seconds)
+        assert not t.is_alive(), f"did not finish within {seconds} s"
+    if errors:
+        raise errors[0]
+
+
+def bounded(test):
+    """Run the test through `finishes`, so a deadlocked pool fails it instead of hanging the run."""
+    @functools.wraps(test)
+    def run(*args, **kwargs):
+        finishes(functools.partial(test, *args, **kwargs))
+    return run
+
+
+@pytest.fixture
+def pool():
+    lib = pool_library()
+    yield lib
+    lib.set_threads(0)
+
+
+@pytest.mark.parametrize("threads", POOL_THREADS)
+@bounded
+def test_pool_runs_every_element_exactly_once(pool, threads):
+    pool.set_threads(threads)
+    for start, end in RANGES:
+        for grain in (1, 3, FLAT_GRAIN):
+            run_exactly_once(pool, start, end, grain)
+            run_exactly_once(pool, start, end, grain, task="fill")
+
+
+@pytest.mark.parametrize("threads", POOL_THREADS)
+@bounded
+def test_pool_chunks_tile_the_range_in_multiples_of_the_grain(pool, threads):
+    pool.set_threads(threads)
+    for start, end in RANGES:
+        for grain in (1, 3, FLAT_GRAIN):
+            log = pool.run("log_chunk", np.zeros(1 + 2 * MAX_THREADS, np.int64), start, end, grain)
+            chunks = sorted(zip(log[1:1 + 2 * log[0]:2], log[2:2 + 2 * log[0]:2]))
+            where = f"[{start}, {end}) grain {grain}"
+            assert 1 <= len(chunks) <= threads, where
+            assert chunks[0][0] == start and chunks[-1][1] == end, where
+            assert all(hi == lo for (_, hi), (lo, _) in zip(chunks, chunks[1:])), where
+            assert all((hi - lo) % grain == 0 for lo, hi in chunks[:-1]), where
+            if threads > 1 and end - start > grain:
+                assert len(chunks) > 1, f"{where} ran on one thread"
+
+
+@bounded
+def test_pool_back_to_back_jobs_never_rerun_or_lose_a_chunk(pool):
+    # a worker waking late must not run a chunk of a finished job
+    pool.set_threads(3)
+    counters = np.zeros(1000, np.int32)
+    for _ in range(3000):
+        pool.run("count", counters, 0, 1000, 1)
+    np.testing.assert_array_equal(counters, 3000)
+
+
+def test_pool_thread_count_is_capped_and_zero_or_negative_restores_the_default(pool):
+    default = min(os.sysconf("SC_NPROCESSORS_ONLN"), MAX_THREADS)
+    for n, want in ((3, 3), (1, 1), (MAX_THREADS, MAX_THREADS), (1 << 20, MAX_THREADS), (0, default),
+                    (7, 7), (-5, default)):
+        pool.set_threads(n)
+        assert pool.get_threads() == want, f"set {n}"
+
+
+def test_pool_serves_many_calling_threads_at_once(pool):
+    # one job holds the pool at a time; the other callers run theirs serially, never wait
+    pool.set_threads(3)
+
+    def caller(k: int) -> None:
+        end = 1000 + 97 * k
+        counters, filled = np.zeros(end, np.int32), np.zeros(end, np.int64)
+        for _ in range(200):
+            pool.run("count", counters, 0, end, 1 + k % 3)
+            pool.run("fill", filled, 0, end, 64)
+        np.testing.assert_array_equal(counters, 200)
+        np.testing.assert_array_equal(filled, 2 * np.arange(end) + 1)
+
+    finishes(*(functools.partial(caller, k) for k in range(8)))
+
+
+@bounded
+def test_pool_nested_call_completes(pool):
+    pool.set_threads(4)
+    for start, end in RANGES:
+        for grain in (1, 64):
+            run_exactly_once(pool, start, end, grain, task="nested")
+
+
+def test_pool_workers_start_once_and_persist():
+    run_python("""
+        from tests.codegen.test_parallel import pool_library, run_exactly_once, thread_count
+        lib = pool_library()
+        lib.set_threads(4)
+        before = thread_count()
+        run_exactly_once(lib, 0, 10_000, 1)
+        first = thread_count()
+        assert first == before + 3, (before, first)
+        for _ in range(100):
+            run_exactly_once(lib, 0, 10_000, 1)
+        assert thread_count() == first, (first, thread_count())
+        lib.set_threads(6)                       # raised: two more workers
+        run_exactly_once(lib, 0, 10_000, 1)
+        assert thread_count() == first + 2
+        lib.set_threads(2)                       # lowered: the extra workers stay parked
+        for _ in range(20):
+            run_exactly_once(lib, 0, 10_000, 1)
+        assert thread_count() == first + 2
+    """)
+
+
+def test_pool_survives_fork_even_mid_call():
+    # the child of a fork has no workers and may inherit held locks: it must rebuild the pool
+    run_python("""
+        import os, signal, threading
+        from tests.codegen.test_parallel import pool_library, run_exactly_once, thread_count
+        lib = pool_library()
+        lib.set_threads(4)
+        run_exactly_once(lib, 0, 10_000, 1)
+        stop = threading.Event()
+
+        def hammer():
+            while not stop.is_set():
+                run_exactly_once(lib, 0, 3_000, 1)
+
+        busy = threading.Thread(target=hammer)
+        busy.start()
+        for _ in range(20):
+            pid = os.fork()
+            if pid == 0:
+                signal.alarm(20)                 # a deadlocked child dies instead of lingering
+                try:
+                    for n in (2, 4):
+                        lib.set_threads(n)
+                        for _ in range(50):
+                            run_exactly_once(lib, 0, 5_000, 1)
+                    assert thread_count() == 4   # this thread and three new workers
+                except BaseException as err:
+                    print(repr(err), flush=True)
+                    os._exit(1)
+                os._exit(0)
+            assert os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) == 0
+        stop.set()
+        busy.join()
+        run_exactly_once(lib, 0, 10_000, 1)
+    """)
+
+
+def test_pool_runs_every_chunk_when_threads_cannot_start():
+    # no address space left for an 8 MB thread stack: pthread_create fails, the caller runs it all
+    run_python("""
+        import resource
+        from tests.codegen.test_parallel import pool_library, run_exactly_once, thread_count
+        lib = pool_library()
+        lib.set_threads(4)
+        before = thread_count()
+        with open("/proc/self/status") as status:
+            size = next(int(line.split()[1]) for line in status if line.startswith("VmSize:")) * 1024
+        resource.setrlimit(resource.RLIMIT_AS, (size + (4 << 20), resource.RLIM_INFINITY))
+        for _ in range(10):
+            run_exactly_once(lib, 0, 10_000, 1)
+        assert thread_count() == before
+        resource.setrlimit(resource.RLIMIT_AS, (resource.RLIM_INFINITY, resource.RLIM_INFINITY))
+        run_exactly_once(lib, 0, 10_000, 1)      # the next call starts them
+        assert thread_count() == before + 3
+    """)
