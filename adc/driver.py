@@ -25,11 +25,9 @@ miss only, so a process whose code is all cached starts in milliseconds.
 """
 from __future__ import annotations
 
-import concurrent.futures
 import functools
 import hashlib
 import json
-import multiprocessing
 import os
 import threading
 from dataclasses import dataclass
@@ -43,7 +41,7 @@ import llvmlite.binding as llvm
 from adc import compile_log
 from adc.abi import (ADC_VERSION, GRADIENTS_EMBEDDED, GRADIENTS_NONE, KERNEL_PREFIX, RUNTIME_SET_NUM_THREADS,
                      SET_NUM_THREADS_SYMBOL, seal_file)
-from adc.codegen import aot, emit, externs, runtime_library
+from adc.codegen import emit, externs, runtime_library
 from adc.codegen.cache import Cache
 from adc.codegen.jit import JitLibrary, install_runtime, runtime_address, runtime_installed
 from adc.codegen.target import Target
@@ -70,12 +68,14 @@ def _compiler():
 @functools.lru_cache(maxsize=None)
 def fingerprint() -> str:
     """What compiles the code, as text: adc's version and sources, llvmlite's and LLVM's versions.
-    Hashing the sources means a changed compiler never reuses another's entries, version bump or not."""
+    The sources count by name, size and modification time (as Python's own bytecode cache does):
+    a changed compiler never reuses another's entries, version bump or not."""
     digest = hashlib.sha256()
     package = Path(__file__).resolve().parent
     for path in sorted(package.rglob("*")):
         if path.suffix in (".py", ".lark"):
-            digest.update(str(path.relative_to(package)).encode() + b"\0" + path.read_bytes() + b"\0")
+            stat = path.stat()
+            digest.update(f"{path.relative_to(package)}\0{stat.st_size}\0{stat.st_mtime_ns}\0".encode())
     llvm_version = ".".join(map(str, llvm.llvm_version_info))
     return f"adc {ADC_VERSION} {digest.hexdigest()[:16]} llvmlite {llvmlite.__version__} llvm {llvm_version}"
 
@@ -261,6 +261,8 @@ def write_shared_object(module: Module, out_path: str | os.PathLike, gradients: 
     kernel's VJP kernel is exported next to it (`adc_kernel_<name>_vjp`), so `adc.load`
     differentiates without the compiler. Kernels are compiled one LLVM module each, cached by
     their IR text, the ones not cached in parallel processes (see `_compile_kernels`)."""
+    from adc.codegen import aot     # the linker's driver: only `adc compile` needs it (5 ms at every start)
+
     externs.resolve(module)
     target = target or Target.host(pic=True)
     compiler = _compiler()
@@ -285,6 +287,9 @@ def _compile_kernels(kernels: dict[str, str], module_name: str, target: Target) 
     compile_log.event(module_name, f"{len(kernels) - len(missing)} of {len(kernels)} kernels cached")
     workers = min(len(missing), os.cpu_count() or 1)
     if workers > 1 and threading.active_count() == 1:
+        import concurrent.futures       # only `adc compile` needs them: 14 ms at every start otherwise
+        import multiprocessing
+
         context = multiprocessing.get_context("fork")
         with concurrent.futures.ProcessPoolExecutor(workers, mp_context=context) as pool:
             built = pool.map(kernel_object, missing, [kernels[s] for s in missing], repeat(module_name),
