@@ -143,6 +143,24 @@ def bench_mlp_gradient(m) -> None:
     print("  target: gradient/forward <= 3x (the cheap-gradient bound)")
 
 
+def bench_matmul() -> None:
+    n = 1024
+    m = adc.compile("def product(a: f32[M, K], b: f32[K, N]) -> f32[M, N]:\n    return a @ b\n", "product.adc")
+    rng = np.random.default_rng(0)
+    a, b = (rng.standard_normal((n, n)).astype(np.float32) for _ in range(2))
+    np.testing.assert_allclose(m.product(a, b).numpy(), a.astype(np.float64) @ b, rtol=1e-3, atol=1e-3)
+    adc_time = timed(lambda: m.product(a, b))
+    others = {"numpy (BLAS)": timed(lambda: a @ b)}
+    torch = optional("torch")
+    if torch:
+        ta, tb = torch.from_numpy(a.copy()), torch.from_numpy(b.copy())
+        others["torch"] = timed(lambda: ta @ tb)
+    flops = 2 * n ** 3
+    report(f"matmul {n}x{n} @ {n}x{n} f32, all threads: adc {flops / adc_time / 1e9:.0f} GFLOP/s, "
+           f"numpy {flops / others['numpy (BLAS)'] / 1e9:.0f} GFLOP/s", adc_time, others,
+           "level with the BLAS NumPy uses")
+
+
 def bench_small_tape() -> None:
     x, y = adc.Variable(2.0), adc.Variable(3.0)
 
@@ -253,7 +271,8 @@ def main(argv: list[str]) -> int:
     kernels = functools.cache(lambda: adc.compile_file(SAMPLES / "kernels.adc"))   # compiled when first used
     benchmarks = {"sigmoid_shift": lambda: bench_sigmoid_shift(kernels()),
                   "mlp_loss": lambda: bench_mlp_loss(kernels()),
-                  "mlp_gradient": lambda: bench_mlp_gradient(kernels()), "small_tape": bench_small_tape,
+                  "mlp_gradient": lambda: bench_mlp_gradient(kernels()), "matmul": bench_matmul,
+                  "small_tape": bench_small_tape,
                   "batch_jacobian": bench_batch_jacobian, "hessian": bench_hessian,
                   "compile": bench_compile}   # compile_times.py: compile latency in fresh processes
     unknown = [name for name in argv if name not in benchmarks]
