@@ -268,7 +268,8 @@ def write_shared_object(module: Module, out_path: str | os.PathLike, gradients: 
     compiler = _compiler()
     metadata, kernels = compiler.kernel_sources(module, GRADIENTS_EMBEDDED if gradients else GRADIENTS_NONE)
     objects = _compile_kernels(kernels, module.name, target)
-    objects.append(emit.emit_object(compiler.metadata_module(metadata), target, f"{module.name}: metadata"))
+    objects.append(_cached(cache_key(target, "metadata", metadata), f"{module.name}: metadata",
+                           lambda: emit.emit_object(compiler.metadata_module(metadata), target)))
     objects.append(runtime_object(target))
     with compile_log.stage(module.name, "link"):
         aot.link_shared_object(objects, out_path, externs.link_arguments(module))
@@ -284,7 +285,9 @@ def _compile_kernels(kernels: dict[str, str], module_name: str, target: Target) 
     keys = {symbol: _kernel_key(symbol, text, target) for symbol, text in kernels.items()}
     found = {symbol: cache.get("modules", key) if cache else None for symbol, key in keys.items()}
     missing = [symbol for symbol, data in found.items() if data is None]
-    compile_log.event(module_name, f"{len(kernels) - len(missing)} of {len(kernels)} kernels cached")
+    for symbol, key in keys.items():
+        compile_log.event(f"{module_name}: {symbol}", f"cache {'miss' if symbol in missing else 'hit'} {key[:12]}"
+                          if cache else "cache off")
     workers = min(len(missing), os.cpu_count() or 1)
     if workers > 1 and threading.active_count() == 1:
         import concurrent.futures       # only `adc compile` needs them: 14 ms at every start otherwise
