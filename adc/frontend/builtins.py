@@ -8,7 +8,8 @@ Compositions become several primitives; weak literals take the tensor's dtype:
 
     relu(x)        %0 = constant {dtype = f32, value = 0.0} : f32
                    %1 = broadcast %0 {dims = [], shape = [N]} : f32[N]
-                   %2 = maximum %x, %1 : f32[N]
+                   %2 = le %x, %1 : bool[N]
+                   %3 = select %2, %1, %x : f32[N]
 
 The first half of this file is `Scope`: literals, dtypes and NumPy broadcasting,
 shared by the rules and the elaborator's operators.
@@ -252,8 +253,10 @@ for _op in PRIMITIVE_UNARY:
 
 @builtin("relu", "x")
 def relu_expand(cx, a):
-    # relu(x) = maximum(x, 0)
-    return cx.elementwise("maximum", a.tensor("x"), 0)
+    # relu(x) = x <= 0 ? 0 : x: relu'(0) = 0, as tf.nn.relu (maximum's gradient gives ties to x),
+    # and NaN stays NaN
+    x = a.tensor("x")
+    return cx.select(cx.elementwise("le", x, 0), 0, x)
 
 
 @builtin("elu", "x")

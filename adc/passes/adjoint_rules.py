@@ -127,16 +127,18 @@ def _select_by(b: Builder, cond: Value, ct: Value) -> tuple[Value, Value]:
 
 
 def maximum_adjoint(b, op, cts):
-    # d max(x, y) = ct where x > y, else to y (so relu'(0) = 0, as TensorFlow's relu)
-    return _select_by(b, b.op("gt", *op.operands), cts[0])
+    # d max(x, y) = ct to x where x >= y, else to y: a tie goes to x, as TensorFlow's Maximum
+    # (so clip(x, lo, hi) passes its gradient at the bounds, as tf.clip_by_value)
+    return _select_by(b, b.op("ge", *op.operands), cts[0])
 
 
 adjoint_rules["maximum"] = maximum_adjoint
 
 
 def minimum_adjoint(b, op, cts):
-    # d min(x, y) = ct where x < y, else to y
-    return _select_by(b, b.op("lt", *op.operands), cts[0])
+    # d min(x, y) = ct to x where x <= y, else to y: a tie goes to x, as TensorFlow's Minimum
+    # (so elu'(0) = 1 through expm1(min(x, 0)), as tf.nn.elu)
+    return _select_by(b, b.op("le", *op.operands), cts[0])
 
 
 adjoint_rules["minimum"] = minimum_adjoint

@@ -94,9 +94,15 @@ def test_stop_gradient_blocks_only_its_path():
 @pytest.mark.parametrize("source, args, expected", [
     # relu'(0) = 0, as TensorFlow's relu
     ("def f(x: f64[N]) -> f64:\n    return sum(relu(x))\n", (np.array([0.0, 1.0, -1.0]),), [[0.0, 1.0, 0.0]]),
-    # maximum/minimum ties send the cotangent to the second operand
-    ("def f(x: f64, y: f64) -> f64:\n    return maximum(x, y)\n", (1.0, 1.0), [0.0, 1.0]),
-    ("def f(x: f64, y: f64) -> f64:\n    return minimum(x, y)\n", (1.0, 1.0), [0.0, 1.0]),
+    # maximum/minimum ties send the cotangent to the first operand, as TensorFlow's Maximum/Minimum
+    ("def f(x: f64, y: f64) -> f64:\n    return maximum(x, y)\n", (1.0, 1.0), [1.0, 0.0]),
+    ("def f(x: f64, y: f64) -> f64:\n    return minimum(x, y)\n", (1.0, 1.0), [1.0, 0.0]),
+    # elu'(0) = 1, as tf.nn.elu
+    ("def f(x: f64[N]) -> f64:\n    return sum(elu(x))\n", (np.array([0.0, 1.0, -1.0]),),
+     [[1.0, 1.0, np.exp(-1.0)]]),
+    # clip passes the gradient at its bounds, and to a bound where x is past it, as tf.clip_by_value
+    ("def f(x: f64[N], lo: f64, hi: f64) -> f64:\n    return sum(clip(x, lo, hi))\n",
+     (np.array([-1.0, 2.0, 0.5, -3.0, 5.0]), -1.0, 2.0), [[1.0, 1.0, 1.0, 0.0, 0.0], 1.0, 1.0]),
     # tied extrema of a reduction split the cotangent
     ("def f(x: f64[N]) -> f64:\n    return max(x)\n", (np.array([1.0, 3.0, 3.0]),), [[0.0, 0.5, 0.5]]),
     ("def f(x: f64[N]) -> f64:\n    return min(x)\n", (np.array([-2.0, 3.0, -2.0, -2.0]),), [[1 / 3, 0.0, 1 / 3, 1 / 3]]),
@@ -111,7 +117,8 @@ def test_stop_gradient_blocks_only_its_path():
     ("def f(x: f64[N]) -> f64:\n    return sum(f64(f32(x)) * 3.0)\n", (np.array([0.1, 2.0]),), [[3.0, 3.0]]),
     # prod: ct*y/x, nan at an exact zero (documented)
     ("def f(x: f64[N]) -> f64:\n    return prod(x)\n", (np.array([0.0, 2.0]),), [[np.nan, 0.0]]),
-], ids=["relu_at_0", "maximum_tie", "minimum_tie", "max_ties", "min_ties", "abs_at_0", "pow_at_nonpositive",
+], ids=["relu_at_0", "maximum_tie", "minimum_tie", "elu_at_0", "clip_at_bounds", "max_ties", "min_ties",
+        "abs_at_0", "pow_at_nonpositive",
         "clip_by_norm_at_0", "convert", "prod_at_0"])
 def test_conventions_and_exact_values(source, args, expected):
     _, grads = grad_of(source, *args)
