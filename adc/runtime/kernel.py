@@ -125,9 +125,7 @@ class Kernel:
         elif isinstance(value, (np.ndarray, np.generic)):
             array = np.asarray(value)
         elif isinstance(value, _PYTHON_VALUES):
-            array = np.asarray(value)
-            if array.dtype.kind in "biuf" and np.can_cast(array.dtype, want, "same_kind"):
-                array = array.astype(want)
+            array = self._from_python(name, value, want, ptype)
         else:
             raise TypeError(f"{self._where(name)} expects an array of type {ptype}, got {type(value).__name__}")
         if array.dtype != want:
@@ -137,6 +135,24 @@ class Kernel:
                              f"got an array of shape {array.shape}")
         # a read-only view: the caller's array is neither copied nor frozen
         return value if isinstance(value, Tensor) else Tensor._wrap(np.ascontiguousarray(array).reshape(array.shape))
+
+    def _from_python(self, name: str, value: Any, want: np.dtype, ptype: TensorType) -> np.ndarray:
+        """A Python scalar or list as an array of the parameter's dtype; an integer that does not fit
+        it raises OverflowError (NumPy's astype would wrap it silently)."""
+        try:
+            array = np.asarray(value)
+        except OverflowError:
+            array = np.asarray(value, dtype=object)
+        if array.dtype == object and array.size and all(isinstance(v, int) for v in array.flat):
+            raise OverflowError(f"{self._where(name)} is {ptype}: {value!r} has an integer too large for it")
+        if array.dtype.kind in "iu" and want.kind in "iu" and array.size:
+            info = np.iinfo(want)
+            if array.min() < info.min or array.max() > info.max:
+                raise OverflowError(f"{self._where(name)} is {ptype}: {value!r} has an integer outside "
+                                    f"[{info.min}, {info.max}]")
+        if array.dtype.kind in "biuf" and np.can_cast(array.dtype, want, "same_kind"):
+            array = array.astype(want)
+        return array
 
     def _lean_dims(self, tensors: list[Tensor]) -> list[int] | None:
         """The dimension symbols' sizes when every parameter dim is a number or a bare symbol

@@ -111,3 +111,12 @@ def test_python_scalar_arguments_keep_their_rank_under_a_tape():
     with adc.GradientTape() as tape:
         z = m.scale(x, 1.5)
     assert float(tape.gradient(z, x)) == 1.5
+
+
+@pytest.mark.parametrize("value", [[2 ** 40, 2 ** 32 + 5], 2 ** 31, [-(2 ** 31) - 1, 0], [2 ** 70], [1, 2 ** 64]])
+def test_python_integers_that_do_not_fit_the_dtype_raise_overflow_error(value):
+    """NumPy's astype would wrap them silently: inc([2**40, 2**32 + 5]) gave [1, 6]."""
+    m = adc.compile("def inc(x: i32[N]) -> i32[N]:\n    return x + 1\n", "inc.adc")
+    with pytest.raises(OverflowError, match=r"inc: parameter 'x' is i32\[N\]: .* integer"):
+        m.inc([value] if isinstance(value, int) else value)
+    np.testing.assert_array_equal(m.inc([2 ** 31 - 2, -(2 ** 31)]).numpy(), [2 ** 31 - 1, -(2 ** 31) + 1])
