@@ -507,10 +507,11 @@ lower_rules["pad"] = pad_lower
 # ---------------------------------------------------------------- reductions and matmul
 
 def _identity(kind: str, dtype: DType) -> ir.Constant:
-    """sum -0.0 (so that sum([-0.0]) is -0.0), prod 1, max -inf / INT_MIN, min +inf / INT_MAX."""
+    """sum +0.0 (as NumPy's: an empty sum, and a sum of -0.0s, is 0.0), prod 1, max -inf / INT_MIN,
+    min +inf / INT_MAX."""
     ty = REGISTER_TYPES[dtype]
     if dtype.is_float:
-        return ir.Constant(ty, {"sum": -0.0, "prod": 1.0, "max": float("-inf"), "min": float("inf")}[kind])
+        return ir.Constant(ty, {"sum": 0.0, "prod": 1.0, "max": float("-inf"), "min": float("inf")}[kind])
     bits = ty.width - 1
     return ir.Constant(ty, {"sum": 0, "prod": 1, "max": -(1 << bits), "min": (1 << bits) - 1}[kind])
 

@@ -122,3 +122,17 @@ def test_builtin_matches_numpy(compiled, case):
         else:
             tol = 3e-6 if dtype is np.float32 else 1e-13
             np.testing.assert_allclose(got, want, rtol=tol * (1 + sizes[1]), atol=tol * (1 + sizes[1]), err_msg=str(sizes))
+
+
+def test_float_sums_start_from_plus_zero_as_numpy():
+    """An empty sum, or one of -0.0s, was -0.0 (the accumulator's identity) where NumPy gives 0.0."""
+    m = adc.compile("def total(x: f64[N]) -> f64:\n    return sum(x)\n"
+                    "def columns(x: f32[B, N]) -> f32[N]:\n    return sum(x, axis=0)\n"
+                    "def rows(x: f32[B, N]) -> f32[B]:\n    return sum(x, axis=1)\n", "sums.adc")
+    for got, want in [(m.total(np.zeros(0)).numpy(), np.sum(np.zeros(0))),
+                      (m.total(np.array([-0.0])).numpy(), np.sum(np.array([-0.0]))),
+                      (m.columns(np.zeros((0, 3), np.float32)).numpy(), np.zeros((0, 3), np.float32).sum(axis=0)),
+                      (m.rows(np.zeros((2, 0), np.float32)).numpy(), np.zeros((2, 0), np.float32).sum(axis=1)),
+                      (m.rows(np.full((2, 1), -0.0, np.float32)).numpy(), np.full((2, 1), -0.0, np.float32).sum(axis=1))]:
+        np.testing.assert_array_equal(got, want)
+        np.testing.assert_array_equal(np.signbit(got), np.signbit(want))
