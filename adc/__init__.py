@@ -30,8 +30,8 @@ from adc.runtime.tape import GradientTape, UnconnectedGradients
 from adc.runtime.tensor import Tensor, constant
 from adc.runtime.threads import set_num_threads
 from adc.runtime.variable import Variable
+from adc.version import __version__
 
-__version__ = "0.1.0"
 __all__ = ["CompileError", "GradientTape", "LoadError", "Module", "Tensor", "ToolchainError",
            "UnconnectedGradients", "Variable", "VerifyError", "abs", "add", "cast", "clip", "clip_by_norm",
            "clip_by_value", "compile", "compile_file", "concat", "constant", "convert_to_tensor", "cos",

@@ -42,9 +42,10 @@ from dataclasses import dataclass
 from adc.ir.core import Func, Module
 from adc.ir.shapes import constraints
 from adc.ir.types import Dim, DType, TensorType, parse_dim
+from adc.version import __version__
 
 ABI_VERSION = 1
-ADC_VERSION = "0.1.0"
+ADC_VERSION = __version__
 
 # Symbols a compiled module exports (runtime/adc.h is their C declaration).
 KERNEL_PREFIX = "adc_kernel_"

@@ -22,6 +22,7 @@ import sys
 from pathlib import Path
 
 from adc.errors import CompileError, ToolchainError
+from adc.version import __version__
 
 EMIT_STAGES = ("ir", "opt", "llvm", "asm")
 
@@ -32,6 +33,7 @@ class UsageError(Exception):
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="adc", description="Compile adc kernels to native code.")
+    parser.add_argument("--version", action="version", version=f"adc {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
 
     compile_ = sub.add_parser("compile", help="compile FILE.adc to a shared object")

@@ -1,6 +1,6 @@
 """The dependency direction of the design: a test scans every import of the package.
 
-Layers, bottom up: adc.errors, adc.cpus and adc.compile_log import nothing of adc;
+Layers, bottom up: adc.errors, adc.version, adc.cpus and adc.compile_log import nothing of adc;
 adc.ir imports only adc.errors; adc.abi (the compiled-module ABI) builds on adc.ir;
 passes and the frontend on the IR; codegen on the IR and the ABI; the compiler
 (adc.compiler: the pipeline) on all of those; the driver (cache, JIT loading, `.so`
@@ -19,8 +19,9 @@ ALLOWED = {
     "adc.errors": (),
     "adc.cpus": (),
     "adc.compile_log": (),
+    "adc.version": (),
     "adc.ir": ("adc.ir", "adc.errors"),
-    "adc.abi": ("adc.ir", "adc.errors"),
+    "adc.abi": ("adc.ir", "adc.errors", "adc.version"),
     "adc.passes": ("adc.ir", "adc.errors", "adc.passes"),
     "adc.frontend": ("adc.ir", "adc.errors", "adc.frontend"),
     "adc.codegen": ("adc.ir", "adc.errors", "adc.codegen", "adc.abi", "adc.cpus", "adc.compile_log"),

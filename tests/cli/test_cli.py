@@ -1,6 +1,7 @@
 """The `adc` command: its outputs and exit codes, run as a user runs it (a subprocess)."""
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -80,3 +81,16 @@ def test_a_reader_that_leaves_early_gets_no_error(kernels_so):
     result = subprocess.run(f"{sys.executable} -m adc info {kernels_so} | head -1", shell=True,
                             capture_output=True, text=True)
     assert result.stdout.count("\n") == 1 and result.stderr == ""
+
+
+def test_version_is_defined_once_and_reported_everywhere():
+    import importlib.metadata
+
+    import adc
+    from adc.abi import ADC_VERSION
+
+    shown = subprocess.run([sys.executable, "-m", "adc", "--version"], capture_output=True, text=True, check=True)
+    assert shown.stdout.strip() == f"adc {adc.__version__}"
+    assert importlib.metadata.version("adc") == adc.__version__ == ADC_VERSION
+    assert importlib.metadata.metadata("adc")["License-Expression"] == "Apache-2.0"
+    assert (Path(adc.__file__).parent / "py.typed").is_file()
