@@ -32,7 +32,7 @@ from adc.runtime.threads import set_num_threads
 from adc.runtime.variable import Variable
 from adc.version import __version__
 
-__all__ = ["CompileError", "GradientTape", "LoadError", "Module", "Tensor", "ToolchainError",
+__all__ = ["__version__", "CompileError", "GradientTape", "LoadError", "Module", "Tensor", "ToolchainError",
            "UnconnectedGradients", "Variable", "VerifyError", "abs", "add", "cast", "clip", "clip_by_norm",
            "clip_by_value", "compile", "compile_file", "concat", "constant", "convert_to_tensor", "cos",
            "custom_gradient", "divide", "elu", "equal", "exp", "expm1", "floor", "grad", "greater", "greater_equal",

@@ -86,8 +86,8 @@ def _cmd_compile(args, driver) -> int:
     except ValueError as err:
         raise UsageError(str(err)) from None
     out = args.output or str(Path(args.file).with_suffix(".so"))
-    driver.write_shared_object(compiler.elaborate(driver.read_source(args.file), args.file), out,
-                               gradients=not args.no_gradients, target=target)
+    module = _elaborated(compiler, driver, args.file)
+    driver.write_shared_object(module, out, gradients=not args.no_gradients, target=target)
     return 0
 
 
@@ -95,8 +95,16 @@ def _cmd_check(args, driver) -> int:
     from adc import compiler
     from adc.codegen import externs
 
-    externs.resolve(compiler.elaborate(driver.read_source(args.file), args.file))   # missing symbols too
+    externs.resolve(_elaborated(compiler, driver, args.file))   # missing symbols too
     return 0
+
+
+def _elaborated(compiler, driver, path: str):
+    """The file's IR; a program with no kernel gets a warning (a .so of it exports nothing)."""
+    module = compiler.elaborate(driver.read_source(path), path)
+    if not list(module):
+        print(f"{path}: warning: the program defines no kernels", file=sys.stderr)
+    return module
 
 
 def _cmd_ir(args, driver) -> int:

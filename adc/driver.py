@@ -45,6 +45,7 @@ from adc.codegen import emit, externs, runtime_library
 from adc.codegen.cache import Cache
 from adc.codegen.jit import JitLibrary, install_runtime, runtime_address, runtime_installed
 from adc.codegen.target import Target
+from adc.errors import CompileError, Location
 from adc.ir.core import Module
 from adc.ir.printer import format_module
 
@@ -52,8 +53,16 @@ compile_log.enable_from_environment()
 
 
 def read_source(path: str | os.PathLike) -> str:
-    with open(path, encoding="utf-8") as f:
-        return f.read()
+    """A source file's text; a file that is not UTF-8 is a CompileError at its first bad byte."""
+    with open(path, "rb") as f:
+        data = f.read()
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        line = data.count(b"\n", 0, err.start) + 1
+        col = err.start - (data.rfind(b"\n", 0, err.start) + 1) + 1
+        raise CompileError(f"the file is not UTF-8 text: byte 0x{data[err.start]:02x} cannot be decoded",
+                           Location(str(path), line, col, data.decode("utf-8", "replace"))) from None
 
 
 def _compiler():
@@ -83,7 +92,7 @@ def fingerprint() -> str:
 def cache_key(target: Target, *parts: str) -> str:
     digest = hashlib.sha256(f"{fingerprint()}\0{target.key()}".encode())
     for part in parts:
-        digest.update(b"\0" + part.encode())
+        digest.update(b"\0" + part.encode("utf-8", "surrogatepass"))   # invalid text is reported by the parser
     return digest.hexdigest()
 
 

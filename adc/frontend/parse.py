@@ -17,6 +17,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from lark import Lark, Token, Transformer, UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken
+from lark.exceptions import VisitError
 from lark import v_args
 from lark.indenter import DedentError, Indenter
 
@@ -61,8 +62,12 @@ def _parser() -> Lark:
                 maybe_placeholders=True, cache=True)
 
 
+MAX_LITERAL_DIGITS = 309   # more digits than the largest double has: the literal fits no adc dtype
+
+
 def parse_program(source: str, filename: str = "<string>") -> ast.Program:
     """Parse adc source text; raises CompileError on malformed input."""
+    _check_unicode(source, filename)
     text = source if source.endswith("\n") else source + "\n"
     try:
         tree = _parser().parse(text)
@@ -71,7 +76,24 @@ def parse_program(source: str, filename: str = "<string>") -> ast.Program:
     except _BadDedent as err:
         raise CompileError("unindent does not match any outer indentation level",
                            Location(filename, err.line, err.col, source)) from None
-    return ToAst(filename, source).transform(tree)
+    try:
+        return ToAst(filename, source).transform(tree)
+    except VisitError as err:     # lark wraps what a rule raises; a rule's CompileError is the user's
+        if isinstance(err.orig_exc, CompileError):
+            raise err.orig_exc from None
+        raise
+
+
+def _check_unicode(source: str, filename: str) -> None:
+    """A lone surrogate (text that is not Unicode, e.g. from undecodable bytes) is a located error."""
+    try:
+        source.encode("utf-8")
+    except UnicodeEncodeError as err:
+        before = source[:err.start]
+        line, col = before.count("\n") + 1, err.start - (before.rfind("\n") + 1) + 1
+        shown = source.encode("utf-8", "replace").decode("utf-8")
+        raise CompileError(f"the source is not valid Unicode: lone surrogate U+{ord(source[err.start]):04X}",
+                           Location(filename, line, col, shown)) from None
 
 
 def _syntax_error(err: UnexpectedInput, text: str, filename: str) -> CompileError:
@@ -251,7 +273,11 @@ class ToAst(Transformer):
         return ast.Name(str(children[0]), self._tok_loc(children[0]))
 
     def int_literal(self, meta, children):
-        return ast.Number(int(children[0]), self._tok_loc(children[0]))
+        digits = str(children[0])
+        if len(digits.lstrip("0")) > MAX_LITERAL_DIGITS:
+            raise CompileError(f"integer literal of {len(digits)} digits: it fits no adc dtype (f64 holds "
+                               f"at most {MAX_LITERAL_DIGITS} digits)", self._tok_loc(children[0]))
+        return ast.Number(int(digits), self._tok_loc(children[0]))
 
     def float_literal(self, meta, children):
         return ast.Number(float(children[0]), self._tok_loc(children[0]))

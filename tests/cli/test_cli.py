@@ -94,3 +94,44 @@ def test_version_is_defined_once_and_reported_everywhere():
     assert importlib.metadata.version("adc") == adc.__version__ == ADC_VERSION
     assert importlib.metadata.metadata("adc")["License-Expression"] == "Apache-2.0"
     assert (Path(adc.__file__).parent / "py.typed").is_file()
+
+
+def adc_check(path) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "adc", "check", str(path)], capture_output=True, text=True)
+
+
+def test_an_integer_literal_of_thousands_of_digits_is_a_located_error(tmp_path):
+    """It was a lark VisitError traceback (Python's int-digits limit)."""
+    path = tmp_path / "big.adc"
+    path.write_text("def f(x: f32) -> f32:\n    return x + " + "9" * 5000 + "\n")
+    result = adc_check(path)
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    assert f"{path}:2:16: error: integer literal of 5000 digits: it fits no adc dtype" in result.stderr
+
+
+def test_a_file_that_is_not_utf8_is_a_located_error(tmp_path):
+    """It was a UnicodeDecodeError traceback."""
+    path = tmp_path / "latin1.adc"
+    path.write_bytes(b"def f(x: f32) -> f32:\n    return x  # caf\xe9\n")
+    result = adc_check(path)
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    assert f"{path}:2:20: error: the file is not UTF-8 text: byte 0xe9 cannot be decoded" in result.stderr
+
+
+def test_a_lone_surrogate_in_source_text_is_a_located_error():
+    """It was a UnicodeEncodeError from inside the compiler."""
+    import adc
+
+    with pytest.raises(adc.CompileError, match=r"<string>:2:17: error: the source is not valid Unicode: "
+                                               r"lone surrogate U\+DC80"):
+        adc.compile("def f(x: f32) -> f32:\n    return x  # \udc80\n")
+
+
+@pytest.mark.parametrize("command", ["check", "compile"])
+def test_an_empty_program_is_reported(tmp_path, command):
+    """It compiled with status 0 and no word."""
+    path = tmp_path / "empty.adc"
+    path.write_text("# nothing here yet\n")
+    args = [str(path)] + (["-o", str(tmp_path / "empty.so")] if command == "compile" else [])
+    result = subprocess.run([sys.executable, "-m", "adc", command, *args], capture_output=True, text=True)
+    assert result.returncode == 0 and f"{path}: warning: the program defines no kernels" in result.stderr
