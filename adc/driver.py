@@ -101,18 +101,19 @@ def open_cache() -> Cache | None:
     return Cache.from_environment()
 
 
-def _cached(namespace_key: str, subject: str, build: Callable[[], bytes], accept=lambda data: True) -> bytes:
-    """The bytes cached under `namespace_key` ("modules" entries), built and stored on a miss; an
-    entry `accept` rejects counts as a miss."""
+def _cached(key: str, subject: str, build: Callable[[], bytes], accept=lambda data: True,
+            namespace: str = "modules") -> bytes:
+    """The bytes cached under `key`, built and stored on a miss; an entry `accept` rejects counts
+    as a miss."""
     cache = open_cache()
-    data = cache.get("modules", namespace_key) if cache else None
+    data = cache.get(namespace, key) if cache else None
     if data is not None and accept(data):
-        compile_log.event(subject, f"cache hit {namespace_key[:12]}")
+        compile_log.event(subject, f"cache hit {key[:12]}")
         return data
-    compile_log.event(subject, f"cache miss {namespace_key[:12]}" if cache else "cache off")
+    compile_log.event(subject, f"cache miss {key[:12]}" if cache else "cache off")
     data = build()
     if cache:
-        cache.put("modules", namespace_key, data)
+        cache.put(namespace, key, data)
     return data
 
 
@@ -126,16 +127,9 @@ def _cached_manifest(key: str, subject: str, build: Callable[[], dict]) -> dict:
 
 def runtime_object(target: Target) -> bytes:
     """The runtime library's object code for `target`: from the cache, else compiled once and stored."""
-    key = cache_key(target, "runtime")
-    cache = open_cache()
-    found = cache.get("runtime", key) if cache else None
-    if found is not None:
-        return found
-    compile_log.event("runtime library", f"cache miss {key[:12]}" if cache else "cache off")
-    object_code = emit.emit_object(runtime_library.runtime_module(target), target, "runtime library")
-    if cache:
-        cache.put("runtime", key, object_code)
-    return object_code
+    return _cached(cache_key(target, "runtime"), "runtime library",
+                   lambda: emit.emit_object(runtime_library.runtime_module(target), target, "runtime library"),
+                   namespace="runtime")
 
 
 # ---------------------------------------------------------------- in-process compilation
