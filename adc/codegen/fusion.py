@@ -5,7 +5,9 @@ computed on demand, element by element, inside the loop of the value that
 consumes it. A value is materialized when it is
 
 - a parameter (its input buffer) or a returned value (written straight into its output buffer);
-- the result of a reduction or matmul, or an operand of matmul (BLAS reads memory);
+- the result of a reduction or matmul, or an operand of matmul (gemm reads memory) — but a
+  transpose of the last two axes that only matmuls read is neither computed nor stored: the
+  matmul reads its operand's buffer with swapped strides (`transposed`);
 - expanded by a broadcast, or used by several ops, unless it is cheap to recompute
   (a load through an index map, a constant, a dimension, an iota).
 
@@ -49,6 +51,7 @@ class Plan:
     materialized: frozenset[Value]
     views: dict[Value, Value]       # reshape result -> the operand whose buffer it reads
     into: dict[Value, Value]        # value -> the returned reshape of it whose output buffer it fills
+    transposed: dict[Value, Value]  # matmul operand -> the buffer a matmul reads it from, transposed
 
     def is_fused(self, value: Value) -> bool:
         return value not in self.materialized
@@ -85,17 +88,36 @@ def plan(func: Func) -> Plan:
     uses = Counter(v for op in func.ops for v in set(op.operands))
     uses.update(func.returns)
     forced = set(func.params) | set(func.returns)
+    transposed = _transposed_operands(func)
     for op in func.ops:
         if op.name in MATERIALIZING:
             forced.add(op.result)
         if op.name == "matmul":
-            forced.update(op.operands)
+            forced.update(transposed.get(v, v) for v in op.operands)
     cheap = _cheap_values(func, forced)
     for op in func.ops:
         if op.name == "broadcast" and op.operands[0] not in cheap:
             forced.add(op.operands[0])
     forced.update(v for v, n in uses.items() if n > 1 and v not in cheap)
-    return Plan(producers, frozenset(forced), *_shared_buffers(func, forced))
+    forced.difference_update(transposed)
+    return Plan(producers, frozenset(forced), *_shared_buffers(func, forced), transposed)
+
+
+def _transposed_operands(func: Func) -> dict[Value, Value]:
+    """Transposes of the last two axes that only matmuls read: no loop and no buffer, the matmul
+    reads the transpose's operand with swapped strides (the VJP of a matmul is made of them)."""
+    users: dict[Value, list[Op]] = {}
+    for op in func.ops:
+        for v in op.operands:
+            users.setdefault(v, []).append(op)
+    found = {}
+    for op in func.ops:
+        rank = op.result.type.rank
+        if (op.name == "transpose" and rank >= 2 and op.result not in func.returns
+                and tuple(op.attrs["perm"]) == (*range(rank - 2), rank - 1, rank - 2)
+                and all(user.name == "matmul" for user in users.get(op.result, ()))):
+            found[op.result] = op.operands[0]
+    return found
 
 
 def _shared_buffers(func: Func, materialized: set[Value]) -> tuple[dict[Value, Value], dict[Value, Value]]:

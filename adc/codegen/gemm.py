@@ -4,8 +4,9 @@ Lowering turns each IR `matmul` into calls of one function per dtype, defined
 once per target in the shared runtime library (runtime_library.py) and only
 declared in kernel modules, so no module re-optimizes it:
 
-    void adc_rt_gemm_f32(i64 M, i64 N, i64 K, float* A, float* B, float* C)
-        ; C[M,N] = A[M,K] @ B[K,N]; row-major, contiguous; C overwritten
+    void adc_rt_gemm_f32(i64 M, i64 N, i64 K, float* A, i64 rsa, i64 csa, float* B, i64 rsb, i64 csb, float* C)
+        ; C[M,N] = A[M,K] @ B[K,N]; A[i,p] at A[i*rsa + p*csa], B[p,j] at B[p*rsb + j*csb]
+        ; (a transposed operand is read in place); C row-major, contiguous, overwritten
 
 The kernel is the classic Goto/BLIS loop nest, shaped for row-major C
 with SIMD vectors along N:
@@ -100,24 +101,31 @@ def blocking(dtype: DType, vector_bits: int) -> Blocking:
     return BLOCKINGS[dtype, vector_bits]
 
 
+def _gemm_type(dtype: DType) -> ir.FunctionType:
+    ptr = ELEMENT_TYPES[dtype].as_pointer()
+    return ir.FunctionType(ir.VoidType(), [I64, I64, I64, ptr, I64, I64, ptr, I64, I64, ptr])
+
+
 def declare_gemm(module: ir.Module, dtype: DType) -> ir.Function:
     """The runtime library's `adc_rt_gemm_<dtype>`, declared in a kernel module that calls it."""
     name = runtime_gemm_symbol(str(dtype))
     if name in module.globals:
         return module.globals[name]
-    ptr = ELEMENT_TYPES[dtype].as_pointer()
-    return ir.Function(module, ir.FunctionType(ir.VoidType(), [I64, I64, I64, ptr, ptr, ptr]), name)
+    return ir.Function(module, _gemm_type(dtype), name)
 
 
 def define_gemm(module: ir.Module, blk: Blocking) -> ir.Function:
-    """Define `void adc_rt_gemm_<dtype>(i64 M, i64 N, i64 K, T* A, T* B, T* C)` in the runtime
-    library (runtime_library.py), with the tiles of `blk`; the blocked nest stays internal.
+    """Define `void adc_rt_gemm_<dtype>(i64 M, i64 N, i64 K, T* A, i64 rsa, i64 csa, T* B, i64 rsb,
+    i64 csb, T* C)` in the runtime library (runtime_library.py), with the tiles of `blk`; the
+    blocked nest stays internal. A[i, p] is A[i*rsa + p*csa] and B[p, j] is B[p*rsb + j*csb], so
+    either operand may be read transposed (rsa = 1, csa = M: A stored as its M-column transpose)
+    without a copy; C is row-major and contiguous.
 
     A and B may be the same buffer; C must overlap neither (noalias).
     """
     func = declare_gemm(module, blk.dtype)
-    m, n, k, a, b, c = func.args
-    for arg, arg_name in zip(func.args, "MNKABC"):
+    m, n, k, a, rsa, csa, b, rsb, csb, c = func.args
+    for arg, arg_name in zip(func.args, ("M", "N", "K", "A", "rsa", "csa", "B", "rsb", "csb", "C")):
         arg.name = arg_name
     for pointer in (a, b, c):
         pointer.add_attribute("noalias")
@@ -132,10 +140,9 @@ def define_gemm(module: ir.Module, blk: Blocking) -> ir.Function:
 
 
 def _kernel_function(module: ir.Module, blk: Blocking) -> ir.Function:
-    """The blocked loop nest for M, N, K > 0 (same signature as adc_gemm_<dtype>)."""
-    ptr = blk.elem.as_pointer()
-    func = _internal_function(module, f"adc_gemm_{blk.dtype}_kernel", [I64, I64, I64, ptr, ptr, ptr])
-    m, n, k, a, b, c = func.args
+    """The blocked loop nest for M, N, K > 0 (same signature as adc_rt_gemm_<dtype>)."""
+    func = _internal_function(module, f"adc_gemm_{blk.dtype}_kernel", _gemm_type(blk.dtype).args)
+    m, n, k, a, rsa, csa, b, rsb, csb, c = func.args
     builder = ir.IRBuilder(func.append_basic_block("entry"))
     packed = builder.alloca(blk.elem, size=blk.kc * blk.nc)
     packed.align = PACK_ALIGN
@@ -143,35 +150,36 @@ def _kernel_function(module: ir.Module, blk: Blocking) -> ir.Function:
         nc = _min(builder, _const(blk.nc), builder.sub(n, jc))
         with for_range(builder, _const(0), k, _const(blk.kc)) as pc:
             kc = _min(builder, _const(blk.kc), builder.sub(k, pc))
-            b_block = builder.gep(b, [builder.add(builder.mul(pc, n), jc)])
-            builder.call(_pack_function(module, blk), [b_block, n, kc, nc, packed])
+            b_block = builder.gep(b, [builder.add(builder.mul(pc, rsb), builder.mul(jc, csb))])
+            builder.call(_pack_function(module, blk), [b_block, rsb, csb, kc, nc, packed])
             first = _is_zero(builder, pc)
-            a_block = builder.gep(a, [pc])
+            a_block = builder.gep(a, [builder.mul(pc, csa)])
             c_block = builder.gep(c, [jc])
-            builder.call(_block_function(module, blk), [m, k, n, kc, nc, a_block, packed, c_block, first])
+            builder.call(_block_function(module, blk), [m, rsa, csa, n, kc, nc, a_block, packed, c_block, first])
     builder.ret_void()
     return func
 
 
 def _pack_function(module: ir.Module, blk: Blocking) -> ir.Function:
-    """Copy a kc x nc block of B (row stride ldb) into NR-column panels, zero padded.
+    """Copy a kc x nc block of B (strides rsb, csb) into NR-column panels, zero padded.
 
     Panel p holds columns p*NR .. p*NR+NR-1 as kc rows of NR contiguous
     elements, so the micro-kernel reads whole aligned vectors.
     """
     ptr = blk.elem.as_pointer()
-    func = _internal_function(module, f"adc_gemm_{blk.dtype}_pack", [ptr, I64, I64, I64, ptr])
-    src, ldb, kc, nc, dst = func.args
+    func = _internal_function(module, f"adc_gemm_{blk.dtype}_pack", [ptr, I64, I64, I64, I64, ptr])
+    src, rsb, csb, kc, nc, dst = func.args
     builder = ir.IRBuilder(func.append_basic_block("entry"))
     nr = _const(blk.nr)
     with for_range(builder, _const(0), nc, nr) as col:
         width = _min(builder, nr, builder.sub(nc, col))
         panel = builder.gep(dst, [builder.mul(col, kc)])
         with for_range(builder, _const(0), kc, _const(1)) as row:
-            from_row = builder.gep(src, [builder.add(builder.mul(row, ldb), col)])
+            from_row = builder.gep(src, [builder.add(builder.mul(row, rsb), builder.mul(col, csb))])
             to_row = builder.gep(panel, [builder.mul(row, nr)])
             with for_range(builder, _const(0), width, _const(1)) as j:
-                builder.store(builder.load(builder.gep(from_row, [j])), builder.gep(to_row, [j]))
+                element = builder.gep(from_row, [builder.mul(j, csb)])
+                builder.store(builder.load(element), builder.gep(to_row, [j]))
             with for_range(builder, width, nr, _const(1)) as j:
                 builder.store(ir.Constant(blk.elem, 0.0), builder.gep(to_row, [j]))
     builder.ret_void()
@@ -182,7 +190,7 @@ def _block_function(module: ir.Module, blk: Blocking) -> ir.Function:
     """All rows of C times one packed block: full MR-row strips, then the leftover rows."""
     ptr = blk.elem.as_pointer()
     func = _internal_function(module, f"adc_gemm_{blk.dtype}_block",
-                              [I64, I64, I64, I64, I64, ptr, ptr, ptr, I1])
+                              [I64, I64, I64, I64, I64, I64, ptr, ptr, ptr, I1])
     m = func.args[0]
     builder = ir.IRBuilder(func.append_basic_block("entry"))
     mr = _const(blk.mr)
@@ -209,15 +217,15 @@ def _strip(builder: ir.IRBuilder, module: ir.Module, blk: Blocking, rows: int, r
     A panel narrower than NR (the last one) gets the micro-kernel with just
     enough vectors for its width, so e.g. N = 10 does not pay for 32 lanes.
     """
-    _, lda, ldc, kc, nc, a, packed, c, first = args
+    _, rsa, csa, ldc, kc, nc, a, packed, c, first = args
     nr = _const(blk.nr)
-    a_rows = builder.gep(a, [builder.mul(row, lda)])
+    a_rows = builder.gep(a, [builder.mul(row, rsa)])
     c_rows = builder.gep(c, [builder.mul(row, ldc)])
     with for_range(builder, _const(0), nc, nr) as col:
         width = _min(builder, nr, builder.sub(nc, col))
         vectors = builder.sdiv(builder.add(width, _const(blk.vl - 1)), _const(blk.vl))
         panel = builder.gep(packed, [builder.mul(col, kc)])
-        call_args = [a_rows, lda, panel, kc, builder.gep(c_rows, [col]), ldc, width, first]
+        call_args = [a_rows, rsa, csa, panel, kc, builder.gep(c_rows, [col]), ldc, width, first]
         after = builder.append_basic_block("panel.done")
         switch = builder.switch(vectors, after)
         for count in range(1, blk.vectors_per_row + 1):
@@ -235,8 +243,8 @@ def _micro_kernel(module: ir.Module, blk: Blocking, rows: int, vectors: int) -> 
     name = f"adc_gemm_{blk.dtype}_micro{rows}x{vectors}"
     if name in module.globals:
         return module.globals[name]
-    func = _internal_function(module, name, [ptr, I64, ptr, I64, ptr, I64, I64, I1])
-    a, lda, panel, kc, c, ldc, width, first = func.args
+    func = _internal_function(module, name, [ptr, I64, I64, ptr, I64, ptr, I64, I64, I1])
+    a, rsa, csa, panel, kc, c, ldc, width, first = func.args
     builder = ir.IRBuilder(func.append_basic_block("entry"))
     accs = [[builder.alloca(blk.vector) for _ in range(vectors)] for _ in range(rows)]
     spill = builder.alloca(blk.vector, size=vectors)
@@ -248,7 +256,7 @@ def _micro_kernel(module: ir.Module, blk: Blocking, rows: int, vectors: int) -> 
         b_row = builder.bitcast(builder.gep(panel, [builder.mul(p, _const(blk.nr))]), vptr)
         bs = [builder.load(builder.gep(b_row, [_const(v)]), align=PACK_ALIGN) for v in range(vectors)]
         for r in range(rows):
-            a_elem = builder.load(builder.gep(a, [builder.add(builder.mul(_const(r), lda), p)]))
+            a_elem = builder.load(builder.gep(a, [builder.add(builder.mul(_const(r), rsa), builder.mul(p, csa))]))
             a_vec = _splat(builder, blk, a_elem)
             for v, b_vec in enumerate(bs):
                 builder.store(builder.call(fma, [a_vec, b_vec, builder.load(accs[r][v])]), accs[r][v])

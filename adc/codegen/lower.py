@@ -610,28 +610,34 @@ def matmul_lower(kernel: Emitter, op: Op, dest: ir.Value) -> None:
     dtype, shape = a.type.dtype, a.type.shape
     m, k, n = shape[-2], shape[-1], b_.type.shape[-1]
     blk = gemm.blocking(dtype, kernel.vector_bits)
-    rows = _matmul_rows(kernel, blk, k, n)
+    transposed = kernel.plan.transposed
+    rows = _matmul_rows(kernel, blk, m, k, n, a in transposed, b_ in transposed)
     sizes = [kernel.dim(d) for d in (m * n, m * k, k * n)]
     work = kernel.b.lshr(kernel.dim(m * k * n), i64(GEMM_WORK_SHIFT))
+    operands = [kernel.buffers[transposed.get(v, v)] for v in (a, b_)]
 
     def call(i: ir.Value) -> None:
         bases = [kernel.element_ptr(base, dtype, kernel.b.mul(i, size, flags=NOWRAP))
-                 for base, size in zip((dest, kernel.buffers[a], kernel.buffers[b_]), sizes)]
+                 for base, size in zip((dest, *operands), sizes)]
         parallel.call_loop(kernel.b, kernel.head, rows, kernel.dim(m), work, blk.mr,
                            [kernel.dims_ptr, *bases])
     counted_loop(kernel.b, i64(0), kernel.dim(num_elements(shape[:-2])), call)
 
 
-def _matmul_rows(kernel: Emitter, blk: gemm.Blocking, k: Dim, n: Dim) -> ir.Function:
-    """rows(start, end, dims, C, A, B): C[start:end] = A[start:end] @ B, by the runtime library's gemm."""
+def _matmul_rows(kernel: Emitter, blk: gemm.Blocking, m: Dim, k: Dim, n: Dim, transposed_a: bool,
+                 transposed_b: bool) -> ir.Function:
+    """rows(start, end, dims, C, A, B): C[start:end] = A[start:end] @ B, by the runtime library's gemm;
+    a transposed operand is its transpose's buffer, read with swapped strides."""
     fn = outline(kernel.llmod, "matmul_rows", 3)
     em = kernel.nested(fn, fn.args[2], {})
     start, end, _, c, a, b_ = fn.args
-    k_, n_ = em.dim(k), em.dim(n)
+    m_, k_, n_ = em.dim(m), em.dim(k), em.dim(n)
+    rsa, csa = (i64(1), m_) if transposed_a else (k_, i64(1))
+    rsb, csb = (i64(1), k_) if transposed_b else (n_, i64(1))
     dtype = blk.dtype
     em.b.call(gemm.declare_gemm(kernel.llmod, dtype),
-              [em.b.sub(end, start), n_, k_, em.element_ptr(a, dtype, em.b.mul(start, k_, flags=NOWRAP)), b_,
-               em.element_ptr(c, dtype, em.b.mul(start, n_, flags=NOWRAP))])
+              [em.b.sub(end, start), n_, k_, em.element_ptr(a, dtype, em.b.mul(start, rsa, flags=NOWRAP)), rsa, csa,
+               b_, rsb, csb, em.element_ptr(c, dtype, em.b.mul(start, n_, flags=NOWRAP))])
     em.b.ret_void()
     return fn
 

@@ -21,7 +21,8 @@ DTYPES = (DType.f32, DType.f64)
 VECTOR_BITS = (128, 256, 512)
 
 _GEMM_PROTOTYPE = ctypes.CFUNCTYPE(None, ctypes.c_int64, ctypes.c_int64, ctypes.c_int64,
-                                   ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p)
+                                   ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64,
+                                   ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64, ctypes.c_void_p)
 
 
 class GemmModule:
@@ -44,12 +45,17 @@ class GemmModule:
         self.functions = {dtype: _GEMM_PROTOTYPE(self.engine.get_function_address(f"call_gemm_{dtype}"))
                           for dtype in DTYPES}
 
-    def gemm(self, dtype: DType, a: np.ndarray, b: np.ndarray, c: np.ndarray | None = None) -> np.ndarray:
+    def gemm(self, dtype: DType, a: np.ndarray, b: np.ndarray, c: np.ndarray | None = None,
+             transposed_a: bool = False, transposed_b: bool = False) -> np.ndarray:
+        """C = A @ B; with `transposed_a`, A is passed as its row-major transpose and read with swapped
+        strides (likewise B)."""
         (m, k), (_, n) = a.shape, b.shape
-        a = np.ascontiguousarray(a, dtype.numpy)
-        b = np.ascontiguousarray(b, dtype.numpy)
+        a = np.ascontiguousarray(a.T if transposed_a else a, dtype.numpy)
+        b = np.ascontiguousarray(b.T if transposed_b else b, dtype.numpy)
+        rsa, csa = (1, m) if transposed_a else (k, 1)
+        rsb, csb = (1, k) if transposed_b else (n, 1)
         c = np.full((m, n), np.nan, dtype.numpy) if c is None else c
-        self.functions[dtype](m, n, k, a.ctypes.data, b.ctypes.data, c.ctypes.data)
+        self.functions[dtype](m, n, k, a.ctypes.data, rsa, csa, b.ctypes.data, rsb, csb, c.ctypes.data)
         return c
 
 
@@ -89,6 +95,19 @@ def test_matches_numpy(jit, dtype, shape):
     expected = a.astype(np.float64) @ b.astype(np.float64)
     scale = np.abs(a).astype(np.float64) @ np.abs(b).astype(np.float64)
     got = jit.gemm(dtype, a, b)
+    assert np.all(np.abs(got - expected) <= _tolerance(dtype, k) * scale + 1e-30)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("shape", [(7, 5, 3), (13, 31, 29), (31, 97, 300), (97, 201, 61)], ids=str)
+@pytest.mark.parametrize("transposed", [(True, False), (False, True), (True, True)], ids=("Ta", "Tb", "TaTb"))
+def test_transposed_operands_are_read_in_place(jit, dtype, shape, transposed):
+    m, n, k = shape
+    rng = np.random.default_rng(m + n + k)
+    a, b = rng.standard_normal((m, k)).astype(dtype.numpy), rng.standard_normal((k, n)).astype(dtype.numpy)
+    expected = a.astype(np.float64) @ b.astype(np.float64)
+    scale = np.abs(a).astype(np.float64) @ np.abs(b).astype(np.float64)
+    got = jit.gemm(dtype, a, b, transposed_a=transposed[0], transposed_b=transposed[1])
     assert np.all(np.abs(got - expected) <= _tolerance(dtype, k) * scale + 1e-30)
 
 
