@@ -242,8 +242,12 @@ PRIMITIVE_UNARY = ("sin", "cos", "tan", "exp", "log", "log1p", "expm1", "sqrt", 
 
 
 def _primitive_unary(op: str):
-    def unary_expand(cx: Scope, a: Args) -> Value:
-        return cx.op(op, a.tensor("x"))
+    def unary_expand(cx: Scope, a: Args) -> Value | Deferred:
+        # of a literal or a dimension, the result is weak like a literal: sin(1.0) in an f64
+        # expression is f64, f32 where nothing decides
+        if isinstance(a["x"], Value):
+            return cx.op(op, a.tensor("x"))
+        return _typed(cx, None, lambda dtype: cx.op(op, a.tensor("x", dtype)))
     return unary_expand
 
 

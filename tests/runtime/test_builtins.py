@@ -136,3 +136,13 @@ def test_float_sums_start_from_plus_zero_as_numpy():
                       (m.rows(np.full((2, 1), -0.0, np.float32)).numpy(), np.full((2, 1), -0.0, np.float32).sum(axis=1))]:
         np.testing.assert_array_equal(got, want)
         np.testing.assert_array_equal(np.signbit(got), np.signbit(want))
+
+
+def test_a_builtin_of_a_literal_takes_its_context_dtype():
+    """sin(1.0) was an f32 constant, so `x + sin(1.0)` with x f64 was a dtype error."""
+    m = adc.compile("def shifted(x: f64[N]) -> f64[N]:\n    return x + sin(1.0)\n"
+                    "def scaled(x: f32[N]) -> f32[N]:\n    return x * sqrt(N)\n"
+                    "def alone(x: f64) -> f64:\n    return exp(1.0)\n", "weak.adc")
+    np.testing.assert_allclose(m.shifted(np.zeros(2)).numpy(), np.full(2, np.sin(1.0)), rtol=1e-15)   # f64
+    np.testing.assert_array_equal(m.scaled(np.ones(4, np.float32)).numpy(), np.full(4, 2.0, np.float32))
+    np.testing.assert_allclose(float(m.alone(0.0)), np.exp(1.0), rtol=1e-15)
