@@ -99,9 +99,15 @@ def _check_unicode(source: str, filename: str) -> None:
 def _syntax_error(err: UnexpectedInput, text: str, filename: str) -> CompileError:
     line, col = max(err.line, 1), max(err.column, 1)
     token = getattr(err, "token", None)
-    if isinstance(err, UnexpectedEOF) or token is not None and token.type == "$END":
+    at_end = (isinstance(err, UnexpectedEOF) or token is not None and token.type == "$END"
+              or token is not None and token.type == "_DEDENT" and _nothing_after(text, line, col))
+    if at_end:
         line, col = _end_position(text)
-    elif token is not None and token.type in ("_INDENT", "_DEDENT"):
+    unclosed = _unclosed_bracket(text, line, col, at_end)
+    if unclosed is not None:     # inside brackets lines join, so the parser fails far from the cause
+        bracket, at_line, at_col = unclosed
+        return CompileError(f"'{bracket}' was never closed", Location(filename, at_line, at_col, text))
+    if not at_end and token is not None and token.type in ("_INDENT", "_DEDENT"):
         line, col = token.end_line, token.end_column
     if _opens_block(text, line) and col == _indent_col(text, line):
         return CompileError("expected an indented block", Location(filename, line, col, text))
@@ -135,6 +141,38 @@ def _describe(terminal: str) -> str:
         return TOKEN_TEXT[terminal]
     pattern = _parser().get_terminal(terminal).pattern
     return f"'{pattern.value}'" if pattern.type == "str" else terminal.lower()
+
+
+_CLOSING = {"(": ")", "[": "]", "{": "}"}
+
+
+def _nothing_after(text: str, line: int, col: int) -> bool:
+    """Whether only blanks and comments follow line:col (a dedent there is the end of the file)."""
+    lines = text.split("\n")
+    rest = [lines[line - 1][col - 1:]] + lines[line:] if line <= len(lines) else []
+    return not any(re.sub(r"#.*", "", part).strip() for part in rest)
+
+
+def _unclosed_bracket(text: str, line: int, col: int, at_end: bool) -> tuple[str, int, int] | None:
+    """The innermost bracket still open where the error happened, when it was opened on an earlier
+    line or the error is the end of the file (comments and strings skipped): what the error means."""
+    stack: list[tuple[str, int, int]] = []
+    for number, source_line in enumerate(text.split("\n")[:line], start=1):
+        quote = None
+        for k, ch in enumerate(source_line, start=1):
+            if number == line and k >= col:
+                break
+            if quote:
+                quote = None if ch == quote else quote
+            elif ch in "\"'":
+                quote = ch
+            elif ch == "#":
+                break
+            elif ch in _CLOSING:
+                stack.append((ch, number, k))
+            elif stack and ch == _CLOSING[stack[-1][0]]:
+                stack.pop()
+    return stack[-1] if stack and (at_end or stack[-1][1] < line) else None
 
 
 def _opens_block(text: str, line: int) -> bool:

@@ -14,6 +14,10 @@ CASES = [
     ("def f(x: f32[N]) -> f32[N]:\n    y = x\n      return y\n", (3, 7), "unexpected indent"),
     ("def f(x: f32[N]) -> f32[N]:\n        y = x\n    return y\n", (3, 5), "unindent does not match"),
     ("def f(x: f32[N]) -> f32[N]:\n    return x $ 2\n", (2, 14), "unexpected character '$'"),
+    # an unclosed bracket is reported where it opens, as Python does (it was reported where the parser gave up)
+    ("def f(x: f32) -> f32:\n    y = (x + 1.0\n    return y\n", (2, 9), "'(' was never closed"),
+    ("def f(x: f32[N]) -> f32:\n    return sum(x[0:2]\n", (2, 15), "'(' was never closed"),
+    ("def f(x: f32[N]) -> f32:\n    return sum(x[0:2  # a comment (\n", (2, 17), "'[' was never closed"),
     ("def f(x: f32[N]) -> f32[N]:\n    if x > 0:\n        return x\n", (2, 5), "'if' is not supported"),
     ("def f(x: f32[N]) -> f32[N]:\n    for i in x:\n        return x\n", (2, 5), "'for' is not supported"),
     ("def f(x: f32[N]) -> f32[N]:\n    return a < x < 2\n", (2, 18), "unexpected '<'"),
