@@ -109,6 +109,11 @@ def _syntax_error(err: UnexpectedInput, text: str, filename: str) -> CompileErro
         return CompileError(f"'{bracket}' was never closed", Location(filename, at_line, at_col, text))
     if not at_end and token is not None and token.type in ("_INDENT", "_DEDENT"):
         line, col = token.end_line, token.end_column
+    untyped = _untyped_parameter(err, text, line, col)
+    if untyped is not None:
+        name, name_col = untyped
+        return CompileError(f"parameter '{name}' needs a type, e.g. {name}: f32[N]",
+                            Location(filename, line, name_col, text))
     if _opens_block(text, line) and col == _indent_col(text, line):
         return CompileError("expected an indented block", Location(filename, line, col, text))
     keyword = _control_flow_keyword(text, line)
@@ -144,6 +149,16 @@ def _describe(terminal: str) -> str:
 
 
 _CLOSING = {"(": ")", "[": "]", "{": "}"}
+_PARAMETER_BEFORE = re.compile(r"\s*def\s+\w+\s*\((?:.*,)?\s*(\w+)\s*$")
+
+
+def _untyped_parameter(err: UnexpectedInput, text: str, line: int, col: int) -> tuple[str, int] | None:
+    """(name, column) of a `def` parameter written without its type, when that is what the error is."""
+    if not isinstance(err, UnexpectedToken) or str(err.token) not in (",", ")"):
+        return None
+    lines = text.split("\n")
+    match = _PARAMETER_BEFORE.match(lines[line - 1][:col - 1]) if line <= len(lines) else None
+    return (match.group(1), match.start(1) + 1) if match else None
 
 
 def _nothing_after(text: str, line: int, col: int) -> bool:

@@ -14,6 +14,9 @@ CASES = [
     ("def f(x: f32[N]) -> f32[N]:\n    y = x\n      return y\n", (3, 7), "unexpected indent"),
     ("def f(x: f32[N]) -> f32[N]:\n        y = x\n    return y\n", (3, 5), "unindent does not match"),
     ("def f(x: f32[N]) -> f32[N]:\n    return x $ 2\n", (2, 14), "unexpected character '$'"),
+    # a parameter without a type says so (it was "unexpected ')'")
+    ("def f(x) -> f32:\n    return x\n", (1, 7), "parameter 'x' needs a type, e.g. x: f32[N]"),
+    ("def f(x: f32, y, z: f32) -> f32:\n    return x\n", (1, 15), "parameter 'y' needs a type"),
     # an unclosed bracket is reported where it opens, as Python does (it was reported where the parser gave up)
     ("def f(x: f32) -> f32:\n    y = (x + 1.0\n    return y\n", (2, 9), "'(' was never closed"),
     ("def f(x: f32[N]) -> f32:\n    return sum(x[0:2]\n", (2, 15), "'(' was never closed"),
