@@ -141,6 +141,7 @@ PARALLEL_FOR = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c
 GET_THREADS = ctypes.CFUNCTYPE(ctypes.c_int32)
 POOL_THREADS = (1, 2, 3, 5, 16)
 RANGES = ((0, 0), (9, 9), (0, 1), (3, 5), (0, 7), (5, 133), (0, 4096), (11, 100_003))
+JOBS = tuple((start, end, grain) for start, end in RANGES for grain in (1, 3, FLAT_GRAIN))   # [start, end), grain
 
 
 def _task(module: ir.Module, name: str, body) -> None:
@@ -208,7 +209,7 @@ def pool_library() -> PoolLibrary:
     return PoolLibrary()
 
 
-def run_exactly_once(lib: PoolLibrary, start: int, end: int, grain: int, task: str = "count") -> None:
+def assert_each_element_runs_once(lib: PoolLibrary, start: int, end: int, grain: int, task: str = "count") -> None:
     """Run `task` over [start, end): "count" counts each element's runs, "fill" and "nested" write 2i + 1."""
     if task == "count":
         got, want = np.zeros(end + 3, np.int32), np.zeros(end + 3, np.int32)
@@ -270,27 +271,25 @@ def pool():
 @bounded
 def test_pool_runs_every_element_exactly_once(pool, threads):
     pool.set_threads(threads)
-    for start, end in RANGES:
-        for grain in (1, 3, FLAT_GRAIN):
-            run_exactly_once(pool, start, end, grain)
-            run_exactly_once(pool, start, end, grain, task="fill")
+    for start, end, grain in JOBS:
+        assert_each_element_runs_once(pool, start, end, grain)
+        assert_each_element_runs_once(pool, start, end, grain, task="fill")
 
 
 @pytest.mark.parametrize("threads", POOL_THREADS)
 @bounded
 def test_pool_chunks_tile_the_range_in_multiples_of_the_grain(pool, threads):
     pool.set_threads(threads)
-    for start, end in RANGES:
-        for grain in (1, 3, FLAT_GRAIN):
-            log = pool.run("log_chunk", np.zeros(1 + 2 * MAX_THREADS, np.int64), start, end, grain)
-            chunks = sorted(zip(log[1:1 + 2 * log[0]:2], log[2:2 + 2 * log[0]:2]))
-            where = f"[{start}, {end}) grain {grain}"
-            assert 1 <= len(chunks) <= threads, where
-            assert chunks[0][0] == start and chunks[-1][1] == end, where
-            assert all(hi == lo for (_, hi), (lo, _) in zip(chunks, chunks[1:])), where
-            assert all((hi - lo) % grain == 0 for lo, hi in chunks[:-1]), where
-            if threads > 1 and end - start > grain:
-                assert len(chunks) > 1, f"{where} ran on one thread"
+    for start, end, grain in JOBS:
+        log = pool.run("log_chunk", np.zeros(1 + 2 * MAX_THREADS, np.int64), start, end, grain)
+        chunks = sorted(zip(log[1:1 + 2 * log[0]:2], log[2:2 + 2 * log[0]:2]))
+        where = f"[{start}, {end}) grain {grain}"
+        assert 1 <= len(chunks) <= threads, where
+        assert chunks[0][0] == start and chunks[-1][1] == end, where
+        assert all(hi == lo for (_, hi), (lo, _) in zip(chunks, chunks[1:])), where
+        assert all((hi - lo) % grain == 0 for lo, hi in chunks[:-1]), where
+        if threads > 1 and end - start > grain:
+            assert len(chunks) > 1, f"{where} ran on one thread"
 
 
 @bounded
@@ -332,27 +331,27 @@ def test_pool_nested_call_completes(pool):
     pool.set_threads(4)
     for start, end in RANGES:
         for grain in (1, 64):
-            run_exactly_once(pool, start, end, grain, task="nested")
+            assert_each_element_runs_once(pool, start, end, grain, task="nested")
 
 
 def test_pool_workers_start_once_and_persist():
     run_python("""
-        from tests.codegen.test_parallel import pool_library, run_exactly_once, thread_count
+        from tests.codegen.test_parallel import pool_library, assert_each_element_runs_once, thread_count
         lib = pool_library()
         lib.set_threads(4)
         before = thread_count()
-        run_exactly_once(lib, 0, 10_000, 1)
+        assert_each_element_runs_once(lib, 0, 10_000, 1)
         first = thread_count()
         assert first == before + 3, (before, first)
         for _ in range(100):
-            run_exactly_once(lib, 0, 10_000, 1)
+            assert_each_element_runs_once(lib, 0, 10_000, 1)
         assert thread_count() == first, (first, thread_count())
         lib.set_threads(6)                       # raised: two more workers
-        run_exactly_once(lib, 0, 10_000, 1)
+        assert_each_element_runs_once(lib, 0, 10_000, 1)
         assert thread_count() == first + 2
         lib.set_threads(2)                       # lowered: the extra workers stay parked
         for _ in range(20):
-            run_exactly_once(lib, 0, 10_000, 1)
+            assert_each_element_runs_once(lib, 0, 10_000, 1)
         assert thread_count() == first + 2
     """)
 
@@ -361,15 +360,15 @@ def test_pool_survives_fork_even_mid_call():
     # the child of a fork has no workers and may inherit held locks: it must rebuild the pool
     run_python("""
         import os, signal, threading
-        from tests.codegen.test_parallel import pool_library, run_exactly_once, thread_count
+        from tests.codegen.test_parallel import pool_library, assert_each_element_runs_once, thread_count
         lib = pool_library()
         lib.set_threads(4)
-        run_exactly_once(lib, 0, 10_000, 1)
+        assert_each_element_runs_once(lib, 0, 10_000, 1)
         stop = threading.Event()
 
         def hammer():
             while not stop.is_set():
-                run_exactly_once(lib, 0, 3_000, 1)
+                assert_each_element_runs_once(lib, 0, 3_000, 1)
 
         busy = threading.Thread(target=hammer)
         busy.start()
@@ -381,7 +380,7 @@ def test_pool_survives_fork_even_mid_call():
                     for n in (2, 4):
                         lib.set_threads(n)
                         for _ in range(50):
-                            run_exactly_once(lib, 0, 5_000, 1)
+                            assert_each_element_runs_once(lib, 0, 5_000, 1)
                     assert thread_count() == 4   # this thread and three new workers
                 except BaseException as err:
                     print(repr(err), flush=True)
@@ -390,7 +389,7 @@ def test_pool_survives_fork_even_mid_call():
             assert os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) == 0
         stop.set()
         busy.join()
-        run_exactly_once(lib, 0, 10_000, 1)
+        assert_each_element_runs_once(lib, 0, 10_000, 1)
     """)
 
 
@@ -398,7 +397,7 @@ def test_pool_runs_every_chunk_when_threads_cannot_start():
     # no address space left for an 8 MB thread stack: pthread_create fails, the caller runs it all
     run_python("""
         import resource
-        from tests.codegen.test_parallel import pool_library, run_exactly_once, thread_count
+        from tests.codegen.test_parallel import pool_library, assert_each_element_runs_once, thread_count
         lib = pool_library()
         lib.set_threads(4)
         before = thread_count()
@@ -406,9 +405,9 @@ def test_pool_runs_every_chunk_when_threads_cannot_start():
             size = next(int(line.split()[1]) for line in status if line.startswith("VmSize:")) * 1024
         resource.setrlimit(resource.RLIMIT_AS, (size + (4 << 20), resource.RLIM_INFINITY))
         for _ in range(10):
-            run_exactly_once(lib, 0, 10_000, 1)
+            assert_each_element_runs_once(lib, 0, 10_000, 1)
         assert thread_count() == before
         resource.setrlimit(resource.RLIMIT_AS, (resource.RLIM_INFINITY, resource.RLIM_INFINITY))
-        run_exactly_once(lib, 0, 10_000, 1)      # the next call starts them
+        assert_each_element_runs_once(lib, 0, 10_000, 1)      # the next call starts them
         assert thread_count() == before + 3
     """)
