@@ -216,12 +216,10 @@ def seal_file(path: str | os.PathLike, target: dict) -> None:
     """Append the target trailer and the seal to a freshly linked shared object. `target`
     ({"triple", "cpu", "features"}) is read back by `read_target` without loading the file."""
     trailer = json.dumps(target, sort_keys=True).encode()
-    with open(path, "r+b") as f:
-        f.seek(0, os.SEEK_END)
-        f.write(trailer + struct.pack("<I", len(trailer)) + TARGET_MAGIC)
-        f.seek(0)
-        digest = hashlib.sha256(f.read()).digest()
-        f.write(SEAL_MAGIC + digest)
+    with open(path, "rb") as f:
+        image = f.read()
+    with open(path, "wb") as f:
+        f.write(seal(image + trailer + struct.pack("<I", len(trailer)) + TARGET_MAGIC))
 
 
 def read_target(path: str | os.PathLike) -> dict:

@@ -118,11 +118,20 @@ def _cached(key: str, subject: str, build: Callable[[], bytes], accept=lambda da
 
 
 def _cached_manifest(key: str, subject: str, build: Callable[[], dict]) -> dict:
-    """A JIT module's manifest (see JitModule). One whose external functions no longer resolve
-    counts as a miss, so building it reports the located error."""
+    """A JIT module's manifest (see JitModule), decoded once. One whose external functions no
+    longer resolve counts as a miss, so building it reports the located error."""
+    manifest: dict = {}
+
     def accept(data: bytes) -> bool:
-        return externs.bind(json.loads(data).get("externs", ()))
-    return json.loads(_cached(key, subject, lambda: json.dumps(build(), sort_keys=True).encode(), accept))
+        manifest.update(json.loads(data))
+        return externs.bind(manifest.get("externs", ()))
+
+    def encoded() -> bytes:
+        manifest.clear()
+        manifest.update(build())
+        return json.dumps(manifest, sort_keys=True).encode()
+    _cached(key, subject, encoded, accept)
+    return manifest
 
 
 def runtime_object(target: Target) -> bytes:
@@ -158,6 +167,7 @@ class JitModule:
 
     def __init__(self, manifest: dict, target: Target):
         self._metadata = manifest["metadata"]
+        self._name = json.loads(self._metadata)["module"]
         self._kernels: dict[str, str] = manifest["kernels"]
         self._target = target
         self._loaded: dict[str, JitLibrary] = {}
@@ -181,10 +191,9 @@ class JitModule:
             return self._loaded[symbol].address(symbol)
 
     def _kernel_object(self, symbol: str) -> bytes:
-        module_name = json.loads(self._metadata)["module"]
         ir_text = self._kernels[symbol]
-        return _cached(_kernel_key(symbol, ir_text, self._target), f"{module_name}: {symbol}",
-                       lambda: kernel_object(symbol, ir_text, module_name, self._target))
+        return _cached(_kernel_key(symbol, ir_text, self._target), f"{self._name}: {symbol}",
+                       lambda: kernel_object(symbol, ir_text, self._name, self._target))
 
 
 def _kernel_key(symbol: str, ir_text: str, target: Target) -> str:

@@ -45,8 +45,10 @@ class Target:
     pic: bool = False
 
     @staticmethod
+    @functools.cache
     def host(pic: bool = False) -> "Target":
-        """The machine this process runs on (`pic` for code linked into a shared object)."""
+        """The machine this process runs on (`pic` for code linked into a shared object); asked of
+        LLVM once per process, as every compile and cache lookup needs it."""
         _initialize()
         return Target(llvm.get_process_triple(), llvm.get_host_cpu_name(),
                       llvm.get_host_cpu_features().flatten(), pic=pic)
