@@ -137,7 +137,8 @@ def _cached_manifest(key: str, subject: str, build: Callable[[], dict]) -> dict:
 def runtime_object(target: Target) -> bytes:
     """The runtime library's object code for `target`: from the cache, else compiled once and stored."""
     return _cached(cache_key(target, "runtime"), "runtime library",
-                   lambda: emit.emit_object(runtime_library.runtime_module(target), target, "runtime library"),
+                   lambda: emit.emit_object(runtime_library.runtime_module(target), target, "runtime library",
+                                            unroll=True),
                    namespace="runtime")
 
 

@@ -22,24 +22,27 @@ from adc.codegen.target import Target
 
 
 @contextmanager
-def optimized(llvm_ir: llvmlite.ir.Module | str, target: Target, subject: str = "") -> Iterator[llvm.ModuleRef]:
-    """The parsed, verified and optimized module, in a context that ends with the `with` block."""
+def optimized(llvm_ir: llvmlite.ir.Module | str, target: Target, subject: str = "",
+              unroll: bool = False) -> Iterator[llvm.ModuleRef]:
+    """The parsed, verified and optimized module (see `Target.optimize` for `unroll`), in a
+    context that ends with the `with` block."""
     context = llvm.create_context()
     with compile_log.stage(subject, "llvm-parse"):
         module = llvm.parse_assembly(str(llvm_ir), context=context)
     try:
         with compile_log.stage(subject, "llvm-optimize"):
-            target.optimize(module)
+            target.optimize(module, unroll)
         yield module
     finally:
         module.close()
         context.close()
 
 
-def emit_object(llvm_ir: llvmlite.ir.Module | str, target: Target, subject: str = "") -> bytes:
+def emit_object(llvm_ir: llvmlite.ir.Module | str, target: Target, subject: str = "",
+                unroll: bool = False) -> bytes:
     """An ELF object of the optimized module (`target.pic` for code linked into a shared object);
     `subject` names it in the compile log."""
-    with optimized(llvm_ir, target, subject) as module, compile_log.stage(subject, "codegen"):
+    with optimized(llvm_ir, target, subject, unroll) as module, compile_log.stage(subject, "codegen"):
         return target.target_machine().emit_object(module)
 
 
