@@ -56,10 +56,13 @@ class _BadDedent(Exception):
 @lru_cache(maxsize=1)
 def _parser() -> Lark:
     """The LALR parser; lark keeps its grammar analysis in a temporary-folder cache (`cache=True`),
-    which makes building it in a new process ~10x cheaper (45 -> 5 ms)."""
+    which makes building it in a new process ~10x cheaper (45 -> 5 ms). One lexer for the whole
+    grammar (no terminal of it needs the parser state to be told apart): lark's contextual lexer
+    compiles a regular expression per parser state on the first parse of a process, 12-18 ms of
+    a cold compile; the basic lexer's first parse of samples/kernels.adc takes 4-6 ms."""
     grammar = (Path(__file__).parent / "grammar.lark").read_text()
     return Lark(grammar, start="program", parser="lalr", postlex=_Indenter(), propagate_positions=True,
-                maybe_placeholders=True, cache=True)
+                maybe_placeholders=True, cache=True, lexer="basic")
 
 
 MAX_LITERAL_DIGITS = 309   # more digits than the largest double has: the literal fits no adc dtype
