@@ -31,6 +31,29 @@ from adc.passes import jacobian as compositions
 from adc.passes.adjoint import passthrough, vjp
 from adc.passes.pipeline import DEFAULT_PIPELINE, run_pipeline
 
+# The modules this process printed, by (IR text, module name), newest last. The text of a kernel
+# or of a module's metadata is parsed back when the kernel is compiled or differentiated; when
+# this process printed it, the module it printed is used instead (IR objects never change once
+# built). Parsing costs lark ~4 us a character (the mlp_loss VJP's text: 8 ms), and building the
+# IR lexer ~15 ms once per process, so a cold compile of a kernel and its gradient parses nothing.
+_PRINTED_KEPT = 64
+_printed: dict[tuple[str, str], Module] = {}
+
+
+def _format(module: Module) -> str:
+    text = format_module(module)
+    _printed.pop((text, module.name), None)
+    _printed[text, module.name] = module
+    while len(_printed) > _PRINTED_KEPT:
+        _printed.pop(next(iter(_printed)), None)
+    return text
+
+
+def _parse(text: str, module_name: str) -> Module:
+    printed = _printed.get((text, module_name))
+    return printed if printed is not None else parse_module(text, module_name)
+
+
 @dataclass(frozen=True)
 class Options:
     """What to observe while compiling: `--print-after-all`, `--print-after=PASS`."""
@@ -71,9 +94,9 @@ def kernel_sources(module: Module, gradients: str = GRADIENTS_DERIVED) -> tuple[
     own needs (`lower_kernel`). With `gradients="embedded"` (a shared object), each kernel's VJP
     kernel too (see `with_vjps`)."""
     full, vjps = with_vjps(module) if gradients == GRADIENTS_EMBEDDED else (module, ())
-    metadata = encode_metadata(module, format_module(full), gradients, vjps)
+    metadata = encode_metadata(module, _format(full), gradients, vjps)
     optimized = optimize(full)
-    return metadata, {signature(f).symbol: format_module(optimized.reachable(f.name)) for f in optimized}
+    return metadata, {signature(f).symbol: _format(optimized.reachable(f.name)) for f in optimized}
 
 
 def metadata_module(metadata: str) -> llvmlite.ir.Module:
@@ -84,7 +107,7 @@ def metadata_module(metadata: str) -> llvmlite.ir.Module:
 def lower_kernel(ir_text: str, module_name: str, name: str, target: Target) -> llvmlite.ir.Module:
     """The LLVM module of kernel `name` from its `kernel_sources` text."""
     with compile_log.stage(f"{module_name}: {name}", "lower"):
-        return lower.lower_kernel(parse_module(ir_text, module_name), name, target.vector_bits)
+        return lower.lower_kernel(_parse(ir_text, module_name), name, target.vector_bits)
 
 
 def with_vjps(module: Module) -> tuple[Module, tuple[VjpEntry, ...]]:
@@ -147,4 +170,4 @@ DERIVATIONS: dict[str, Callable] = {"vjp": _vjp, "vjp_batched": _vjp_batched, "g
 def derive(ir_text: str, module_name: str, derivation: str, kernel: str, wanted: tuple[int, ...] | None):
     """The DERIVATIONS rule `derivation` applied to `kernel` of the module whose IR text is given."""
     with compile_log.stage(f"{module_name}: {derivation} of {kernel}", "derive"):
-        return DERIVATIONS[derivation](parse_module(ir_text, module_name), kernel, wanted)
+        return DERIVATIONS[derivation](_parse(ir_text, module_name), kernel, wanted)
