@@ -24,12 +24,13 @@ from adc.codegen import lower
 from adc.codegen.target import Target
 from adc.errors import CompileError
 from adc.frontend import compile_source
-from adc.ir.core import Module
+from adc.ir.core import Func, Module
 from adc.ir.parser import parse_module
 from adc.ir.printer import format_module
 from adc.passes import jacobian as compositions
 from adc.passes.adjoint import passthrough, vjp
 from adc.passes.pipeline import DEFAULT_PIPELINE, run_pipeline
+from adc.passes.split_vjp import split_vjp
 
 # The modules this process printed, by (IR text, module name), newest last. The text of a kernel
 # or of a module's metadata is parsed back when the kernel is compiled or differentiated; when
@@ -136,38 +137,57 @@ def with_vjps(module: Module) -> tuple[Module, tuple[VjpEntry, ...]]:
 
 # ---------------------------------------------------------------- derivations
 
-def _vjp(module: Module, name: str, wanted):
+@dataclass(frozen=True)
+class Derivation:
+    """What a DERIVATIONS rule makes: `module` holds every function to compile, `function` the
+    derivative, which differentiates w.r.t. the params `wrt`; for VJPs, which results'
+    cotangents it passes through unchanged; for a split VJP, the `forward` saving residuals."""
+
+    module: Module
+    function: Func
+    wrt: tuple[int, ...]
+    passthrough: tuple[int | None, ...] | None = None
+    forward: Func | None = None
+
+
+def _vjp(module: Module, name: str, wanted) -> Derivation:
     extended, gradient = vjp(module, name, wanted)
-    return extended, gradient.func, gradient.wrt, passthrough(gradient.func, len(module[name].returns))
+    return Derivation(extended.reachable(gradient.func.name), gradient.func, gradient.wrt,
+                      passthrough(gradient.func, len(module[name].returns)))
 
 
-def _vjp_batched(module: Module, name: str, wanted):
+def _split_vjp(module: Module, name: str, wanted) -> Derivation:
+    halves, split = split_vjp(module, name, wanted)
+    return Derivation(halves, split.backward, split.wrt, passthrough(split.backward, len(module[name].returns)),
+                      split.forward)
+
+
+def _vjp_batched(module: Module, name: str, wanted) -> Derivation:
     extended, func, wrt = compositions.vjp_batched(module, name, wanted)
-    return extended, func, wrt, passthrough(func, len(module[name].returns))
+    return Derivation(extended.reachable(func.name), func, wrt, passthrough(func, len(module[name].returns)))
 
 
-def _gradient(module: Module, name: str, wanted):
-    extended, func, wrt = compositions.gradient(module, name, wanted)
-    return extended, func, wrt, None
+def _composition(compose: Callable) -> Callable[..., Derivation]:
+    def rule(module: Module, name: str, wanted) -> Derivation:
+        extended, func, wrt = compose(module, name, wanted)
+        return Derivation(extended.reachable(func.name), func, wrt)
+    return rule
 
 
-def _jacobian(module: Module, name: str, wanted):
-    extended, func, wrt = compositions.jacobian(module, name, wanted)
-    return extended, func, wrt, None
-
-
-def _hessian(module: Module, name: str, wanted):
+def _hessian(module: Module, name: str, wanted) -> Derivation:
     extended, func = compositions.hessian(module, name, wanted[0])
-    return extended, func, tuple(wanted), None
+    return Derivation(extended.reachable(func.name), func, tuple(wanted))
 
 
-# name -> rule(module, kernel name, wanted params or None) -> (module with the derivative, its function,
-# the params it differentiates, and for VJPs which results' cotangents it passes through unchanged)
-DERIVATIONS: dict[str, Callable] = {"vjp": _vjp, "vjp_batched": _vjp_batched, "gradient": _gradient,
-                                    "jacobian": _jacobian, "hessian": _hessian}
+# name -> rule(module, kernel name, wanted params or None) -> Derivation
+DERIVATIONS: dict[str, Callable[..., Derivation]] = {
+    "vjp": _vjp, "split_vjp": _split_vjp, "vjp_batched": _vjp_batched,
+    "gradient": _composition(compositions.gradient), "jacobian": _composition(compositions.jacobian),
+    "hessian": _hessian}
 
 
-def derive(ir_text: str, module_name: str, derivation: str, kernel: str, wanted: tuple[int, ...] | None):
+def derive(ir_text: str, module_name: str, derivation: str, kernel: str,
+           wanted: tuple[int, ...] | None) -> Derivation:
     """The DERIVATIONS rule `derivation` applied to `kernel` of the module whose IR text is given."""
     with compile_log.stage(f"{module_name}: {derivation} of {kernel}", "derive"):
         return DERIVATIONS[derivation](_parse(ir_text, module_name), kernel, wanted)

@@ -239,12 +239,14 @@ class Derived:
     """A derivative of a kernel as a JIT module: `library` defines `function`, which returns the
     derivatives w.r.t. the params `wrt`; for VJPs, `passthrough[i]` (not None) says the i-th of them
     is that result's cotangent unchanged. No library: nothing to call (no param has a derivative,
-    or a VJP only passes its cotangents through)."""
+    or a VJP only passes its cotangents through). A split VJP's `forward` (see
+    passes/split_vjp.py) returns the kernel's results and the residuals `function` reads."""
 
     library: JitModule | None
     function: str
     wrt: tuple[int, ...]
     passthrough: tuple[int | None, ...] = ()
+    forward: str | None = None
 
 
 def derive(ir_text: str, module_name: str, derivation: str, kernel: str,
@@ -255,15 +257,19 @@ def derive(ir_text: str, module_name: str, derivation: str, kernel: str,
     key = cache_key(target, "derive", module_name, ir_text, json.dumps([derivation, kernel, wanted]))
 
     def build() -> dict:
-        extended, func, wrt, through = _compiler().derive(ir_text, module_name, derivation, kernel, wanted)
-        found = {"function": func.name, "wrt": list(wrt), "passthrough": None if through is None else list(through)}
-        if not wrt or (through is not None and None not in through):
+        made = _compiler().derive(ir_text, module_name, derivation, kernel, wanted)
+        through = made.passthrough
+        found = {"function": made.function.name, "wrt": list(made.wrt),
+                 "passthrough": None if through is None else list(through),
+                 "forward": made.forward and made.forward.name}
+        if not made.wrt or (through is not None and None not in through):
             return found                            # nothing to compile
-        return {**found, **_manifest(extended.reachable(func.name))}
+        return {**found, **_manifest(made.module)}
 
     manifest = _cached_manifest(key, f"{module_name}: {derivation} of {kernel}", build)
     library = JitModule(manifest, target) if "kernels" in manifest else None
-    return Derived(library, manifest["function"], tuple(manifest["wrt"]), tuple(manifest["passthrough"] or ()))
+    return Derived(library, manifest["function"], tuple(manifest["wrt"]), tuple(manifest["passthrough"] or ()),
+                   manifest.get("forward"))
 
 
 # ---------------------------------------------------------------- shared objects

@@ -126,7 +126,11 @@ class _VariableWatcher:
     def __init__(self):
         self.variables: dict[int, Variable] = {}
 
-    def _record(self, kernel, args: tuple, tensors: list, results: tuple) -> None:
+    def _watching(self, args: tuple) -> tuple[int, ...]:
+        """Nothing: the calls `f` makes are never differentiated (its backward is the gradient)."""
+        return ()
+
+    def _record(self, kernel, args: tuple, tensors: list, results: tuple, saved=None) -> None:
         for a in args:
             if type(a) is Variable and a.trainable:
                 self.variables.setdefault(id(a), a)

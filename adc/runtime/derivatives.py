@@ -12,6 +12,10 @@ metadata) and says where its VJPs come from (`gradients`, see adc/abi.py):
   ignores the extra cotangents), so first derivatives need no compiler. A VJP
   kernel's own VJP (a second derivative) is derived from the IR the .so carries
   (it holds the VJP functions too) — when the compiler is installed.
+  While one tape records a call of such a kernel, `split(kernel, wanted)` gives the
+  tape the kernel's VJP in two halves (passes/split_vjp.py): a forward returning the
+  results and residuals, run instead of the kernel, and a backward reading them, so
+  `gradient()` does not compute the forward again.
 - `none` (`adc compile --no-gradients`): differentiating raises LookupError saying
   how to recompile. Such a module never falls back to its IR: it was built without
   gradients on purpose, and a fresh process may have no compiler.
@@ -28,7 +32,8 @@ import weakref
 from dataclasses import dataclass
 from typing import Callable
 
-from adc.abi import GRADIENTS_EMBEDDED, GRADIENTS_NONE, ModuleInfo
+from adc.abi import GRADIENTS_DERIVED, GRADIENTS_EMBEDDED, GRADIENTS_NONE, ModuleInfo
+from adc.errors import CompileError
 
 _parsed: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()   # native library -> IR Module
 _sources: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # native library -> GradientSource
@@ -126,6 +131,40 @@ def compiled(kernel, derivation: str, wanted: tuple[int, ...] | None, why_compil
         return Derivative(None, derived.wrt, derived.passthrough)
     module = source.open_module(derived.library, source.info.name)
     return Derivative(module[derived.function], derived.wrt, derived.passthrough)
+
+
+@dataclass(frozen=True)
+class Split:
+    """A kernel's VJP in two halves: `forward` takes the kernel's args and returns its
+    `n_results` results, then the residuals; `backward` takes the args, the residuals, then the
+    results' cotangents."""
+
+    forward: object
+    backward: Derivative
+    n_results: int
+
+
+def split(kernel, wanted: tuple[int, ...]) -> Split | None:
+    """The split VJP of `kernel` for the `wanted` params, or None where there is none to give:
+    a shared object's kernel (its embedded VJPs need no compiler), no compiler installed, a kernel
+    the adjoint pass rejects (the tape's gradient() then reports it), or no backward to call."""
+    source = _sources.get(kernel._owner)
+    if source is None or source.info.gradients != GRADIENTS_DERIVED:
+        return None
+    try:
+        from adc import driver
+    except ImportError:
+        return None
+    try:
+        with _lock:
+            derived = driver.derive(source.info.ir, source.info.name, "split_vjp", kernel.signature.name, wanted)
+    except CompileError:
+        return None
+    if derived.library is None:
+        return None
+    module = source.open_module(derived.library, source.info.name)
+    return Split(module[derived.forward], Derivative(module[derived.function], derived.wrt, derived.passthrough),
+                 len(kernel.signature.result_types))
 
 
 def module_ir(library):

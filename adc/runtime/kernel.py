@@ -54,6 +54,7 @@ class Kernel:
         self._offsets = (8 * len(signature.dims), 8 * (len(signature.dims) + len(signature.param_types)))
         self.float_results = any(t.dtype.is_float for t in signature.result_types)
         self._derivatives: dict = {}    # wanted params -> derivatives.Derivative
+        self._splits: dict = {}         # wanted params -> derivatives.Split or None
         self.__name__ = signature.name
         self.__doc__ = f"adc kernel {signature}"
         self.__signature__ = inspect.Signature(
@@ -75,10 +76,32 @@ class Kernel:
         if sizes is _SLOW:
             env = self._bind_dims([t._array for t in tensors])
             sizes = [env[s] for s in self.signature.dims]
-        results = self._run(tensors, sizes)
-        if thread_state.recording and self.float_results:
-            record(self, args, tensors, results)
+        recording = thread_state.recording
+        if recording and self.float_results:
+            split = self._split(recording, args)
+            if split is None:
+                results = self._run(tensors, sizes)
+                record(self, args, tensors, results)
+            else:
+                outputs = split.forward._run(tensors, sizes)
+                results = outputs[:split.n_results]
+                record(self, args, tensors, results, (split.backward, outputs[split.n_results:]))
+        else:
+            results = self._run(tensors, sizes)
         return results[0] if len(results) == 1 else results
+
+    def _split(self, recording: list, args: tuple):
+        """The split VJP (derivatives.split) to record this call with: only while a single tape
+        records (nested tapes differentiate the gradient computation, which then needs the
+        kernel's VJP itself), for the params that tape watches."""
+        if len(recording) != 1:
+            return None
+        wanted = recording[0]._watching(args)
+        if not wanted:
+            return None
+        if wanted not in self._splits:
+            self._splits[wanted] = derivatives.split(self, wanted)
+        return self._splits[wanted]
 
     def derivative(self, wanted: tuple[int, ...] | None = None):
         """The kernel's VJP for the `wanted` params (default all), compiled on first use: a

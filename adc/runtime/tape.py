@@ -5,7 +5,9 @@ offered to the tapes recording in this thread (`thread_state.recording`). A
 tape keeps a call when it watches one of the arguments (a watched tensor or
 variable, or a result of a call it kept); its results become watched in turn.
 `gradient()` walks the kept calls backwards: each call's VJP kernel
-(`Kernel.derivative()`) maps its results' cotangents to its arguments', and
+(`Kernel.derivative()`) maps its results' cotangents to its arguments' (or, for a
+call recorded by a single tape, the backward half of its split VJP reads what its
+forward half saved: see derivatives.split), and
 cotangents reaching the same tensor are summed with the eager `add`. Those VJP
 calls and sums are kernel calls too, so an enclosing tape records them: nested
 tapes give second and third derivatives with no special case.
@@ -59,20 +61,22 @@ class _ThreadState(threading.local):
 thread_state = _ThreadState()
 
 
-def record(kernel, args: tuple, tensors: list[Tensor], results: tuple[Tensor, ...]) -> None:
-    """Offer a finished kernel call to every tape recording in this thread."""
+def record(kernel, args: tuple, tensors: list[Tensor], results: tuple[Tensor, ...], saved=None) -> None:
+    """Offer a finished kernel call to every tape recording in this thread; `saved` (with one tape
+    recording) is the call's split backward and its residuals (derivatives.split)."""
     for tape in thread_state.recording:
-        tape._record(kernel, args, tensors, results)
+        tape._record(kernel, args, tensors, results, saved)
 
 
 class _Node:
     """One recorded call: the kernel, its arguments (as passed and their values then), results."""
 
-    __slots__ = ("kernel", "inputs", "values", "keys", "outputs", "output_keys")
+    __slots__ = ("kernel", "inputs", "values", "keys", "outputs", "output_keys", "saved")
 
     def __init__(self, kernel, args: tuple, tensors: list[Tensor], outputs: tuple[Tensor, ...],
-                 output_keys: list[int]):
+                 output_keys: list[int], saved=None):
         self.kernel = kernel
+        self.saved = saved
         self.outputs = outputs
         self.output_keys = output_keys
         self.inputs, self.values, keys = list(args), list(tensors), []
@@ -154,7 +158,13 @@ class GradientTape:
         """Forget everything recorded and watched so far (recording goes on if it was on)."""
         self._nodes, self._watched, self._variables, self._used = [], {}, {}, False
 
-    def _record(self, kernel, args: tuple, tensors: list[Tensor], results: tuple[Tensor, ...]) -> None:
+    def _watching(self, args: tuple) -> tuple[int, ...]:
+        """The indices of the `args` this tape watches, or will when a call of them is recorded."""
+        watched, accessed = self._watched, self._watch_accessed_variables
+        return tuple(i for i, a in enumerate(args)
+                     if id(a) in watched or accessed and type(a) is Variable and a.trainable)
+
+    def _record(self, kernel, args: tuple, tensors: list[Tensor], results: tuple[Tensor, ...], saved=None) -> None:
         watched = self._watched
         hit = False
         for a in args:
@@ -163,7 +173,7 @@ class GradientTape:
             hit = hit or id(a) in watched
         if hit:
             keys = [id(r) for r in results]
-            self._nodes.append(_Node(kernel, args, tensors, results, keys))
+            self._nodes.append(_Node(kernel, args, tensors, results, keys, saved))
             watched.update(zip(keys, results))
 
     def gradient(self, target, sources, output_gradients=None,
@@ -244,14 +254,17 @@ def backpropagate(nodes: list[_Node], targets: list, seeds: list[Tensor], source
         missing = [ct is None for ct in incoming]
         if all(missing):
             continue
-        derivative = node.kernel.derivative(tuple(i for i, k in enumerate(node.keys) if k in live))
+        if node.saved is not None and not thread_state.recording:
+            derivative, residuals = node.saved      # the split backward: no forward replayed
+        else:
+            derivative, residuals = node.kernel.derivative(tuple(i for i, k in enumerate(node.keys) if k in live)), ()
         if not derivative.wrt:
             continue
         if any(missing):
             incoming = [ct if ct is not None else Tensor._wrap(np.zeros(r.shape, r.dtype))
                         for ct, r in zip(incoming, node.outputs)]
         if derivative.needs_call:
-            outgoing = derivative.kernel(*node.primals(), *incoming)
+            outgoing = derivative.kernel(*node.primals(), *residuals, *incoming)
             outgoing = outgoing if type(outgoing) is tuple else (outgoing,)
         else:
             outgoing = [incoming[p] for p in derivative.passthrough]

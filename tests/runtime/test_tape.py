@@ -213,3 +213,49 @@ def test_stop_recording_needs_a_recording_tape():
     with pytest.raises(RuntimeError, match="not recording"):
         with t.stop_recording():
             pass
+
+
+SPLIT_SOURCE = """
+def layer(x: f64[B, I], w: f64[I, O], b: f64[O]) -> f64:
+    return sum(tanh(x @ w + b) ** 2)
+"""
+
+
+def _layer_gradient_reference(x, w, b):
+    t = np.tanh(x @ w + b)
+    g = 2 * t * (1 - t * t)
+    return x.T @ g, g.sum(axis=0)
+
+
+def test_a_single_tape_runs_the_backward_half_of_a_split_vjp_not_the_vjp(monkeypatch):
+    """Recorded by one tape, a JIT kernel's call runs the forward half of its split VJP and the
+    gradient the backward half, with the residuals: the kernel's VJP (which replays the forward)
+    is never asked for. Persistent tapes reuse the residuals."""
+    m = adc.compile(SPLIT_SOURCE)
+    rng = np.random.default_rng(0)
+    x, w, b = rng.standard_normal((4, 3)), rng.standard_normal((3, 2)), rng.standard_normal(2)
+    monkeypatch.setattr(type(m.layer), "derivative", lambda *a: pytest.fail("the VJP was asked for"))
+    w_, b_ = adc.Variable(w), adc.Variable(b)
+    with adc.GradientTape(persistent=True) as tape:
+        y = m.layer(x, w_, b_)
+    np.testing.assert_allclose(y.numpy(), (np.tanh(x @ w + b) ** 2).sum())
+    want = _layer_gradient_reference(x, w, b)
+    for _ in range(2):
+        for got, expected in zip(tape.gradient(y, [w_, b_]), want):
+            np.testing.assert_allclose(got.numpy(), expected, rtol=1e-12)
+
+
+def test_nested_tapes_differentiate_the_gradient_computation_through_the_kernels_vjp():
+    """Under an outer tape the inner gradient is itself recorded, so it runs the kernel's VJP, whose
+    own VJP gives the second derivative (d/db of sum(dy/db) for y = sum(tanh(x w + b)^2))."""
+    m = adc.compile(SPLIT_SOURCE)
+    rng = np.random.default_rng(1)
+    x, w, b = rng.standard_normal((4, 3)), rng.standard_normal((3, 2)), adc.Variable(rng.standard_normal(2))
+    with adc.GradientTape() as outer:
+        with adc.GradientTape() as inner:
+            y = m.layer(x, w, b)
+        g = inner.gradient(y, b)
+        s = adc.reduce_sum(g)
+    t = np.tanh(x @ w + b.numpy())
+    d = 1 - t * t
+    np.testing.assert_allclose(outer.gradient(s, b).numpy(), (2 * d * d - 4 * t * t * d).sum(axis=0), rtol=1e-10)
