@@ -26,11 +26,13 @@ The rows (the children are the `child_*` functions below, run as
 1. adc.compile_file("samples/kernels.adc"), timed after `import adc`.
 2. The first mlp_loss gradient (B=256, 784->512->10 f32, adc.Variable params):
    tape recording + tape.gradient, after an untimed compile_file in the same process.
-     first-ever  empty folder: the untimed compile_file builds the runtime library and the
-                 kernels, so the timed gradient compiles its VJP with the compiler already imported
+   Recorded by one tape, the call runs the forward half of mlp_loss's split VJP and the gradient
+   its backward half, so the timed part compiles both halves (and never the plain forward).
+     first-ever  empty folder: the untimed compile_file builds the kernels module, so the timed
+                 gradient compiles the runtime library and the halves, the compiler already imported
      cold        runtime library and the kernels module cached (a folder primed by the forward
-                 compile only): the timed gradient imports the compiler and compiles the VJP
-     warm        the VJP is cached too
+                 compile only): the timed gradient imports the compiler and compiles the halves
+     warm        the halves are cached too
 3. Cold start across shapes: in one process, the clock started before compile_file,
    Σ of compile_file and the first gradient at B = 256, 1, 7, 1000 (one VJP serves
    every size; B=256 comes first so that its lap is row 2's measurement).
