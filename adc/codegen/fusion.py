@@ -8,8 +8,9 @@ consumes it. A value is materialized when it is
 - the result of a reduction or matmul, or an operand of matmul (gemm reads memory) — but a
   transpose of the last two axes that only matmuls read is neither computed nor stored: the
   matmul reads its operand's buffer with swapped strides (`transposed`);
-- expanded by a broadcast, or used by several ops, unless it is cheap to recompute
-  (a load through an index map, a constant, a dimension, an iota).
+- expanded by a broadcast, or used by several ops (unless they are elementwise ops of one loop
+  nest, which computes it once per element), unless it is cheap to recompute (a load through
+  an index map, a constant, a dimension, an iota).
 
     %0 = broadcast %delta {dims = [], shape = [N]} : f32[N]    # fused (cheap)
     %1 = add %x, %0 : f32[N]                                   # fused
@@ -98,9 +99,39 @@ def plan(func: Func) -> Plan:
     for op in func.ops:
         if op.name == "broadcast" and op.operands[0] not in cheap:
             forced.add(op.operands[0])
-    forced.update(v for v, n in uses.items() if n > 1 and v not in cheap)
+    forced.update(_read_apart(func, forced, cheap, uses))
     forced.difference_update(transposed)
     return Plan(producers, frozenset(forced), *_shared_buffers(func, forced), transposed)
+
+
+def _read_apart(func: Func, forced: set[Value], cheap: set[Value], uses: Counter) -> set[Value]:
+    """The values used by several ops that need a buffer: all but those whose users are elementwise
+    ops of one loop nest (ending in an elementwise op or a reduction) reading them at the element
+    that loop visits: lowering memoizes each value at each element, so that loop computes them
+    once per element, as a buffer would."""
+    users: dict[Value, list[Op]] = {}
+    for op in func.ops:
+        for v in dict.fromkeys(op.operands):
+            users.setdefault(v, []).append(op)
+    apart: set[Value] = set()
+    loop: dict[Value, Value | None] = {}    # fused value -> the loop reading it at its own element, or None
+
+    def loop_of(user: Op) -> Value | None:
+        traits = OPS[user.name].traits
+        if len(user.results) != 1 or not ("elementwise" in traits or "reduction" in traits):
+            return None
+        r = user.result
+        return r if r in forced or r in apart else loop.get(r)
+
+    for op in reversed(func.ops):
+        if len(op.results) != 1 or op.result in forced or op.result in cheap:
+            continue
+        v = op.result
+        loops = {loop_of(u) for u in users.get(v, ())}
+        loop[v] = loops.pop() if len(loops) == 1 else None
+        if uses[v] > 1 and loop[v] is None:
+            apart.add(v)
+    return apart
 
 
 def _transposed_operands(func: Func) -> dict[Value, Value]:

@@ -293,6 +293,35 @@ def test_fusion_plan_of_sigmoid_shift_and_dense_relu():
     assert len(plan(func).materialized - set(func.params)) == 2    # the gemm result and the output
 
 
+def _relu_of_affine(b, x, w, c):
+    a = b.op("add", b.op("matmul", x, w), c)
+    zero = b.op("broadcast", b.op("constant", dtype=a.type.dtype, value=0.0), dims=[], shape=a.type.shape)
+    return a, b.op("select", b.op("le", a, zero), zero, a)
+
+
+def test_a_value_read_by_elementwise_ops_of_one_loop_is_computed_in_it():
+    """relu(x @ w + c): the sum is read by the comparison and the select of one loop (and, squared,
+    summed by a reduction's loop): no buffer of its own. Read by two loops, it gets one."""
+    params = "x: f64[B,I], w: f64[I,O], c: f64[B,O]"
+    rng = np.random.default_rng(0)
+    x, w, c = rng.standard_normal((4, 3)), rng.standard_normal((3, 5)), rng.standard_normal((4, 5))
+    relu = kernel(params, lambda b, x, w, c: _relu_of_affine(b, x, w, c)[1])
+    summed = kernel(params, lambda b, x, w, c: b.op("reduce_sum", b.op("mul", *[_relu_of_affine(b, x, w, c)[1]] * 2),
+                                                      axes=[0, 1]))
+    for module, want in ((relu, np.maximum(x @ w + c, 0)), (summed, (np.maximum(x @ w + c, 0) ** 2).sum())):
+        func = next(iter(module))
+        assert {op.name for op in func.ops if op.result in plan(func).materialized} == {"matmul", *(
+            ["reduce_sum"] if module is summed else ["select"])}
+        (got,) = run(module, x, w, c)
+        assert_close(got, want, np.float64)
+
+    def two_loops(b, x, w, c):
+        a, r = _relu_of_affine(b, x, w, c)
+        return b.op("reduce_sum", r, axes=[0]), b.op("exp", a)
+    func = next(iter(kernel(params, two_loops)))
+    assert "add" in {op.name for op in func.ops if op.result in plan(func).materialized}
+
+
 def test_every_op_has_a_lowering_rule():
     missing = sorted(set(OPS) - set(lower_rules) - {"call", "custom_gradient"})   # expanded before codegen
     assert not missing, f"ops without a rule in lower_rules: {missing}"
