@@ -49,7 +49,8 @@ def documented_commands() -> list[str]:
     return [line[len(" *     "):] for line in comment.splitlines() if line.startswith(" *     ")]
 
 
-def test_example_builds_by_its_documented_commands_and_runs_from_anywhere(cc, tmp_path):
+def test_example_builds_by_its_documented_commands_and_runs_from_anywhere(cc, kernels_so, tmp_path):
+    """kernels_so compiled the same file by the same relative path: the documented compile is cached."""
     for folder in ("samples", "runtime"):
         (tmp_path / folder).symlink_to(ROOT / folder)
     commands = documented_commands()
