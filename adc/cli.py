@@ -5,6 +5,7 @@ Exit codes: 0 success; 1 an error in the input (a diagnostic is printed as
 toolchain; 2 a usage error. A user never sees a Python traceback.
 
     adc compile kernels.adc -o kernels.so
+    adc compile kernels.adc -o kernels.so --header kernels.h  # and a C header declaring its kernels
     adc ir kernels.adc --print-after-all
     adc ir kernels.adc --emit asm
     adc ir kernels.adc --grad dense_relu
@@ -39,6 +40,9 @@ def _parser() -> argparse.ArgumentParser:
     compile_ = sub.add_parser("compile", help="compile FILE.adc to a shared object")
     compile_.add_argument("file")
     compile_.add_argument("-o", "--output", help="output path (default: FILE.so)")
+    compile_.add_argument("--header", metavar="FILE.h",
+                          help="also write a C header declaring the kernels, with the order and types of "
+                               "their dims, inputs and outputs")
     compile_.add_argument("--no-gradients", action="store_true",
                           help="export the kernels only, not their VJP kernels: the loaded module "
                                "cannot be differentiated")
@@ -87,7 +91,11 @@ def _cmd_compile(args, driver) -> int:
         raise UsageError(str(err)) from None
     out = args.output or str(Path(args.file).with_suffix(".so"))
     module = _elaborated(compiler, driver, args.file)
-    driver.write_shared_object(module, out, gradients=not args.no_gradients, target=target)
+    info = driver.write_shared_object(module, out, gradients=not args.no_gradients, target=target)
+    if args.header:
+        from adc.codegen.c_header import c_header
+
+        Path(args.header).write_text(c_header(info, Path(out).name, Path(args.header).name))
     return 0
 
 

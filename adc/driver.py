@@ -40,7 +40,7 @@ import llvmlite.binding as llvm
 
 from adc import compile_log
 from adc.abi import (ADC_VERSION, GRADIENTS_EMBEDDED, GRADIENTS_NONE, KERNEL_PREFIX, RUNTIME_SET_NUM_THREADS,
-                     SET_NUM_THREADS_SYMBOL, seal_file)
+                     SET_NUM_THREADS_SYMBOL, ModuleInfo, decode_metadata, seal_file)
 from adc.codegen import emit, externs, runtime_library
 from adc.codegen.cache import Cache
 from adc.codegen.jit import JitLibrary, install_runtime, runtime_address, runtime_installed
@@ -275,10 +275,10 @@ def derive(ir_text: str, module_name: str, derivation: str, kernel: str,
 # ---------------------------------------------------------------- shared objects
 
 def write_shared_object(module: Module, out_path: str | os.PathLike, gradients: bool = True,
-                        target: Target | None = None) -> None:
-    """Compile to a sealed shared object with the runtime library linked in; with `gradients`, each
-    kernel's VJP kernel is exported next to it (`adc_kernel_<name>_vjp`), so `adc.load`
-    differentiates without the compiler. Kernels are compiled one LLVM module each, cached by
+                        target: Target | None = None) -> ModuleInfo:
+    """Compile to a sealed shared object with the runtime library linked in, and return its metadata;
+    with `gradients`, each kernel's VJP kernel is exported next to it (`adc_kernel_<name>_vjp`), so
+    `adc.load` differentiates without the compiler. Kernels are compiled one LLVM module each, cached by
     their IR text, the ones not cached in parallel processes (see `_compile_kernels`)."""
     from adc.codegen import aot     # the linker's driver: only `adc compile` needs it (5 ms at every start)
 
@@ -293,6 +293,7 @@ def write_shared_object(module: Module, out_path: str | os.PathLike, gradients: 
     with compile_log.stage(module.name, "link"):
         aot.link_shared_object(objects, out_path, externs.link_arguments(module))
     seal_file(out_path, {"triple": target.triple, "cpu": target.cpu, "features": list(target.required_features)})
+    return decode_metadata(metadata)
 
 
 def _compile_kernels(kernels: dict[str, str], module_name: str, target: Target) -> list[bytes]:

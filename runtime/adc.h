@@ -18,6 +18,10 @@
  *
  * Element types: f32 = float, f64 = double, i32 = int32_t, i64 = int64_t, bool = uint8_t.
  *
+ * `adc compile k.adc -o k.so --header k.h` writes the declarations of one module's kernels, each
+ * with its adc signature and the order and types of its dims, inputs and outputs; it may be
+ * included next to this file (example.c uses one).
+ *
  * Gradients: unless compiled with `adc compile --no-gradients`, each kernel `k` with a
  * float result also exports its vector-Jacobian product, an ordinary kernel with the same
  * calling convention (usually `adc_kernel_k_vjp`; the metadata names it):

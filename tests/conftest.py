@@ -35,8 +35,9 @@ def kernels_module():
 
 @pytest.fixture(scope="session")
 def kernels_so(tmp_path_factory):
-    """samples/kernels.adc compiled by the command line, as a user would."""
+    """samples/kernels.adc compiled by the command line, as a user would (from the repository, as
+    the README's commands do: its compiled code is then cached for them), with its C header."""
     out = tmp_path_factory.mktemp("so") / "kernels.so"
-    subprocess.run([sys.executable, "-m", "adc", "compile", str(SAMPLES / "kernels.adc"), "-o", str(out)],
-                   check=True, capture_output=True, text=True)
+    subprocess.run([sys.executable, "-m", "adc", "compile", "samples/kernels.adc", "-o", str(out),
+                    "--header", str(out.with_suffix(".h"))], cwd=ROOT, check=True, capture_output=True, text=True)
     return out

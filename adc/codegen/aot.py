@@ -5,10 +5,13 @@ position-independent `Target`) and the runtime library's (runtime_library.py)
 are linked into one `.so` that exports only `adc_kernel_<f>`,
 `adc_module_metadata` and `adc_set_num_threads` (see runtime/adc.h): a version
 script keeps the runtime library's symbols local, so the file is self-contained
-and never binds to another module's copy of them.
+and never binds to another module's copy of them. Its SONAME is its file name, so
+a C program linked with `build/kernels.so` needs `kernels.so`, found by its rpath
+(`-Wl,-rpath,'$ORIGIN'`: next to the program), not `build/kernels.so` relative to
+wherever it runs.
 
     link_shared_object([module_obj, runtime_obj], "kernels.so")
-    # $CC -shared -Wl,--version-script=... -o kernels.so module.o runtime.o -lm -lpthread
+    # $CC -shared -Wl,-soname,kernels.so -Wl,--version-script=... -o kernels.so module.o runtime.o -lm -lpthread
 """
 from __future__ import annotations
 
@@ -48,7 +51,8 @@ def link_shared_object(objects: Sequence[bytes], out_path: str | os.PathLike,
             paths[-1].write_bytes(data)
         script = Path(tmp) / "exports.map"
         script.write_text(VERSION_SCRIPT)
-        result = subprocess.run([*cc, "-shared", "-Wl,--no-undefined", f"-Wl,--version-script={script}",
+        result = subprocess.run([*cc, "-shared", "-Wl,--no-undefined", f"-Wl,-soname,{Path(out_path).name}",
+                                 f"-Wl,--version-script={script}",
                                  "-o", str(out_path), *map(str, paths), *libraries, "-lm", "-lpthread"],
                                 capture_output=True, text=True)
     if result.returncode != 0:

@@ -38,7 +38,8 @@ import numpy as np
 from adc.passes.example_axis import MIXED
 from adc.runtime.derivatives import Derivative, compiled, embedded_derivative, module_ir
 from adc.runtime.kernel import Kernel
-from adc.runtime.tape import UnconnectedGradients, _Node, _flatten, _pack, _REUSED, backpropagate
+from adc.runtime.tape import (UnconnectedGradients, _Node, _flatten, _pack, _REUSED, backpropagate,
+                              warn_unrecorded)
 from adc.runtime.tensor import Tensor
 from adc.runtime.variable import Variable
 
@@ -54,7 +55,7 @@ def jacobian(tape, target, sources, unconnected_gradients=UnconnectedGradients.N
     target, flat, unconnected, chunk = _arguments("jacobian", target, sources, unconnected_gradients,
                                                   parallel_iterations,
                                                   experimental_use_pfor=experimental_use_pfor)
-    nodes = _take_nodes(tape)
+    nodes = _take_nodes(tape, target, "jacobian")
     rows = _rows(nodes, target, flat, 1, chunk, experimental_use_pfor)
     results = []
     for source, row in zip(flat, rows):
@@ -78,7 +79,7 @@ def batch_jacobian(tape, target, source, unconnected_gradients=UnconnectedGradie
     if target.shape[0] != source.shape[0]:
         raise ValueError(f"batch_jacobian: the first dimension of target shape {target.shape} and source "
                          f"shape {source.shape} must match")
-    nodes = _take_nodes(tape)
+    nodes = _take_nodes(tape, target, "batch_jacobian")
     _check_examples(nodes, target, source, allow_cross_example)
     shape = target.shape + source.shape[1:]
     (row,) = _rows(nodes, target, [source], target.shape[0], chunk, experimental_use_pfor)
@@ -109,10 +110,11 @@ def _arguments(what: str, target, sources, unconnected_gradients, parallel_itera
             None if parallel_iterations is None else int(parallel_iterations))
 
 
-def _take_nodes(tape) -> list[_Node]:
+def _take_nodes(tape, target, what: str) -> list[_Node]:
     """The recorded calls; a non-persistent tape stops recording and gives them only once."""
     if tape._used:
         raise RuntimeError(_REUSED)
+    warn_unrecorded(tape, [target], what, stacklevel=5)
     if tape._recording and not tape._persistent:
         tape._pop()
     nodes = list(tape._nodes)

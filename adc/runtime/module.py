@@ -10,11 +10,14 @@ compiles only the kernels a program calls.
     m = adc.load("kernels.so")
     m.kernels            # ('dense_relu', 'mlp_loss', ...)
     m.sigmoid_shift(x, 0.5)
+    m["sigmoid_shift"]   # the same kernel; item access reaches every kernel, even one named `info`
 """
 from __future__ import annotations
 
 import ctypes
+import inspect
 import os
+import warnings
 from pathlib import Path
 from typing import Protocol
 
@@ -22,6 +25,9 @@ from adc import cpus
 from adc.abi import METADATA_SYMBOL, KernelSignature, MetadataError, ModuleInfo, decode_metadata, read_target
 from adc.runtime import derivatives, threads
 from adc.runtime.kernel import Kernel
+
+
+_ABSENT = object()
 
 
 class LoadError(ValueError):
@@ -76,7 +82,9 @@ class SharedLibrary:
 
 
 class Module:
-    """Compiled kernels as attributes (`m.dense_relu`), listed in `m.kernels`."""
+    """Compiled kernels as attributes (`m.dense_relu`) and items (`m["dense_relu"]`), listed in
+    `m.kernels`. A kernel named like an attribute of the module (`info`, `ir`, `kernels`, `origin`,
+    a method) is reached as `m["info"]` only; adc.compile and adc.load warn about it."""
 
     def __init__(self, library: NativeLibrary, origin: str):
         self._library = library
@@ -104,11 +112,24 @@ class Module:
         kernels = self.__dict__.get("_kernels", {})
         if name in kernels:
             return kernels[name]
-        raise AttributeError(f"module '{self.__dict__.get('origin', '?')}' has no kernel '{name}'"
-                             f" (kernels: {', '.join(kernels) or 'none'})")
+        raise AttributeError(self._no_kernel(name))
 
     def __getitem__(self, name: str) -> Kernel:
-        return self.__getattr__(name)
+        """The kernel `name`, whatever its name: `m["info"]` is a kernel where `m.info` is not."""
+        if not isinstance(name, str):
+            raise TypeError(f"module '{self.origin}': kernels are looked up by name (a str), "
+                            f"got {type(name).__name__}")
+        if name not in self._kernels:
+            raise KeyError(self._no_kernel(name))
+        return self._kernels[name]
+
+    def __contains__(self, name) -> bool:
+        return name in self._kernels
+
+    def _no_kernel(self, name: str) -> str:
+        kernels = self.__dict__.get("_kernels", {})
+        return (f"module '{self.__dict__.get('origin', '?')}' has no kernel '{name}'"
+                f" (kernels: {', '.join(kernels) or 'none'})")
 
     def __dir__(self):
         return sorted(set(super().__dir__()) | set(self._kernels))
@@ -147,4 +168,18 @@ def _check_cpu(path: Path, target: dict) -> None:
 def load(path: str | os.PathLike) -> Module:
     """Open a shared object written by `adc compile`; no recompilation. LoadError when it is not a
     whole adc module, or was built for CPU features this machine lacks."""
-    return Module(SharedLibrary(path), str(path))
+    return warn_shadowed(Module(SharedLibrary(path), str(path)), "adc.load")
+
+
+def warn_shadowed(module: Module, opener: str) -> Module:
+    """`module`, after a warning, at the line that called `opener` (adc.load, adc.compile...), for
+    each kernel that attribute access gives to the module itself (`info`, `ir`, `kernels`, `origin`,
+    a method): only `m[name]` reaches it. The language does not reserve these names (C calls such a
+    kernel like any other), and a module written before a name was taken still loads."""
+    for name in module.kernels:
+        if inspect.getattr_static(module, name, _ABSENT) is _ABSENT:
+            continue
+        warnings.warn(f"{opener}: kernel '{name}' of '{module.origin}' has the name of an attribute of "
+                      f"adc.Module, so m.{name} is that attribute: call the kernel as m[{name!r}]",
+                      stacklevel=3)
+    return module

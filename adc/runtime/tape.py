@@ -188,6 +188,7 @@ class GradientTape:
         targets = _tensors(target, "target")
         flat_sources = _tensors(sources, "sources")
         seeds = _seeds(target, targets, output_gradients)
+        warn_unrecorded(self, targets, "gradient", stacklevel=3)
         nodes = list(self._nodes)
         if not self._persistent:
             self._used = True
@@ -219,6 +220,18 @@ class GradientTape:
 
         return batch_jacobian(self, target, source, unconnected_gradients, parallel_iterations,
                               experimental_use_pfor, allow_cross_example)
+
+
+def warn_unrecorded(tape: GradientTape, targets: list, what: str, stacklevel: int) -> None:
+    """Warn when a float target is unknown to `tape` (neither watched nor a recorded result). Nothing
+    flows back from it, as in TensorFlow, but the usual cause is a target computed after the tape's
+    `with` block ended (`t2.gradient(reduce_sum(g), x)` outside it), which deserves a word."""
+    unknown = sum(t.dtype.kind == "f" and id(t) not in tape._watched for t in targets)
+    if unknown:
+        which = "the target was" if len(targets) == 1 else f"{unknown} of the {len(targets)} targets were"
+        warnings.warn(f"GradientTape.{what}: {which} not recorded by this tape (computed after its `with` "
+                      f"block ended, or from nothing it watches), so no gradient flows back from it",
+                      stacklevel=stacklevel)
 
 
 class _Paused:

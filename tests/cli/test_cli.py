@@ -66,7 +66,8 @@ def test_compile_writes_a_loadable_shared_object(tmp_path):
     assert adc_cmd("info", str(out)).returncode == 0
 
 
-@pytest.mark.parametrize("args", [("check", "missing.adc"), ("info", "missing.so"), ("ir", "missing.adc")])
+@pytest.mark.parametrize("args", [("check", "missing.adc"), ("info", "missing.so"), ("ir", "missing.adc"),
+                                  ("compile", KERNELS, "-o", "k.so", "--header", "missing/k.h")])
 def test_missing_files_are_errors_not_tracebacks(tmp_path, args):
     result = adc_cmd(*args, cwd=tmp_path)
     assert result.returncode == 1 and "missing" in result.stderr and "Traceback" not in result.stderr

@@ -357,3 +357,15 @@ def test_all_seeds_go_through_one_walk_and_parallel_iterations_bounds_them(monke
     blocks.clear()
     np.testing.assert_allclose(tape.jacobian(y, x, experimental_use_pfor=False).numpy(), full, rtol=1e-14)
     assert blocks == [("one", 1)] * 12
+
+
+def test_a_target_the_tape_did_not_record_warns_at_the_callers_line():
+    x = adc.constant([[1.0, 2.0]])
+    with adc.GradientTape(persistent=True) as tape:
+        tape.watch(x)
+        y = x * 3.0
+    z = y * 2.0     # after the block: not recorded
+    for method in ("jacobian", "batch_jacobian", "gradient"):
+        with pytest.warns(UserWarning, match=f"GradientTape.{method}: the target was not recorded") as caught:
+            assert getattr(tape, method)(z, x) is None
+        assert caught[0].filename == __file__

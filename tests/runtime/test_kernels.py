@@ -95,6 +95,61 @@ def test_module_lists_kernels_with_signatures(kernels_module):
         kernels_module.nope
 
 
+# Kernels named like attributes of adc.Module: `info`, `ir` and `origin` are its data, `kernels`
+# a property, `__class__` Python's; `scale` collides with nothing.
+SHADOWED = """\
+def info(x: f64[N]) -> f64[N]:
+    return x * 2.0
+
+def ir(x: f64[N]) -> f64[N]:
+    return x + 1.0
+
+def origin(x: f64[N]) -> f64:
+    return sum(x)
+
+def kernels(x: f64[N]) -> f64[N]:
+    return x * x
+
+def __class__(x: f64[N]) -> f64[N]:
+    return -x
+
+def scale(x: f64[N]) -> f64[N]:
+    return x * 3.0
+"""
+
+
+def open_shadowing(how, tmp_path):
+    if how == "jit":
+        return adc.compile(SHADOWED, "shadowed.adc")
+    from adc import compiler, driver
+
+    driver.write_shared_object(compiler.elaborate(SHADOWED, "shadowed.adc"), tmp_path / "shadowed.so")
+    return adc.load(tmp_path / "shadowed.so")
+
+
+@pytest.mark.parametrize("how, opener", [("jit", "adc.compile"), ("so", "adc.load")])
+def test_kernel_named_like_a_module_attribute_is_an_item_and_a_warning(how, opener, tmp_path):
+    with pytest.warns(UserWarning) as caught:
+        m = open_shadowing(how, tmp_path)
+    assert [str(w.message) for w in caught] == [
+        f"{opener}: kernel '{name}' of '{m.origin}' has the name of an attribute of adc.Module, so m.{name} "
+        f"is that attribute: call the kernel as m['{name}']" for name in ("info", "ir", "origin", "kernels",
+                                                                         "__class__")]
+    assert {w.filename for w in caught} == {__file__}
+    x = np.array([1.0, -2.0, 0.5])
+    for name, want in [("info", 2 * x), ("ir", x + 1), ("origin", x.sum()), ("kernels", x * x),
+                       ("__class__", -x), ("scale", 3 * x)]:
+        np.testing.assert_array_equal(m[name](x).numpy(), want)
+        assert name in m
+    assert m.scale is m["scale"] and m.kernels == ("info", "ir", "origin", "kernels", "__class__", "scale")
+    assert m.info.name == "shadowed.adc" and m.origin in (m.info.name, str(tmp_path / "shadowed.so"))
+    assert "nope" not in m
+    with pytest.raises(KeyError, match="no kernel 'nope'"):
+        m["nope"]
+    with pytest.raises(TypeError, match="looked up by name"):
+        m[0]
+
+
 def test_tensor_is_numpy_backed_and_immutable(kernels_module):
     t = kernels_module.sigmoid_shift(np.zeros(4, np.float32), 0.0)
     assert t.shape == (4,) and t.dtype == np.float32 and t.ndim == 1 and len(t) == 4

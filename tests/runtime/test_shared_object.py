@@ -1,4 +1,4 @@
-"""`adc compile` → `adc.load` in a fresh process, the C ABI from a C program, and load errors."""
+"""`adc compile` → `adc.load` in a fresh process, and load errors (C programs: test_c_programs.py)."""
 import json
 import shutil
 import subprocess
@@ -10,7 +10,6 @@ import pytest
 
 import adc
 from adc.abi import seal_file
-from tests.conftest import ROOT
 from tests.support import references
 
 
@@ -40,20 +39,6 @@ def test_loaded_module_carries_signatures_and_ir(kernels_so):
     assert m.kernels == ("dense_relu", "mlp_loss", "sigmoid_shift", "batchnorm", "logsumexp_rows")
     assert str(m.logsumexp_rows.signature) == "logsumexp_rows(x: f64[B,N]) -> f64[B]"
     assert "func @mlp_loss(" in m.ir
-
-
-@pytest.mark.skipif(shutil.which("cc") is None, reason="needs the system C compiler")
-def test_c_program_calls_the_shared_object(kernels_so, tmp_path):
-    so = tmp_path / "kernels.so"
-    shutil.copy(kernels_so, so)
-    exe = tmp_path / "example"
-    subprocess.run(["cc", "-I", str(ROOT / "runtime"), str(ROOT / "runtime" / "example.c"), str(so),
-                    f"-Wl,-rpath,{tmp_path}", "-o", str(exe)], check=True, capture_output=True, text=True)
-    out = subprocess.run([str(exe)], check=True, capture_output=True, text=True).stdout.split()
-    x = np.array([-2.0, -1.0, 0.0, 1.0, 2.0], np.float32)
-    np.testing.assert_allclose(np.array(out[:5], float), references.sigmoid_shift(x.astype(float), 0.5), rtol=1e-6)
-    m = np.array([[1.0, 2.0, 3.0], [-1.0, 0.0, 1000.0]])
-    np.testing.assert_allclose(np.array(out[5:], float), references.logsumexp_rows(m), rtol=1e-14)
 
 
 def test_load_rejects_foreign_truncated_and_damaged_files(kernels_so, tmp_path):
