@@ -11,6 +11,11 @@ After inlining, the loop body is straight-line code and the vectorizer turns it
 into `<16 x float>` arithmetic. A function reads no memory (`readnone`) unless it
 loads from a table (`readonly`).
 
+sin, cos and tan also have a fast variant (`call_fast`) without the table: equal
+to the exact function bit for bit in a stated range, which `call_fast` returns
+as an i1 beside the value, so lowering can run a loop with it and rerun the loop
+with the exact function only when an argument fell outside.
+
 Invariants: no branches, no fast-math flags (NaN, inf and signed zeros behave as
 in NumPy), the same algorithm for f32 and f64 with per-type constants. Each
 emitter's docstring states its algorithm and its measured max error in ulps of
@@ -50,10 +55,11 @@ class _Consts:
     bias: int
     ln2_hi: float            # trailing zeros: k*ln2_hi is exact for |k| < 2048
     ln2_lo: float
-    pio2: tuple[float, float]          # pi/2 = hi + lo
+    pio2: tuple[float, float, float]   # pi/2 = sum, Cody-Waite parts for fma; the first two: hi + lo
     exp_range: tuple[float, float]     # clamp of x: exp underflows/overflows beyond
     expm1_range: tuple[float, float]   # below: expm1 == -1; above: overflow
     expm1_cap: int                     # 2^n split as 2^min(n,cap) * 2^(n-cap)
+    trig_fast_exponent: int            # |x| < 2^this: Cody-Waite reduction (measured); beyond: Payne-Hanek
     exp_poly: tuple[float, ...]        # (e^r-1-r)/r^2, |r| <= ln2/2
     log_poly: tuple[float, ...]        # (2atanh(s)/s-2)/s^2 in z=s^2, z <= 0.0295
     sin_poly: tuple[float, ...]        # (sin r - r)/r^3 in z=r^2, |r| <= pi/4
@@ -65,8 +71,8 @@ _CONSTS = {
     F32: _Consts(
         "f32", ir.IntType(32), 23, 127,
         0.693115234375, 3.194618329871446e-05,
-        (1.5707963705062866, -4.371138828673793e-08),
-        (-104.0, 89.0), (-24.0, 89.0), 64,
+        (1.5707963705062866, -4.371138828673793e-08, -1.7151245100058819e-15),
+        (-104.0, 89.0), (-24.0, 89.0), 64, 17,
         (0.499999935733347, 0.1666652106076317, 0.04166834012246332,
          0.008368667993399755, 0.001381765878179122),
         (0.6666677646087151, 0.3997754169524406, 0.29871610166739015),
@@ -80,8 +86,8 @@ _CONSTS = {
     F64: _Consts(
         "f64", ir.IntType(64), 52, 1023,
         0.6931467056274414, 4.7493250390316726e-07,
-        (1.5707963267948966, 6.123233995736766e-17),
-        (-746.0, 710.0), (-45.0, 710.0), 512,
+        (1.5707963267948966, 6.123233995736766e-17, -1.4973849048591698e-33),
+        (-746.0, 710.0), (-45.0, 710.0), 512, 40,
         (0.5000000000000011, 0.16666666666666427, 0.041666666666530495,
          0.008333333333485004, 0.0013888888943562874, 0.00019841269527348288,
          2.4801493166717226e-05, 2.7557567904311306e-06, 2.7630222204071663e-07,
@@ -102,14 +108,18 @@ _CONSTS = {
 }
 
 LOG2E = 1.4426950408889634
+TWO_OVER_PI = 0.6366197723675814
 SQRT_HALF = 0.7071067811865476
 
 
 class _Emitter:
-    """Float arithmetic of one type on an IRBuilder: constants, intrinsics, bit tricks."""
+    """Float arithmetic of one type on an IRBuilder: constants, intrinsics, bit tricks.
 
-    def __init__(self, builder: ir.IRBuilder, ty: ir.Type):
-        self.b, self.ty, self.k = builder, ty, _CONSTS[ty]
+    `exact=False` emits a function's fast variant, exact only in its fast range (`call_fast`).
+    """
+
+    def __init__(self, builder: ir.IRBuilder, ty: ir.Type, exact: bool = True):
+        self.b, self.ty, self.k, self.exact = builder, ty, _CONSTS[ty], exact
         self.ity = self.k.int_type
 
     def c(self, value: float) -> ir.Constant:
@@ -214,15 +224,17 @@ VecmathRule = Callable[..., ir.Value]
 class _Rule:
     emit: VecmathRule
     arity: int
+    fast_range: VecmathRule | None   # where the fast variant (m.exact False) is exact; None: no variant
 
 
 vecmath_rules: dict[str, _Rule] = {}
-"""name -> emitter; `emit(m: _Emitter, *args) -> value`, args and result of type m.ty."""
+"""name -> emitter; `emit(m: _Emitter, *args) -> value`, args and result of type m.ty;
+`fast_range(m, *args) -> i1`."""
 
 
-def vecmath_rule(name: str, arity: int = 1):
+def vecmath_rule(name: str, arity: int = 1, fast_range: VecmathRule | None = None):
     def register(fn: VecmathRule) -> VecmathRule:
-        vecmath_rules[name] = _Rule(fn, arity)
+        vecmath_rules[name] = _Rule(fn, arity, fast_range)
         return fn
     return register
 
@@ -345,7 +357,7 @@ def log1p_vecmath(m: _Emitter, x):
 
 def _in_f64(m: _Emitter, rule: VecmathRule, *args):
     """rule evaluated in f64 on f32 arguments, rounded once to f32."""
-    wide = _Emitter(m.b, F64)
+    wide = _Emitter(m.b, F64, m.exact)
     return m.b.fptrunc(rule(wide, *(m.b.fpext(a, F64) for a in args)), F32)
 
 
@@ -353,34 +365,35 @@ def _in_f64(m: _Emitter, rule: VecmathRule, *args):
 
 @functools.cache
 def _pio2_table(ty: ir.Type) -> list[tuple[float, ...]]:
-    """Windows of 2/pi for |x| from 1/2 to the largest finite (two_over_pi.py)."""
+    """Windows of 2/pi for |x| from 2^trig_fast_exponent to the largest finite (two_over_pi.py)."""
     k = _CONSTS[ty]
-    return two_over_pi.reduction_table(k.mant_bits + 1, -1, k.bias)
+    return two_over_pi.reduction_table(k.mant_bits + 1, k.trig_fast_exponent, k.bias)
 
 
 def _scaled_for_table(m: _Emitter, x):
-    """x = y 2^s, s = BUCKET row - 1 for the table's row and |y| in [1, 2^BUCKET) when |x| >= 1/2.
+    """x = y 2^s, s = trig_fast_exponent + BUCKET row, |y| in [1, 2^BUCKET), for the table's row.
 
     The exponent field is clamped below so the row stays in the table for any
-    finite x (smaller x give a meaningless y, never used).
+    finite x (x under the table's range gives a meaningless y, never used).
     """
-    mb, low = m.i(m.k.mant_bits), m.i(m.k.bias - 1)
+    mb, low = m.i(m.k.mant_bits), m.i(m.k.bias + m.k.trig_fast_exponent)
     bits = m.to_bits(x)
     biased = m.b.and_(m.b.lshr(bits, mb), m.i(2 * m.k.bias + 1))
     biased = m.b.select(m.b.icmp_signed("<", biased, low), low, biased)
     row = m.b.lshr(m.b.sub(biased, low), m.i(two_over_pi.BUCKET.bit_length() - 1))
-    shift = m.b.shl(m.b.sub(m.b.mul(row, m.i(two_over_pi.BUCKET)), m.i(1)), mb)
-    return m.from_bits(m.b.sub(bits, shift)), row
+    scale = m.b.add(m.b.mul(row, m.i(two_over_pi.BUCKET)), m.i(m.k.trig_fast_exponent))
+    return m.from_bits(m.b.sub(bits, m.b.shl(scale, mb))), row
 
 
 def _reduce_large(m: _Emitter, x):
-    """x 2/pi = n + hi + lo (mod 4) for finite |x| >= 1/2 (Payne-Hanek): n integral, |hi| <~ 1/2.
+    """x 2/pi = n + hi + lo (mod 4), n integral, |hi| <~ 1/2, for finite |x| >= 2^trig_fast_exponent.
 
     x 2/pi mod 4 = y (U0 + U1 + U2 + U3) mod 4 with y, U_i floats (two_over_pi.py):
     each product is split exactly (fma) and its integer part removed as it appears,
     which keeps every sum exact but the small tail's: an error below 2^(BUCKET+4-3p)
     absolute, against a fraction hi + lo never below 2^-61.5 (f64) or 2^-29.9 (f32)
-    for |x| >= 1/2. With d = the exponent of y and p the precision, the comments
+    (the floats nearest to multiples of pi/2, found by continued fractions of
+    2^e 2/pi). With d = the exponent of y and p the precision, the comments
     give each exact value's bound and the power of two it is a multiple of.
     """
     y, row = _scaled_for_table(m, x)
@@ -402,23 +415,31 @@ def _reduce_large(m: _Emitter, x):
     return m.add(m.add(n0_mod4, n1), n2), hi, m.add(lo, tail)
 
 
+def _trig_fast_range(m: _Emitter, x):
+    """|x| < 2^trig_fast_exponent, or NaN: where the fast variants of sin, cos and tan are exact."""
+    return m.b.fcmp_unordered("<", m.intrinsic("fabs", x), m.c(2.0 ** m.k.trig_fast_exponent))
+
+
 def _reduce_pio2(m: _Emitter, x):
     """x = q pi/2 + r + r_lo, r_lo far below an ulp of r; returns r, r_lo and q mod 4 as an integer.
 
-    |x| < 1/2 is its own reduced argument; beyond, Payne-Hanek reduction, whose
-    fraction times pi/2 (as hi + lo) gives r + r_lo. Non-finite x is replaced by 0
-    (callers return NaN).
+    Cody-Waite (three parts of pi/2, fma) in the fast range (r_lo = 0), and beyond
+    it, in the exact variant, Payne-Hanek reduction, whose fraction times pi/2 (as
+    hi + lo) gives r + r_lo. Non-finite x is replaced by 0 (callers return NaN).
     """
     xs = m.select(m.isfinite(x), x, m.c(0.0))
-    n, f, f_lo = _reduce_large(m, xs)
-    pio2, pio2_lo = (m.c(part) for part in m.k.pio2)
-    r = m.mul(f, pio2)
-    r_lo = m.add(m.fma(f, pio2, m.neg(r)), m.fma(f, pio2_lo, m.mul(f_lo, pio2)))
-    small = m.cmp("<", m.intrinsic("fabs", xs), m.c(0.5))
-    r = m.select(small, xs, r)
-    r_lo = m.select(small, m.c(0.0), r_lo)
-    n = m.select(small, m.c(0.0), n)
-    quadrant = m.fma(m.c(-4.0), m.intrinsic("floor", m.mul(n, m.c(0.25))), n)
+    q = m.add(m.intrinsic("roundeven", m.mul(xs, m.c(TWO_OVER_PI))), m.c(0.0))
+    r, r_lo = xs, m.c(0.0)
+    for part in m.k.pio2:
+        r = m.fma(q, m.c(-part), r)
+    if m.exact:
+        n, f, f_lo = _reduce_large(m, xs)
+        pio2, pio2_lo = (m.c(part) for part in m.k.pio2[:2])
+        r_large = m.mul(f, pio2)
+        r_lo_large = m.add(m.fma(f, pio2, m.neg(r_large)), m.fma(f, pio2_lo, m.mul(f_lo, pio2)))
+        fast = _trig_fast_range(m, xs)
+        r, r_lo, q = m.select(fast, r, r_large), m.select(fast, r_lo, r_lo_large), m.select(fast, q, n)
+    quadrant = m.fma(m.c(-4.0), m.intrinsic("floor", m.mul(q, m.c(0.25))), q)
     return r, r_lo, m.b.fptosi(quadrant, m.ity)
 
 
@@ -454,28 +475,39 @@ def _sin_or_cos(m: _Emitter, x, shift: int):
     return m.select(_quadrant_bit(m, quadrant, 2), m.neg(y), y)
 
 
-@vecmath_rule("sin")
+@vecmath_rule("sin", fast_range=_trig_fast_range)
 def sin_vecmath(m: _Emitter, x):
-    """sin by exact reduction mod pi/2 (Payne-Hanek) and odd/even minimax polynomials.
+    """sin by reduction mod pi/2 and odd/even minimax polynomials.
 
-    Measured: f32 <= 1 ulp, f64 <= 1 ulp over the whole range.
+    The reduction is Cody-Waite for |x| < 2^17 (f32), 2^40 (f64) (measured exact
+    enough: f32 up to 205888, every float; f64 to 2^45), Payne-Hanek beyond; the
+    fast variant is Cody-Waite alone. Measured: f32 <= 1 ulp, f64 <= 1 ulp over
+    the whole range.
     """
     return _trig_result(m, x, _sin_or_cos(m, x, 0))
 
 
-@vecmath_rule("cos")
+@vecmath_rule("cos", fast_range=_trig_fast_range)
 def cos_vecmath(m: _Emitter, x):
     """cos x = sin(x + pi/2) on the reduced argument; same bounds as sin."""
     y = _sin_or_cos(m, x, 1)
     return m.select(m.isfinite(x), y, m.sub(x, x))
 
 
-@vecmath_rule("tan")
+def _tan_fast_range(m: _Emitter, x):
+    """f32 tan reduces in f64: f64's fast range."""
+    if m.ty == F32:
+        return _trig_fast_range(_Emitter(m.b, F64), m.b.fpext(x, F64))
+    return _trig_fast_range(m, x)
+
+
+@vecmath_rule("tan", fast_range=_tan_fast_range)
 def tan_vecmath(m: _Emitter, x):
     """tan = sin r / cos r, or -cos r / sin r in odd quadrants (same reduction as sin).
 
     f32 runs the f64 algorithm and rounds once, as the quotient of two f32
-    polynomials reaches 3-4 ulp. Measured: f32 <= 1 ulp, f64 <= 2 ulp over the whole range.
+    polynomials reaches 3-4 ulp; so its fast variant is exact for |x| < 2^40.
+    Measured: f32 <= 1 ulp, f64 <= 3 ulp (2 beyond 2^40) over the whole range.
     """
     if m.ty == F32:
         return _in_f64(m, tan_vecmath, x)
@@ -630,21 +662,19 @@ FUNCTIONS: frozenset[str] = frozenset(vecmath_rules)
 
 # ------------------------------------------------------------ entry point
 
-def _define(module: ir.Module, name: str, ty: ir.Type) -> ir.Function:
-    """The internal always-inline function adc.vm.<name>.<f32|f64>, built once per module."""
-    rule = vecmath_rules[name]
-    fn = ir.Function(module, ir.FunctionType(ty, [ty] * rule.arity), f"adc.vm.{name}.{_CONSTS[ty].suffix}")
+def _define(module: ir.Module, symbol: str, rule: _Rule, ty: ir.Type, exact: bool) -> ir.Function:
+    """The internal always-inline function `symbol`, built once per module."""
+    fn = ir.Function(module, ir.FunctionType(ty, [ty] * rule.arity), symbol)
     fn.linkage = "internal"
     builder = ir.IRBuilder(fn.append_basic_block("entry"))
-    builder.ret(rule.emit(_Emitter(builder, ty), *fn.args))
+    builder.ret(rule.emit(_Emitter(builder, ty, exact), *fn.args))
     loads = any(isinstance(i, ir.LoadInstr) for block in fn.blocks for i in block.instructions)
     for attr in ("alwaysinline", "nounwind", "readonly" if loads else "readnone"):
         fn.attributes.add(attr)
     return fn
 
 
-def call(builder: ir.IRBuilder, name: str, args: Sequence[ir.Value]) -> ir.Value:
-    """A call to the vector-math function `name` on f32 or f64 scalars; defines it on first use."""
+def _checked_rule(name: str, args: Sequence[ir.Value]) -> tuple[_Rule, ir.Type]:
     if name not in vecmath_rules:
         raise ValueError(f"vecmath has no function {name!r}; it has {', '.join(sorted(FUNCTIONS))}")
     ty = args[0].type if args else None
@@ -653,6 +683,28 @@ def call(builder: ir.IRBuilder, name: str, args: Sequence[ir.Value]) -> ir.Value
                         f"{', '.join(str(a.type) for a in args)}")
     if len(args) != vecmath_rules[name].arity:
         raise TypeError(f"vecmath.{name} takes {vecmath_rules[name].arity} argument(s), got {len(args)}")
-    module = builder.module
-    fn = module.globals.get(f"adc.vm.{name}.{_CONSTS[ty].suffix}") or _define(module, name, ty)
+    return vecmath_rules[name], ty
+
+
+def _call(builder: ir.IRBuilder, name: str, args: Sequence[ir.Value], exact: bool) -> ir.Value:
+    rule, ty = _checked_rule(name, args)
+    symbol = f"adc.vm.{name}.{'' if exact else 'fast.'}{_CONSTS[ty].suffix}"
+    fn = builder.module.globals.get(symbol) or _define(builder.module, symbol, rule, ty, exact)
     return builder.call(fn, args)
+
+
+def call(builder: ir.IRBuilder, name: str, args: Sequence[ir.Value]) -> ir.Value:
+    """A call to the vector-math function `name` on f32 or f64 scalars; defines it on first use."""
+    return _call(builder, name, args, exact=True)
+
+
+def call_fast(builder: ir.IRBuilder, name: str, args: Sequence[ir.Value]) -> tuple[ir.Value, ir.Value | None]:
+    """`name`'s fast variant and the i1 saying where it equals `call`'s result bit for bit (None: everywhere).
+
+    sin, cos and tan have one: without the exact reduction of large arguments,
+    it costs a third of the exact function (no table gathers) in a vector loop.
+    """
+    rule, ty = _checked_rule(name, args)
+    if rule.fast_range is None:
+        return call(builder, name, args), None
+    return _call(builder, name, args, exact=False), rule.fast_range(_Emitter(builder, ty), *args)
