@@ -74,6 +74,22 @@ def bench_sigmoid_shift(m) -> None:
            "numpy/adc >= 5x; adc within 1.5x of memcpy (memcpy/adc >= 0.67x)")
 
 
+def bench_trig() -> None:
+    """sin and cos of 1M elements: small arguments, and arguments up to 1e6 (f32: beyond 2^17,
+    so each nest runs the fast variant, then again the exact one)."""
+    m = adc.compile("".join(f"def {f}_{t}(x: {t}[N]) -> {t}[N]:\n    return {f}(x)\n"
+                            for f in ("sin", "cos") for t in ("f32", "f64")), "trig.adc")
+    rng = np.random.default_rng(0)
+    for t in ("f32", "f64"):
+        for bound in (100.0, 1e6):
+            x = rng.uniform(-bound, bound, 1_000_000).astype(t.replace("f", "float"))
+            for f in ("sin", "cos"):
+                kernel, reference = getattr(m, f"{f}_{t}"), getattr(np, f)
+                report(f"{f}, 1,000,000 {t}, |x| < {bound:g}", timed(lambda: kernel(x)),
+                       {"numpy": timed(lambda: reference(x))},
+                       "numpy/adc >= 0.8 for f32 (NumPy's SIMD sin/cos), >= 5 for f64")
+
+
 def bench_mlp_loss(m) -> None:
     x, w1, b1, w2, b2 = mlp_inputs()
 
@@ -272,7 +288,7 @@ def main(argv: list[str]) -> int:
     benchmarks = {"sigmoid_shift": lambda: bench_sigmoid_shift(kernels()),
                   "mlp_loss": lambda: bench_mlp_loss(kernels()),
                   "mlp_gradient": lambda: bench_mlp_gradient(kernels()), "matmul": bench_matmul,
-                  "small_tape": bench_small_tape,
+                  "small_tape": bench_small_tape, "trig": bench_trig,
                   "batch_jacobian": bench_batch_jacobian, "hessian": bench_hessian,
                   "compile": bench_compile}   # compile_times.py: compile latency in fresh processes
     unknown = [name for name in argv if name not in benchmarks]

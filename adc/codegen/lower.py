@@ -16,6 +16,11 @@ by element inside its consumer's loop through `lower_rules`:
 
 Temporaries are 64-byte aligned, allocated at entry from the run-time dims and
 freed on every path; the kernel returns 1 when one could not be allocated.
+
+A nest whose vector math has fast variants (sin, cos, tan: vecmath.call_fast)
+runs them, noting any argument outside their range, and only then runs again
+with the exact functions over the same range; both agree bit for bit inside
+the range, so results do not depend on which ran.
 """
 from __future__ import annotations
 
@@ -104,6 +109,8 @@ class Emitter:
                         for k, name in enumerate(func.dim_symbols)}
         self._dims: dict[Dim, ir.Value] = {}
         self.memo: dict[tuple[Value, Index], ir.Value] = {}
+        self.outside_fast_range: ir.Value | None = None   # an i1 slot while emitting a fast version
+        self.used_fast_math = False
 
     def nested(self, fn: ir.Function, dims: ir.Value, buffers: dict[Value, ir.Value]) -> "Emitter":
         """The emitter of a function outlined from this one (a loop nest, a matmul's rows)."""
@@ -127,6 +134,17 @@ class Emitter:
                 op = self.plan.producers[value]
                 self.memo[key] = lower_rules[op.name](self, op, idx)
         return self.memo[key]
+
+    def math(self, name: str, args: list[ir.Value]) -> ir.Value:
+        """vecmath's `name`, or in a fast version its fast variant, noting arguments outside its range."""
+        if self.outside_fast_range is None:
+            return vecmath.call(self.b, name, args)
+        y, exact = vecmath.call_fast(self.b, name, args)
+        if exact is not None:
+            slot = self.outside_fast_range
+            self.b.store(self.b.or_(self.b.load(slot, typ=I1), self.b.not_(exact)), slot)
+            self.used_fast_math = True
+        return y
 
     def branch(self, cond: ir.Value, then: Callable[[], ir.Value], otherwise: Callable[[], ir.Value]) -> ir.Value:
         """cond ? then() : otherwise(); elements computed on one side are not reused after the join."""
@@ -223,6 +241,25 @@ def _compute_into(em: Emitter, value: Value, dest: ir.Value) -> None:
         _emit_loop(em, value, dest, copy=False)
 
 
+def _fast_then_exact(em: Emitter, emit: Callable[[], None]) -> None:
+    """emit() loops with fast vector math, and again with exact vector math if an argument needed it.
+
+    Rerunning is safe: the loops write only their destination, which they never
+    read before writing (a reduction starts again from its identity). Each result
+    depends on its own arguments only: an elementwise nest is versioned whole, a
+    reduction per output element (a reassociated sum's last bits follow its loop's
+    vectorization, so all of one output's terms must go through the same loop).
+    """
+    slot = em.head.alloca(I1)
+    em.b.store(ir.Constant(I1, 0), slot)
+    em.outside_fast_range, em.used_fast_math = slot, False
+    emit()
+    em.outside_fast_range = None
+    if em.used_fast_math:
+        with em.b.if_then(em.b.load(slot, typ=I1), likely=False):
+            emit()
+
+
 def _emit_loop(kernel: Emitter, value: Value, dest: ir.Value, copy: bool) -> None:
     """One outlined loop nest storing every element of `value` into `dest`.
 
@@ -244,10 +281,10 @@ def _emit_loop(kernel: Emitter, value: Value, dest: ir.Value, copy: bool) -> Non
         em.memo.clear()
 
     if flat or not extents:
-        counted_loop(em.b, start, end, lambda i: body([i]))
+        _fast_then_exact(em, lambda: counted_loop(em.b, start, end, lambda i: body([i])))
         outer, grain = kernel.dim(num_elements(value.type.shape)), parallel.FLAT_GRAIN
     else:
-        loop_nest(em.b, [(start, end)] + [(i64(0), e) for e in extents[1:]], body)
+        _fast_then_exact(em, lambda: loop_nest(em.b, [(start, end)] + [(i64(0), e) for e in extents[1:]], body))
         outer, grain = kernel.dim(value.type.shape[0]), 1
     em.b.ret_void()
     parallel.call_loop(kernel.b, kernel.head, fn, outer, kernel.dim(num_elements(value.type.shape)), grain,
@@ -322,16 +359,17 @@ for _op, _predicate in {"lt": "<", "le": "<=", "gt": ">", "ge": ">=", "eq": "=="
     lower_rules[_op] = _elementwise(_compare(_predicate))
 
 
-def _math(name: str) -> Callable[..., ir.Value]:
+def _math(name: str) -> LowerRule:
     """Float functions come from vecmath: branch-free, so the loop vectorizer widens them."""
-    def scalar(b: ir.IRBuilder, dtype: DType, *args: ir.Value) -> ir.Value:
-        return vecmath.call(b, name, list(args))
-    return scalar
+    def rule(em: Emitter, op: Op, idx: Index) -> ir.Value:
+        return em.math(name, [em.value_at(v, idx) for v in op.operands])
+    rule.__name__ = f"{name}_lower"
+    return rule
 
 
 for _name in ("exp", "log", "log1p", "expm1", "sin", "cos", "tan", "tanh", "sigmoid", "sqrt", "rsqrt",
               "round", "floor", "pow"):
-    lower_rules[_name] = _elementwise(_math(_name))
+    lower_rules[_name] = _math(_name)
 
 
 def neg_lower(b: ir.IRBuilder, dtype: DType, x: ir.Value) -> ir.Value:
@@ -543,7 +581,7 @@ def _reduction(kind: str) -> LowerRule:
         axes = op.attrs["axes"]
         buffers = [kernel.dims_ptr, dest] + [kernel.buffers[v] for v in leaves]
         if x.type.rank and x.type.rank - 1 not in axes:
-            _accumulate_rows(em, op, kind, fn.args[3])
+            _fast_then_exact(em, lambda: _accumulate_rows(em, op, kind, fn.args[3]))
             em.b.ret_void()
             kernel.b.call(fn, [i64(0), kernel.dim(x.type.shape[0]), *buffers])
             return
@@ -571,14 +609,16 @@ def _accumulate_scalar(em: Emitter, op: Op, kind: str, start: ir.Value, end: ir.
     acc = em.head.alloca(REGISTER_TYPES[dtype])
 
     def reduce_at(kept_axes: list[ir.Value]) -> None:
-        em.b.store(_identity(kind, dtype), acc)
-
         def step(reduced_axes: list[ir.Value]) -> None:
             position = dict(zip(kept, kept_axes)) | dict(zip(axes, reduced_axes))
             element = em.value_at(x, em.index(x, axes=[position[k] for k in range(x.type.rank)]))
             em.b.store(_combine(em.b, kind, dtype, em.b.load(acc), element), acc)
             em.memo.clear()
-        loop_nest(em.b, [(i64(0), extents[k]) for k in axes], step)
+
+        def reduce() -> None:
+            em.b.store(_identity(kind, dtype), acc)
+            loop_nest(em.b, [(i64(0), extents[k]) for k in axes], step)
+        _fast_then_exact(em, reduce)
         em.store(out, dtype, em.index(op.result, axes=kept_axes), em.b.load(acc))
 
     if kept:

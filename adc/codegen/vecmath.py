@@ -3,11 +3,18 @@
 Where it sits: `lower.py` calls `call(builder, name, args)` for every elementwise
 math op. LLVM's loop vectorizer cannot widen calls to `llvm.exp` & co. without a
 vector math library, so each function is emitted here once per LLVM module as an
-internal, always-inlined, memory-free function built only from vectorizable
-pieces: fadd/fmul/fdiv, `llvm.fma`, `llvm.fabs`, `llvm.floor`, `llvm.roundeven`,
-`llvm.sqrt`, `llvm.copysign`, integer ops on the bit patterns, and `select`.
+internal, always-inlined function built only from vectorizable pieces:
+fadd/fmul/fdiv, `llvm.fma`, `llvm.fabs`, `llvm.floor`, `llvm.roundeven`,
+`llvm.sqrt`, `llvm.copysign`, integer ops on the bit patterns, `select`, and
+loads from constant tables (sin/cos/tan's bits of 2/pi), which become gathers.
 After inlining, the loop body is straight-line code and the vectorizer turns it
-into `<16 x float>` arithmetic.
+into `<16 x float>` arithmetic. A function reads no memory (`readnone`) unless it
+loads from a table (`readonly`).
+
+sin, cos and tan also have a fast variant (`call_fast`) without the table: equal
+to the exact function bit for bit in a stated range, which `call_fast` returns
+as an i1 beside the value, so lowering can run a loop with it and rerun the loop
+with the exact function only when an argument fell outside.
 
 Invariants: no branches, no fast-math flags (NaN, inf and signed zeros behave as
 in NumPy), the same algorithm for f32 and f64 with per-type constants. Each
@@ -27,10 +34,13 @@ in 50-digit mpmath) on the reduced ranges stated next to each table.
 """
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import Callable, Sequence
 
 import llvmlite.ir as ir
+
+from adc.codegen import two_over_pi
 
 F32, F64 = ir.FloatType(), ir.DoubleType()
 
@@ -45,11 +55,11 @@ class _Consts:
     bias: int
     ln2_hi: float            # trailing zeros: k*ln2_hi is exact for |k| < 2048
     ln2_lo: float
-    pio2: tuple[float, float, float]   # pi/2 = sum, Cody-Waite parts for fma
+    pio2: tuple[float, float, float]   # pi/2 = sum, Cody-Waite parts for fma; the first two: hi + lo
     exp_range: tuple[float, float]     # clamp of x: exp underflows/overflows beyond
     expm1_range: tuple[float, float]   # below: expm1 == -1; above: overflow
     expm1_cap: int                     # 2^n split as 2^min(n,cap) * 2^(n-cap)
-    trig_limit: float                  # |x| beyond which sin/cos/tan lose accuracy
+    trig_fast_exponent: int            # |x| < 2^this: Cody-Waite reduction (measured); beyond: Payne-Hanek
     exp_poly: tuple[float, ...]        # (e^r-1-r)/r^2, |r| <= ln2/2
     log_poly: tuple[float, ...]        # (2atanh(s)/s-2)/s^2 in z=s^2, z <= 0.0295
     sin_poly: tuple[float, ...]        # (sin r - r)/r^3 in z=r^2, |r| <= pi/4
@@ -62,7 +72,7 @@ _CONSTS = {
         "f32", ir.IntType(32), 23, 127,
         0.693115234375, 3.194618329871446e-05,
         (1.5707963705062866, -4.371138828673793e-08, -1.7151245100058819e-15),
-        (-104.0, 89.0), (-24.0, 89.0), 64, 1e4,
+        (-104.0, 89.0), (-24.0, 89.0), 64, 17,
         (0.499999935733347, 0.1666652106076317, 0.04166834012246332,
          0.008368667993399755, 0.001381765878179122),
         (0.6666677646087151, 0.3997754169524406, 0.29871610166739015),
@@ -77,7 +87,7 @@ _CONSTS = {
         "f64", ir.IntType(64), 52, 1023,
         0.6931467056274414, 4.7493250390316726e-07,
         (1.5707963267948966, 6.123233995736766e-17, -1.4973849048591698e-33),
-        (-746.0, 710.0), (-45.0, 710.0), 512, 1e5,
+        (-746.0, 710.0), (-45.0, 710.0), 512, 40,
         (0.5000000000000011, 0.16666666666666427, 0.041666666666530495,
          0.008333333333485004, 0.0013888888943562874, 0.00019841269527348288,
          2.4801493166717226e-05, 2.7557567904311306e-06, 2.7630222204071663e-07,
@@ -103,10 +113,13 @@ SQRT_HALF = 0.7071067811865476
 
 
 class _Emitter:
-    """Float arithmetic of one type on an IRBuilder: constants, intrinsics, bit tricks."""
+    """Float arithmetic of one type on an IRBuilder: constants, intrinsics, bit tricks.
 
-    def __init__(self, builder: ir.IRBuilder, ty: ir.Type):
-        self.b, self.ty, self.k = builder, ty, _CONSTS[ty]
+    `exact=False` emits a function's fast variant, exact only in its fast range (`call_fast`).
+    """
+
+    def __init__(self, builder: ir.IRBuilder, ty: ir.Type, exact: bool = True):
+        self.b, self.ty, self.k, self.exact = builder, ty, _CONSTS[ty], exact
         self.ity = self.k.int_type
 
     def c(self, value: float) -> ir.Constant:
@@ -172,6 +185,32 @@ class _Emitter:
         biased = self.b.add(n, self.i(self.k.bias))
         return self.from_bits(self.b.shl(biased, self.i(self.k.mant_bits)))
 
+    def two_sum(self, a, b):
+        """a + b = s + err exactly (Knuth)."""
+        s = self.add(a, b)
+        bb = self.sub(s, a)
+        return s, self.add(self.sub(a, self.sub(s, bb)), self.sub(b, bb))
+
+    def two_product(self, a, b):
+        """a b = p + err exactly (fma)."""
+        p = self.mul(a, b)
+        return p, self.fma(a, b, self.neg(p))
+
+    def table_row(self, name: str, rows: Sequence[Sequence[float]], index) -> list[ir.Value]:
+        """Row `index` of a constant table, an internal global defined once per module
+        (the vectorizer makes the loads gathers)."""
+        full = f"adc.vm.{name}.{self.k.suffix}"
+        table = self.b.module.globals.get(full)
+        if table is None:
+            row_type = ir.ArrayType(self.ty, len(rows[0]))
+            table_type = ir.ArrayType(row_type, len(rows))
+            table = ir.GlobalVariable(self.b.module, table_type, full)
+            table.linkage, table.global_constant = "internal", True
+            table.initializer = ir.Constant(table_type, [ir.Constant(row_type, list(row)) for row in rows])
+        zero = ir.Constant(ir.IntType(32), 0)
+        return [self.b.load(self.b.gep(table, [zero, index, ir.Constant(ir.IntType(32), column)], inbounds=True))
+                for column in range(len(rows[0]))]
+
     def clamp(self, x, lo: float, hi: float):
         """x limited to [lo, hi]; NaN becomes hi (callers restore NaN at the end)."""
         x = self.select(self.cmp("<", x, self.c(hi)), x, self.c(hi))
@@ -185,15 +224,17 @@ VecmathRule = Callable[..., ir.Value]
 class _Rule:
     emit: VecmathRule
     arity: int
+    fast_range: VecmathRule | None   # where the fast variant (m.exact False) is exact; None: no variant
 
 
 vecmath_rules: dict[str, _Rule] = {}
-"""name -> emitter; `emit(m: _Emitter, *args) -> value`, args and result of type m.ty."""
+"""name -> emitter; `emit(m: _Emitter, *args) -> value`, args and result of type m.ty;
+`fast_range(m, *args) -> i1`."""
 
 
-def vecmath_rule(name: str, arity: int = 1):
+def vecmath_rule(name: str, arity: int = 1, fast_range: VecmathRule | None = None):
     def register(fn: VecmathRule) -> VecmathRule:
-        vecmath_rules[name] = _Rule(fn, arity)
+        vecmath_rules[name] = _Rule(fn, arity, fast_range)
         return fn
     return register
 
@@ -316,36 +357,103 @@ def log1p_vecmath(m: _Emitter, x):
 
 def _in_f64(m: _Emitter, rule: VecmathRule, *args):
     """rule evaluated in f64 on f32 arguments, rounded once to f32."""
-    wide = _Emitter(m.b, F64)
+    wide = _Emitter(m.b, F64, m.exact)
     return m.b.fptrunc(rule(wide, *(m.b.fpext(a, F64) for a in args)), F32)
 
 
 # ------------------------------------------------------------ trigonometric
 
-def _reduce_pio2(m: _Emitter, x):
-    """x = q pi/2 + r (three-part Cody-Waite with fma); returns r and q mod 4 as an integer.
+@functools.cache
+def _pio2_table(ty: ir.Type) -> list[tuple[float, ...]]:
+    """Windows of 2/pi for |x| from 2^trig_fast_exponent to the largest finite (two_over_pi.py)."""
+    k = _CONSTS[ty]
+    return two_over_pi.reduction_table(k.mant_bits + 1, k.trig_fast_exponent, k.bias)
 
-    Non-finite x is replaced by 0 (callers return NaN). Beyond trig_limit the
-    reduction loses accuracy; r is clamped to [-0.8, 0.8] so results stay in [-1, 1].
+
+def _scaled_for_table(m: _Emitter, x):
+    """x = y 2^s, s = trig_fast_exponent + BUCKET row, |y| in [1, 2^BUCKET), for the table's row.
+
+    The exponent field is clamped below so the row stays in the table for any
+    finite x (x under the table's range gives a meaningless y, never used).
+    """
+    mb, low = m.i(m.k.mant_bits), m.i(m.k.bias + m.k.trig_fast_exponent)
+    bits = m.to_bits(x)
+    biased = m.b.and_(m.b.lshr(bits, mb), m.i(2 * m.k.bias + 1))
+    biased = m.b.select(m.b.icmp_signed("<", biased, low), low, biased)
+    row = m.b.lshr(m.b.sub(biased, low), m.i(two_over_pi.BUCKET.bit_length() - 1))
+    scale = m.b.add(m.b.mul(row, m.i(two_over_pi.BUCKET)), m.i(m.k.trig_fast_exponent))
+    return m.from_bits(m.b.sub(bits, m.b.shl(scale, mb))), row
+
+
+def _reduce_large(m: _Emitter, x):
+    """x 2/pi = n + hi + lo (mod 4), n integral, |hi| <~ 1/2, for finite |x| >= 2^trig_fast_exponent.
+
+    x 2/pi mod 4 = y (U0 + U1 + U2 + U3) mod 4 with y, U_i floats (two_over_pi.py):
+    each product is split exactly (fma) and its integer part removed as it appears,
+    which keeps every sum exact but the small tail's: an error below 2^(BUCKET+4-3p)
+    absolute, against a fraction hi + lo never below 2^-61.5 (f64) or 2^-29.9 (f32)
+    (the floats nearest to multiples of pi/2, found by continued fractions of
+    2^e 2/pi). With d = the exponent of y and p the precision, the comments
+    give each exact value's bound and the power of two it is a multiple of.
+    """
+    y, row = _scaled_for_table(m, x)
+    u0, u1, u2, u3 = m.table_row("two_over_pi", _pio2_table(m.ty), row)
+    h0, l0 = m.two_product(y, u0)                    # < 2^(p+2+d), multiple of 2^(2+d-p)
+    n0 = m.intrinsic("roundeven", h0)
+    a = m.add(m.sub(h0, n0), l0)                     # exact: |a| <= 1/2 + 2^(d+1)
+    h1, l1 = m.two_product(y, u1)                    # < 2^(2+d), multiple of 2^(2+d-2p)
+    n1 = m.intrinsic("roundeven", h1)
+    s, s_err = m.two_sum(a, m.sub(h1, n1))
+    n2 = m.intrinsic("roundeven", s)
+    s = m.sub(s, n2)                                 # |s| <= 1/2
+    t = m.add(s_err, l1)                             # exact: < 2^(2+d-p), multiple of 2^(2+d-2p)
+    h2, l2 = m.two_product(y, u2)                    # < 2^(2+d-p)
+    t, t_err = m.two_sum(t, h2)
+    tail = m.add(m.add(t_err, l2), m.mul(y, u3))     # < 2^(4+d-2p): its rounding is the error
+    hi, lo = m.two_sum(s, t)
+    n0_mod4 = m.fma(m.c(-4.0), m.intrinsic("floor", m.mul(n0, m.c(0.25))), n0)
+    return m.add(m.add(n0_mod4, n1), n2), hi, m.add(lo, tail)
+
+
+def _trig_fast_range(m: _Emitter, x):
+    """|x| < 2^trig_fast_exponent, or NaN: where the fast variants of sin, cos and tan are exact."""
+    return m.b.fcmp_unordered("<", m.intrinsic("fabs", x), m.c(2.0 ** m.k.trig_fast_exponent))
+
+
+def _reduce_pio2(m: _Emitter, x):
+    """x = q pi/2 + r + r_lo, r_lo far below an ulp of r; returns r, r_lo and q mod 4 as an integer.
+
+    Cody-Waite (three parts of pi/2, fma) in the fast range (r_lo = 0), and beyond
+    it, in the exact variant, Payne-Hanek reduction, whose fraction times pi/2 (as
+    hi + lo) gives r + r_lo. Non-finite x is replaced by 0 (callers return NaN).
     """
     xs = m.select(m.isfinite(x), x, m.c(0.0))
     q = m.add(m.intrinsic("roundeven", m.mul(xs, m.c(TWO_OVER_PI))), m.c(0.0))
-    r = xs
+    r, r_lo = xs, m.c(0.0)
     for part in m.k.pio2:
         r = m.fma(q, m.c(-part), r)
-    r = m.clamp(r, -0.8, 0.8)
-    quadrant = m.sub(q, m.mul(m.c(4.0), m.intrinsic("floor", m.mul(q, m.c(0.25)))))
-    return r, m.b.fptosi(quadrant, m.ity)
+    if m.exact:
+        n, f, f_lo = _reduce_large(m, xs)
+        pio2, pio2_lo = (m.c(part) for part in m.k.pio2[:2])
+        r_large = m.mul(f, pio2)
+        r_lo_large = m.add(m.fma(f, pio2, m.neg(r_large)), m.fma(f, pio2_lo, m.mul(f_lo, pio2)))
+        fast = _trig_fast_range(m, xs)
+        r, r_lo, q = m.select(fast, r, r_large), m.select(fast, r_lo, r_lo_large), m.select(fast, q, n)
+    quadrant = m.fma(m.c(-4.0), m.intrinsic("floor", m.mul(q, m.c(0.25))), q)
+    return r, r_lo, m.b.fptosi(quadrant, m.ity)
 
 
-def _sin_cos_reduced(m: _Emitter, r):
-    """sin r = r + r z S(z) and cos r = 1 - z/2 + z^2 C(z) (fdlibm's compensated sum)."""
+def _sin_cos_reduced(m: _Emitter, r, r_lo):
+    """sin(r + r_lo) = r + (r z S(z) + r_lo (1 - z/2)), cos(r + r_lo) = 1 - z/2 + (z^2 C(z) - r r_lo).
+
+    fdlibm's kernels with the tail of the reduced argument; the 1 - z/2 of cos is a compensated sum.
+    """
     z = m.mul(r, r)
-    sin_r = m.fma(m.mul(r, z), m.poly(z, m.k.sin_poly), r)
     hz = m.mul(m.c(0.5), z)
     w = m.sub(m.c(1.0), hz)
-    tail = m.fma(m.mul(z, z), m.poly(z, m.k.cos_poly), m.sub(m.sub(m.c(1.0), w), hz))
-    return sin_r, m.add(w, tail)
+    sin_r = m.add(r, m.fma(m.mul(r, z), m.poly(z, m.k.sin_poly), m.mul(r_lo, w)))
+    w_err = m.fma(m.neg(r), r_lo, m.sub(m.sub(m.c(1.0), w), hz))
+    return sin_r, m.add(w, m.fma(m.mul(z, z), m.poly(z, m.k.cos_poly), w_err))
 
 
 def _quadrant_bit(m: _Emitter, quadrant, bit: int):
@@ -360,42 +468,51 @@ def _trig_result(m: _Emitter, x, y):
 
 def _sin_or_cos(m: _Emitter, x, shift: int):
     """sin(x + shift pi/2): quadrant picks sin or cos of r and the sign."""
-    r, quadrant = _reduce_pio2(m, x)
+    r, r_lo, quadrant = _reduce_pio2(m, x)
     quadrant = m.b.add(quadrant, m.i(shift))
-    sin_r, cos_r = _sin_cos_reduced(m, r)
+    sin_r, cos_r = _sin_cos_reduced(m, r, r_lo)
     y = m.select(_quadrant_bit(m, quadrant, 1), cos_r, sin_r)
     return m.select(_quadrant_bit(m, quadrant, 2), m.neg(y), y)
 
 
-@vecmath_rule("sin")
+@vecmath_rule("sin", fast_range=_trig_fast_range)
 def sin_vecmath(m: _Emitter, x):
-    """sin by reduction mod pi/2 (Cody-Waite) and odd/even minimax polynomials.
+    """sin by reduction mod pi/2 and odd/even minimax polynomials.
 
-    Measured: f32 <= 1 ulp for |x| <= 1e4, f64 <= 1 ulp for |x| <= 1e5; beyond,
-    results are finite in [-1, 1] with absolute error growing like |x| eps.
+    The reduction is Cody-Waite for |x| < 2^17 (f32), 2^40 (f64) (measured exact
+    enough: f32 up to 205888, every float; f64 to 2^45), Payne-Hanek beyond; the
+    fast variant is Cody-Waite alone. Measured: f32 <= 1 ulp, f64 <= 1 ulp over
+    the whole range.
     """
     return _trig_result(m, x, _sin_or_cos(m, x, 0))
 
 
-@vecmath_rule("cos")
+@vecmath_rule("cos", fast_range=_trig_fast_range)
 def cos_vecmath(m: _Emitter, x):
-    """cos x = sin(x + pi/2) on the reduced argument; same ranges and bounds as sin."""
+    """cos x = sin(x + pi/2) on the reduced argument; same bounds as sin."""
     y = _sin_or_cos(m, x, 1)
     return m.select(m.isfinite(x), y, m.sub(x, x))
 
 
-@vecmath_rule("tan")
+def _tan_fast_range(m: _Emitter, x):
+    """f32 tan reduces in f64: f64's fast range."""
+    if m.ty == F32:
+        return _trig_fast_range(_Emitter(m.b, F64), m.b.fpext(x, F64))
+    return _trig_fast_range(m, x)
+
+
+@vecmath_rule("tan", fast_range=_tan_fast_range)
 def tan_vecmath(m: _Emitter, x):
     """tan = sin r / cos r, or -cos r / sin r in odd quadrants (same reduction as sin).
 
     f32 runs the f64 algorithm and rounds once, as the quotient of two f32
-    polynomials reaches 3-4 ulp. Measured: f32 <= 1 ulp for |x| <= 1e4,
-    f64 <= 3 ulp for |x| <= 1e5.
+    polynomials reaches 3-4 ulp; so its fast variant is exact for |x| < 2^40.
+    Measured: f32 <= 1 ulp, f64 <= 3 ulp (2 beyond 2^40) over the whole range.
     """
     if m.ty == F32:
         return _in_f64(m, tan_vecmath, x)
-    r, quadrant = _reduce_pio2(m, x)
-    sin_r, cos_r = _sin_cos_reduced(m, r)
+    r, r_lo, quadrant = _reduce_pio2(m, x)
+    sin_r, cos_r = _sin_cos_reduced(m, r, r_lo)
     y = m.select(_quadrant_bit(m, quadrant, 1), m.neg(m.div(cos_r, sin_r)), m.div(sin_r, cos_r))
     return _trig_result(m, x, y)
 
@@ -438,13 +555,6 @@ def _pow_magnitude(m: _Emitter, a, y):
     return exp_vecmath(m, m.mul(y, log_vecmath(m, a)))
 
 
-def _two_sum(m: _Emitter, a, b):
-    """a + b = s + err exactly (Knuth)."""
-    s = m.add(a, b)
-    bb = m.sub(s, a)
-    return s, m.add(m.sub(a, m.sub(s, bb)), m.sub(b, bb))
-
-
 def _log_extended(m: _Emitter, a):
     """log a = hi + lo to about 2^-60 relative: log's algorithm with f - f^2/2 and k ln2 kept exact."""
     scale = m.k.mant_bits + 2
@@ -455,7 +565,7 @@ def _log_extended(m: _Emitter, a):
     hfsq_err = m.fma(m.mul(m.c(0.5), f), f, m.neg(hfsq))
     t = m.sub(f, hfsq)
     t_err = m.sub(m.sub(f, t), hfsq)
-    hi, hi_err = _two_sum(m, m.mul(k, m.c(m.k.ln2_hi)), t)
+    hi, hi_err = m.two_sum(m.mul(k, m.c(m.k.ln2_hi)), t)
     small = m.add(m.sub(tail, hfsq_err), m.mul(k, m.c(m.k.ln2_lo)))
     lo = m.add(m.add(hi_err, t_err), small)
     total = m.add(hi, lo)
@@ -552,20 +662,19 @@ FUNCTIONS: frozenset[str] = frozenset(vecmath_rules)
 
 # ------------------------------------------------------------ entry point
 
-def _define(module: ir.Module, name: str, ty: ir.Type) -> ir.Function:
-    """The internal always-inline function adc.vm.<name>.<f32|f64>, built once per module."""
-    rule = vecmath_rules[name]
-    fn = ir.Function(module, ir.FunctionType(ty, [ty] * rule.arity), f"adc.vm.{name}.{_CONSTS[ty].suffix}")
+def _define(module: ir.Module, symbol: str, rule: _Rule, ty: ir.Type, exact: bool) -> ir.Function:
+    """The internal always-inline function `symbol`, built once per module."""
+    fn = ir.Function(module, ir.FunctionType(ty, [ty] * rule.arity), symbol)
     fn.linkage = "internal"
-    for attr in ("alwaysinline", "nounwind", "readnone"):
-        fn.attributes.add(attr)
     builder = ir.IRBuilder(fn.append_basic_block("entry"))
-    builder.ret(rule.emit(_Emitter(builder, ty), *fn.args))
+    builder.ret(rule.emit(_Emitter(builder, ty, exact), *fn.args))
+    loads = any(isinstance(i, ir.LoadInstr) for block in fn.blocks for i in block.instructions)
+    for attr in ("alwaysinline", "nounwind", "readonly" if loads else "readnone"):
+        fn.attributes.add(attr)
     return fn
 
 
-def call(builder: ir.IRBuilder, name: str, args: Sequence[ir.Value]) -> ir.Value:
-    """A call to the vector-math function `name` on f32 or f64 scalars; defines it on first use."""
+def _checked_rule(name: str, args: Sequence[ir.Value]) -> tuple[_Rule, ir.Type]:
     if name not in vecmath_rules:
         raise ValueError(f"vecmath has no function {name!r}; it has {', '.join(sorted(FUNCTIONS))}")
     ty = args[0].type if args else None
@@ -574,6 +683,28 @@ def call(builder: ir.IRBuilder, name: str, args: Sequence[ir.Value]) -> ir.Value
                         f"{', '.join(str(a.type) for a in args)}")
     if len(args) != vecmath_rules[name].arity:
         raise TypeError(f"vecmath.{name} takes {vecmath_rules[name].arity} argument(s), got {len(args)}")
-    module = builder.module
-    fn = module.globals.get(f"adc.vm.{name}.{_CONSTS[ty].suffix}") or _define(module, name, ty)
+    return vecmath_rules[name], ty
+
+
+def _call(builder: ir.IRBuilder, name: str, args: Sequence[ir.Value], exact: bool) -> ir.Value:
+    rule, ty = _checked_rule(name, args)
+    symbol = f"adc.vm.{name}.{'' if exact else 'fast.'}{_CONSTS[ty].suffix}"
+    fn = builder.module.globals.get(symbol) or _define(builder.module, symbol, rule, ty, exact)
     return builder.call(fn, args)
+
+
+def call(builder: ir.IRBuilder, name: str, args: Sequence[ir.Value]) -> ir.Value:
+    """A call to the vector-math function `name` on f32 or f64 scalars; defines it on first use."""
+    return _call(builder, name, args, exact=True)
+
+
+def call_fast(builder: ir.IRBuilder, name: str, args: Sequence[ir.Value]) -> tuple[ir.Value, ir.Value | None]:
+    """`name`'s fast variant and the i1 saying where it equals `call`'s result bit for bit (None: everywhere).
+
+    sin, cos and tan have one: without the exact reduction of large arguments,
+    it costs a third of the exact function (no table gathers) in a vector loop.
+    """
+    rule, ty = _checked_rule(name, args)
+    if rule.fast_range is None:
+        return call(builder, name, args), None
+    return _call(builder, name, args, exact=False), rule.fast_range(_Emitter(builder, ty), *args)

@@ -7,6 +7,7 @@ packs dims/inputs/outputs for the C ABI and runs it.
 from __future__ import annotations
 
 import ctypes
+import re
 
 import numpy as np
 import pytest
@@ -249,6 +250,35 @@ def test_reduction_propagates_nan_and_fuses_its_producer():
     got = run(module, x)
     assert_close(got[0], np.max(x.astype(np.float64) ** 2, axis=1), np.float32)
     assert_close(got[1], np.exp(x.astype(np.float64)).sum(axis=0), np.float32)
+
+
+@pytest.mark.parametrize("dtype, large", [("f32", 3e8), ("f64", 1e22)])
+def test_trig_nests_rerun_exactly_where_an_argument_is_large(dtype, large):
+    """Each kind of nest runs sin/cos/tan's fast variants, and again exactly when one argument is out of
+    their range: then every result is right, and those of small arguments are the same bits as without."""
+    def body(b, x, y):
+        return [b.op("sin", x), b.op("reduce_sum", b.op("cos", x), axes=[1]),
+                b.op("reduce_max", b.op("tan", x), axes=[0]), b.op("concat", b.op("sin", y), y, axis=1)]
+    module = kernel(f"x: {dtype}[M,N], y: {dtype}[M,K]", body)
+    x, y = randn(5, 40, dtype=parse_type(dtype).dtype.numpy), randn(5, 3, dtype=parse_type(dtype).dtype.numpy)
+    small = run(module, x, y)
+    x[2, 7], y[4, 1] = large, -large
+    got = run(module, x, y)
+    wide, wide_y = x.astype(np.float64), y.astype(np.float64)
+    for g, w in zip(got, [np.sin(wide), np.cos(wide).sum(1), np.tan(wide).max(0),
+                          np.concatenate([np.sin(wide_y), wide_y], axis=1)]):
+        assert_close(g, w, g.dtype)
+    np.testing.assert_array_equal(got[0][x != large], small[0][x != large])
+    np.testing.assert_array_equal(got[1][[0, 1, 3, 4]], small[1][[0, 1, 3, 4]])
+
+
+def test_a_trig_nest_runs_the_exact_function_only_when_the_fast_one_was_out_of_range():
+    module = kernel("x: f32[N]", lambda b, x: b.op("sin", x))
+    text = str(lower_module(module, '{"abi": 1}', Target.host().vector_bits))
+    nest = text[text.index("define internal void @\"adc.sin."):]
+    nest = nest[:nest.index("\n}\n")]
+    fast, exact = nest.index("call float @\"adc.vm.sin.fast.f32\""), nest.index("call float @\"adc.vm.sin.f32\"")
+    assert fast < exact and re.search(r"br i1 %\S+, label %\S+, label", nest[fast:exact])
 
 
 def test_integer_reductions():

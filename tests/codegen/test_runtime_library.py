@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import re
 
+import pytest
+
 from adc import compiler
 from adc.abi import runtime_gemm_symbol
 from adc.codegen import emit, runtime_library
@@ -27,10 +29,14 @@ def test_the_runtime_library_defines_every_exported_symbol():
         assert re.search(rf'define .*@"?{name}"?\(', text), name
 
 
-def test_vector_math_stays_inlined_and_vectorized_in_the_kernel_module():
-    asm = emit.emit_assembly(lowered("def f(x: f32[N], d: f32) -> f32[N]:\n    return tanh(exp(x) + d)\n"),
+@pytest.mark.parametrize("expression, result, nest", [("tanh(exp(x) + d)", "f32[N]", "tanh"),
+                                                      ("sin(x) * d", "f32[N]", "mul"),
+                                                      ("sum(cos(x) + d)", "f32", "reduce_sum")])
+def test_vector_math_stays_inlined_and_vectorized_in_the_kernel_module(expression, result, nest):
+    """sin and cos: both the fast loop and the exact rerun are vector code without calls."""
+    asm = emit.emit_assembly(lowered(f"def f(x: f32[N], d: f32) -> {result}:\n    return {expression}\n"),
                              Target.host())
-    start = re.search(r"^adc\.tanh\.\d+:", asm, re.MULTILINE).start()   # the fused expression's nest
+    start = re.search(rf"^adc\.{nest}\.\d+:", asm, re.MULTILINE).start()   # the fused expression's nest
     loop = asm[start:asm.index(".Lfunc_end", start)]
     assert re.search(r"%[yz]mm\d+", loop)
     assert not re.search(r"^\s*call", loop, re.MULTILINE)

@@ -146,3 +146,22 @@ def test_a_builtin_of_a_literal_takes_its_context_dtype():
     np.testing.assert_allclose(m.shifted(np.zeros(2)).numpy(), np.full(2, np.sin(1.0)), rtol=1e-15)   # f64
     np.testing.assert_array_equal(m.scaled(np.ones(4, np.float32)).numpy(), np.full(4, 2.0, np.float32))
     np.testing.assert_allclose(float(m.alone(0.0)), np.exp(1.0), rtol=1e-15)
+
+
+@pytest.mark.parametrize("dtype, x", [
+    ("f64", [1e16, 1e22, -1e300, 3e8, 2.0 ** 1000, np.finfo(np.float64).max]),
+    ("f32", [3e8, -1e8, 1e22, 2.0 ** 100, np.finfo(np.float32).max]),
+])
+def test_trig_of_large_arguments_and_their_derivatives(dtype, x):
+    """sin(1e16) was 0.7174 (NumPy: 0.7797): reducing mod pi/2 lost every bit from 1e16 (f64), 1e8 (f32) on."""
+    m = adc.compile("".join(f"def {f}_of(x: {dtype}[N]) -> {dtype}[N]:\n    return {f}(x)\n"
+                            f"def sum_{f}(x: {dtype}[N]) -> {dtype}:\n    return sum({f}(x))\n"
+                            for f in ("sin", "cos", "tan")), "large.adc")
+    x = np.array(x, np.float32 if dtype == "f32" else np.float64)
+    rtol = 4 * np.finfo(x.dtype).eps
+    wide = x.astype(np.float64)
+    for name, want, derivative in [("sin", np.sin(wide), np.cos(wide)), ("cos", np.cos(wide), -np.sin(wide)),
+                                   ("tan", np.tan(wide), 1 / np.cos(wide) ** 2)]:
+        np.testing.assert_allclose(getattr(m, f"{name}_of")(x).numpy(), want, rtol=rtol, err_msg=name)
+        gradient = adc.grad(getattr(m, f"sum_{name}"))(x)
+        np.testing.assert_allclose(gradient.numpy(), derivative, rtol=rtol, err_msg=f"d{name}")
