@@ -244,6 +244,8 @@ class KernelElaborator(Scope):
     def expr_Name(self, e: ast.Name):
         if e.id in self.env:
             return self.env[e.id]
+        if e.id == "None":          # axis=None, perm=None: the default, spelled out
+            return None
         if e.id in self.dims:
             return self.dims[e.id]
         if e.id in DType.__members__:

@@ -34,6 +34,8 @@ CASES = [
     ("clip", X, MN, "clip(x, -0.5, 0.5)", lambda x: np.clip(x, -0.5, 0.5)),
     ("stop_gradient", X, MN, "stop_gradient(x) * 3", lambda x: 3 * x),
     ("sum_all", X, "f64", "sum(x)", np.sum),
+    ("sum_axis_none", X, "f64[1, 1]", "sum(x, axis=None, keepdims=True)", lambda x: x.sum(None, keepdims=True)),
+    ("transpose_perm_none", X, "f64[N, M]", "transpose(x, perm=None)", np.transpose),
     ("sum_neg_axis", X, "f64[M]", "sum(x, axis=-1)", lambda x: x.sum(-1)),
     ("sum_axes_keep", X, "f64[1, 1]", "sum(x, axis=[0, 1], keepdims=True)", lambda x: x.sum((0, 1), keepdims=True)),
     ("mean_axis0", X, "f64[N]", "mean(x, axis=0)", lambda x: x.mean(0)),
