@@ -71,12 +71,14 @@ class Scope:
     def constant(self, value: int | float | bool, dtype: DType) -> Value:
         if dtype is BOOL and type(value) is not bool:
             raise self.error(f"cannot use {value} as a bool value")
-        if dtype.is_int and value != int(value):
+        if dtype.is_int and isinstance(value, float) and not value.is_integer():
             raise self.error(f"cannot use {value} as an {dtype} value")
         try:
             cast = float(value) if dtype.is_float else int(value) if dtype.is_int else value
         except OverflowError:
             raise self.error(f"{value} is too large for {dtype}") from None
+        if dtype.is_int and not -2 ** (8 * dtype.numpy.itemsize - 1) <= cast < 2 ** (8 * dtype.numpy.itemsize - 1):
+            raise self.error(f"{value} is out of the range of {dtype}")
         return self.op("constant", dtype=dtype, value=cast)
 
     def tensor(self, v: object, dtype: DType | None = None) -> Value:

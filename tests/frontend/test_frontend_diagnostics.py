@@ -62,6 +62,10 @@ CASES = [
     (HEAD + "    return mean(i32(x))\n", (2, 17), "expected a float tensor, got i32[N]"),
     (HEAD + "    return transpose(b, perm=[0, 0])\n", (2, 30), "is not a permutation"),
     (HEAD + "    return x / 0 * (1 / 0)\n", (2, 21), "division by zero"),
+    # an integer literal must fit its dtype (it was wrapped by native code and crashed the interpreter)
+    ("def f(x: i32[N]) -> i32[N]:\n    return x + 2147483648\n", (2, 12), "2147483648 is out of the range of i32"),
+    ("def f(x: i64) -> i64:\n    return x * -1e19\n", (2, 12), "-1e+19 is out of the range of i64"),
+    ("def f(x: i32) -> i32[2]:\n    return full([2], 1e400, dtype=i32)\n", (2, 22), "cannot use inf as an i32 value"),
     (HEAD + "    '''doc'''\n    z = x\n    'late'\n    return z\n", (4, 5), "a string can only be the kernel's docstring"),
     (HEAD + "    return where(x, x, x)\n", (2, 12), "the condition must be a bool tensor"),
     (HEAD + "    return broadcast_to(b, [N])\n", (2, 28), "cannot broadcast f32[N,3] to [N]"),
