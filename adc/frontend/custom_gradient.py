@@ -107,7 +107,7 @@ class BackwardElaborator(KernelElaborator):
             got = self.param_type(p.type)
             if got != want:
                 raise CompileError(f"cotangent '{p.name}' must have the type of its result, {want}, got {got}", p.loc)
-            self.env[p.name] = value = Value(got, p.name)
+            self.env[p.name] = value = Value(got, self._param_name(p.name))
             self.cotangents.append(value)
         inputs = [v.type for v in self.inputs]
         self._check_declared(inputs)
@@ -146,6 +146,17 @@ class BackwardElaborator(KernelElaborator):
         if not isinstance(value, Value):
             return value
         if value not in self.captured:
-            self.captured[value] = Value(value.type, name)
+            self.captured[value] = Value(value.type, self._param_name(name))
             self.forward.saved.append(value)
         return self.captured[value]
+
+    def _param_name(self, name: str) -> str:
+        """`name`, or `name_1`, `name_2`, ... when a parameter of the backward has it already: a
+        cotangent may shadow an input, and a saved value have the name of an input it replaced,
+        as in a Python closure, but the parameters of a function need distinct names."""
+        taken = {v.name for v in self.captured.values()} | {v.name for v in self.cotangents}
+        unique, k = name, 0
+        while unique in taken:
+            k += 1
+            unique = f"{name}_{k}"
+        return unique
