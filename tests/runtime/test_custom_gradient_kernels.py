@@ -164,7 +164,7 @@ def double(x: f64) -> f64:
 
 def test_the_backward_may_shadow_an_input_and_save_a_value_of_its_name():
     m = adc.compile(SHADOWING, "shadowing.adc")
-    x, v = adc.constant(np.array([1.0, -2.0])), adc.constant(1.5)
+    x, v = adc.constant(np.array([1.0, -2.0])), adc.constant(np.array(1.5))
     with adc.GradientTape(persistent=True) as t:
         t.watch([x, v])
         y, z = m.scale(x), m.double(v)
