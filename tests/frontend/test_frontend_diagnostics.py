@@ -87,3 +87,12 @@ def test_malformed_program_is_located(source, where, message):
 
 def test_table_is_large_enough():
     assert len(CASES) >= 25
+
+
+@pytest.mark.parametrize("brk", ["\x0c", "\x1c", "\x85", "\u2028"])
+def test_excerpt_is_the_line_the_lexer_counted(brk):
+    # str.splitlines ends a line at these characters, adc's lexer does not: the excerpt was a wrong line
+    source = f"def f(x: f32) -> f32:  # a{brk}comment\n    return y\n"
+    with pytest.raises(CompileError) as info:
+        compile_source(source, "bad.adc")
+    assert info.value.render().split("\n") == ["bad.adc:2:12: error: unknown name 'y'", "    return y", " " * 11 + "^"]
