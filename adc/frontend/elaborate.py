@@ -23,6 +23,7 @@ number), a `DType` (`f64` in `dtype=f64`), a list (list and tuple literals) or
 from __future__ import annotations
 
 import dataclasses
+import keyword
 import operator
 
 from adc.errors import CompileError, Location
@@ -133,6 +134,7 @@ class KernelElaborator(Scope):
         for p in self.fdef.params:
             if p.name in self.env:
                 raise CompileError(f"parameter '{p.name}' is defined twice", p.loc)
+            check_param_name(p)
             self.env[p.name] = self.b.param(p.name, self.param_type(p.type))
 
     # ------------------------------------------------------------ types
@@ -407,6 +409,12 @@ class KernelElaborator(Scope):
         gradient = [FuncRef(extern.gradient)] if extern.gradient else []
         return self.b.op("extern_call", *(self.broadcast(v, shape) for v in operands), gradient=gradient,
                          library=extern.library, symbol=e.func)
+
+
+def check_param_name(p: ast.Param) -> None:
+    """Kernels are called from Python, by keyword too: a parameter cannot be named `lambda` or `None`."""
+    if keyword.iskeyword(p.name):
+        raise CompileError(f"'{p.name}' is a Python keyword; name the parameter otherwise", p.loc)
 
 
 def _count(n: int, word: str) -> str:

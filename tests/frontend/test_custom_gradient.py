@@ -25,6 +25,8 @@ CASES = [
     (CG + "    def backward(dy: f32[N], e: f32) -> (f32[N], f32):\n        return dy, e\n    return x, backward\n",
      (3, 5), "takes one cotangent per result of 'f' (1), got 2"),
     (CG + "    return x\n", (2, 1), "defines no backward"),
+    (CG + "    def backward(in: f32[N]) -> (f32[N], f32):\n        return in, s\n    return x, backward\n",
+     (3, 18), "'in' is a Python keyword"),
     (CG + "    def backward(dy: f32[N]) -> (f32[N], f32):\n        return dy, s\n    return x\n",
      (5, 12), "returns its outputs then its backward: `return ..., backward`"),
     (CG + "    def backward(dy: f32[N]) -> (f32[N], f32):\n        return dy, s\n"

@@ -44,6 +44,8 @@ CASES = [
     (HEAD + "    a, c = x\n", (2, 12), "only a call of a kernel returning a tuple can be unpacked"),
     (HEAD + "    return x\n\ndef f(x: f32) -> f32:\n    return x\n", (4, 1), "kernel 'f' is defined twice"),
     ("def f(x: f32[N], x: f32[N]) -> f32[N]:\n    return x\n", (1, 18), "parameter 'x' is defined twice"),
+    # kernels are called from Python (loading one with a parameter `lambda` raised ValueError)
+    ("def f(x: f32, lambda: f32) -> f32:\n    return x\n", (1, 15), "'lambda' is a Python keyword"),
     ("def f(x: f32[N]) -> f32[K]:\n    return x\n", (1, 25), "unbound dimension 'K'"),
     ("def f(x: f32[N+1]) -> f32[N]:\n    return x\n", (1, 14), "a parameter dimension must be an integer or a symbol"),
     ("def f(x: float[N]) -> f32[N]:\n    return x\n", (1, 10), "unknown type 'float'"),

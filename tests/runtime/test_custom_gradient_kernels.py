@@ -144,8 +144,8 @@ def test_external_gradients_may_call_each_other_and_their_own_function():
 
 
 # Names of the backward's parameters as in a Python closure: its cotangent may shadow an input,
-# and a saved value may carry the name of an input it replaced (both were a ValueError when the
-# module was loaded: its @f_backward kernel had two parameters named x).
+# and a saved value may carry the name of an input it replaced, or a name Python reserves (each
+# was a ValueError when the module was loaded: @f_backward had two parameters x, or one `yield`).
 SHADOWING = '''
 @custom_gradient
 def scale(x: f64[N]) -> f64[N]:
@@ -156,8 +156,9 @@ def scale(x: f64[N]) -> f64[N]:
 @custom_gradient
 def double(x: f64) -> f64:
     x = 2.0 * x
+    yield = x
     def backward(dy: f64) -> f64:
-        return dy * x
+        return dy * yield
     return x, backward
 '''
 
