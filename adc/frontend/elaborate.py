@@ -32,7 +32,7 @@ from adc.frontend.externs import Extern, check_gradient, decorator_of, externs_o
 from adc.frontend.builtins import Args, Deferred, Results, Scope, builtin_rules, describe, is_static, matmul
 from adc.ir.builder import Builder
 from adc.ir.core import Func, FuncRef, Module, Value
-from adc.ir.types import DType, Dim, SymDim, TensorType
+from adc.ir.types import MAX_ELEMENTS, DType, Dim, SymDim, TensorType, fits
 
 BINARY_OPS = {"+": "add", "-": "sub", "*": "mul", "/": "div", "**": "pow",
               "<": "lt", "<=": "le", ">": "gt", ">=": "ge", "==": "eq", "!=": "ne"}
@@ -156,7 +156,10 @@ class KernelElaborator(Scope):
             else:
                 raise CompileError("a parameter dimension must be an integer or a symbol; "
                                    "write dimension expressions in the result type", d.loc)
-        return TensorType(self.dtype(texpr), tuple(shape))
+        t = TensorType(self.dtype(texpr), tuple(shape))
+        if not fits(t):
+            raise CompileError(f"{t} has more than {MAX_ELEMENTS} elements", texpr.loc)
+        return t
 
     def result_type(self, texpr: ast.TypeExpr) -> TensorType:
         return TensorType(self.dtype(texpr), tuple(self.dim_expr(d) for d in texpr.dims))
