@@ -406,8 +406,8 @@ def _infer_size(a: Args, t: TensorType, known: list) -> Dim:
     total, part = num_elements(t.shape), num_elements(tuple(a.dim("shape", d) for d in known))
     if isinstance(total, int) and isinstance(part, int) and part and total % part == 0:
         return total // part
-    if isinstance(part, SymDim) and len(part.terms) == 1 and part.terms[0][1] == 1:
-        quotient = _divide_monomial(total, part.terms[0][0])
+    if isinstance(part, SymDim) and len(part.terms) == 1:
+        quotient = _divide_monomial(total, *part.terms[0])
         if quotient is not None:
             return quotient
     if isinstance(total, SymDim) and isinstance(part, int) and part and all(c % part == 0 for _, c in total.terms):
@@ -415,7 +415,8 @@ def _infer_size(a: Args, t: TensorType, known: list) -> Dim:
     raise a.error("shape", f"cannot infer the -1 size: {t} has {total} elements, not a multiple of {part}")
 
 
-def _divide_monomial(total: Dim, mono: tuple[str, ...]) -> Dim | None:
+def _divide_monomial(total: Dim, mono: tuple[str, ...], coefficient: int) -> Dim | None:
+    """total / (coefficient * mono) when every term of total divides exactly, else None."""
     if not isinstance(total, SymDim):
         return None
     terms = {}
@@ -425,7 +426,9 @@ def _divide_monomial(total: Dim, mono: tuple[str, ...]) -> Dim | None:
             if s not in rest:
                 return None
             rest.remove(s)
-        terms[tuple(rest)] = c
+        if c % coefficient:
+            return None
+        terms[tuple(rest)] = c // coefficient
     return SymDim.of(terms)
 
 
