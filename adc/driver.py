@@ -60,7 +60,7 @@ def read_source(path: str | os.PathLike) -> str:
         return data.decode("utf-8")
     except UnicodeDecodeError as err:
         line = data.count(b"\n", 0, err.start) + 1
-        col = err.start - (data.rfind(b"\n", 0, err.start) + 1) + 1
+        col = len(data[data.rfind(b"\n", 0, err.start) + 1:err.start].decode("utf-8")) + 1   # in characters
         raise CompileError(f"the file is not UTF-8 text: byte 0x{data[err.start]:02x} cannot be decoded",
                            Location(str(path), line, col, data.decode("utf-8", "replace"))) from None
 

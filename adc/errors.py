@@ -28,9 +28,9 @@ class Location:
                 text = Path(self.file).read_text()
             except OSError:
                 return None
-        lines = text.splitlines()
+        lines = text.split("\n")      # the lexer's lines: \f, \x1c, \u2028 ... do not end one
         if 1 <= self.line <= len(lines):
-            return lines[self.line - 1]
+            return lines[self.line - 1].removesuffix("\r")
         return None
 
     def excerpt(self) -> str:

@@ -71,12 +71,14 @@ class Scope:
     def constant(self, value: int | float | bool, dtype: DType) -> Value:
         if dtype is BOOL and type(value) is not bool:
             raise self.error(f"cannot use {value} as a bool value")
-        if dtype.is_int and value != int(value):
+        if dtype.is_int and isinstance(value, float) and not value.is_integer():
             raise self.error(f"cannot use {value} as an {dtype} value")
         try:
             cast = float(value) if dtype.is_float else int(value) if dtype.is_int else value
         except OverflowError:
             raise self.error(f"{value} is too large for {dtype}") from None
+        if dtype.is_int and not -2 ** (8 * dtype.numpy.itemsize - 1) <= cast < 2 ** (8 * dtype.numpy.itemsize - 1):
+            raise self.error(f"{value} is out of the range of {dtype}")
         return self.op("constant", dtype=dtype, value=cast)
 
     def tensor(self, v: object, dtype: DType | None = None) -> Value:
@@ -404,8 +406,8 @@ def _infer_size(a: Args, t: TensorType, known: list) -> Dim:
     total, part = num_elements(t.shape), num_elements(tuple(a.dim("shape", d) for d in known))
     if isinstance(total, int) and isinstance(part, int) and part and total % part == 0:
         return total // part
-    if isinstance(part, SymDim) and len(part.terms) == 1 and part.terms[0][1] == 1:
-        quotient = _divide_monomial(total, part.terms[0][0])
+    if isinstance(part, SymDim) and len(part.terms) == 1:
+        quotient = _divide_monomial(total, *part.terms[0])
         if quotient is not None:
             return quotient
     if isinstance(total, SymDim) and isinstance(part, int) and part and all(c % part == 0 for _, c in total.terms):
@@ -413,7 +415,8 @@ def _infer_size(a: Args, t: TensorType, known: list) -> Dim:
     raise a.error("shape", f"cannot infer the -1 size: {t} has {total} elements, not a multiple of {part}")
 
 
-def _divide_monomial(total: Dim, mono: tuple[str, ...]) -> Dim | None:
+def _divide_monomial(total: Dim, mono: tuple[str, ...], coefficient: int) -> Dim | None:
+    """total / (coefficient * mono) when every term of total divides exactly, else None."""
     if not isinstance(total, SymDim):
         return None
     terms = {}
@@ -423,7 +426,9 @@ def _divide_monomial(total: Dim, mono: tuple[str, ...]) -> Dim | None:
             if s not in rest:
                 return None
             rest.remove(s)
-        terms[tuple(rest)] = c
+        if c % coefficient:
+            return None
+        terms[tuple(rest)] = c // coefficient
     return SymDim.of(terms)
 
 

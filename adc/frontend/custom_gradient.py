@@ -17,10 +17,12 @@ with the backward:
 """
 from __future__ import annotations
 
+import keyword
+
 from adc.errors import CompileError
 from adc.frontend import ast
 from adc.frontend.builtins import Deferred, Results
-from adc.frontend.elaborate import KernelElaborator
+from adc.frontend.elaborate import KernelElaborator, check_param_name
 from adc.ir.builder import Builder
 from adc.ir.core import Func, FuncRef, Value
 from adc.ir.types import TensorType
@@ -104,10 +106,11 @@ class BackwardElaborator(KernelElaborator):
             raise CompileError(f"the backward of '{kernel.name}' takes one cotangent per result of "
                                f"'{kernel.name}' ({len(results)}), got {len(self.fdef.params)}", self.fdef.loc)
         for p, want in zip(self.fdef.params, results):
+            check_param_name(p)
             got = self.param_type(p.type)
             if got != want:
                 raise CompileError(f"cotangent '{p.name}' must have the type of its result, {want}, got {got}", p.loc)
-            self.env[p.name] = value = Value(got, p.name)
+            self.env[p.name] = value = Value(got, self._param_name(p.name))
             self.cotangents.append(value)
         inputs = [v.type for v in self.inputs]
         self._check_declared(inputs)
@@ -146,6 +149,18 @@ class BackwardElaborator(KernelElaborator):
         if not isinstance(value, Value):
             return value
         if value not in self.captured:
-            self.captured[value] = Value(value.type, name)
+            self.captured[value] = Value(value.type, self._param_name(name))
             self.forward.saved.append(value)
         return self.captured[value]
+
+    def _param_name(self, name: str) -> str:
+        """`name`, or `name_1`, `name_2`, ... when a parameter of the backward has it already: a
+        cotangent may shadow an input, and a saved value have the name of an input it replaced,
+        as in a Python closure, but the parameters of a function need distinct names (and names
+        Python accepts: a value saved from `yield = ...` is `yield_1`)."""
+        taken = {v.name for v in self.captured.values()} | {v.name for v in self.cotangents}
+        unique, k = name, 0
+        while unique in taken or keyword.iskeyword(unique):
+            k += 1
+            unique = f"{name}_{k}"
+        return unique

@@ -23,6 +23,7 @@ number), a `DType` (`f64` in `dtype=f64`), a list (list and tuple literals) or
 from __future__ import annotations
 
 import dataclasses
+import keyword
 import operator
 
 from adc.errors import CompileError, Location
@@ -31,7 +32,7 @@ from adc.frontend.externs import Extern, check_gradient, decorator_of, externs_o
 from adc.frontend.builtins import Args, Deferred, Results, Scope, builtin_rules, describe, is_static, matmul
 from adc.ir.builder import Builder
 from adc.ir.core import Func, FuncRef, Module, Value
-from adc.ir.types import DType, Dim, SymDim, TensorType
+from adc.ir.types import MAX_ELEMENTS, DType, Dim, SymDim, TensorType, fits
 
 BINARY_OPS = {"+": "add", "-": "sub", "*": "mul", "/": "div", "**": "pow",
               "<": "lt", "<=": "le", ">": "gt", ">=": "ge", "==": "eq", "!=": "ne"}
@@ -133,6 +134,7 @@ class KernelElaborator(Scope):
         for p in self.fdef.params:
             if p.name in self.env:
                 raise CompileError(f"parameter '{p.name}' is defined twice", p.loc)
+            check_param_name(p)
             self.env[p.name] = self.b.param(p.name, self.param_type(p.type))
 
     # ------------------------------------------------------------ types
@@ -154,7 +156,10 @@ class KernelElaborator(Scope):
             else:
                 raise CompileError("a parameter dimension must be an integer or a symbol; "
                                    "write dimension expressions in the result type", d.loc)
-        return TensorType(self.dtype(texpr), tuple(shape))
+        t = TensorType(self.dtype(texpr), tuple(shape))
+        if not fits(t):
+            raise CompileError(f"{t} has more than {MAX_ELEMENTS} elements", texpr.loc)
+        return t
 
     def result_type(self, texpr: ast.TypeExpr) -> TensorType:
         return TensorType(self.dtype(texpr), tuple(self.dim_expr(d) for d in texpr.dims))
@@ -244,6 +249,8 @@ class KernelElaborator(Scope):
     def expr_Name(self, e: ast.Name):
         if e.id in self.env:
             return self.env[e.id]
+        if e.id == "None":          # axis=None, perm=None: the default, spelled out
+            return None
         if e.id in self.dims:
             return self.dims[e.id]
         if e.id in DType.__members__:
@@ -405,6 +412,12 @@ class KernelElaborator(Scope):
         gradient = [FuncRef(extern.gradient)] if extern.gradient else []
         return self.b.op("extern_call", *(self.broadcast(v, shape) for v in operands), gradient=gradient,
                          library=extern.library, symbol=e.func)
+
+
+def check_param_name(p: ast.Param) -> None:
+    """Kernels are called from Python, by keyword too: a parameter cannot be named `lambda` or `None`."""
+    if keyword.iskeyword(p.name):
+        raise CompileError(f"'{p.name}' is a Python keyword; name the parameter otherwise", p.loc)
 
 
 def _count(n: int, word: str) -> str:

@@ -86,6 +86,10 @@ def _extern(e: ast.ExternDef, gradient: ast.FuncDef | None, filename: str) -> Ex
         if t.dims or t.dtype not in ("f32", "f64") or t.dtype != dtype:
             raise CompileError(f"external function '{e.name}' must take and return scalars of one float dtype "
                                f"(f32 or f64), applied elementwise to tensors; got {_show(t)}", t.loc)
+    names = [p.name for p in e.params]
+    for i, p in enumerate(e.params):
+        if p.name in names[:i]:
+            raise CompileError(f"parameter '{p.name}' is defined twice", p.loc)
     if not e.params or len(e.results) != 1:
         raise CompileError(f"external function '{e.name}' must take at least one argument and return one value",
                            e.loc)

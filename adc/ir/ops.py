@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Sequence
 
-from adc.ir.types import BOOL, Dim, DType, SymDim, TensorType, num_elements
+from adc.ir.types import BOOL, MAX_ELEMENTS, Dim, DType, SymDim, TensorType, fits, num_elements
 
 
 class TypeRuleError(Exception):
@@ -433,5 +433,8 @@ def infer_types(name: str, operand_types: Sequence[TensorType], attrs: Mapping[s
     extra = [a for a in attrs if a not in opdef.attrs]
     if missing or extra:
         raise TypeRuleError(f"'{name}' needs attributes {list(opdef.attrs)}, got {sorted(attrs)}")
-    return opdef.type_rule(operand_types, attrs, funcs)
+    types = opdef.type_rule(operand_types, attrs, funcs)
+    for t in types:
+        _require(fits(t), f"{t} has more than {MAX_ELEMENTS} elements")
+    return types
 

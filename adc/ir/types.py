@@ -12,6 +12,7 @@ returns the canonical form, so equal dimensions compare equal:
 from __future__ import annotations
 
 import enum
+import math
 import re
 from dataclasses import dataclass
 from typing import Mapping, Union
@@ -220,6 +221,14 @@ class TensorType:
         if not self.shape:
             return str(self.dtype)
         return f"{self.dtype}[{','.join(str(d) for d in self.shape)}]"
+
+
+MAX_ELEMENTS = 2**63 - 1     # sizes are int64 at run time (the ABI's dims, loop counters)
+
+
+def fits(t: "TensorType") -> bool:
+    """Whether the static dimensions of `t` hold at most MAX_ELEMENTS elements."""
+    return math.prod(d for d in t.shape if isinstance(d, int) and d > 0) <= MAX_ELEMENTS
 
 
 def num_elements(shape: tuple[Dim, ...]) -> Dim:

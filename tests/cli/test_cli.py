@@ -119,6 +119,17 @@ def test_a_file_that_is_not_utf8_is_a_located_error(tmp_path):
     assert f"{path}:2:20: error: the file is not UTF-8 text: byte 0xe9 cannot be decoded" in result.stderr
 
 
+def test_the_column_of_a_bad_byte_counts_characters(tmp_path):
+    """It counted bytes: after a ² the caret stood one column right of the bad byte."""
+    import adc
+
+    path = tmp_path / "bad.adc"
+    path.write_bytes("def f(x: f32) -> f32:  # x²".encode() + b"\x80 \n    return x\n")
+    with pytest.raises(adc.CompileError) as info:
+        adc.compile_file(path)
+    assert info.value.col == 28 and info.value.render().split("\n")[2] == " " * 27 + "^"
+
+
 def test_a_lone_surrogate_in_source_text_is_a_located_error():
     """It was a UnicodeEncodeError from inside the compiler."""
     import adc

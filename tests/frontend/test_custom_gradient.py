@@ -25,6 +25,8 @@ CASES = [
     (CG + "    def backward(dy: f32[N], e: f32) -> (f32[N], f32):\n        return dy, e\n    return x, backward\n",
      (3, 5), "takes one cotangent per result of 'f' (1), got 2"),
     (CG + "    return x\n", (2, 1), "defines no backward"),
+    (CG + "    def backward(in: f32[N]) -> (f32[N], f32):\n        return in, s\n    return x, backward\n",
+     (3, 18), "'in' is a Python keyword"),
     (CG + "    def backward(dy: f32[N]) -> (f32[N], f32):\n        return dy, s\n    return x\n",
      (5, 12), "returns its outputs then its backward: `return ..., backward`"),
     (CG + "    def backward(dy: f32[N]) -> (f32[N], f32):\n        return dy, s\n"
@@ -41,6 +43,7 @@ CASES = [
     ("extern def ldexp(x: f64, e: i32) -> f64\n", (1, 29), "must take and return scalars of one float dtype"),
     ("extern def erf(x: f64) -> f64\nextern def erf(x: f64) -> f64\n", (2, 1), "has the name of another function"),
     ("extern def exp(x: f64) -> f64\n", (1, 1), "has the name of another function"),
+    ("extern def hypot(x: f64, x: f64) -> f64\n", (1, 26), "parameter 'x' is defined twice"),
     (ERF + "def f(x: f32[N]) -> f32[N]:\n    return erf(x)\n", (3, 16), "erf() takes f64 values, got f32[N]"),
     (ERF + "def f(x: f64[N]) -> f64[N]:\n    return erf(x, x)\n", (3, 12), "erf() takes 1 argument, got 2"),
     (ERF + "def f(x: f64[N]) -> f64[N]:\n    return erf\n", (3, 12), "'erf' is a function; call it as erf(...)"),

@@ -34,6 +34,8 @@ CASES = [
     ("clip", X, MN, "clip(x, -0.5, 0.5)", lambda x: np.clip(x, -0.5, 0.5)),
     ("stop_gradient", X, MN, "stop_gradient(x) * 3", lambda x: 3 * x),
     ("sum_all", X, "f64", "sum(x)", np.sum),
+    ("sum_axis_none", X, "f64[1, 1]", "sum(x, axis=None, keepdims=True)", lambda x: x.sum(None, keepdims=True)),
+    ("transpose_perm_none", X, "f64[N, M]", "transpose(x, perm=None)", np.transpose),
     ("sum_neg_axis", X, "f64[M]", "sum(x, axis=-1)", lambda x: x.sum(-1)),
     ("sum_axes_keep", X, "f64[1, 1]", "sum(x, axis=[0, 1], keepdims=True)", lambda x: x.sum((0, 1), keepdims=True)),
     ("mean_axis0", X, "f64[N]", "mean(x, axis=0)", lambda x: x.mean(0)),
@@ -53,6 +55,9 @@ CASES = [
     ("concat", XV, "f64[M+1, N]", "concat([x, reshape(v, [1, N])])", lambda x, v: np.concatenate([x, v[None]])),
     ("concat_neg", XY, "f64[M, 2*N]", "concat([x, y], axis=-1)", lambda x, y: np.concatenate([x, y], -1)),
     ("stack", XY, "f64[M, 2, N]", "stack([x, y], axis=1)", lambda x, y: np.stack([x, y], 1)),
+    # the -1 size divides by a dimension with a coefficient (3*M was "not a multiple" of 3*M)
+    ("reshape_infer_3m", "x: f64[3, M]", "f64[1, 3, M]", "reshape(x, [-1, 3, M])", lambda x: x.reshape(1, 3, -1)),
+    ("reshape_infer_half", "x: f64[M, 4]", "f64[M, 2, 2]", "reshape(x, [M, -1, 2])", lambda x: x.reshape(len(x), 2, 2)),
     ("pad", X, "f64[M+3, N+1]", "pad(x, [(1, 2), (0, 1)], value=0.5)",
      lambda x: np.pad(x, [(1, 2), (0, 1)], constant_values=0.5)),
     ("matmul", "x: f64[M, N], z: f64[N, 2]", "f64[M, 2]", "matmul(x, z)", np.matmul),

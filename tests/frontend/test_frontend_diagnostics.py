@@ -44,6 +44,8 @@ CASES = [
     (HEAD + "    a, c = x\n", (2, 12), "only a call of a kernel returning a tuple can be unpacked"),
     (HEAD + "    return x\n\ndef f(x: f32) -> f32:\n    return x\n", (4, 1), "kernel 'f' is defined twice"),
     ("def f(x: f32[N], x: f32[N]) -> f32[N]:\n    return x\n", (1, 18), "parameter 'x' is defined twice"),
+    # kernels are called from Python (loading one with a parameter `lambda` raised ValueError)
+    ("def f(x: f32, lambda: f32) -> f32:\n    return x\n", (1, 15), "'lambda' is a Python keyword"),
     ("def f(x: f32[N]) -> f32[K]:\n    return x\n", (1, 25), "unbound dimension 'K'"),
     ("def f(x: f32[N+1]) -> f32[N]:\n    return x\n", (1, 14), "a parameter dimension must be an integer or a symbol"),
     ("def f(x: float[N]) -> f32[N]:\n    return x\n", (1, 10), "unknown type 'float'"),
@@ -62,6 +64,14 @@ CASES = [
     (HEAD + "    return mean(i32(x))\n", (2, 17), "expected a float tensor, got i32[N]"),
     (HEAD + "    return transpose(b, perm=[0, 0])\n", (2, 30), "is not a permutation"),
     (HEAD + "    return x / 0 * (1 / 0)\n", (2, 21), "division by zero"),
+    # an integer literal must fit its dtype (it was wrapped by native code and crashed the interpreter)
+    ("def f(x: i32[N]) -> i32[N]:\n    return x + 2147483648\n", (2, 12), "2147483648 is out of the range of i32"),
+    ("def f(x: i64) -> i64:\n    return x * -1e19\n", (2, 12), "-1e+19 is out of the range of i64"),
+    ("def f(x: i32) -> i32[2]:\n    return full([2], 1e400, dtype=i32)\n", (2, 22), "cannot use inf as an i32 value"),
+    # sizes are int64 at run time (a tensor of 2**63 elements was compiled, and native code wrapped its size)
+    ("def f(x: bool[9223372036854775808]) -> f32:\n    return 1.0\n", (1, 10), "has more than 9223372036854775807"),
+    ("def f(x: f32[N]) -> i64:\n    return sum(full([N, 2**62, 2], 1, dtype=i64))\n", (2, 16),
+     "i64[N,4611686018427387904,2] has more than 9223372036854775807 elements"),
     (HEAD + "    '''doc'''\n    z = x\n    'late'\n    return z\n", (4, 5), "a string can only be the kernel's docstring"),
     (HEAD + "    return where(x, x, x)\n", (2, 12), "the condition must be a bool tensor"),
     (HEAD + "    return broadcast_to(b, [N])\n", (2, 28), "cannot broadcast f32[N,3] to [N]"),
@@ -83,3 +93,12 @@ def test_malformed_program_is_located(source, where, message):
 
 def test_table_is_large_enough():
     assert len(CASES) >= 25
+
+
+@pytest.mark.parametrize("brk", ["\x0c", "\x1c", "\x85", "\u2028"])
+def test_excerpt_is_the_line_the_lexer_counted(brk):
+    # str.splitlines ends a line at these characters, adc's lexer does not: the excerpt was a wrong line
+    source = f"def f(x: f32) -> f32:  # a{brk}comment\n    return y\n"
+    with pytest.raises(CompileError) as info:
+        compile_source(source, "bad.adc")
+    assert info.value.render().split("\n") == ["bad.adc:2:12: error: unknown name 'y'", "    return y", " " * 11 + "^"]

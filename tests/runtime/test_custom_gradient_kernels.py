@@ -207,3 +207,33 @@ def test_external_gradients_may_call_each_other_and_their_own_function():
 
     h = nested_tape_derivatives(m.f, x0, first)
     np.testing.assert_allclose(adc.hessian(m.f)(x0).numpy(), h, rtol=1e-14)
+
+
+# Names of the backward's parameters as in a Python closure: its cotangent may shadow an input,
+# and a saved value may carry the name of an input it replaced, or a name Python reserves (each
+# was a ValueError when the module was loaded: @f_backward had two parameters x, or one `yield`).
+SHADOWING = '''
+@custom_gradient
+def scale(x: f64[N]) -> f64[N]:
+    def backward(x: f64[N]) -> f64[N]:
+        return 3.0 * x
+    return x, backward
+
+@custom_gradient
+def double(x: f64) -> f64:
+    x = 2.0 * x
+    yield = x
+    def backward(dy: f64) -> f64:
+        return dy * yield
+    return x, backward
+'''
+
+
+def test_the_backward_may_shadow_an_input_and_save_a_value_of_its_name():
+    m = adc.compile(SHADOWING, "shadowing.adc")
+    x, v = adc.constant(np.array([1.0, -2.0])), adc.constant(np.array(1.5))
+    with adc.GradientTape(persistent=True) as t:
+        t.watch([x, v])
+        y, z = m.scale(x), m.double(v)
+    np.testing.assert_array_equal(t.gradient(y, x, output_gradients=np.array([0.5, 2.0])).numpy(), [1.5, 6.0])
+    assert float(t.gradient(z, v)) == 3.0       # dy times the saved x, 2 * 1.5

@@ -3,8 +3,9 @@
 `check_vjp` compares ⟨t, vjp(c)⟩ with (⟨c, f(x + h t)⟩ - ⟨c, f(x - h t)⟩) / 2h for a
 random direction t over every float input and a random cotangent c; inputs not in
 `wrt` enter t too, so their derivative must really be zero. Order 2 runs the same
-check on the VJP function (the pass applied to its own output). `check_jacobian`
-builds the full Jacobian both ways for small sizes.
+check on the VJP function (the pass applied to its own output). The comparison itself,
+`assert_vjp_matches_differences`, takes any f and VJP (the fuzz tests give it compiled
+kernels and a NumPy twin). `check_jacobian` builds the full Jacobian both ways for small sizes.
 """
 from __future__ import annotations
 
@@ -24,29 +25,38 @@ def _is_float(a: np.ndarray) -> bool:
 def check_vjp(module: Module, name: str, args, order: int = 1, rtol: float = 1e-6, atol: float = 1e-8,
               seed: int = 0) -> tuple[Module, Gradient]:
     """Assert the VJP of `name` (and, for order 2, of that VJP) agrees with finite differences."""
-    rng = np.random.default_rng(seed)
     args = [np.asarray(a) for a in args]
     module, grad = vjp(module, name)
-    outs = run(module, name, *args)
-    cts = [rng.standard_normal(o.shape) if _is_float(o) else np.zeros_like(o) for o in outs]
-    directions = [rng.standard_normal(a.shape) if _is_float(a) else None for a in args]
-    grads = run(module, grad.func.name, *args, *cts)
-    assert [g.shape for g in grads] == [args[i].shape for i in grad.wrt]
-    adjoint = sum(np.vdot(directions[i], g) for i, g in zip(grad.wrt, grads))
-    tangent = _directional_difference(module, name, args, directions, cts)
-    scale = sum(np.sum(np.abs(directions[i] * g)) for i, g in zip(grad.wrt, grads))
-    assert np.isclose(adjoint, tangent, rtol=rtol, atol=atol * (1 + scale)), (
-        f"@{name}: ⟨t, vjp(c)⟩ = {adjoint!r} but finite differences give {tangent!r}")
+    cts = assert_vjp_matches_differences(lambda xs: run(module, name, *xs),
+                                         lambda xs, cs: run(module, grad.func.name, *xs, *cs),
+                                         args, grad.wrt, np.random.default_rng(seed), rtol, atol, f"@{name}")
     if order > 1:
         check_vjp(module, grad.func.name, list(args) + cts, order - 1, rtol, atol, seed + 1)
     return module, grad
 
 
-def _directional_difference(module, name, args, directions, cts) -> float:
-    def along(sign: float) -> float:
-        moved = [a if t is None else a + sign * STEP * t for a, t in zip(args, directions)]
-        return sum(np.vdot(c, o) for c, o in zip(cts, run(module, name, *moved)) if _is_float(o))
-    return (along(1.0) - along(-1.0)) / (2 * STEP)
+def assert_vjp_matches_differences(f, vjp, args, wrt, rng, rtol: float, atol: float, label: str) -> list:
+    """Assert ⟨t, vjp(x, c)⟩ = ⟨c, f(x + h t) - f(x - h t)⟩ / 2h for random t and c; `f(xs)` gives
+    the results, `vjp(xs, cs)` the cotangents of the arguments in `wrt`. Returns the c drawn."""
+    outs = f(args)
+    cts = [rng.standard_normal(o.shape) if _is_float(o) else np.zeros_like(o) for o in outs]
+    directions = [rng.standard_normal(a.shape) if _is_float(a) else None for a in args]
+    grads = vjp(args, cts)
+    assert [g.shape for g in grads] == [args[i].shape for i in wrt]
+    adjoint = sum(np.vdot(directions[i], g) for i, g in zip(wrt, grads))
+    tangent = _directional_difference(f, args, directions, cts)
+    scale = sum(np.sum(np.abs(directions[i] * g)) for i, g in zip(wrt, grads))
+    assert np.isclose(adjoint, tangent, rtol=rtol, atol=atol * (1 + scale)), (
+        f"{label}: ⟨t, vjp(c)⟩ = {adjoint!r} but finite differences give {tangent!r}")
+    return cts
+
+
+def _directional_difference(f, args, directions, cts) -> float:
+    # each result's difference is taken before the sum: a large result that does not move
+    # would swallow the others' differences in the rounding of a sum
+    def along(sign: float):
+        return f([a if t is None else a + sign * STEP * t for a, t in zip(args, directions)])
+    return sum(np.vdot(c, p - m) for c, p, m in zip(cts, along(1.0), along(-1.0)) if _is_float(p)) / (2 * STEP)
 
 
 def check_jacobian(module: Module, name: str, args, rtol: float = 1e-6, atol: float = 1e-8) -> None:

@@ -1,0 +1,177 @@
+"""What the fuzz tests accept of adc: a CompileError located in the text, or kernels computing what
+the reference interpreter, NumPy and finite differences compute.
+
+Anything else a program makes adc do — another exception, a crash, a wrong value or
+gradient — fails the test with the program. Each outcome is counted in `outcomes` (the
+tally the long run prints, tests/fuzz/conftest.py); CompileErrors by the kind of their
+message, its names and numbers blanked:
+
+    "unknown name 'zz'" and "unknown name 't3'"  ->  "CompileError: unknown name '…'"
+"""
+from __future__ import annotations
+
+import math
+import re
+
+import numpy as np
+
+import adc
+from adc.ir.interp import run
+from adc.ir.parser import parse_module
+from adc.ir.types import evaluate_dim
+from tests.support.vocabulary import INPUT_BOUND, Type
+from tests.support.gradcheck import assert_vjp_matches_differences
+from tests.support.programs import MAIN, Program
+from tests.support.twin import Twin
+
+FILENAME = "fuzz.adc"
+# error of the compiled kernel against the same computation in NumPy, relative to a bound of
+# the values, beyond the rounding the computation shows when redone in float64
+TOLERANCE = {"f32": 1e-5, "f64": 1e-10}
+
+
+def compile_or_locate(source: str, outcomes, what: str) -> adc.Module | None:
+    """The compiled module, or None after checking the CompileError points into `source`."""
+    try:
+        return adc.compile(source, FILENAME)
+    except adc.CompileError as err:
+        assert_located(err, source)
+        outcomes.add(f"{what}: CompileError: {error_kind(err.message)}")
+        return None
+
+
+def assert_located(err: adc.CompileError, source: str, filename: str = FILENAME) -> None:
+    """`file:line:col: error: message`, then the line of `source` at line:col and a caret under col."""
+    loc = err.loc
+    assert err.message.strip(), "a CompileError without a message"
+    assert loc is not None and loc.file == filename, f"a CompileError without a location: {err.message}"
+    lines = source.split("\n")
+    assert 1 <= loc.line <= len(lines), f"line {loc.line} is outside the text ({len(lines)} lines): {err}"
+    line = lines[loc.line - 1].removesuffix("\r")
+    assert 1 <= loc.col <= len(line) + 1, f"column {loc.col} is outside line {loc.line} {line!r}: {err}"
+    expected = f"{loc}: error: {err.message}\n{line}\n{' ' * (loc.col - 1)}^"
+    assert err.render() == expected, f"the excerpt is not line {loc.line} of the text:\n{err.render()}"
+
+
+def error_kind(message: str) -> str:
+    kind = re.sub(r"'[^']*'", "'…'", message.split("\n")[0])
+    kind = re.sub(r"\b(f32|f64|i32|i64|bool)(\[[^\]]*\])?", "T", kind)
+    return re.sub(r"-?\b\d+(\.\d*)?(e[-+]?\d+)?", "#", kind)[:80]
+
+
+def check_program(program: Program, outcomes, gradients: bool = False) -> None:
+    """A well-typed program compiles; its main kernel agrees with the interpreter and the twin, and
+    with `gradients`, its VJP with finite differences of the twin."""
+    module = adc.compile(program.source, FILENAME)
+    args = program.arguments()
+    got = _results(module[MAIN](*args))
+    twin = Twin(program.twin, MAIN)
+    want = twin(*args)
+    exact = _in_float64(program, args)
+    interpreted = run(parse_module(module.ir, FILENAME), MAIN, *args)
+    for k, (t, bound) in enumerate(zip(program.main.results, program.main.bounds)):
+        assert want[k].dtype == t.numpy, f"the twin's result {k} is {want[k].dtype}, not {t}"
+        assert_agree(got[k], want[k], exact[k], t, bound, f"result {k} against NumPy")
+        assert_agree(got[k], interpreted[k], exact[k], t, bound, f"result {k} against the interpreter")
+    outcomes.add("generated: compiled, values agree with NumPy and the interpreter")
+    if gradients:
+        wrt = [i for i, (_, t) in enumerate(program.main.params) if t.is_float]
+        assert_vjp_matches_differences(twin.frozen_at(args), lambda xs, cs: _tape_vjp(module[MAIN], xs, cs, wrt),
+                                       args, wrt, np.random.default_rng(program.seed), 1e-4, 1e-6, "compiled VJP")
+        outcomes.add("generated: compiled, gradients agree with finite differences")
+
+
+def _in_float64(program: Program, args) -> tuple[np.ndarray, ...]:
+    """The twin with every f32 computed in f64: how far rounding alone moves the results."""
+    twin = Twin(program.twin.replace("np.float32", "np.float64"), MAIN)
+    return twin(*(a.astype(np.float64) if a.dtype == np.float32 else a for a in args))
+
+
+def _results(out) -> tuple[np.ndarray, ...]:
+    return tuple(r.numpy() for r in (out if isinstance(out, tuple) else (out,)))
+
+
+def _tape_vjp(kernel, args, cts, wrt) -> list[np.ndarray]:
+    """The cotangents of the arguments in `wrt`, by the tape and the kernel's compiled VJP."""
+    sources = [adc.constant(a) for a in args]
+    with adc.GradientTape() as tape:
+        tape.watch([sources[i] for i in wrt])
+        outs = kernel(*sources)
+    outs = outs if isinstance(outs, tuple) else (outs,)
+    floats = [k for k, o in enumerate(outs) if o.dtype.kind == "f"]
+    grads = tape.gradient([outs[k] for k in floats], [sources[i] for i in wrt],
+                          output_gradients=[cts[k] for k in floats], unconnected_gradients="zero")
+    return [g.numpy() for g in grads]
+
+
+def assert_agree(got, want, exact, t: Type, bound: float, what: str) -> None:
+    """`got` is `want` (the same computation, in t's dtype) up to rounding: exactly for ints and
+    bools, else within TOLERANCE × the bound of the values plus 4 × the distance of `want` from
+    `exact` (the computation in float64), where the computation is ill-conditioned."""
+    want, exact = np.asarray(want), np.asarray(exact)
+    assert got.shape == want.shape and got.dtype == want.dtype, (
+        f"{what}: got {got.dtype}{list(got.shape)}, expected {want.dtype}{list(want.shape)}")
+    unsettled = ~_same(want, exact, TOLERANCE.get(t.dtype, 0.0) * _scale(want, bound))
+    if not t.is_float:
+        bad = (got != want) & ~unsettled
+    else:
+        tol = TOLERANCE[t.dtype] * _scale(want, bound) + 4 * np.abs(want.astype(np.float64) - exact)
+        bad = ~(_same(got, want, tol) | (unsettled & ~np.isfinite(want)))
+    assert not bad.any(), (f"{what}: {int(bad.sum())} of {bad.size} values differ; at "
+                           f"{np.argwhere(bad)[:3].tolist()}: got {got[bad][:3]}, expected {want[bad][:3]}")
+
+
+def _same(a, b, tol) -> np.ndarray:
+    """Elementwise: equal (nan included), or within `tol` of each other."""
+    a, b = np.asarray(a), np.asarray(b)
+    if a.dtype.kind not in "fc" and b.dtype.kind not in "fc":
+        return a == b
+    a, b = a.astype(np.float64), b.astype(np.float64)
+    with np.errstate(invalid="ignore"):
+        return (a == b) | (np.isnan(a) & np.isnan(b)) | (np.abs(a - b) <= tol)
+
+
+def _scale(want: np.ndarray, bound: float) -> float:
+    if math.isfinite(bound):
+        return max(bound, 1.0)
+    finite = np.abs(want[np.isfinite(want)]) if want.dtype.kind == "f" else np.abs(want)
+    return max(float(finite.max()) if finite.size else 1.0, 1.0)
+
+
+def check_against_interpreter(module: adc.Module, rng: np.random.Generator, outcomes, what: str) -> None:
+    """Every kernel of a module of unknown meaning agrees with the interpreter on random arguments,
+    or refuses them (a size a slice or an index needs) before running."""
+    ir = parse_module(module.ir, FILENAME)
+    if _largest_static_size(ir) > 10**6:
+        outcomes.add(f"{what}: compiled, its static sizes are too large to run")
+        return
+    rounding = "f32" if "f32" in module.ir else "f64"     # an f32 sum cast to f64 keeps f32's rounding
+    for name in module.kernels:
+        kernel = module[name]
+        sizes = {d: int(rng.integers(1, 5)) for d in kernel.signature.dims}
+        shapes = [tuple(evaluate_dim(d, sizes) for d in t.shape) for t in kernel.signature.param_types]
+        args = [_random_argument(rng, t, s) for t, s in zip(kernel.signature.param_types, shapes)]
+        try:
+            got = _results(kernel(*args))
+        except ValueError:
+            outcomes.add(f"{what}: compiled, a kernel refused its arguments")
+            continue
+        want = run(ir, name, *args)
+        for k, (g, w, t) in enumerate(zip(got, want, kernel.signature.result_types, strict=True)):
+            assert_agree(g, w, w, Type(rounding), math.inf, f"@{name} result {k} against the interpreter")
+    outcomes.add(f"{what}: compiled, values agree with the interpreter")
+
+
+def _largest_static_size(ir) -> int:
+    """The most elements the static dimensions of any value of `ir` hold (a mutated size can be 2**31)."""
+    types = [v.type for f in ir.funcs.values() for v in f.params + tuple(r for op in f.ops for r in op.results)]
+    return max((math.prod(d for d in t.shape if isinstance(d, int)) for t in types), default=0)
+
+
+def _random_argument(rng: np.random.Generator, t, shape: tuple[int, ...]) -> np.ndarray:
+    dtype = t.dtype.numpy
+    if t.dtype.is_float:
+        return rng.uniform(-INPUT_BOUND["f64"], INPUT_BOUND["f64"], shape).astype(dtype)
+    if np.dtype(dtype) == np.bool_:
+        return rng.random(shape) < 0.5
+    return rng.integers(-3, 4, shape).astype(dtype)

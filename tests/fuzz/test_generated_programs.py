@@ -1,0 +1,64 @@
+"""Fuzzing adc with random programs: every outcome is a located CompileError, or kernels that compute
+what the interpreter and NumPy compute.
+
+Well-typed programs (tests/support/programs.py: several kernels calling each other,
+custom gradients, extern functions, every dtype, broadcasting, reductions, slicing,
+matmul, where, comparisons, builtins) must compile, and their main kernel agree with
+the reference interpreter and the program's NumPy twin; in float64 with smooth ops,
+its gradient through the tape's compiled VJPs agrees with central finite differences
+of the twin. Ill-typed programs (one of them with a name, dtype or number replaced),
+junk (tokens dropped, duplicated, swapped; lines moved; characters inserted; text cut)
+and garbage raise a CompileError located in the text, or compile and agree with the
+interpreter.
+
+CI runs a fixed sample (tests/fuzz/budget.py). A long run, with a table of outcomes:
+
+    ADC_FUZZ_EXAMPLES=2000 python -m pytest tests/fuzz -p no:cacheprovider
+"""
+import numpy as np
+from hypothesis import given, strategies as st
+
+from tests.fuzz.budget import fuzz_settings
+from tests.fuzz.oracle import check_against_interpreter, check_program, compile_or_locate
+from tests.support.vocabulary import Options
+from tests.support.mutations import CHARACTERS, ILL_TYPED, SNIPPETS, mutated
+from tests.support.programs import programs
+
+SMOOTH = Options(floats=("f64",), smooth=True)
+
+
+@fuzz_settings(30)
+@given(program=programs())
+def test_well_typed_programs_compute_what_numpy_computes(program, outcomes):
+    check_program(program, outcomes)
+
+
+@fuzz_settings(20)
+@given(program=programs(SMOOTH))
+def test_smooth_programs_have_the_gradients_of_finite_differences(program, outcomes):
+    check_program(program, outcomes, gradients=True)
+
+
+def _compiles_or_locates(source: str, seed: int, outcomes, what: str) -> None:
+    module = compile_or_locate(source, outcomes, what)
+    if module is not None:
+        check_against_interpreter(module, np.random.default_rng(seed), outcomes, what)
+
+
+@fuzz_settings(60)
+@given(source=programs().flatmap(lambda p: mutated(p.source, ILL_TYPED)))
+def test_ill_typed_programs_raise_located_errors_or_run(source, outcomes):
+    _compiles_or_locates(source, len(source), outcomes, "ill-typed")
+
+
+@fuzz_settings(100)
+@given(source=programs().flatmap(lambda p: mutated(p.source)))
+def test_junk_raises_located_errors_or_runs(source, outcomes):
+    _compiles_or_locates(source, len(source), outcomes, "junk")
+
+
+@fuzz_settings(100)
+@given(source=st.lists(st.sampled_from(CHARACTERS + SNIPPETS + tuple("abxyzNB0129.:,()[]+-*/@<=>#\n _")),
+                       max_size=40).map("".join))
+def test_garbage_raises_located_errors_or_runs(source, outcomes):
+    _compiles_or_locates(source, len(source), outcomes, "garbage")

@@ -1,0 +1,118 @@
+"""The NumPy twin of a generated adc program: the same kernels as Python functions over arrays.
+
+The fuzz generator (tests/support/programs.py) writes each kernel twice, in adc and in
+Python; this module runs the Python side. Its functions give adc's builtins their
+documented meaning, in the operands' own dtype as adc computes (an f32 kernel's twin
+computes in float32, NumPy's weak Python scalars keep it there):
+
+    def f(x, w):                          def f(x: f32[N], w: f32[N, 3]) -> f32[N]:
+        N = x.shape[0]                        return relu(x) * sum(w, axis=1)
+        return _relu(x) * _sum(w, (1,), False)
+
+`Twin.frozen_at(args)` is the function the derivative of the program differentiates:
+every `stop_gradient` operand keeps its value at `args`, so finite differences of it
+give what the VJP should.
+"""
+from __future__ import annotations
+
+import math
+from typing import Callable
+
+import numpy as np
+
+_ERF = np.vectorize(math.erf, otypes=[np.float64])
+
+
+def _sigmoid(x):
+    return 1 / (1 + np.exp(-x))
+
+
+def _softplus(x):
+    # adc's formula: maximum(x, 0) + log1p(exp(-|x|))
+    return np.maximum(x, 0) + np.log1p(np.exp(-np.abs(x)))
+
+
+def _relu(x):
+    return np.where(x <= 0, 0, x)
+
+
+def _elu(x):
+    return np.where(x > 0, x, np.expm1(np.minimum(x, 0)))
+
+
+def _sum(x, axis, keepdims):
+    return np.sum(x, axis=axis, keepdims=keepdims, dtype=x.dtype)
+
+
+def _prod(x, axis, keepdims):
+    return np.prod(x, axis=axis, keepdims=keepdims, dtype=x.dtype)
+
+
+def _mean(x, axis, keepdims):
+    return np.mean(x, axis=axis, keepdims=keepdims, dtype=x.dtype)
+
+
+def _max(x, axis, keepdims):
+    return np.max(x, axis=axis, keepdims=keepdims)
+
+
+def _min(x, axis, keepdims):
+    return np.min(x, axis=axis, keepdims=keepdims)
+
+
+def _norm(x, axis, keepdims):
+    return np.sqrt(_sum(x * x, axis, keepdims))
+
+
+def _cast(x, dtype):
+    # float to int truncates toward zero, as adc's convert
+    return np.asarray(x).astype(dtype)
+
+
+def _erf(x):
+    return _ERF(x).astype(np.asarray(x).dtype)
+
+
+RUNTIME = {"np": np, "_sigmoid": _sigmoid, "_softplus": _softplus, "_relu": _relu, "_elu": _elu,
+           "_sum": _sum, "_prod": _prod, "_mean": _mean, "_max": _max, "_min": _min, "_norm": _norm,
+           "_cast": _cast, "_erf": _erf}
+
+
+class Twin:
+    """The twin's kernel `main` as a callable returning a tuple of arrays."""
+
+    def __init__(self, source: str, main: str):
+        self._recorded: list | None = None
+        self._replay = None
+        namespace = {**RUNTIME, "_sg": self._stop_gradient}
+        exec(compile(source, "<twin>", "exec"), namespace)
+        self._main = namespace[main]
+
+    def __call__(self, *args) -> tuple[np.ndarray, ...]:
+        with np.errstate(all="ignore"):     # inf and nan are values, as in adc
+            out = self._main(*args)
+        return tuple(np.asarray(v) for v in (out if isinstance(out, tuple) else (out,)))
+
+    def frozen_at(self, args) -> Callable[[list], tuple[np.ndarray, ...]]:
+        """The twin with every stop_gradient operand fixed at its value for `args`."""
+        self._recorded = []
+        try:
+            self(*args)
+            values = self._recorded
+        finally:
+            self._recorded = None
+
+        def frozen(moved) -> tuple[np.ndarray, ...]:
+            self._replay = iter(values)
+            try:
+                return self(*moved)
+            finally:
+                self._replay = None
+        return frozen
+
+    def _stop_gradient(self, x):
+        if self._replay is not None:
+            return next(self._replay)
+        if self._recorded is not None:
+            self._recorded.append(x)
+        return x
