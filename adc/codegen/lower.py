@@ -468,22 +468,23 @@ lower_rules["slice"] = slice_lower
 
 
 def concat_lower(em: Emitter, op: Op, idx: Index) -> ir.Value:
-    # along `axis`, operand k covers [offset_k, offset_k + size_k)
+    # along `axis`, operand k covers [offset_k, offset_k + size_k); a binary search finds it, so
+    # n operands cost log2(n) compares (and as many levels of recursion here)
     axis = op.attrs["axis"]
     offsets, total = [], 0
     for v in op.operands:
         offsets.append(total)
         total = total + v.type.shape[axis]
 
-    def part(k: int) -> ir.Value:
-        v = op.operands[k]
-        axes = list(idx.axes)
-        axes[axis] = em.b.sub(axes[axis], em.dim(offsets[k]), flags=NOWRAP)
-        if k == len(op.operands) - 1:
+    def part(lo: int, hi: int) -> ir.Value:
+        if hi - lo == 1:
+            v, axes = op.operands[lo], list(idx.axes)
+            axes[axis] = em.b.sub(axes[axis], em.dim(offsets[lo]), flags=NOWRAP)
             return em.value_at(v, em.index(v, axes=axes))
-        inside = em.b.icmp_signed("<", idx.axes[axis], em.dim(offsets[k + 1]))
-        return em.branch(inside, lambda: em.value_at(v, em.index(v, axes=axes)), lambda: part(k + 1))
-    return part(0)
+        mid = (lo + hi) // 2
+        below = em.b.icmp_signed("<", idx.axes[axis], em.dim(offsets[mid]))
+        return em.branch(below, lambda: part(lo, mid), lambda: part(mid, hi))
+    return part(0, len(op.operands))
 
 
 lower_rules["concat"] = concat_lower
