@@ -348,6 +348,19 @@ def test_a_chain_of_1000_ops_runs_in_loop_nests_of_at_most_max_fused_ops():
     np.testing.assert_array_equal(got, 1001 * x)
 
 
+def test_the_temporaries_of_a_kernel_share_one_allocation():
+    def body(b, x):       # each exp is used twice, so each gets a buffer
+        y = b.op("exp", x)
+        z = b.op("exp", b.op("mul", y, y))
+        return b.op("add", b.op("mul", z, z), y)
+    module = kernel("x: f64[N]", body)
+    text = str(lower_module(module, "{}", Target.host().vector_bits))
+    assert (text.count('call ptr @"aligned_alloc"'), text.count('call void @"free"')) == (1, 1)
+    x = np.linspace(-1, 1, 9)
+    (got,) = run(module, x)
+    assert_close(got, np.exp(2 * np.exp(x) ** 2) + np.exp(x), np.float64)
+
+
 def test_every_op_has_a_lowering_rule():
     missing = sorted(set(OPS) - set(lower_rules) - {"call", "custom_gradient"})   # expanded before codegen
     assert not missing, f"ops without a rule in lower_rules: {missing}"
