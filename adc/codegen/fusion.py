@@ -10,7 +10,11 @@ consumes it. A value is materialized when it is
   matmul reads its operand's buffer with swapped strides (`transposed`);
 - expanded by a broadcast, or used by several ops (unless they are elementwise ops of one loop
   nest, which computes it once per element), unless it is cheap to recompute (a load through
-  an index map, a constant, a dimension, an iota).
+  an index map, a constant, a dimension, an iota);
+- the root of a fused computation of more than `MAX_FUSED` ops: a loop body is
+  bounded, so LLVM's time on it (superlinear in its size) and lowering's recursion
+  (one level per fused op) do not grow with the program, and a `**` chain of 200
+  terms costs 200 times one term. The largest fused operands get the buffers.
 
     %0 = broadcast %delta {dims = [], shape = [N]} : f32[N]    # fused (cheap)
     %1 = add %x, %0 : f32[N]                                   # fused
@@ -42,6 +46,7 @@ MATERIALIZING = frozenset({"reduce_sum", "reduce_max", "reduce_min", "reduce_pro
 INDEX_MAPS = frozenset({"broadcast", "reshape", "transpose", "slice", "stop_gradient"})
 SOURCES = frozenset({"constant", "dim", "iota"})
 FLAT_SAFE = frozenset({"reshape", "constant", "dim"})
+MAX_FUSED = 64      # ops computed for each element of one loop nest, at most
 
 
 @dataclass(frozen=True)
@@ -60,22 +65,26 @@ class Plan:
     def leaves(self, root: Op) -> list[Value]:
         """The materialized values the fused computation of `root` reads, in first-use order."""
         found: dict[Value, None] = {}
-
-        def visit(op: Op) -> None:
-            for v in op.operands:
-                if v in self.materialized:
-                    found.setdefault(v, None)
-                elif v in self.producers:
-                    visit(self.producers[v])
-        visit(root)
+        stack = [iter(root.operands)]       # depth-first, left to right, on a stack of its own
+        while stack:
+            v = next(stack[-1], None)
+            if v is None:
+                stack.pop()
+            elif v in self.materialized:
+                found.setdefault(v, None)
+            elif v in self.producers:
+                stack.append(iter(self.producers[v].operands))
         return list(found)
 
     def is_flat(self, root: Op) -> bool:
         """True when `root` and its fused producers all read operands at the result's linear index."""
-        if not _flat_op(root):
-            return False
-        return all(self.is_flat(self.producers[v]) for v in root.operands
-                   if v not in self.materialized)
+        stack = [root]
+        while stack:
+            op = stack.pop()
+            if not _flat_op(op):
+                return False
+            stack += (self.producers[v] for v in op.operands if v not in self.materialized)
+        return True
 
 
 def _flat_op(op: Op) -> bool:
@@ -101,6 +110,7 @@ def plan(func: Func) -> Plan:
             forced.add(op.operands[0])
     forced.update(_read_apart(func, forced, cheap, uses))
     forced.difference_update(transposed)
+    _bound_loop_bodies(func, forced)
     return Plan(producers, frozenset(forced), *_shared_buffers(func, forced), transposed)
 
 
@@ -132,6 +142,25 @@ def _read_apart(func: Func, forced: set[Value], cheap: set[Value], uses: Counter
         if uses[v] > 1 and loop[v] is None:
             apart.add(v)
     return apart
+
+
+def _bound_loop_bodies(func: Func, forced: set[Value]) -> None:
+    """Materialize the largest fused operands of every op whose loop would compute more than
+    MAX_FUSED ops per element (a fused value used n times counts n times, an upper bound; a constant, a
+    dimension or an iota is an operand, not a computation)."""
+    size: dict[Value, int] = {}         # ops computed per element of each fused value
+    for op in func.ops:
+        if op.name == "matmul":         # reads its operands' buffers
+            continue
+        fused = sorted((v for v in dict.fromkeys(op.operands) if v in size and v not in forced), key=size.get,
+                       reverse=True)
+        total = (op.name not in SOURCES) + sum(size[v] * op.operands.count(v) for v in fused)
+        for v in fused:
+            if total <= MAX_FUSED:
+                break
+            forced.add(v)
+            total -= size[v] * op.operands.count(v)
+        size[op.result] = total
 
 
 def _transposed_operands(func: Func) -> dict[Value, Value]:

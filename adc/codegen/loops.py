@@ -19,7 +19,7 @@ between threads.
 """
 from __future__ import annotations
 
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from typing import Callable, Iterator, Sequence
 
 import llvmlite.ir as ir
@@ -115,13 +115,10 @@ def counted_loop(b: ir.IRBuilder, start: ir.Value, end: ir.Value, body: Callable
 
 def loop_nest(b: ir.IRBuilder, ranges: Sequence[tuple[ir.Value, ir.Value]],
               body: Callable[[list[ir.Value]], None]) -> None:
-    """Nested counted loops, the first range outermost; body gets the induction variables."""
-    def level(k: int, outer: list[ir.Value]) -> None:
-        if k == len(ranges):
-            body(outer)
-            return
-        counted_loop(b, *ranges[k], lambda i: level(k + 1, outer + [i]))
-    level(0, [])
+    """Nested counted loops, the first range outermost; body gets the induction variables. The
+    loops are entered one after the other on an ExitStack: a nest is as deep as a tensor's rank."""
+    with ExitStack() as loops:
+        body([loops.enter_context(for_range(b, start, end)) for start, end in ranges])
 
 
 def if_then_else(b: ir.IRBuilder, cond: ir.Value, then: Callable[[], ir.Value],

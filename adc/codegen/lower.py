@@ -187,7 +187,7 @@ def _lower_kernel(llmod: ir.Module, func: Func, vector_bits: int) -> None:
         em.buffers[value] = em.buffers[returned]
     temps = [op.result for op in func.ops if op.result in fusion.materialized and op.result not in em.buffers
              and op.result not in fusion.views]
-    _allocate(em, fn, temps)
+    block = _allocate(em, temps)
     filled = set(fusion.into.values())          # returned reshapes whose operand wrote their buffer
     for op in func.ops:
         if op.result in fusion.views:
@@ -197,7 +197,7 @@ def _lower_kernel(llmod: ir.Module, func: Func, vector_bits: int) -> None:
     for v, dest in zip(func.returns, destinations):
         if em.buffers[v] is not dest:
             _emit_loop(em, v, dest, copy=True)
-    _free(em, temps)
+    _free(em, block)
     em.b.ret(ir.Constant(I32, 0))
 
 
@@ -210,27 +210,29 @@ def _libc(llmod: ir.Module, name: str, ret: ir.Type, args: list[ir.Type]) -> ir.
     return existing if existing is not None else ir.Function(llmod, ir.FunctionType(ret, args), name)
 
 
-def _allocate(em: Emitter, fn: ir.Function, temps: list[Value]) -> None:
-    """Allocate every temporary; on failure free what was allocated and return 1."""
-    aligned_alloc = _libc(em.llmod, "aligned_alloc", PTR, [I64, I64])
-    ok = ir.Constant(I1, 1)
+def _allocate(em: Emitter, temps: list[Value]) -> ir.Value | None:
+    """Every temporary, at an aligned offset of one block: one allocation to check and one to free
+    (LLVM's time on a check and a free per temporary grows with the square of their number);
+    returns 1 when the block cannot be allocated."""
+    if not temps:
+        return None
+    total, offsets = i64(0), []
     for v in temps:
         size = em.b.mul(em.dim(num_elements(v.type.shape)), i64(ELEMENT_BYTES[v.type.dtype]), flags=NOWRAP)
-        rounded = em.b.and_(em.b.add(size, i64(ALIGNMENT - 1)), i64(-ALIGNMENT))
-        ptr = em.b.call(aligned_alloc, [i64(ALIGNMENT), rounded])
-        failed = em.b.and_(em.b.icmp_unsigned("==", ptr, ir.Constant(PTR, None)),
-                           em.b.icmp_unsigned("!=", size, i64(0)))
-        ok = em.b.and_(ok, em.b.not_(failed))
-        em.buffers[v] = ptr
-    with em.b.if_then(em.b.not_(ok), likely=False):
-        _free(em, temps)
+        offsets.append(total)
+        total = em.b.add(total, em.b.and_(em.b.add(size, i64(ALIGNMENT - 1)), i64(-ALIGNMENT)), flags=NOWRAP)
+    block = em.b.call(_libc(em.llmod, "aligned_alloc", PTR, [I64, I64]), [i64(ALIGNMENT), total])
+    failed = em.b.and_(em.b.icmp_unsigned("==", block, ir.Constant(PTR, None)), em.b.icmp_unsigned("!=", total, i64(0)))
+    with em.b.if_then(failed, likely=False):
         em.b.ret(ir.Constant(I32, 1))
+    for v, offset in zip(temps, offsets):
+        em.buffers[v] = em.b.gep(block, [offset], source_etype=I8, inbounds=True)
+    return block
 
 
-def _free(em: Emitter, temps: list[Value]) -> None:
-    free = _libc(em.llmod, "free", ir.VoidType(), [PTR])
-    for v in temps:
-        em.b.call(free, [em.buffers[v]])
+def _free(em: Emitter, block: ir.Value | None) -> None:
+    if block is not None:
+        em.b.call(_libc(em.llmod, "free", ir.VoidType(), [PTR]), [block])
 
 
 def _compute_into(em: Emitter, value: Value, dest: ir.Value) -> None:
@@ -511,22 +513,23 @@ lower_rules["slice"] = slice_lower
 
 
 def concat_lower(em: Emitter, op: Op, idx: Index) -> ir.Value:
-    # along `axis`, operand k covers [offset_k, offset_k + size_k)
+    # along `axis`, operand k covers [offset_k, offset_k + size_k); a binary search finds it, so
+    # n operands cost log2(n) compares (and as many levels of recursion here)
     axis = op.attrs["axis"]
     offsets, total = [], 0
     for v in op.operands:
         offsets.append(total)
         total = total + v.type.shape[axis]
 
-    def part(k: int) -> ir.Value:
-        v = op.operands[k]
-        axes = list(idx.axes)
-        axes[axis] = em.b.sub(axes[axis], em.dim(offsets[k]), flags=NOWRAP)
-        if k == len(op.operands) - 1:
+    def part(lo: int, hi: int) -> ir.Value:
+        if hi - lo == 1:
+            v, axes = op.operands[lo], list(idx.axes)
+            axes[axis] = em.b.sub(axes[axis], em.dim(offsets[lo]), flags=NOWRAP)
             return em.value_at(v, em.index(v, axes=axes))
-        inside = em.b.icmp_signed("<", idx.axes[axis], em.dim(offsets[k + 1]))
-        return em.branch(inside, lambda: em.value_at(v, em.index(v, axes=axes)), lambda: part(k + 1))
-    return part(0)
+        mid = (lo + hi) // 2
+        below = em.b.icmp_signed("<", idx.axes[axis], em.dim(offsets[mid]))
+        return em.branch(below, lambda: part(lo, mid), lambda: part(mid, hi))
+    return part(0, len(op.operands))
 
 
 lower_rules["concat"] = concat_lower

@@ -6,7 +6,6 @@ Every malformed program raises `adc.errors.CompileError` with its file, line and
 """
 from __future__ import annotations
 
-from adc.errors import CompileError, Location
 from adc.frontend.elaborate import elaborate
 from adc.frontend.parse import parse_program
 from adc.ir.core import Module
@@ -16,7 +15,4 @@ __all__ = ["compile_source", "elaborate", "parse_program"]
 
 def compile_source(source: str, filename: str = "<string>") -> Module:
     """Parse and elaborate `source`; `filename` names it in locations and in `Module.name`."""
-    try:
-        return elaborate(parse_program(source, filename))
-    except RecursionError:
-        raise CompileError("expression nested too deeply", Location(filename, 1, 1, source)) from None
+    return elaborate(parse_program(source, filename))

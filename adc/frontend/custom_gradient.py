@@ -25,6 +25,7 @@ from adc.frontend.builtins import Deferred, Results
 from adc.frontend.elaborate import KernelElaborator, check_param_name
 from adc.ir.builder import Builder
 from adc.ir.core import Func, FuncRef, Value
+from adc.ir.trampoline import trampoline
 from adc.ir.types import TensorType
 
 
@@ -141,11 +142,18 @@ class BackwardElaborator(KernelElaborator):
         return super().expr_Name(e)
 
     def capture(self, value: object, name: str) -> object:
-        """A forward value named in the backward: a parameter of the backward, saved by the forward."""
+        """A forward value named in the backward: a parameter of the backward, saved by the forward
+        (each tensor of a list, which may nest as deep as it is written)."""
+        return trampoline(self._capture(value, name))
+
+    def _capture(self, value: object, name: str):
         if isinstance(value, Deferred):
             value = self.forward.tensor(value)
         if isinstance(value, (list, Results)):
-            return type(value)(self.capture(v, name) for v in value)
+            items = []
+            for v in value:
+                items.append((yield self._capture(v, name)))
+            return type(value)(items)
         if not isinstance(value, Value):
             return value
         if value not in self.captured:

@@ -23,8 +23,10 @@ number), a `DType` (`f64` in `dtype=f64`), a list (list and tuple literals) or
 from __future__ import annotations
 
 import dataclasses
+import functools
 import keyword
 import operator
+from types import GeneratorType
 
 from adc.errors import CompileError, Location
 from adc.frontend import ast
@@ -32,6 +34,7 @@ from adc.frontend.externs import Extern, check_gradient, decorator_of, externs_o
 from adc.frontend.builtins import Args, Deferred, Results, Scope, builtin_rules, describe, is_static, matmul
 from adc.ir.builder import Builder
 from adc.ir.core import Func, FuncRef, Module, Value
+from adc.ir.trampoline import trampoline
 from adc.ir.types import MAX_ELEMENTS, DType, Dim, SymDim, TensorType, fits
 
 BINARY_OPS = {"+": "add", "-": "sub", "*": "mul", "/": "div", "**": "pow",
@@ -83,9 +86,11 @@ def _callees_first(defs: dict[str, ast.FuncDef]) -> list[str]:
     up front), so gradients may use external functions whose gradients use theirs."""
     order: list[str] = []
     state: dict[str, str] = {}
+    path: list[str] = []
 
-    def visit(name: str, path: list[str]) -> None:
+    def visit(name: str):
         state[name] = "visiting"
+        path.append(name)
         for call in _calls(defs[name]):
             callee = call.func          # an external function's name is not in defs
             if callee not in defs:
@@ -94,24 +99,36 @@ def _callees_first(defs: dict[str, ast.FuncDef]) -> list[str]:
                 cycle = " -> ".join(path[path.index(callee):] + [callee])
                 raise CompileError(f"recursive call to '{callee}' ({cycle}); kernels cannot recurse", call.loc)
             if callee not in state:
-                visit(callee, path + [callee])
+                yield visit(callee)
+        path.pop()
         state[name] = "done"
         order.append(name)
 
     for name in defs:
         if name not in state:
-            visit(name, [name])
+            trampoline(visit(name))     # a chain of calls is as long as the program
     return order
 
 
 def _calls(node) -> list[ast.Call]:
-    """Every call expression under `node`, in source order."""
-    found = [node] if isinstance(node, ast.Call) else []
-    children = [getattr(node, f.name) for f in dataclasses.fields(node)] if dataclasses.is_dataclass(node) else node
-    for child in children if isinstance(children, (list, tuple)) else ():
-        if dataclasses.is_dataclass(child) or isinstance(child, (list, tuple)):
-            found += _calls(child)
+    """Every call expression under `node`, in source order; walked on a stack of its own, as
+    expressions nest as deep as they are long."""
+    found: list[ast.Call] = []
+    stack = [node]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, (list, tuple)):
+            stack += reversed(node)
+        elif dataclasses.is_dataclass(node) and not isinstance(node, Location):
+            if isinstance(node, ast.Call):
+                found.append(node)
+            stack += reversed([getattr(node, name) for name in _field_names(type(node))])
     return found
+
+
+@functools.cache
+def _field_names(node_type: type) -> tuple[str, ...]:
+    return tuple(f.name for f in dataclasses.fields(node_type))
 
 
 class KernelElaborator(Scope):
@@ -166,6 +183,9 @@ class KernelElaborator(Scope):
 
     def dim_expr(self, e: ast.Expr) -> Dim:
         """A result dimension: integers and bound symbols under + - *."""
+        return trampoline(self._dim(e), self._dim)
+
+    def _dim(self, e: ast.Expr):
         if isinstance(e, ast.Number) and type(e.value) is int:
             return e.value
         if isinstance(e, ast.Name):
@@ -174,9 +194,11 @@ class KernelElaborator(Scope):
                                    "result dimensions must use symbols of the parameters' types", e.loc)
             return self.dims[e.id]
         if isinstance(e, ast.BinOp) and e.op in DIM_FOLD:
-            return FOLD[e.op](self.dim_expr(e.left), self.dim_expr(e.right))
+            left = yield e.left
+            return FOLD[e.op](left, (yield e.right))
         if isinstance(e, ast.UnaryOp):
-            return -self.dim_expr(e.operand) if e.op == "-" else self.dim_expr(e.operand)
+            value = yield e.operand
+            return -value if e.op == "-" else value
         raise CompileError("a result dimension must be an integer, a symbol, or + - * of them", e.loc)
 
     # ------------------------------------------------------------ statements
@@ -237,14 +259,26 @@ class KernelElaborator(Scope):
     # ------------------------------------------------------------ expressions
 
     def expr(self, e: ast.Expr):
+        """The value of expression `e`. A handler `expr_<Node>` gets the value of a sub-expression
+        by yielding it (`left = yield e.left`): expressions nest as deep as they are long, so
+        they are evaluated on the trampoline's stack, not Python's."""
+        return trampoline(self._evaluate(e), self._evaluate)
+
+    def _evaluate(self, e: ast.Expr):
         with self.b.at(e.loc):
-            return getattr(self, f"expr_{type(e).__name__}")(e)
+            value = getattr(self, f"expr_{type(e).__name__}")(e)
+            if isinstance(value, GeneratorType):
+                value = yield from value
+        return value
 
     def expr_Number(self, e: ast.Number):
         return e.value
 
     def expr_ListExpr(self, e: ast.ListExpr):
-        return [self.expr(item) for item in e.items]
+        items = []
+        for item in e.items:
+            items.append((yield item))
+        return items
 
     def expr_Name(self, e: ast.Name):
         if e.id in self.env:
@@ -260,7 +294,7 @@ class KernelElaborator(Scope):
         raise CompileError(f"unknown name '{e.id}'", e.loc)
 
     def expr_UnaryOp(self, e: ast.UnaryOp):
-        value = self.expr(e.operand)
+        value = yield e.operand
         if isinstance(value, (Value, Deferred)):
             return value if e.op == "+" else self.b.op("neg", self.tensor(value))
         if not is_static(value) and not isinstance(value, float):
@@ -268,7 +302,8 @@ class KernelElaborator(Scope):
         return value if e.op == "+" else -value
 
     def expr_BinOp(self, e: ast.BinOp):
-        left, right = self.expr(e.left), self.expr(e.right)
+        left = yield e.left
+        right = yield e.right
         for side in (left, right):
             if not (isinstance(side, (Value, Deferred, SymDim, int, float))):
                 raise CompileError(f"operator {e.op} needs tensors or numbers, got {describe(side)}", e.loc)
@@ -296,7 +331,7 @@ class KernelElaborator(Scope):
             raise CompileError("division by zero in a constant expression", self.b.loc) from None
 
     def expr_Index(self, e: ast.Index):
-        value = self.expr(e.value)
+        value = yield e.value
         value = self.tensor(value) if isinstance(value, Deferred) else value
         if not isinstance(value, Value):
             raise CompileError(f"only tensors can be indexed, not {describe(value)}", e.loc)
@@ -306,10 +341,10 @@ class KernelElaborator(Scope):
         for axis, size in enumerate(value.type.shape):
             item = e.items[axis] if axis < len(e.items) else ast.Slice(None, None, None, e.loc)
             if isinstance(item, ast.Slice):
-                bounds = self.slice_bounds(item, size)
+                bounds = yield from self.slice_bounds(item, size)
             else:
-                bounds = (self.index_position(item, size),) * 2
-                bounds = (bounds[0], bounds[0] + 1, 1)
+                position = yield from self.index_position(item, size)
+                bounds = (position, position + 1, 1)
                 dropped.append(axis)
             for out, bound in zip((starts, stops, steps), bounds):
                 out.append(bound)
@@ -319,7 +354,7 @@ class KernelElaborator(Scope):
 
     def index_position(self, e: ast.Expr, size: Dim) -> Dim:
         """An integer index; negative counts from the end; static sizes are bounds-checked."""
-        i = self.static_index(e)
+        i = yield from self.static_index(e)
         position = size + i if isinstance(i, int) and i < 0 else i
         if isinstance(size, int) and not 0 <= position < size:
             raise CompileError(f"index {i} is out of bounds for a dimension of size {size}", e.loc)
@@ -329,17 +364,17 @@ class KernelElaborator(Scope):
 
     def slice_bounds(self, s: ast.Slice, size: Dim) -> tuple[Dim, Dim, int]:
         """NumPy's start:stop:step with a positive static step; static sizes clamp like NumPy."""
-        step = 1 if s.step is None else self.static_index(s.step)
+        step = 1 if s.step is None else (yield from self.static_index(s.step))
         if not isinstance(step, int) or step < 1:
             raise CompileError(f"a slice step must be a positive integer, got {step}", s.step.loc)
-        start = 0 if s.start is None else self.slice_bound(s.start, size)
-        stop = size if s.stop is None else self.slice_bound(s.stop, size)
+        start = 0 if s.start is None else (yield from self.slice_bound(s.start, size))
+        stop = size if s.stop is None else (yield from self.slice_bound(s.stop, size))
         if isinstance(start, int) and isinstance(stop, int) and stop < start:
             stop = start
         return start, stop, step
 
     def slice_bound(self, e: ast.Expr, size: Dim) -> Dim:
-        i = self.static_index(e)
+        i = yield from self.static_index(e)
         bound = size + i if isinstance(i, int) and i < 0 else i
         if isinstance(size, int):
             return min(max(bound, 0), size)
@@ -348,19 +383,19 @@ class KernelElaborator(Scope):
         return bound
 
     def static_index(self, e: ast.Expr) -> Dim:
-        value = self.expr(e)
+        value = yield e
         if not is_static(value):
             raise CompileError(f"indices must be static integers, got {describe(value)}", e.loc)
         return value
 
     def expr_Call(self, e: ast.Call):
         if e.func in self.defs:
-            return self.call_kernel(e)
+            return (yield from self.call_kernel(e))
         if e.func in self.externs:
-            return self.call_extern(e, self.externs[e.func])
+            return (yield from self.call_extern(e, self.externs[e.func]))
         if e.func in builtin_rules:
             rule = builtin_rules[e.func]
-            values = self.bind(e, rule.params, rule.defaults)
+            values = yield from self.bind(e, rule.params, rule.defaults)
             return rule.expand(self, Args(self, e.func, values))
         if e.func in self.env:
             raise CompileError(f"'{e.func}' is a {describe(self.env[e.func])}, not a function", e.loc)
@@ -370,14 +405,16 @@ class KernelElaborator(Scope):
         """Arguments by parameter name, elaborated, each with its location."""
         if len(e.args) > len(params):
             raise CompileError(f"{e.func}() takes {_count(len(params), 'argument')}, got {len(e.args)}", e.loc)
-        bound = {p: (self.expr(a), a.loc) for p, a in zip(params, e.args)}
+        bound = {}
+        for p, a in zip(params, e.args):
+            bound[p] = ((yield a), a.loc)
         for kw in e.keywords:
             if kw.name not in params:
                 raise CompileError(f"{e.func}() has no argument named '{kw.name}'; it takes "
                                    f"{', '.join(params)}", kw.loc)
             if kw.name in bound:
                 raise CompileError(f"{e.func}() got two values for argument '{kw.name}'", kw.loc)
-            bound[kw.name] = (self.expr(kw.value), kw.value.loc)
+            bound[kw.name] = ((yield kw.value), kw.value.loc)
         for p in params:
             if p not in bound:
                 if p not in defaults:
@@ -387,7 +424,7 @@ class KernelElaborator(Scope):
 
     def call_kernel(self, e: ast.Call):
         callee = self.funcs[e.func]
-        bound = self.bind(e, tuple(p.name for p in callee.params), {})
+        bound = yield from self.bind(e, tuple(p.name for p in callee.params), {})
         operands = []
         for p in callee.params:
             value, loc = bound[p.name]
@@ -399,7 +436,7 @@ class KernelElaborator(Scope):
 
     def call_extern(self, e: ast.Call, extern: Extern) -> Value:
         """`extern_call`, elementwise: arguments of the declared dtype (literals adapt), broadcast together."""
-        bound = self.bind(e, extern.params, {})
+        bound = yield from self.bind(e, extern.params, {})
         operands = []
         for p in extern.params:
             value, loc = bound[p]

@@ -16,10 +16,11 @@ import re
 from functools import lru_cache
 from pathlib import Path
 
-from lark import Lark, Token, Transformer, UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken
+from lark import Lark, Token, UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken
 from lark.exceptions import VisitError
 from lark import v_args
 from lark.indenter import DedentError, Indenter
+from lark.visitors import Transformer_NonRecursive
 
 from adc.errors import CompileError, Location
 from adc.frontend import ast
@@ -225,8 +226,9 @@ def _word_at(text: str, line: int, col: int) -> str:
 
 
 @v_args(meta=True)
-class ToAst(Transformer):
-    """Lark tree → AST; one method per rule alias of grammar.lark."""
+class ToAst(Transformer_NonRecursive):
+    """Lark tree → AST; one method per rule alias of grammar.lark. Lark's non-recursive
+    transformer: a tree is as deep as an expression is long (`a + b + ...`)."""
 
     def __init__(self, filename: str, source: str):
         super().__init__()

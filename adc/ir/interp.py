@@ -18,12 +18,14 @@ import ctypes
 import ctypes.util
 from dataclasses import dataclass
 from functools import lru_cache
+from types import GeneratorType
 from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
 from adc.errors import CompileError
 from adc.ir.core import Func, Module, Value
+from adc.ir.trampoline import trampoline
 from adc.ir.types import SymDim, evaluate_dim
 
 
@@ -42,7 +44,9 @@ class Context:
 #   args:  the operand values, NumPy arrays (0-d for scalars) in the operands' dtypes
 #   attrs: the op's Attrs; dimension-valued attributes are evaluated with ctx.shape
 #   ctx:   a Context
-# The driver casts each result to its declared dtype and checks its shape.
+# The driver casts each result to its declared dtype and checks its shape. A rule that runs a
+# function of the module (`call`) is a generator: it yields `_run_func(...)` and returns what it
+# gets back, so calls nest on the trampoline's stack (a chain of calls is as long as the program).
 EvalRule = Callable[[Sequence[np.ndarray], Mapping[str, Any], Context], tuple]
 eval_rules: dict[str, EvalRule] = {}
 
@@ -202,7 +206,7 @@ eval_rules["matmul"] = matmul_eval
 
 
 def call_eval(args, attrs, ctx):
-    return _run_func(ctx.module, ctx.module[attrs["callee"]], args)
+    return (yield _run_func(ctx.module, ctx.module[attrs["callee"]], args))
 
 
 eval_rules["call"] = call_eval
@@ -210,7 +214,7 @@ eval_rules["call"] = call_eval
 
 def custom_gradient_eval(args, attrs, ctx):
     # the value is the forward's; the backward only matters to differentiation
-    return _run_func(ctx.module, ctx.module[attrs["forward"]], args)
+    return (yield _run_func(ctx.module, ctx.module[attrs["forward"]], args))
 
 
 eval_rules["custom_gradient"] = custom_gradient_eval
@@ -247,7 +251,7 @@ def run(module: Module, name: str, *args) -> tuple[np.ndarray, ...]:
     if name not in module.funcs:
         raise KeyError(f"no function @{name} in module {module.name}")
     with np.errstate(all="ignore"):
-        results = _run_func(module, module[name], args)
+        results = trampoline(_run_func(module, module[name], args))
     return tuple(np.array(r) for r in results)
 
 
@@ -260,6 +264,8 @@ def _run_func(module: Module, func: Func, args: Sequence[Any]) -> tuple[np.ndarr
         if rule is None:
             raise CompileError(f"the interpreter has no rule for op '{op.name}' (eval_rules)", op.loc)
         outs = rule([env[v] for v in op.operands], op.attrs, ctx)
+        if isinstance(outs, GeneratorType):
+            outs = yield from outs
         for value, out in zip(op.results, outs, strict=True):
             env[value] = _checked(op.name, value, np.asarray(out), ctx)
     return tuple(env[v] for v in func.returns)

@@ -30,6 +30,7 @@ from adc.ir.types import DType, TensorType, parse_dim
 _FLOAT = re.compile(r"-?(inf|nan|\d+\.\d*(e[+-]?\d+)?|\d+e[+-]?\d+)")
 _INT = re.compile(r"-?\d+")
 _KEYWORDS: dict[str, Any] = {"true": True, "false": False, **{d.value: d for d in DType}}
+MAX_LIST_DEPTH = 8      # an op's attributes are lists of numbers at most; deeper text is not adc's IR
 
 
 @lru_cache(maxsize=1)
@@ -172,9 +173,11 @@ class _Reader:
             items[str(key)] = self.attr_value(value)
         return Attrs(items)
 
-    def attr_value(self, item: lark.Token | lark.Tree) -> Any:
+    def attr_value(self, item: lark.Token | lark.Tree, depth: int = 0) -> Any:
         if isinstance(item, lark.Tree):
-            return tuple(self.attr_value(v) for v in item.children if v is not None)
+            if depth == MAX_LIST_DEPTH:
+                raise self.error(f"attribute lists nest at most {MAX_LIST_DEPTH} deep", item)
+            return tuple(self.attr_value(v, depth + 1) for v in item.children if v is not None)
         if item.type == "STRING":
             return json.loads(item)
         if item.type == "FUNC_REF":

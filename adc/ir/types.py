@@ -15,6 +15,7 @@ import enum
 import math
 import re
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Mapping, Union
 
 import numpy as np
@@ -218,6 +219,11 @@ class TensorType:
         return TensorType(self.dtype, tuple(shape))
 
     def __str__(self) -> str:
+        return self.text
+
+    @cached_property
+    def text(self) -> str:
+        """The printed form, made once: the printer and the type rules' messages ask for it per op."""
         if not self.shape:
             return str(self.dtype)
         return f"{self.dtype}[{','.join(str(d) for d in self.shape)}]"

@@ -20,11 +20,13 @@ Invariant: a value of the batched function is either the original value
 """
 from __future__ import annotations
 
+from types import GeneratorType
 from typing import Sequence
 
 from adc.errors import CompileError
 from adc.ir.builder import Builder
 from adc.ir.core import Func, Module, Op, Value
+from adc.ir.trampoline import trampoline
 from adc.ir.types import SymDim
 from adc.ir.verify import verify_func
 from adc.passes.adjoint import unique_name, cleanup
@@ -39,6 +41,12 @@ def batch(module: Module, name: str, batched: Sequence[bool], name_out: str | No
     every example. Every result gets the leading batch axis. Inlines calls first; cleans up
     (simplify, cse, dce); verifies. Returns the module plus the new function (named `name_out`,
     default f"{name}_batched" made unique). Never mutates `module`."""
+    return trampoline(_batch(module, name, batched, name_out, axis_name))
+
+
+def _batch(module: Module, name: str, batched: Sequence[bool], name_out: str | None, axis_name: str):
+    """`batch` as a generator for the trampoline: batching a custom gradient batches its forward,
+    which may hold another, as deep as a chain of kernels is long."""
     if name not in module.funcs:
         raise CompileError(f"no function @{name} to batch in {module.name} "
                            f"(functions: {', '.join(module.funcs) or 'none'})")
@@ -49,25 +57,26 @@ def batch(module: Module, name: str, batched: Sequence[bool], name_out: str | No
     if not any(flags):
         raise ValueError(f"batching @{name} needs at least one batched param")
     funcs = dict(module.funcs)      # rules may add batched callees (custom_gradient)
-    out = _batch_func(func, flags, name_out or unique_name(module, f"{name}_batched"), funcs, axis_name)
+    out = yield from _batch_func(func, flags, name_out or unique_name(module, f"{name}_batched"), funcs, axis_name)
     out = cleanup(out, funcs)
     verify_func(out, funcs, pass_name="batch")
     return Module(funcs, module.name).replace(out), out
 
 
-def batch_callees(funcs: dict[str, Func], names: Sequence[str]) -> list[str]:
+def batch_callees(funcs: dict[str, Func], names: Sequence[str]):
     """Add to `funcs` (a pass's own copy) the functions `names` batched over all their params,
-    with one batch symbol for all of them, so their types still fit together; their new names."""
+    with one batch symbol for all of them, so their types still fit together; their new names.
+    A generator for the trampoline, as a batch rule that needs it is."""
     axis_name = _fresh_symbol(set().union(*(funcs[n].dim_symbols for n in names)), "NB")
     batched = []
     for name in names:
-        module, func = batch(Module(funcs), name, [True] * len(funcs[name].params), axis_name=axis_name)
+        module, func = yield _batch(Module(funcs), name, [True] * len(funcs[name].params), None, axis_name)
         funcs.update(module.funcs)
         batched.append(func.name)
     return batched
 
 
-def _batch_func(func: Func, flags: list[bool], name: str, funcs: dict[str, Func], axis_name: str) -> Func:
+def _batch_func(func: Func, flags: list[bool], name: str, funcs: dict[str, Func], axis_name: str):
     size = SymDim.symbol(_fresh_symbol(set(func.dim_symbols), axis_name))
     b = Builder(funcs, func.loc)
     values: dict[Value, Value] = {}      # original value -> its version in the batched function
@@ -79,14 +88,15 @@ def _batch_func(func: Func, flags: list[bool], name: str, funcs: dict[str, Func]
         else:
             b.params.append(p)
     for op in func.ops:
-        _batch_op(b, op, values, batched)
+        yield from _batch_op(b, op, values, batched)
     returns = [values.get(v, v) for v in func.returns]
     returns = [v if v in batched else with_batch_axis(b, v, size) for v in returns]
     return b.finish(name, returns, func.loc)
 
 
-def _batch_op(b: Builder, op: Op, values: dict[Value, Value], batched: set[Value]) -> None:
-    """Keep an op on shared values; rewrite one with a batched operand by its rule."""
+def _batch_op(b: Builder, op: Op, values: dict[Value, Value], batched: set[Value]):
+    """Keep an op on shared values; rewrite one with a batched operand by its rule (a rule that
+    batches functions is a generator, run on the trampoline)."""
     args = [values.get(v, v) for v in op.operands]
     flags = [a in batched for a in args]
     if not any(flags):
@@ -96,7 +106,10 @@ def _batch_op(b: Builder, op: Op, values: dict[Value, Value], batched: set[Value
     if rule is None:
         raise CompileError(f"cannot batch op '{op.name}': no rule in batch_rules", op.loc)
     with b.at(op.loc):
-        results, result_flags = rule(b, op, args, flags)
+        outcome = rule(b, op, args, flags)
+        if isinstance(outcome, GeneratorType):
+            outcome = yield from outcome
+    results, result_flags = outcome
     for old, new, flag in zip(op.results, results, result_flags, strict=True):
         values[old] = new
         if flag:

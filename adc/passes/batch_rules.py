@@ -26,7 +26,10 @@ from adc.ir.types import Dim
 #   args:    its operands in the batched function; args[i] has the leading batch axis iff batched[i]
 #   batched: one flag per operand, at least one True
 # The rule may move axes as it needs; it returns the new results and one flag per result.
-# An unbatched operand is broadcast (`with_batch_axis`) only where it meets a batched one.
+# An unbatched operand is broadcast (`with_batch_axis`) only where it meets a batched one. A rule
+# that batches functions of the module (`custom_gradient`) is a generator: it yields
+# `batch_callees(...)` and gets their names back, so nested custom gradients batch on the
+# trampoline's stack, not Python's.
 BatchRule = Callable[[Builder, Op, list[Value], list[bool]], tuple[list[Value], list[bool]]]
 batch_rules: dict[str, BatchRule] = {}
 
@@ -77,7 +80,7 @@ def custom_gradient_batch(b, op, args, batched):
     # over all their params (shared operands broadcast), so g's cotangents keep the operands' types
     from adc.passes.batch import batch_callees     # the pass itself batches the callees
 
-    forward, backward = batch_callees(b.funcs, [op.attrs["forward"], op.attrs["backward"]])
+    forward, backward = yield batch_callees(b.funcs, [op.attrs["forward"], op.attrs["backward"]])
     results = b.emit("custom_gradient", *_all_batched(b, args, batched), forward=FuncRef(forward),
                      backward=FuncRef(backward), results=op.attrs["results"])
     return list(results), [True] * len(results)

@@ -22,6 +22,7 @@ from typing import Any, Mapping
 from adc.errors import CompileError
 from adc.ir.core import Attrs, Func, Module, Op, Value
 from adc.ir.ops import bind_dims, substitute
+from adc.ir.trampoline import trampoline
 from adc.ir.types import Dim, SymDim, TensorType
 
 
@@ -33,48 +34,50 @@ def inline_func(func: Func, module: Module) -> Func:
     if not any(op.name == "call" for op in func.ops):
         return func
     values: dict[Value, Value] = {}
-    ops = _inline_body(func, module, values, {}, (func.name,))
+    ops: list[Op] = []
+    trampoline(_inline_body(func, module, values, {}, {func.name: None}, ops))
     returns = tuple(values.get(v, v) for v in func.returns)
     return Func(func.name, func.params, tuple(ops), returns, func.loc)
 
 
 def _inline_body(func: Func, module: Module, values: dict[Value, Value], dims: Mapping[str, Dim],
-                 stack: tuple[str, ...]) -> list[Op]:
-    """The ops of `func` with operands renamed by `values` and dimensions by `dims`.
+                 path: dict[str, None], ops: list[Op]):
+    """Append to `ops` those of `func` with operands renamed by `values` and dimensions by `dims`,
+    each call replaced by its callee's (a generator for the trampoline: a chain of calls is as
+    long as the program). `path` holds the functions being inlined, outermost first.
 
-    Ops of the function being inlined into (a one-entry `stack`) keep their
-    results; ops copied out of a callee get fresh ones, as a callee may be
-    inlined several times.
+    Ops of the function being inlined into (a one-entry `path`) keep their results; ops copied
+    out of a callee get fresh ones, as a callee may be inlined several times.
     """
-    ops: list[Op] = []
     for op in func.ops:
         operands = tuple(values.get(v, v) for v in op.operands)
         if op.name == "call":
-            ops += _expand_call(op, operands, module, values, stack)
-        elif len(stack) > 1:
+            callee = module[op.attrs["callee"]]
+            if callee.name in path:
+                raise CompileError(f"cannot inline the recursive call of @{callee.name} "
+                                   f"({' -> '.join([*path, callee.name])})", op.loc)
+            inner: dict[Value, Value] = dict(zip(callee.params, operands))
+            bound = _renamed(bind_dims(callee.param_types, [a.type for a in operands]))
+            path[callee.name] = None
+            yield _inline_body(callee, module, inner, bound, path, ops)
+            path.popitem()
+            values.update(zip(op.results, (inner.get(v, v) for v in callee.returns)))
+        elif len(path) > 1:
             ops.append(_copied(op, operands, values, dims))
         else:
             ops.append(op if operands == op.operands else Op(op.name, operands, op.attrs, op.results, op.loc))
-    return ops
 
 
-def _expand_call(op: Op, args: tuple[Value, ...], module: Module, values: dict[Value, Value],
-                 stack: tuple[str, ...]) -> list[Op]:
-    callee = module[op.attrs["callee"]]
-    if callee.name in stack:
-        raise CompileError(f"cannot inline the recursive call of @{callee.name} "
-                           f"({' -> '.join(stack + (callee.name,))})", op.loc)
-    dims = bind_dims(callee.param_types, [a.type for a in args])
-    inner: dict[Value, Value] = dict(zip(callee.params, args))
-    ops = _inline_body(callee, module, inner, dims, stack + (callee.name,))
-    values.update(zip(op.results, (inner.get(v, v) for v in callee.returns)))
-    return ops
+def _renamed(dims: dict[str, Dim]) -> dict[str, Dim]:
+    """The bindings that change a dimension: none when each symbol binds to itself (the callee's
+    `N` is the caller's `N`), the usual case, whose types and attributes are then kept as they are."""
+    return {} if all(d == SymDim.symbol(s) for s, d in dims.items()) else dims
 
 
 def _copied(op: Op, operands: tuple[Value, ...], values: dict[Value, Value], dims: Mapping[str, Dim]) -> Op:
-    results = tuple(Value(_substitute_type(r.type, dims)) for r in op.results)
+    results = tuple(Value(_substitute_type(r.type, dims) if dims else r.type) for r in op.results)
     values.update(zip(op.results, results))
-    attrs = Attrs({k: _substitute_attr(v, dims) for k, v in op.attrs.items()})
+    attrs = Attrs({k: _substitute_attr(v, dims) for k, v in op.attrs.items()}) if dims else op.attrs
     return Op(op.name, operands, attrs, results, op.loc)
 
 

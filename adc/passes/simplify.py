@@ -199,7 +199,7 @@ def dim_simplify(op, operands, rw):
 simplify_rules["dim"] = dim_simplify
 
 
-_NOT_FOLDED = frozenset({"call", "stop_gradient"})
+_NOT_FOLDED = frozenset({"call", "custom_gradient", "stop_gradient"})   # calls run functions of the module
 
 
 def _fold(op: Op, operands: Sequence[Value], rw: Rewriter) -> Value | None:

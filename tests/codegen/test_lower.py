@@ -9,11 +9,12 @@ from __future__ import annotations
 import ctypes
 import re
 
+import llvmlite.binding as llvm
 import numpy as np
 import pytest
 
 from adc.abi import parse_type
-from adc.codegen.fusion import plan
+from adc.codegen.fusion import MAX_FUSED, plan
 from adc.codegen.lower import lower_module, lower_rules
 from adc.codegen.target import Target
 from adc.errors import CompileError
@@ -208,6 +209,33 @@ def test_concat_and_pad():
     np.testing.assert_array_equal(got, want)
 
 
+def test_concat_finds_each_operand_by_a_binary_search():
+    sizes = [1, 2, 3, 1, 4, 2, 5]       # unequal parts: each split of the search falls elsewhere
+    params = ", ".join(f"x{i}: f64[{size}]" for i, size in enumerate(sizes))
+    xs = [np.arange(float(size)) + 10 * i for i, size in enumerate(sizes)]
+    (got,) = run(kernel(params, lambda b, *xs: b.op("concat", *xs, axis=0)), *xs)
+    np.testing.assert_array_equal(got, np.concatenate(xs))
+
+
+def lowers_to_valid_llvm(module: Module) -> None:
+    context = llvm.create_context()
+    try:
+        llvm.parse_assembly(str(lower_module(module, "{}", Target.host().vector_bits)), context=context).verify()
+    finally:
+        context.close()
+
+
+def test_a_concat_of_1000_operands_lowers():
+    # lowering recurses once per level of the search (log2 of the operands), not once per operand
+    lowers_to_valid_llvm(kernel("x: f64[N]", lambda b, x: b.op("concat", *[x] * 1000, axis=0)))
+
+
+def test_a_nest_of_300_loops_lowers():
+    # a loop nest is as deep as a tensor's rank; lowering does not recurse per loop
+    shape = ",".join(["2"] + ["1"] * 299)
+    lowers_to_valid_llvm(kernel(f"x: f64[{shape}]", lambda b, x: b.op("reduce_sum", x, axes=[0])))
+
+
 def test_multiple_results_returned_param_and_repeated_value():
     def body(b, x):
         y = b.op("exp", x)
@@ -350,6 +378,46 @@ def test_a_value_read_by_elementwise_ops_of_one_loop_is_computed_in_it():
         return b.op("reduce_sum", r, axes=[0]), b.op("exp", a)
     func = next(iter(kernel(params, two_loops)))
     assert "add" in {op.name for op in func.ops if op.result in plan(func).materialized}
+
+
+def fused_ops(fusion, root) -> int:
+    """The ops the loop nest of `root` computes per element (a fused value once per use)."""
+    count, stack = 0, [root]
+    while stack:
+        op = stack.pop()
+        count += op.name not in ("constant", "dim", "iota")
+        stack += (fusion.producers[v] for v in op.operands if v not in fusion.materialized)
+    return count
+
+
+def test_a_chain_of_1000_ops_runs_in_loop_nests_of_at_most_max_fused_ops():
+    def body(b, x):
+        y = x
+        for _ in range(1000):
+            y = b.op("add", y, x)
+        return y
+    module = kernel("x: f64[N]", body)
+    func = next(iter(module))
+    fusion = plan(func)
+    roots = [op for op in func.ops if op.result in fusion.materialized]
+    assert 1000 / MAX_FUSED <= len(roots) <= 2 * 1000 / MAX_FUSED
+    assert max(fused_ops(fusion, op) for op in roots) <= MAX_FUSED
+    x = np.arange(5.0)
+    (got,) = run(module, x)
+    np.testing.assert_array_equal(got, 1001 * x)
+
+
+def test_the_temporaries_of_a_kernel_share_one_allocation():
+    def body(b, x):       # exp(x) is read by two loops and the sum is a reduction: both get a buffer
+        y = b.op("exp", x)
+        s = b.op("reduce_sum", y, axes=[0])
+        return b.op("mul", y, b.op("broadcast", s, dims=[], shape=x.type.shape))
+    module = kernel("x: f64[N]", body)
+    text = str(lower_module(module, "{}", Target.host().vector_bits))
+    assert (text.count('call ptr @"aligned_alloc"'), text.count('call void @"free"')) == (1, 1)
+    x = np.linspace(-1, 1, 9)
+    (got,) = run(module, x)
+    assert_close(got, np.exp(x) * np.exp(x).sum(), np.float64)
 
 
 def test_every_op_has_a_lowering_rule():

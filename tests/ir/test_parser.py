@@ -119,6 +119,10 @@ BAD_IR = [
      "attribute axes is given twice"),
     ("func @f(%x: f32) -> f32 {\n  return %x\n}\n\nfunc @f(%x: f32) -> f32 {\n  return %x\n}\n", 5, 1,
      "@f is defined twice"),
+    # attribute lists are flat in adc's IR; text nesting them thousands deep is refused where they start
+    pytest.param("func @f(%x: f32[N]) -> f32[N] {\n  %0 = transpose %x {perm = " + "[" * 3000 + "0" + "]" * 3000
+                 + "} : f32[N]\n  return %0\n}\n", 2, 37, "attribute lists nest at most 8 deep",
+                 id="attribute lists nested 3000 deep"),
 ]
 
 

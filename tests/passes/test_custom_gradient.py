@@ -157,3 +157,14 @@ def test_two_argument_external_function_with_a_tuple_gradient():
     compiled = jit_module(module)
     for got, want in zip(compiled.f_vjp(x, y, ct), run(module, grad.func.name, x, y, ct)):
         np.testing.assert_allclose(got, want, rtol=1e-14)
+
+
+def test_a_custom_gradient_of_constants_is_called_not_folded():
+    # simplify folds scalar ops of constants with the interpreter; a custom_gradient node runs a
+    # function of the module, like a call, so it is kept (folding it looked up the forward in an
+    # empty module)
+    source = ("@custom_gradient\ndef triple(x: f64) -> f64:\n    def backward(dy: f64) -> f64:\n"
+              "        return dy\n    return x * 3.0, backward\n\n"
+              "def f(y: f64[N]) -> f64[N]:\n    return y * triple(2.0)\n")
+    (dy,) = gradient(compile_source(source), "f", np.array([1.0, 2.0]))
+    np.testing.assert_array_equal(dy, [6.0, 6.0])
