@@ -14,8 +14,9 @@ by element inside its consumer's loop through `lower_rules`:
     %2 = sigmoid %1 : f32[N]
     return %2
 
-Temporaries are 64-byte aligned, allocated at entry from the run-time dims and
-freed on every path; the kernel returns 1 when one could not be allocated.
+Temporaries share one block, allocated at entry from the run-time dims (each at a
+64-byte aligned offset) and freed at exit; the kernel returns 1 when it could not
+be allocated.
 
 A nest whose vector math has fast variants (sin, cos, tan: vecmath.call_fast)
 runs them, noting any argument outside their range, and only then runs again
