@@ -7,15 +7,15 @@ metadata) and says where its VJPs come from (`gradients`, see adc/abi.py):
   (`driver.derive`: the adjoint pass on the module's IR, JIT-compiled, kept in the
   on-disk cache) and wraps the library it returns like any module. That module is
   `derived` too, so nested tapes get second and third derivatives.
+  While one tape records a call of such a kernel, `split(kernel, wanted)` gives the
+  tape the kernel's VJP in two halves (passes/split_vjp.py): a forward returning the
+  results and residuals, run instead of the kernel, and a backward reading them, so
+  `gradient()` does not compute the forward again.
 - `embedded` (`adc compile`): the VJP kernel of each kernel, w.r.t. all its float
   params, is in the .so; it covers every request (a tape asking for fewer params
   ignores the extra cotangents), so first derivatives need no compiler. A VJP
   kernel's own VJP (a second derivative) is derived from the IR the .so carries
   (it holds the VJP functions too) — when the compiler is installed.
-  While one tape records a call of such a kernel, `split(kernel, wanted)` gives the
-  tape the kernel's VJP in two halves (passes/split_vjp.py): a forward returning the
-  results and residuals, run instead of the kernel, and a backward reading them, so
-  `gradient()` does not compute the forward again.
 - `none` (`adc compile --no-gradients`): differentiating raises LookupError saying
   how to recompile. Such a module never falls back to its IR: it was built without
   gradients on purpose, and a fresh process may have no compiler.
@@ -118,19 +118,27 @@ def compiled(kernel, derivation: str, wanted: tuple[int, ...] | None, why_compil
     LookupError, saying `why_compiler` it was needed, when the compiler cannot be imported."""
     source = _sources[kernel._owner]
     try:
-        from adc import driver      # optional here: a deployment may load .so files only
+        _driver()
     except ImportError as err:
         raise LookupError(f"No gradient defined for kernel '{kernel.signature.name}' in {source.origin}: "
                           f"{why_compiler or 'it is compiled from the IR the module carries'}, which needs "
                           f"the adc compiler's dependencies ({err})") from None
-    with _lock:
-        derived = driver.derive(source.info.ir, source.info.name, derivation, kernel.signature.name, wanted)
+    derived, module = _open_derived(source, kernel, derivation, wanted)
     if not derived.wrt:
         return NONE
-    if derived.library is None:
-        return Derivative(None, derived.wrt, derived.passthrough)
-    module = source.open_module(derived.library, source.info.name)
-    return Derivative(module[derived.function], derived.wrt, derived.passthrough)
+    return Derivative(None if module is None else module[derived.function], derived.wrt, derived.passthrough)
+
+
+def _driver():
+    from adc import driver      # optional here: a deployment may load .so files only
+    return driver
+
+
+def _open_derived(source: GradientSource, kernel, derivation: str, wanted: tuple[int, ...] | None):
+    """driver.derive's answer for `kernel`, and its library opened like any module (None: nothing to call)."""
+    with _lock:
+        derived = _driver().derive(source.info.ir, source.info.name, derivation, kernel.signature.name, wanted)
+    return derived, None if derived.library is None else source.open_module(derived.library, source.info.name)
 
 
 @dataclass(frozen=True)
@@ -152,17 +160,11 @@ def split(kernel, wanted: tuple[int, ...]) -> Split | None:
     if source is None or source.info.gradients != GRADIENTS_DERIVED:
         return None
     try:
-        from adc import driver
-    except ImportError:
+        derived, module = _open_derived(source, kernel, "split_vjp", wanted)
+    except (ImportError, CompileError):
         return None
-    try:
-        with _lock:
-            derived = driver.derive(source.info.ir, source.info.name, "split_vjp", kernel.signature.name, wanted)
-    except CompileError:
+    if module is None:
         return None
-    if derived.library is None:
-        return None
-    module = source.open_module(derived.library, source.info.name)
     return Split(module[derived.forward], Derivative(module[derived.function], derived.wrt, derived.passthrough),
                  len(kernel.signature.result_types))
 
