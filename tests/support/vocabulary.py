@@ -44,6 +44,9 @@ class Options:
     custom_gradients: bool = True
     externs: bool = True
     stop_gradient: bool = True      # what a twin's finite differences freeze, but differences of the IR do not
+    forms: tuple[str, ...] | None = None      # the forms of expressions.FORMS drawn (None: all)
+    static: tuple[int, ...] = STATIC        # the static dimensions of types
+    sizes: tuple[int, ...] = SIZES          # the run-time sizes of the symbols, at most MAX_SIZE
 
 
 @dataclass(frozen=True)
@@ -199,12 +202,16 @@ class Reduction:
     bound: Callable[[float, int], float]      # from the operand's bound and the reduced count
     floats_only: bool = False
     smooth: bool = True
+    guard: Function | None = None              # what `smooth` applies to the operand first
 
 
 REDUCTIONS = (
     Reduction("sum", "_sum", lambda b, n: b * n),
     Reduction("mean", "_mean", lambda b, n: b, floats_only=True),
-    Reduction("prod", "_prod", lambda b, n: product(*[b] * n)),
+    # adc's VJP of prod divides by the elements, nan at an exact 0 (adjoint_rules.reduce_prod_adjoint):
+    # smooth programs take products of 1.5 + tanh(x), which no x - x makes 0
+    Reduction("prod", "_prod", lambda b, n: product(*[b] * n),
+              guard=Function("(1.5 + tanh({0}))", "(1.5 + np.tanh({0}))", lambda a: 2.5)),
     Reduction("max", "_max", lambda b, n: b, smooth=False),
     Reduction("min", "_min", lambda b, n: b, smooth=False),
     Reduction("norm", "_norm", lambda b, n: b * math.sqrt(n), floats_only=True, smooth=False),   # a kink at 0
