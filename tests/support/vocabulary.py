@@ -150,7 +150,7 @@ FLOAT_UNARY = (
     Function("log(1.5 + {0} * {0})", "np.log(1.5 + {0} * {0})", lambda a: math.log(1.5 + product(a, a))),
     Function("log1p({0} * {0})", "np.log1p({0} * {0})", lambda a: math.log1p(product(a, a))),
     Function("sqrt(0.5 + {0} * {0})", "np.sqrt(0.5 + {0} * {0})", lambda a: math.sqrt(0.5 + product(a, a))),
-    Function("rsqrt(1.0 + {0} * {0})", "1 / np.sqrt(1.0 + {0} * {0})", lambda a: 1.0),
+    Function("rsqrt(1.0 + {0} * {0})", "(1 / np.sqrt(1.0 + {0} * {0}))", lambda a: 1.0),
     Function("tan(0.5 * tanh({0}))", "np.tan(0.5 * np.tanh({0}))", lambda a: 0.6),
     Function("(-{0})", "(-{0})", lambda a: a),
     Function("({0} * {0})", "({0} * {0})", lambda a: product(a, a)),
@@ -171,7 +171,7 @@ FLOAT_UNARY = (
     Function("log({0})", "np.log({0})", lambda a: math.inf, smooth=False),
     Function("log1p({0})", "np.log1p({0})", lambda a: math.inf, smooth=False),
     Function("sqrt({0})", "np.sqrt({0})", math.sqrt, smooth=False),
-    Function("rsqrt({0})", "1 / np.sqrt({0})", lambda a: math.inf, smooth=False),
+    Function("rsqrt({0})", "(1 / np.sqrt({0}))", lambda a: math.inf, smooth=False),
     Function("tan({0})", "np.tan({0})", lambda a: math.inf, smooth=False, limit=TRIG_LIMIT),
 )
 INT_UNARY = (
