@@ -14,6 +14,7 @@ import math
 import re
 
 import numpy as np
+import pytest
 
 import adc
 from adc.ir.interp import run
@@ -64,8 +65,14 @@ def check_program(program: Program, outcomes, gradients: bool = False) -> None:
     with `gradients`, its VJP with finite differences of the twin."""
     module = adc.compile(program.source, FILENAME)
     args = program.arguments()
-    got = _results(module[MAIN](*args))
     twin = Twin(program.twin, MAIN)
+    try:
+        got = _results(module[MAIN](*args))
+    except ValueError:          # a size of 0 that an index needs: so does NumPy
+        with pytest.raises(IndexError):
+            twin(*args)
+        outcomes.add("generated: compiled, refused sizes NumPy cannot index either")
+        return
     want = twin(*args)
     exact = _in_float64(program, args)
     interpreted = run(parse_module(module.ir, FILENAME), MAIN, *args)

@@ -18,7 +18,7 @@ import numpy as np
 
 SYMBOLS = ("N", "M")
 STATIC = (1, 2, 3, 5, 17)           # 17 and the symbols' sizes fill SIMD vectors and leave remainders
-SIZES = (1, 2, 3, 4, 9, 33)        # the run-time sizes of the symbols
+SIZES = (0, 1, 2, 3, 4, 9, 33)     # the run-time sizes of the symbols
 MAX_SIZE = max(SIZES)
 MAX_RANK = 3
 FLOATS, INTS = ("f32", "f64"), ("i32", "i64")
