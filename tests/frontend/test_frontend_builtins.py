@@ -75,6 +75,10 @@ CASES = [
     ("power", X, MN, "abs(x) ** 1.5 + x ** 2", lambda x: abs(x) ** 1.5 + x ** 2),
     ("precedence", X, MN, "-x ** 2 + 2 * x / 4 - +x", lambda x: -x ** 2 + 2 * x / 4 - x),
     ("weak_literals", X, MN, "2 * x - 1 + x / 4.0 + N", lambda x: 2 * x - 1 + x / 4 + x.shape[1]),
+    # arithmetic of dimensions, literals and creations stays weak (these were f32 and a dtype mismatch)
+    ("weak_dimension_product", X, MN, "x / (N * 0.5)", lambda x: x / (x.shape[1] * 0.5)),
+    ("weak_creation_sum", X, MN, "x * (zeros([M, N]) + 1) - ones([M, N])", lambda x: x - 1),
+    ("weak_negated_creation", X, MN, "x * -ones([M, N])", lambda x: -x),
     ("compare", XV, "bool[M, N]", "x >= v", np.greater_equal),
     ("broadcast_col", "x: f64[M, N], c: f64[M, 1]", MN, "x * c", np.multiply),
     ("index", X, "f64[M]", "x[:, -1]", lambda x: x[:, -1]),
