@@ -462,11 +462,15 @@ def stack_expand(cx, a):
     return expanded[0] if len(values) == 1 else cx.op("concat", *expanded, axis=axis)
 
 
-@builtin("pad", "x", "widths", value=0)
+@builtin("pad", "x", "widths", value=None)
 def pad_expand(cx, a):
+    # the default value is the dtype's zero: False for a bool tensor, as NumPy pads
     x = a.tensor("x")
     low, high = _pad_widths(a, x.type.rank)
-    value = a.tensor("value", x.type.dtype)
+    if a["value"] is None:
+        value = cx.constant(False if x.type.dtype is BOOL else 0, x.type.dtype)
+    else:
+        value = a.tensor("value", x.type.dtype)
     if value.type != TensorType(x.type.dtype):
         raise a.error("value", f"the padding value must be a {x.type.dtype} scalar, got {value.type}")
     return cx.op("pad", x, value, low=low, high=high)

@@ -60,6 +60,8 @@ CASES = [
     ("reshape_infer_half", "x: f64[M, 4]", "f64[M, 2, 2]", "reshape(x, [M, -1, 2])", lambda x: x.reshape(len(x), 2, 2)),
     ("pad", X, "f64[M+3, N+1]", "pad(x, [(1, 2), (0, 1)], value=0.5)",
      lambda x: np.pad(x, [(1, 2), (0, 1)], constant_values=0.5)),
+    # a bool tensor pads with False by default (it was "cannot use 0 as a bool value")
+    ("pad_bool", X, "bool[M, N+2]", "pad(x > 0.0, [[0, 0], [1, 1]])", lambda x: np.pad(x > 0, [(0, 0), (1, 1)])),
     ("matmul", "x: f64[M, N], z: f64[N, 2]", "f64[M, 2]", "matmul(x, z)", np.matmul),
     ("matvec", "x: f64[M, N], v: f64[N]", "f64[M]", "x @ v", np.matmul),
     ("vecvec", "v: f64[N], w: f64[N]", "f64", "v @ w", np.matmul),
