@@ -324,7 +324,7 @@ class Expressions:
         high = self.integer(0 if low else 1, t.shape[p] - 1 - low)
         a = self.draw(t.of(t.shape[:p] + (t.shape[p] - low - high,) + t.shape[p + 1:]), depth)
         widths = [[low, high] if i == p else [0, 0] for i in range(t.rank)]
-        value = self.literal(t) if t.dtype == "bool" or self.data(st.booleans()) else None
+        value = self.literal(t) if self.data(st.booleans()) else None
         spelled = widths[0] if t.rank == 1 and self.data(st.booleans()) else widths
         adc = f"pad({a.adc}, {spelled}" + (f", value={value.adc})" if value else ")")
         py = f"np.pad({a.py}, {widths}, constant_values={value.py if value else 0})"
