@@ -8,7 +8,7 @@ carries its adc text, the NumPy text of the same value (run by tests/support/twi
 a bound on |value| over the arguments the tests draw. Bounds keep exp below overflow and
 sin within the range where adc's vector math is accurate, and scale the tolerances.
 
-    Expressions(draw, options, dtypes, params, callables).draw(Type("f64", ("N",)), 2)
+    Expressions(draw, options, dtypes, params, callables, externs).draw(Type("f64", ("N",)), 2)
     -> Expr(adc="(sin(x) * sum(w, axis=1))", py="(np.sin(x) * _sum(w, (1,), False))",
             type=Type("f64", ("N",)), bound=6.0)
 

@@ -8,7 +8,7 @@ Python (`Program.twin`, run by tests/support/twin.py). The sizes of the dimensio
 symbols and the seed of the arguments are drawn with the program, so a failing
 example is whole and hypothesis shrinks it as one.
 
-    @given(programs(Options(smooth=True)))
+    @given(programs(Options(floats=("f64",), smooth=True)))
     def test_gradients(program):
         m = adc.compile(program.source)
         m.f(*program.arguments())            # == Twin(program.twin, "f")(*program.arguments())
@@ -54,6 +54,8 @@ CUSTOM_GRADIENTS = (
 
 @dataclass(frozen=True)
 class Program:
+    """The adc source, its twin, the signature of its main kernel `f`, the sizes of the symbols."""
+
     source: str
     twin: str
     main: Signature
@@ -80,6 +82,7 @@ class Program:
 
 @st.composite
 def programs(draw, options: Options = Options()) -> Program:
+    """Up to `max_helpers` helpers, then `f`, placed among them; one float dtype (others only by casts)."""
     floats = draw(st.sampled_from(options.floats))
     dtypes = (floats,) + options.others + tuple(f for f in options.floats if f != floats and not options.smooth)
     callables: list[Signature] = []
