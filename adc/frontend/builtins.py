@@ -249,7 +249,7 @@ def _primitive_unary(op: str):
         # expression is f64, f32 where nothing decides
         if isinstance(a["x"], Value):
             return cx.op(op, a.tensor("x"))
-        return _typed(cx, None, lambda dtype: cx.op(op, a.tensor("x", dtype)))
+        return typed(cx, None, lambda dtype: cx.op(op, a.tensor("x", dtype)))
     return unary_expand
 
 
@@ -462,11 +462,15 @@ def stack_expand(cx, a):
     return expanded[0] if len(values) == 1 else cx.op("concat", *expanded, axis=axis)
 
 
-@builtin("pad", "x", "widths", value=0)
+@builtin("pad", "x", "widths", value=None)
 def pad_expand(cx, a):
+    # the default value is the dtype's zero: False for a bool tensor, as NumPy pads
     x = a.tensor("x")
     low, high = _pad_widths(a, x.type.rank)
-    value = a.tensor("value", x.type.dtype)
+    if a["value"] is None:
+        value = cx.constant(False if x.type.dtype is BOOL else 0, x.type.dtype)
+    else:
+        value = a.tensor("value", x.type.dtype)
     if value.type != TensorType(x.type.dtype):
         raise a.error("value", f"the padding value must be a {x.type.dtype} scalar, got {value.type}")
     return cx.op("pad", x, value, low=low, high=high)
@@ -518,10 +522,10 @@ def matmul(cx: Scope, x: Value, y: Value) -> Value:
 
 def _filled(cx: Scope, a: Args, value: object, dtype: DType | None) -> Value | Deferred:
     shape = a.shape("shape")
-    return _typed(cx, dtype, lambda dt: cx.broadcast(cx.tensor(value, dt), shape))
+    return typed(cx, dtype, lambda dt: cx.broadcast(cx.tensor(value, dt), shape))
 
 
-def _typed(cx: Scope, dtype: DType | None, make: Callable[[DType], Value]) -> Value | Deferred:
+def typed(cx: Scope, dtype: DType | None, make: Callable[[DType], Value]) -> Value | Deferred:
     """`make(dtype)` now, or a `Deferred` built later, at this location, in the dtype of its context."""
     if dtype is not None:
         return make(dtype)
@@ -546,7 +550,7 @@ def ones_expand(cx, a):
 @builtin("full", "shape", "value", dtype=None)
 def full_expand(cx, a):
     dtype = a.dtype("dtype") or (a["value"].type.dtype if isinstance(a["value"], Value) else None)
-    return _typed(cx, dtype, lambda dt: _full(cx, a, dt))
+    return typed(cx, dtype, lambda dt: _full(cx, a, dt))
 
 
 def _full(cx: Scope, a: Args, dtype: DType) -> Value:
@@ -560,7 +564,7 @@ def _full(cx: Scope, a: Args, dtype: DType) -> Value:
 def linspace_expand(cx, a):
     tensors = [v for v in (a["start"], a["stop"]) if isinstance(v, Value)]
     dtype = a.dtype("dtype") or (cx.common_dtype(tensors) if tensors else None)
-    return _typed(cx, dtype, lambda dt: _linspace(cx, a, dt))
+    return typed(cx, dtype, lambda dt: _linspace(cx, a, dt))
 
 
 def _linspace(cx: Scope, a: Args, dtype: DType) -> Value:

@@ -31,7 +31,7 @@ from types import GeneratorType
 from adc.errors import CompileError, Location
 from adc.frontend import ast
 from adc.frontend.externs import Extern, check_gradient, decorator_of, externs_of, gradient_declaration
-from adc.frontend.builtins import Args, Deferred, Results, Scope, builtin_rules, describe, is_static, matmul
+from adc.frontend.builtins import Args, Deferred, Results, Scope, builtin_rules, describe, is_static, matmul, typed
 from adc.ir.builder import Builder
 from adc.ir.core import Func, FuncRef, Module, Value
 from adc.ir.trampoline import trampoline
@@ -43,6 +43,7 @@ FOLD = {"+": operator.add, "-": operator.sub, "*": operator.mul, "/": operator.t
         "<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge, "==": operator.eq,
         "!=": operator.ne}
 DIM_FOLD = ("+", "-", "*")
+ARITHMETIC = ("+", "-", "*", "/", "**")
 
 
 def elaborate(program: ast.Program) -> Module:
@@ -295,8 +296,10 @@ class KernelElaborator(Scope):
 
     def expr_UnaryOp(self, e: ast.UnaryOp):
         value = yield e.operand
-        if isinstance(value, (Value, Deferred)):
-            return value if e.op == "+" else self.b.op("neg", self.tensor(value))
+        if isinstance(value, Deferred):     # -zeros([N]) stays weak
+            return value if e.op == "+" else typed(self, None, lambda dt: self.b.op("neg", self.tensor(value, dt)))
+        if isinstance(value, Value):
+            return value if e.op == "+" else self.b.op("neg", value)
         if not is_static(value) and not isinstance(value, float):
             raise CompileError(f"unary {e.op} needs a tensor or a number, got {describe(value)}", e.loc)
         return value if e.op == "+" else -value
@@ -313,6 +316,10 @@ class KernelElaborator(Scope):
             folded = self.fold(e.op, left, right)
             if folded is not None:
                 return folded
+        if not isinstance(left, Value) and not isinstance(right, Value) and e.op in ARITHMETIC:
+            # no tensor decides the dtype yet: N * 0.5 and zeros([N]) + 1 are weak, like a literal
+            op = BINARY_OPS[e.op]
+            return typed(self, None, lambda dt: self.elementwise(op, self.tensor(left, dt), self.tensor(right, dt)))
         if e.op == "**" and isinstance(left, Value) and type(right) in (int, float) and right == 2:
             return self.b.op("mul", left, left)
         return self.elementwise(BINARY_OPS[e.op], left, right)

@@ -60,6 +60,8 @@ CASES = [
     ("reshape_infer_half", "x: f64[M, 4]", "f64[M, 2, 2]", "reshape(x, [M, -1, 2])", lambda x: x.reshape(len(x), 2, 2)),
     ("pad", X, "f64[M+3, N+1]", "pad(x, [(1, 2), (0, 1)], value=0.5)",
      lambda x: np.pad(x, [(1, 2), (0, 1)], constant_values=0.5)),
+    # a bool tensor pads with False by default (it was "cannot use 0 as a bool value")
+    ("pad_bool", X, "bool[M, N+2]", "pad(x > 0.0, [[0, 0], [1, 1]])", lambda x: np.pad(x > 0, [(0, 0), (1, 1)])),
     ("matmul", "x: f64[M, N], z: f64[N, 2]", "f64[M, 2]", "matmul(x, z)", np.matmul),
     ("matvec", "x: f64[M, N], v: f64[N]", "f64[M]", "x @ v", np.matmul),
     ("vecvec", "v: f64[N], w: f64[N]", "f64", "v @ w", np.matmul),
@@ -75,6 +77,10 @@ CASES = [
     ("power", X, MN, "abs(x) ** 1.5 + x ** 2", lambda x: abs(x) ** 1.5 + x ** 2),
     ("precedence", X, MN, "-x ** 2 + 2 * x / 4 - +x", lambda x: -x ** 2 + 2 * x / 4 - x),
     ("weak_literals", X, MN, "2 * x - 1 + x / 4.0 + N", lambda x: 2 * x - 1 + x / 4 + x.shape[1]),
+    # arithmetic of dimensions, literals and creations stays weak (these were f32 and a dtype mismatch)
+    ("weak_dimension_product", X, MN, "x / (N * 0.5)", lambda x: x / (x.shape[1] * 0.5)),
+    ("weak_creation_sum", X, MN, "x * (zeros([M, N]) + 1) - ones([M, N])", lambda x: x - 1),
+    ("weak_negated_creation", X, MN, "x * -ones([M, N])", lambda x: -x),
     ("compare", XV, "bool[M, N]", "x >= v", np.greater_equal),
     ("broadcast_col", "x: f64[M, N], c: f64[M, 1]", MN, "x * c", np.multiply),
     ("index", X, "f64[M]", "x[:, -1]", lambda x: x[:, -1]),

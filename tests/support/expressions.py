@@ -8,7 +8,7 @@ carries its adc text, the NumPy text of the same value (run by tests/support/twi
 a bound on |value| over the arguments the tests draw. Bounds keep exp below overflow and
 sin within the range where adc's vector math is accurate, and scale the tolerances.
 
-    Expressions(draw, options, dtypes, params, callables).draw(Type("f64", ("N",)), 2)
+    Expressions(draw, options, dtypes, params, callables, externs).draw(Type("f64", ("N",)), 2)
     -> Expr(adc="(sin(x) * sum(w, axis=1))", py="(np.sin(x) * _sum(w, (1,), False))",
             type=Type("f64", ("N",)), bound=6.0)
 
@@ -24,7 +24,7 @@ from typing import Callable
 from hypothesis import strategies as st
 
 from tests.support.vocabulary import (ARITHMETIC, COMPARISONS, EXTERNS, FLOAT_BINARY, FLOAT_UNARY, FLOATS, INPUT_BOUND,
-                                      INT_UNARY, LITERALS, MAX_RANK, MAX_SIZE, NUMPY, REDUCTIONS, STATIC, Expr, Options,
+                                      INT_UNARY, LITERALS, MAX_RANK, MAX_SIZE, NUMPY, REDUCTIONS, Expr, Options,
                                       Signature, Type, adc_dims, broadcasts, extent, magnitude, product, py_dims)
 
 
@@ -50,7 +50,7 @@ class Expressions:
         return self.data(st.integers(lo, hi))
 
     def token(self):
-        return self.pick(STATIC + self.symbols)
+        return self.pick(self.options.static + self.symbols)
 
     def random_type(self, dtypes=None) -> Type:
         dtype = self.pick(dtypes or (self.dtypes[0],) * 3 + self.dtypes)
@@ -103,7 +103,8 @@ class Expressions:
 
     def draw(self, t: Type, depth: int) -> Expr:
         if depth > 0 and self.integer(0, 3):
-            forms = [name for name, applies in FORMS.items() if applies(self, t)]
+            forms = [name for name, (weight, applies) in FORMS.items()
+                     if applies(self, t) and name in (self.options.forms or FORMS) for _ in range(weight)]
             made = getattr(self, self.pick(forms))(t, depth - 1)
             if made is not None:
                 return made
@@ -112,7 +113,7 @@ class Expressions:
     def leaf(self, t: Type) -> Expr:
         exact = [v for v in self.scope if v.type == t]
         others = [v for v in self.scope if v.type != t and self.convertible(v.type.dtype, t.dtype)]
-        kind = self.pick(["name"] * 3 * bool(exact) + ["adapt"] * 3 * bool(others) + ["constant"])
+        kind = self.pick(["name"] * 4 * bool(exact) + ["adapt"] * 3 * bool(others) + ["constant"])
         if kind == "name":
             return self.pick(exact)
         if kind == "adapt":     # mostly of the same dtype, so that results depend on float inputs
@@ -221,6 +222,8 @@ class Expressions:
             rest = iter(t.shape)
             shape = [self.token() if i in axes else next(rest) for i in range(t.rank + k)]
         a = self.draw(t.of(shape), depth)
+        if r.guard and self.options.smooth and t.is_float:
+            a = self.apply([r.guard], [a], a.type)
         n = math.prod(extent(shape[i]) for i in axes)
         adc = f"{r.name}({a.adc}{self.axis_argument(axes, len(shape))}{', keepdims=True' if keepdims else ''})"
         return Expr(adc, f"{r.py}({a.py}, {tuple(axes)}, {keepdims})", t, r.bound(a.bound, n))
@@ -321,7 +324,7 @@ class Expressions:
         high = self.integer(0 if low else 1, t.shape[p] - 1 - low)
         a = self.draw(t.of(t.shape[:p] + (t.shape[p] - low - high,) + t.shape[p + 1:]), depth)
         widths = [[low, high] if i == p else [0, 0] for i in range(t.rank)]
-        value = self.literal(t) if t.dtype == "bool" or self.data(st.booleans()) else None
+        value = self.literal(t) if self.data(st.booleans()) else None
         spelled = widths[0] if t.rank == 1 and self.data(st.booleans()) else widths
         adc = f"pad({a.adc}, {spelled}" + (f", value={value.adc})" if value else ")")
         py = f"np.pad({a.py}, {widths}, constant_values={value.py if value else 0})"
@@ -410,25 +413,26 @@ def _static(t: Type, test) -> bool:
     return any(isinstance(d, int) and test(d) for d in t.shape)
 
 
-# the forms an expression of type t can take: name -> applies(expressions, t)
-FORMS: dict[str, Callable[[Expressions, Type], bool]] = {
-    "unary": lambda g, t: t.dtype != "bool",
-    "binary": lambda g, t: t.dtype != "bool",
-    "compare": lambda g, t: t.dtype == "bool",
-    "where": lambda g, t: "bool" in g.dtypes,
-    "reduce": lambda g, t: t.dtype != "bool" and t.rank < MAX_RANK,
-    "matmul": lambda g, t: t.is_float,
-    "cast": lambda g, t: t.dtype != "bool",
-    "index": lambda g, t: t.rank < MAX_RANK,
-    "slice": lambda g, t: _static(t, lambda d: True),
-    "transpose": lambda g, t: t.rank >= 2,
-    "reshape": lambda g, t: t.rank < MAX_RANK or 1 in t.shape,
-    "concat": lambda g, t: _static(t, lambda d: d >= 2),
-    "stack": lambda g, t: _static(t, lambda d: d <= 3),
-    "pad": lambda g, t: _static(t, lambda d: d >= 2),
-    "broadcast": lambda g, t: t.rank >= 1,
-    "linspace": lambda g, t: t.is_float and t.rank == 1,
-    "dimension": lambda g, t: t.dtype != "bool" and bool(g.symbols),
-    "call": lambda g, t: bool(g.callables),
-    "extern": lambda g, t: t.is_float and g.options.externs,
+# the forms an expression of type t can take: name -> (weight, applies(expressions, t)); arithmetic weighs
+# most, so that most values are computed from the inputs
+FORMS: dict[str, tuple[int, Callable[[Expressions, Type], bool]]] = {
+    "unary": (4, lambda g, t: t.dtype != "bool"),
+    "binary": (4, lambda g, t: t.dtype != "bool"),
+    "compare": (1, lambda g, t: t.dtype == "bool"),
+    "where": (1, lambda g, t: "bool" in g.dtypes),
+    "reduce": (2, lambda g, t: t.dtype != "bool" and t.rank < MAX_RANK),
+    "matmul": (2, lambda g, t: t.is_float),
+    "cast": (1, lambda g, t: t.dtype != "bool"),
+    "index": (1, lambda g, t: t.rank < MAX_RANK),
+    "slice": (1, lambda g, t: _static(t, lambda d: True)),
+    "transpose": (1, lambda g, t: t.rank >= 2),
+    "reshape": (1, lambda g, t: t.rank < MAX_RANK or 1 in t.shape),
+    "concat": (1, lambda g, t: _static(t, lambda d: d >= 2)),
+    "stack": (1, lambda g, t: _static(t, lambda d: d <= 3)),
+    "pad": (1, lambda g, t: _static(t, lambda d: d >= 2)),
+    "broadcast": (1, lambda g, t: t.rank >= 1),
+    "linspace": (1, lambda g, t: t.is_float and t.rank == 1),
+    "dimension": (1, lambda g, t: t.dtype != "bool" and bool(g.symbols)),
+    "call": (1, lambda g, t: bool(g.callables)),
+    "extern": (1, lambda g, t: t.is_float and g.options.externs),
 }

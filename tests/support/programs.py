@@ -8,7 +8,7 @@ Python (`Program.twin`, run by tests/support/twin.py). The sizes of the dimensio
 symbols and the seed of the arguments are drawn with the program, so a failing
 example is whole and hypothesis shrinks it as one.
 
-    @given(programs(Options(smooth=True)))
+    @given(programs(Options(floats=("f64",), smooth=True)))
     def test_gradients(program):
         m = adc.compile(program.source)
         m.f(*program.arguments())            # == Twin(program.twin, "f")(*program.arguments())
@@ -21,8 +21,7 @@ import numpy as np
 from hypothesis import strategies as st
 
 from tests.support.expressions import Expressions
-from tests.support.vocabulary import (EXTERNS, INPUT_BOUND, SIZES, STATIC, SYMBOLS, Expr, Extern, Options, Signature,
-                                      Type)
+from tests.support.vocabulary import EXTERNS, INPUT_BOUND, SYMBOLS, Expr, Extern, Options, Signature, Type
 
 PARAM_NAMES = ("x", "y", "z", "w")
 MAIN = "f"
@@ -55,6 +54,8 @@ CUSTOM_GRADIENTS = (
 
 @dataclass(frozen=True)
 class Program:
+    """The adc source, its twin, the signature of its main kernel `f`, the sizes of the symbols."""
+
     source: str
     twin: str
     main: Signature
@@ -81,6 +82,7 @@ class Program:
 
 @st.composite
 def programs(draw, options: Options = Options()) -> Program:
+    """Up to `max_helpers` helpers, then `f`, placed among them; one float dtype (others only by casts)."""
     floats = draw(st.sampled_from(options.floats))
     dtypes = (floats,) + options.others + tuple(f for f in options.floats if f != floats and not options.smooth)
     callables: list[Signature] = []
@@ -89,7 +91,7 @@ def programs(draw, options: Options = Options()) -> Program:
     externs: set[str] = set()
     for i in range(draw(st.integers(0, options.max_helpers))):
         if options.custom_gradients and draw(st.booleans()):
-            made = _custom_gradient(draw, f"g{i}", floats)
+            made = _custom_gradient(draw, options, f"g{i}", floats)
         else:
             made = _kernel(draw, options, f"h{i}", dtypes, callables, externs, results=draw(st.integers(1, 2)))
         callables.append(made[0])
@@ -98,7 +100,7 @@ def programs(draw, options: Options = Options()) -> Program:
     main, source, twin = _kernel(draw, options, MAIN, dtypes, callables, externs, results=draw(st.integers(1, 2)))
     kernels.insert(draw(st.integers(0, len(kernels))), source)     # kernels may call others defined later
     declarations = [_extern(EXTERNS[name]) for name in sorted(_with_callees(externs))]
-    sizes = {s: draw(st.sampled_from(SIZES)) for s in SYMBOLS}
+    sizes = {s: draw(st.sampled_from(options.sizes)) for s in SYMBOLS}
     return Program("\n\n".join(declarations + kernels), "\n\n".join(twins + [twin]), main, sizes,
                    draw(st.integers(0, 2**32 - 1)))
 
@@ -111,14 +113,14 @@ def _kernel(draw, options: Options, name: str, dtypes, callables, externs, resul
     params = []
     for i, p in enumerate(PARAM_NAMES[:draw(st.integers(1, len(PARAM_NAMES)))]):
         t = Type(draw(st.sampled_from((dtypes[0],) * 3 + dtypes)) if i else dtypes[0],
-                 tuple(draw(st.lists(st.sampled_from(STATIC + SYMBOLS), max_size=3))))
+                 tuple(draw(st.lists(st.sampled_from(options.static + SYMBOLS), max_size=3))))
         params.append(Expr(p, p, t, INPUT_BOUND[t.dtype], atom=True))
     g = Expressions(draw, options, dtypes, params, callables, externs)
     for _ in range(draw(st.integers(0, options.max_statements))):
         if not (draw(st.integers(0, 3)) == 0 and g.unpack(options.max_depth)):
-            g.assign(g.draw(g.random_type(), draw(st.integers(0, options.max_depth))))
+            g.assign(g.draw(g.random_type(), draw(st.integers(1, options.max_depth))))
     types = [g.random_type((dtypes[0],) if i == 0 else None) for i in range(results)]
-    returns = [g.draw(t, draw(st.integers(0, options.max_depth))) for t in types]
+    returns = [g.draw(t, draw(st.integers(max(1, options.max_depth - 1), options.max_depth))) for t in types]
     sig = Signature(name, tuple((p.adc, p.type) for p in params), tuple(types), tuple(e.bound for e in returns))
     header = f"def {name}({', '.join(f'{p.adc}: {p.type}' for p in params)}) -> {_results(types)}:"
     docstring = ['    """A kernel drawn at random."""'] if draw(st.integers(0, 4)) == 0 else []
@@ -143,9 +145,9 @@ def _bind_symbols(params: list[Expr]) -> list[str]:
     return list(seen.values())
 
 
-def _custom_gradient(draw, name: str, dtype: str):
+def _custom_gradient(draw, options: Options, name: str, dtype: str):
     cg = draw(st.sampled_from(CUSTOM_GRADIENTS))
-    t = Type(dtype, tuple(draw(st.lists(st.sampled_from(STATIC + SYMBOLS), max_size=2))))
+    t = Type(dtype, tuple(draw(st.lists(st.sampled_from(options.static + SYMBOLS), max_size=2))))
     params = ", ".join(f"{p}: {t}" for p in cg.params)
     source = "\n".join([
         "@custom_gradient",

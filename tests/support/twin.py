@@ -16,6 +16,7 @@ give what the VJP should.
 from __future__ import annotations
 
 import math
+import warnings
 from typing import Callable
 
 import numpy as np
@@ -53,11 +54,18 @@ def _mean(x, axis, keepdims):
 
 
 def _max(x, axis, keepdims):
-    return np.max(x, axis=axis, keepdims=keepdims)
+    # adc's max of nothing is the least value of the dtype, as the interpreter's
+    return np.max(x, axis=axis, keepdims=keepdims, initial=_extreme(x.dtype, -1))
 
 
 def _min(x, axis, keepdims):
-    return np.min(x, axis=axis, keepdims=keepdims)
+    return np.min(x, axis=axis, keepdims=keepdims, initial=_extreme(x.dtype, 1))
+
+
+def _extreme(dtype, sign: int):
+    if dtype.kind == "f":
+        return sign * np.inf
+    return np.iinfo(dtype).max if sign > 0 else np.iinfo(dtype).min
 
 
 def _norm(x, axis, keepdims):
@@ -89,7 +97,8 @@ class Twin:
         self._main = namespace[main]
 
     def __call__(self, *args) -> tuple[np.ndarray, ...]:
-        with np.errstate(all="ignore"):     # inf and nan are values, as in adc
+        with np.errstate(all="ignore"), warnings.catch_warnings():     # inf and nan are values, as in adc
+            warnings.simplefilter("ignore", RuntimeWarning)           # the mean of nothing is nan
             out = self._main(*args)
         return tuple(np.asarray(v) for v in (out if isinstance(out, tuple) else (out,)))
 

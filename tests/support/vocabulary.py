@@ -18,7 +18,7 @@ import numpy as np
 
 SYMBOLS = ("N", "M")
 STATIC = (1, 2, 3, 5, 17)           # 17 and the symbols' sizes fill SIMD vectors and leave remainders
-SIZES = (1, 2, 3, 4, 9, 33)        # the run-time sizes of the symbols
+SIZES = (0, 1, 2, 3, 4, 9, 33)     # the run-time sizes of the symbols
 MAX_SIZE = max(SIZES)
 MAX_RANK = 3
 FLOATS, INTS = ("f32", "f64"), ("i32", "i64")
@@ -44,6 +44,9 @@ class Options:
     custom_gradients: bool = True
     externs: bool = True
     stop_gradient: bool = True      # what a twin's finite differences freeze, but differences of the IR do not
+    forms: tuple[str, ...] | None = None      # the forms of expressions.FORMS drawn (None: all)
+    static: tuple[int, ...] = STATIC        # the static dimensions of types
+    sizes: tuple[int, ...] = SIZES          # the run-time sizes of the symbols, at most MAX_SIZE
 
 
 @dataclass(frozen=True)
@@ -147,7 +150,7 @@ FLOAT_UNARY = (
     Function("log(1.5 + {0} * {0})", "np.log(1.5 + {0} * {0})", lambda a: math.log(1.5 + product(a, a))),
     Function("log1p({0} * {0})", "np.log1p({0} * {0})", lambda a: math.log1p(product(a, a))),
     Function("sqrt(0.5 + {0} * {0})", "np.sqrt(0.5 + {0} * {0})", lambda a: math.sqrt(0.5 + product(a, a))),
-    Function("rsqrt(1.0 + {0} * {0})", "1 / np.sqrt(1.0 + {0} * {0})", lambda a: 1.0),
+    Function("rsqrt(1.0 + {0} * {0})", "(1 / np.sqrt(1.0 + {0} * {0}))", lambda a: 1.0),
     Function("tan(0.5 * tanh({0}))", "np.tan(0.5 * np.tanh({0}))", lambda a: 0.6),
     Function("(-{0})", "(-{0})", lambda a: a),
     Function("({0} * {0})", "({0} * {0})", lambda a: product(a, a)),
@@ -168,7 +171,7 @@ FLOAT_UNARY = (
     Function("log({0})", "np.log({0})", lambda a: math.inf, smooth=False),
     Function("log1p({0})", "np.log1p({0})", lambda a: math.inf, smooth=False),
     Function("sqrt({0})", "np.sqrt({0})", math.sqrt, smooth=False),
-    Function("rsqrt({0})", "1 / np.sqrt({0})", lambda a: math.inf, smooth=False),
+    Function("rsqrt({0})", "(1 / np.sqrt({0}))", lambda a: math.inf, smooth=False),
     Function("tan({0})", "np.tan({0})", lambda a: math.inf, smooth=False, limit=TRIG_LIMIT),
 )
 INT_UNARY = (
@@ -199,12 +202,16 @@ class Reduction:
     bound: Callable[[float, int], float]      # from the operand's bound and the reduced count
     floats_only: bool = False
     smooth: bool = True
+    guard: Function | None = None              # what `smooth` applies to the operand first
 
 
 REDUCTIONS = (
     Reduction("sum", "_sum", lambda b, n: b * n),
     Reduction("mean", "_mean", lambda b, n: b, floats_only=True),
-    Reduction("prod", "_prod", lambda b, n: product(*[b] * n)),
+    # adc's VJP of prod divides by the elements, nan at an exact 0 (adjoint_rules.reduce_prod_adjoint):
+    # smooth programs take products of 1.5 + tanh(x), which no x - x makes 0
+    Reduction("prod", "_prod", lambda b, n: product(*[b] * n),
+              guard=Function("(1.5 + tanh({0}))", "(1.5 + np.tanh({0}))", lambda a: 2.5)),
     Reduction("max", "_max", lambda b, n: b, smooth=False),
     Reduction("min", "_min", lambda b, n: b, smooth=False),
     Reduction("norm", "_norm", lambda b, n: b * math.sqrt(n), floats_only=True, smooth=False),   # a kink at 0
