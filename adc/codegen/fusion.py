@@ -21,6 +21,15 @@ consumes it. A value is materialized when it is
     %2 = sigmoid %1 : f32[N]                                   # materialized: returned
     return %2                                                  # -> one loop, writes outputs[0]
 
+A materialized elementwise value read only at each element of a later loop nest
+of its shape (and by no other loop before that one) is computed and stored by
+that nest, not by a nest of its own: a loop nest may fill several buffers.
+relu's mask and result, both saved for the backward, are one loop:
+
+    %2 = add %0, %1 : f32[B,H]               # read by both: computed once per element
+    %5 = le %2, %4 : bool[B,H]               # returned: stored by %6's loop ...
+    %6 = select %5, %4, %2 : f32[B,H]        # ... which also stores %6
+
 A loop nest is *flat* when every element it computes reads its operands at the
 same row-major position (elementwise ops, scalar broadcasts, reshapes): it is
 then one loop over the element count, the best shape for the vectorizer.
@@ -38,6 +47,7 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass
+from functools import cached_property
 
 from adc.ir.core import Func, Op, Value
 from adc.ir.ops import OPS
@@ -58,33 +68,48 @@ class Plan:
     views: dict[Value, Value]       # reshape result -> the operand whose buffer it reads
     into: dict[Value, Value]        # value -> the returned reshape of it whose output buffer it fills
     transposed: dict[Value, Value]  # matmul operand -> the buffer a matmul reads it from, transposed
+    stored_by: dict[Value, tuple[Value, ...]]   # loop nest root -> the other values its loop stores, in order
 
     def is_fused(self, value: Value) -> bool:
         return value not in self.materialized
 
+    def has_own_loop(self, value: Value) -> bool:
+        """False for a materialized value another value's loop nest computes and stores."""
+        return value not in self._stored_elsewhere
+
+    @cached_property
+    def _stored_elsewhere(self) -> frozenset[Value]:
+        return frozenset(v for members in self.stored_by.values() for v in members)
+
     def leaves(self, root: Op) -> list[Value]:
-        """The materialized values the fused computation of `root` reads, in first-use order."""
-        found: dict[Value, None] = {}
-        stack = [iter(root.operands)]       # depth-first, left to right, on a stack of its own
-        while stack:
-            v = next(stack[-1], None)
-            if v is None:
-                stack.pop()
-            elif v in self.materialized:
-                found.setdefault(v, None)
-            elif v in self.producers:
-                stack.append(iter(self.producers[v].operands))
-        return list(found)
+        """The buffers the loop of `root` reads (the values it stores are computed), in first-use order."""
+        return _leaves([root], self.producers, self.materialized - set(self.stored_by.get(root.result, ())))
 
     def is_flat(self, root: Op) -> bool:
-        """True when `root` and its fused producers all read operands at the result's linear index."""
-        stack = [root]
+        """True when the loop of `root` reads every operand at the result's linear index."""
+        inside = set(self.stored_by.get(root.result, ()))
+        stack = [root] + [self.producers[v] for v in inside]
         while stack:
             op = stack.pop()
             if not _flat_op(op):
                 return False
-            stack += (self.producers[v] for v in op.operands if v not in self.materialized)
+            stack += (self.producers[v] for v in op.operands if v not in self.materialized or v in inside)
         return True
+
+
+def _leaves(roots: list[Op], producers: dict[Value, Op], buffers: frozenset[Value] | set[Value]) -> list[Value]:
+    """The values in `buffers` that computing `roots` element by element reads, in first-use order."""
+    found: dict[Value, None] = {}
+    stack = [iter(op.operands) for op in reversed(roots)]   # depth-first, left to right, on a stack of its own
+    while stack:
+        v = next(stack[-1], None)
+        if v is None:
+            stack.pop()
+        elif v in buffers:
+            found.setdefault(v, None)
+        elif v in producers:
+            stack.append(iter(producers[v].operands))
+    return list(found)
 
 
 def _flat_op(op: Op) -> bool:
@@ -110,8 +135,14 @@ def plan(func: Func) -> Plan:
             forced.add(op.operands[0])
     forced.update(_read_apart(func, forced, cheap, uses))
     forced.difference_update(transposed)
-    _bound_loop_bodies(func, forced)
-    return Plan(producers, frozenset(forced), *_shared_buffers(func, forced), transposed)
+    sizes = _bound_loop_bodies(func, forced)
+    views, into = _shared_buffers(func, forced)
+    readers = _buffer_readers(func, producers, frozenset(forced), views, transposed)
+    stored_by = _shared_loops(func, producers, frozenset(forced), views, into, readers, sizes)
+    unbuffered = _unbuffered(func, stored_by, readers)
+    stored_by = {w: tuple(m for m in members if m not in unbuffered) for w, members in stored_by.items()}
+    return Plan(producers, frozenset(forced - unbuffered), views, into, transposed,
+                {w: members for w, members in stored_by.items() if members})
 
 
 def _read_apart(func: Func, forced: set[Value], cheap: set[Value], uses: Counter) -> set[Value]:
@@ -144,10 +175,11 @@ def _read_apart(func: Func, forced: set[Value], cheap: set[Value], uses: Counter
     return apart
 
 
-def _bound_loop_bodies(func: Func, forced: set[Value]) -> None:
+def _bound_loop_bodies(func: Func, forced: set[Value]) -> dict[Value, int]:
     """Materialize the largest fused operands of every op whose loop would compute more than
     MAX_FUSED ops per element (a fused value used n times counts n times, an upper bound; a constant, a
-    dimension or an iota is an operand, not a computation)."""
+    dimension or an iota is an operand, not a computation). Returns the ops each value's
+    computation takes per element."""
     size: dict[Value, int] = {}         # ops computed per element of each fused value
     for op in func.ops:
         if op.name == "matmul":         # reads its operands' buffers
@@ -161,6 +193,103 @@ def _bound_loop_bodies(func: Func, forced: set[Value]) -> None:
             forced.add(v)
             total -= size[v] * op.operands.count(v)
         size[op.result] = total
+    return size
+
+
+def _buffer_readers(func: Func, producers: dict[Value, Op], materialized: frozenset[Value], views: dict[Value, Value],
+                    transposed: dict[Value, Value]) -> dict[Value, list[Value]]:
+    """Buffer -> the materialized values whose computation reads it."""
+    readers: dict[Value, list[Value]] = {}
+    for op in func.ops:
+        if op.name == "matmul":
+            read = [transposed.get(v, v) for v in op.operands]
+        elif op.result in materialized and op.result not in views:
+            read = _leaves([op], producers, materialized)
+        else:
+            continue
+        for v in read:
+            readers.setdefault(v, []).append(op.result)
+    return readers
+
+
+def _shared_loops(func: Func, producers: dict[Value, Op], materialized: frozenset[Value], views: dict[Value, Value],
+                  into: dict[Value, Value], readers: dict[Value, list[Value]], sizes: dict[Value, int]
+                  ) -> dict[Value, tuple[Value, ...]]:
+    """Which loop nests also store other materialized values (Plan.stored_by): a value v with a loop
+    of its own moves into the loop of a later value w when w's loop reads v at each of its
+    elements only (through elementwise ops, v of w's shape), no loop or matmul between them reads
+    v's buffer, and the merged body stays within MAX_FUSED ops per element."""
+    position = {op.result: k for k, op in enumerate(func.ops)}
+    shared = set(views.values()) | set(views) | set(into) | set(into.values())
+
+    def own_loop(v: Value) -> bool:
+        op = producers.get(v)
+        return (op is not None and v in materialized and op.name not in MATERIALIZING and v not in shared
+                and len(op.results) == 1)
+
+    stored_by: dict[Value, tuple[Value, ...]] = {}
+    size: dict[Value, int] = {}         # the loops so far -> ops per element
+    for op in func.ops:
+        w = op.result
+        if not own_loop(w):
+            continue
+        members, size[w] = [], sizes.get(w, 0)
+        while True:
+            candidates = [v for v in _read_at_each_element(op, members, producers, materialized)
+                          if v in size and v.type.shape == w.type.shape and size[w] + size[v] <= MAX_FUSED]
+            group = next((v for v in candidates if _unread_between(v, stored_by.get(v, ()), w, members,
+                                                                   readers, position)), None)
+            if group is None:
+                break
+            members = sorted([*members, *stored_by.pop(group, ()), group], key=position.get)
+            size[w] += size.pop(group)
+        if members:
+            stored_by[w] = tuple(members)
+    return stored_by
+
+
+def _unbuffered(func: Func, stored_by: dict[Value, tuple[Value, ...]], readers: dict[Value, list[Value]]
+                ) -> set[Value]:
+    """The values a loop stores that only that loop reads (relu's x @ w + b, read by its mask and
+    its select): computed once per element there, they need no buffer."""
+    found = set()
+    for w, members in stored_by.items():
+        in_loop = {w, *members}
+        found.update(m for m in members if m not in func.returns and set(readers.get(m, ())) <= in_loop)
+    return found
+
+
+def _read_at_each_element(root: Op, members: list[Value], producers: dict[Value, Op],
+                          materialized: frozenset[Value]) -> list[Value]:
+    """The buffers the loop of `root` (which also computes `members`) reads only at the element it
+    visits: through elementwise ops alone, on every path."""
+    inside = set(members)
+    at_element: dict[Value, None] = {}
+    elsewhere: set[Value] = set()
+    seen: set[tuple[Value, bool]] = set()
+    stack = [(root, True)] + [(producers[v], True) for v in members]
+    while stack:
+        op, aligned = stack.pop()
+        aligned = aligned and "elementwise" in OPS[op.name].traits
+        for v in op.operands:
+            if v in materialized and v not in inside:
+                if aligned:
+                    at_element.setdefault(v, None)
+                else:
+                    elsewhere.add(v)
+            elif v in producers and (v, aligned) not in seen:
+                seen.add((v, aligned))
+                stack.append((producers[v], aligned))
+    return [v for v in at_element if v not in elsewhere]
+
+
+def _unread_between(v: Value, its_members: tuple[Value, ...], w: Value, w_members: list[Value],
+                    readers: dict[Value, list[Value]], position: dict[Value, int]) -> bool:
+    """True when moving the computation of v (and the values its loop stores) to w's loop leaves no
+    reader of their buffers before w outside that loop."""
+    in_loop = {w, v, *its_members, *w_members}
+    return all(position[r] > position[w] or r in in_loop
+               for m in (v, *its_members) for r in readers.get(m, ()))
 
 
 def _transposed_operands(func: Func) -> dict[Value, Value]:

@@ -193,7 +193,8 @@ def _lower_kernel(llmod: ir.Module, func: Func, vector_bits: int) -> None:
     for op in func.ops:
         if op.result in fusion.views:
             em.buffers[op.result] = em.buffers[fusion.views[op.result]]
-        elif op.result in fusion.materialized and op.result not in func.params and op.result not in filled:
+        elif (op.result in fusion.materialized and op.result not in func.params and op.result not in filled
+              and fusion.has_own_loop(op.result)):
             _compute_into(em, op.result, em.buffers[op.result])
     for v, dest in zip(func.returns, destinations):
         if em.buffers[v] is not dest:
@@ -264,23 +265,26 @@ def _fast_then_exact(em: Emitter, emit: Callable[[], None]) -> None:
 
 
 def _emit_loop(kernel: Emitter, value: Value, dest: ir.Value, copy: bool) -> None:
-    """One outlined loop nest storing every element of `value` into `dest`.
+    """One outlined loop nest storing every element of `value` into `dest`, and of the values
+    it also stores (Plan.stored_by, of its shape) into theirs.
 
-    Each outer iteration writes only its own elements of `dest` and reads none,
-    so a large nest is split across threads (parallel.py).
+    Each outer iteration writes only its own elements of the destinations and reads
+    none, so a large nest is split across threads (parallel.py).
     """
     op = kernel.plan.producers.get(value)
+    stored = [] if copy else list(kernel.plan.stored_by.get(value, ()))
     leaves = [value] if copy else kernel.plan.leaves(op)
     flat = copy or kernel.plan.is_flat(op)
-    fn = outline(kernel.llmod, "copy" if copy else op.name, 1 + len(leaves))
-    em = kernel.nested(fn, fn.args[2], dict(zip(leaves, fn.args[4:])))
-    start, end, out = fn.args[0], fn.args[1], fn.args[3]
+    fn = outline(kernel.llmod, "copy" if copy else op.name, 1 + len(stored) + len(leaves))
+    em = kernel.nested(fn, fn.args[2], dict(zip(leaves, fn.args[4 + len(stored):])))
+    start, end = fn.args[0], fn.args[1]
+    outputs = list(zip([*stored, value], [*fn.args[4:4 + len(stored)], fn.args[3]]))
     extents = [em.dim(d) for d in value.type.shape]
-    dtype = value.type.dtype
 
     def body(axes: list[ir.Value]) -> None:
         idx = em.index(value, flat=axes[0]) if flat else em.index(value, axes=axes)
-        em.store(out, dtype, idx, em.value_at(value, idx))
+        for v, out in outputs:
+            em.store(out, v.type.dtype, idx, em.value_at(v, idx))
         em.memo.clear()
 
     if flat or not extents:
@@ -291,7 +295,7 @@ def _emit_loop(kernel: Emitter, value: Value, dest: ir.Value, copy: bool) -> Non
         outer, grain = kernel.dim(value.type.shape[0]), 1
     em.b.ret_void()
     parallel.call_loop(kernel.b, kernel.head, fn, outer, kernel.dim(num_elements(value.type.shape)), grain,
-                       [kernel.dims_ptr, dest] + [kernel.buffers[v] for v in leaves])
+                       [kernel.dims_ptr, dest] + [kernel.buffers[v] for v in stored + leaves])
 
 
 # ---------------------------------------------------------------- lower_rules

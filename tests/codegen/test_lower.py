@@ -385,6 +385,56 @@ def test_a_value_read_by_elementwise_ops_of_one_loop_is_computed_in_it():
     assert "add" in {op.name for op in func.ops if op.result in plan(func).materialized}
 
 
+def test_relu_saving_its_mask_and_result_is_one_loop_storing_both():
+    """The forward half of a split VJP returns relu's mask and result: one loop computes x @ w + c
+    once per element and stores both (a large B spans several threads)."""
+    params = "x: f64[B,I], w: f64[I,O], c: f64[O]"
+
+    def saved(b, x, w, c):
+        a = b.op("add", b.op("matmul", x, w), b.op("broadcast", c, dims=[1], shape=[x.type.shape[0], w.type.shape[1]]))
+        zero = b.op("broadcast", b.op("constant", dtype=a.type.dtype, value=0.0), dims=[], shape=a.type.shape)
+        mask = b.op("le", a, zero)
+        return mask, b.op("select", mask, zero, a)
+    module = kernel(params, saved)
+    func = next(iter(module))
+    fusion = plan(func)
+    assert fusion.stored_by == {func.returns[1]: (func.returns[0],)}
+    assert not fusion.has_own_loop(func.returns[0])
+    for batch in (0, 3, 4099):
+        x, w, c = RNG.standard_normal((batch, 5)), RNG.standard_normal((5, 7)), RNG.standard_normal(7)
+        mask, relu = run(module, x, w, c)
+        np.testing.assert_array_equal(mask, x @ w + c <= 0)
+        assert_close(relu, np.maximum(x @ w + c, 0), np.float64)
+
+
+def test_a_value_read_by_a_loop_in_between_keeps_its_own_loop():
+    """exp(x) is read by a matmul before the loop that reads it at each element: moving it into
+    that loop would leave the matmul reading an unwritten buffer."""
+    def body(b, x):
+        e = b.op("exp", x)
+        return e, b.op("add", e, b.op("matmul", e, e))
+    module = kernel("x: f64[N,N]", body)
+    func = next(iter(module))
+    assert plan(func).stored_by == {}
+    x = RNG.standard_normal((6, 6))
+    e, y = run(module, x)
+    assert_close(e, np.exp(x), np.float64)
+    assert_close(y, np.exp(x) + np.exp(x) @ np.exp(x), np.float64)
+
+
+def test_a_value_read_elsewhere_than_at_each_element_keeps_its_own_loop():
+    """x + transpose(e) reads e across: e cannot be stored element by element by that loop."""
+    def body(b, x):
+        e = b.op("exp", x)
+        return e, b.op("add", e, b.op("transpose", e, perm=[1, 0]))
+    module = kernel("x: f64[N,N]", body)
+    func = next(iter(module))
+    assert plan(func).stored_by == {}
+    x = RNG.standard_normal((5, 5))
+    e, y = run(module, x)
+    assert_close(y, np.exp(x) + np.exp(x).T, np.float64)
+
+
 def fused_ops(fusion, root) -> int:
     """The ops the loop nest of `root` computes per element (a fused value once per use)."""
     count, stack = 0, [root]
