@@ -5,12 +5,13 @@ over its outermost range; this module decides at run time whether a call runs
 on one thread or is split:
 
     %work = ...                             ; elements the nest touches, from the dims
+    store dims, out, in... into %ctx
     br (%work >= 131072), parallel, serial
-    parallel: store dims, out, in... into %ctx
-              call @adc_rt_parallel_for(@loop.task, %ctx, 0, %outer, %grain)
-    serial:   call @loop(0, %outer, dims, out, in...)
+    parallel: call @adc_rt_parallel_for(@loop.task, %ctx, 0, %outer, %grain)
+    serial:   call @loop.task(%ctx, 0, %outer)
 
-- `@loop.task(ptr ctx, i64 start, i64 end)` unpacks the buffer pointers and calls the loop;
+- `@loop.task(ptr ctx, i64 start, i64 end)` unpacks the buffer pointers and runs the loop,
+  inlined into it;
 - `adc_rt_parallel_for` lives in the runtime library (`define_runtime`), declared only
   in kernel modules: it cuts [start, end) into at most one chunk per thread
   (`_chunking`: chunk sizes a multiple of `grain`, 64 for flat loops, so vector loops
@@ -70,16 +71,22 @@ def call_loop(b: ir.IRBuilder, head: ir.IRBuilder, loop: ir.Function, outer: ir.
 
     `head` builds in the caller's entry block (for the context's stack slot);
     `buffers` are the loop's arguments after its range: dims, out, in....
+    Both ways call `loop.task`, and `loop` is inlined into it: one function per nest for
+    LLVM to optimize and generate code for, not two (the `noalias` of the loop's buffers
+    survives inlining as alias metadata).
     """
+    loop.attributes.discard("noinline")
+    loop.attributes.add("alwaysinline")
+    task = _task(loop)
     ctx = head.alloca(PTR, size=len(buffers))
+    for k, ptr in enumerate(buffers):
+        b.store(ptr, b.gep(ctx, [i64(k)], source_etype=PTR))
     with b.if_else(b.icmp_signed(">=", work, i64(THRESHOLD))) as (parallel, serial):
         with parallel:
-            for k, ptr in enumerate(buffers):
-                b.store(ptr, b.gep(ctx, [i64(k)], source_etype=PTR))
             b.call(_declared(b.module, RUNTIME_PARALLEL_FOR, ir.FunctionType(VOID, [TASK_PTR, PTR, I64, I64, I64])),
-                   [_task(loop), ctx, i64(0), outer, i64(grain)])
+                   [task, ctx, i64(0), outer, i64(grain)])
         with serial:
-            b.call(loop, [i64(0), outer, *buffers])
+            b.call(task, [ctx, i64(0), outer])
 
 
 def define_set_num_threads(module: ir.Module) -> None:
