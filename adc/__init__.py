@@ -18,7 +18,7 @@ import os
 from adc.errors import CompileError, ToolchainError, VerifyError
 from adc.runtime.custom_gradient import custom_gradient
 from adc.runtime.functional import grad, hessian, jacobian
-from adc.runtime.module import LoadError, Module, load, warn_shadowed
+from adc.runtime.module import LoadError, Module, load, warn_on_open
 from adc.runtime.ops import (abs_ as abs, add, cast, clip, clip_by_norm, clip_by_value, concat,
                              convert_to_tensor, cos, divide, elu, equal, exp, expm1, floor, greater,
                              greater_equal, less, less_equal, log, log1p, math_ops as math, matmul,
@@ -49,12 +49,12 @@ def compile(source: str, name: str | None = None) -> Module:
     compiles once per machine."""
     from adc import driver      # the compiler (llvmlite) is optional for loading .so files
 
-    return warn_shadowed(Module(driver.jit_source(source, name or "<string>"), name or "<string>"), "adc.compile")
+    return warn_on_open(Module(driver.jit_source(source, name or "<string>"), name or "<string>"), "adc.compile")
 
 
 def compile_file(path: str | os.PathLike) -> Module:
     """Compile an .adc file in process."""
     from adc import driver
 
-    return warn_shadowed(Module(driver.jit_source(driver.read_source(path), str(path)), str(path)),
+    return warn_on_open(Module(driver.jit_source(driver.read_source(path), str(path)), str(path)),
                          "adc.compile_file")

@@ -168,14 +168,18 @@ def _check_cpu(path: Path, target: dict) -> None:
 def load(path: str | os.PathLike) -> Module:
     """Open a shared object written by `adc compile`; no recompilation. LoadError when it is not a
     whole adc module, or was built for CPU features this machine lacks."""
-    return warn_shadowed(Module(SharedLibrary(path), str(path)), "adc.load")
+    return warn_on_open(Module(SharedLibrary(path), str(path)), "adc.load")
 
 
-def warn_shadowed(module: Module, opener: str) -> Module:
-    """`module`, after a warning, at the line that called `opener` (adc.load, adc.compile...), for
-    each kernel that attribute access gives to the module itself (`info`, `ir`, `kernels`, `origin`,
-    a method): only `m[name]` reaches it. The language does not reserve these names (C calls such a
-    kernel like any other), and a module written before a name was taken still loads."""
+def warn_on_open(module: Module, opener: str) -> Module:
+    """`module`, after the warnings opening it deserves, at the line that called `opener`
+    (adc.load, adc.compile...): a module of no kernels (an empty file is a valid program, but
+    rarely the one meant), and each kernel that attribute access gives to the module itself
+    (`info`, `ir`, `kernels`, `origin`, a method): only `m[name]` reaches it. The language does
+    not reserve these names (C calls such a kernel like any other), and a module written before
+    a name was taken still loads."""
+    if not module.kernels:
+        warnings.warn(f"{opener}: '{module.origin}' defines no kernels", stacklevel=3)
     for name in module.kernels:
         if inspect.getattr_static(module, name, _ABSENT) is _ABSENT:
             continue

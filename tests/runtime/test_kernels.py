@@ -127,6 +127,24 @@ def open_shadowing(how, tmp_path):
     return adc.load(tmp_path / "shadowed.so")
 
 
+@pytest.mark.parametrize("opener", ["adc.compile", "adc.compile_file", "adc.load"])
+def test_a_module_of_no_kernels_is_a_warning(opener, tmp_path):
+    path = tmp_path / "empty.adc"
+    path.write_text("# nothing yet\n")
+    with pytest.warns(UserWarning) as caught:
+        if opener == "adc.compile":
+            m = adc.compile("# nothing yet\n", str(path))
+        elif opener == "adc.compile_file":
+            m = adc.compile_file(path)
+        else:
+            from adc import compiler, driver
+
+            driver.write_shared_object(compiler.elaborate("", str(path)), tmp_path / "empty.so")
+            m = adc.load(tmp_path / "empty.so")
+    assert [str(w.message) for w in caught] == [f"{opener}: '{m.origin}' defines no kernels"]
+    assert {w.filename for w in caught} == {__file__} and m.kernels == ()
+
+
 @pytest.mark.parametrize("how, opener", [("jit", "adc.compile"), ("so", "adc.load")])
 def test_kernel_named_like_a_module_attribute_is_an_item_and_a_warning(how, opener, tmp_path):
     with pytest.warns(UserWarning) as caught:
