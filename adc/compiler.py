@@ -32,7 +32,7 @@ from adc.ir.printer import format_functions, format_module
 from adc.passes import jacobian as compositions
 from adc.passes.adjoint import passthrough, vjp
 from adc.passes.inline import inline_func
-from adc.passes.pipeline import CLEANUP, DEFAULT_PIPELINE, SEPARATE_PIPELINE, run_pipeline
+from adc.passes.pipeline import CLEANUP, DEFAULT_PIPELINE, SEPARATE_PIPELINE, Pass, run_pipeline
 from adc.passes.split_vjp import split_vjp
 
 # The modules this process printed or parsed, by (IR text, module name), newest last. The text of
@@ -84,7 +84,8 @@ def elaborate(source: str, filename: str) -> Module:
         return compile_source(source, filename)
 
 
-def optimize(module: Module, options: Options = Options(), pipeline=DEFAULT_PIPELINE) -> Module:
+def optimize(module: Module, options: Options = Options(),
+             pipeline: tuple[Pass, ...] = DEFAULT_PIPELINE) -> Module:
     with compile_log.stage(module.name, "passes"):
         return run_pipeline(module, pipeline, verify=True, print_after_all=options.print_after_all,
                             print_after=set(options.print_after), out=options.out or sys.stderr)
@@ -147,12 +148,12 @@ def lower_kernel(ir_text: str, module_name: str, name: str, target: Target) -> l
     """The LLVM module of kernel `name` from the `KernelSources.ir` text of its module."""
     subject = f"{module_name}: {name}"
     with compile_log.stage(subject, "inline"):
-        kernel = inlined(_parse(ir_text, module_name), name)
+        kernel = _inlined(_parse(ir_text, module_name), name)
     with compile_log.stage(subject, "lower"):
         return lower.lower_kernel(kernel, name, target.vector_bits)
 
 
-def inlined(module: Module, name: str) -> Module:
+def _inlined(module: Module, name: str) -> Module:
     """Function `name` of a SEPARATE_PIPELINE module with its callees inlined and optimized again,
     with what it still references (the gradients of external functions): its work grows with
     what `name` reaches, not with the module."""

@@ -304,8 +304,9 @@ def _compile_kernels(sources, module_name: str, target: Target) -> list[bytes]:
     compiled — in one forked worker process per core when several are missing and this process
     runs one Python thread (a fork copies only the calling thread: with no other Python thread, no
     lock the child needs, llvmlite's included, can be held; native threads such as BLAS's or adc's
-    pool hold none). Each worker gets its share of the kernels in one chunk, so the module's IR
-    text is sent to it once, and finds the module this process printed from it (forked memory)."""
+    pool hold none). The kernels go to the workers in chunks, about four per worker, so the
+    module's IR text is sent a few times, not once per kernel; a worker finds the module this
+    process printed from that text in its forked memory, and parses nothing."""
     cache = open_cache()
     kernels = sources.kernels
     keys = {symbol: _kernel_key(symbol, digest, target) for symbol, digest in kernels.items()}
@@ -322,7 +323,7 @@ def _compile_kernels(sources, module_name: str, target: Target) -> list[bytes]:
         context = multiprocessing.get_context("fork")
         with concurrent.futures.ProcessPoolExecutor(workers, mp_context=context) as pool:
             built = pool.map(kernel_object, missing, repeat(sources.ir), repeat(module_name), repeat(target),
-                             chunksize=-(-len(missing) // workers))
+                             chunksize=max(1, len(missing) // (4 * workers)))
             found.update(zip(missing, built))
     else:
         found.update((s, kernel_object(s, sources.ir, module_name, target)) for s in missing)
