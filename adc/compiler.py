@@ -31,7 +31,7 @@ from adc.ir.parser import parse_module
 from adc.ir.printer import format_functions, format_module
 from adc.passes import jacobian as compositions
 from adc.passes.adjoint import passthrough, vjp
-from adc.passes.inline import inline_func
+from adc.passes.inline import callees, inline_func
 from adc.passes.pipeline import CLEANUP, DEFAULT_PIPELINE, SEPARATE_PIPELINE, Pass, run_pipeline
 from adc.passes.split_vjp import split_vjp
 
@@ -104,7 +104,8 @@ def to_llvm(module: Module, target: Target, options: Options = Options()) -> llv
 class KernelSources:
     """What compiling a module kernel by kernel needs: its metadata; `ir`, the text of its functions
     each optimized alone (SEPARATE_PIPELINE), from which `lower_kernel` compiles any of them; and
-    per kernel symbol a digest of the code that kernel reaches, what its object code is cached by."""
+    per kernel symbol a digest of the code compiling that kernel inlines into it, what its object
+    code is cached by."""
 
     metadata: str
     ir: str
@@ -118,23 +119,25 @@ def kernel_sources(module: Module, gradients: str = GRADIENTS_DERIVED) -> Kernel
     metadata = encode_metadata(module, _format(full), gradients, vjps)
     optimized = optimize(full, pipeline=SEPARATE_PIPELINE)
     texts = format_functions(optimized)
-    digests = _reach_digests(optimized, texts)
+    digests = _inlined_digests(optimized, texts)
     return KernelSources(metadata, _remember("\n".join(texts.values()), optimized),
                          {signature(f).symbol: digests[f.name] for f in optimized})
 
 
-def _reach_digests(module: Module, texts: dict[str, str]) -> dict[str, str]:
-    """Per function, a digest of its text and of the digests of the functions it references: it
-    changes whenever any code the function reaches does, and each text is hashed once (a text per
-    kernel of all it reaches would grow with the square of a chain's length)."""
-    references = {f.name: f.references() for f in module}
+def _inlined_digests(module: Module, texts: dict[str, str]) -> dict[str, str]:
+    """Per function, a digest of its text and of the digests of the functions it calls: it changes
+    whenever any code inlined into the function when it is compiled does, and each text is hashed
+    once (a text per kernel of all it calls would grow with the square of a chain's length). The
+    functions it only names (the gradients of external functions, which may name each other) are
+    not compiled into it."""
+    calls = {f.name: callees(f) for f in module}
     try:
-        callees_first = tuple(TopologicalSorter(references).static_order())
+        callees_first = tuple(TopologicalSorter(calls).static_order())
     except CycleError as err:
         raise CompileError(f"recursive call: {' -> '.join('@' + n for n in reversed(err.args[1]))}") from None
     digests: dict[str, str] = {}
     for name in callees_first:
-        parts = (texts[name], *(digests[r] for r in references[name]))
+        parts = (texts[name], *(digests[callee] for callee in calls[name]))
         digests[name] = hashlib.sha256("\0".join(parts).encode("utf-8", "surrogatepass")).hexdigest()
     return digests
 

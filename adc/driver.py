@@ -14,7 +14,7 @@ compiled from, the target and the versions of everything that compiles it
     jit_source(text, "k.adc")                  # key: the source text and file   -> a JitModule
     jit(ir_module)                             # key: the IR text                -> a JitModule
     derive(ir_text, "k.adc", "vjp", "f", None) # key: the IR text and the request -> a JitModule
-    JitModule.address("adc_kernel_f")          # key: a digest of the optimized IR f reaches -> object code
+    JitModule.address("adc_kernel_f")          # key: a digest of f and all it calls -> object code
     runtime_object(target)                     # the shared runtime library, once per target
 
 `derive` runs a composition of passes (compiler.DERIVATIONS: the VJP, the batched
@@ -160,7 +160,7 @@ class JitModule:
 
     Its manifest — built by elaborating and optimizing the module, or read from the cache — holds
     the module's metadata, its optimized IR text once and, per kernel symbol, the digest of the
-    code that kernel reaches (`compiler.KernelSources`); `address(symbol)` loads the kernel's
+    kernel and all it calls (`compiler.KernelSources`); `address(symbol)` loads the kernel's
     object code from the cache, or compiles the kernel from the IR text, the first time it is
     asked for. So opening a module of twenty kernels compiles none, and a process pays LLVM only
     for the kernels it calls. JIT modules share the process's runtime library, so
@@ -199,8 +199,8 @@ class JitModule:
 
 
 def _kernel_key(symbol: str, digest: str, target: Target) -> str:
-    """Object code of a kernel is cached by the digest of the IR it reaches: kernels of the same
-    code share it, whatever module they are in."""
+    """Object code of a kernel is cached by the digest of its IR and all it calls: kernels of the
+    same code share it, whatever module they are in."""
     return cache_key(target, "kernel", symbol, digest)
 
 
@@ -282,7 +282,7 @@ def write_shared_object(module: Module, out_path: str | os.PathLike, gradients: 
     """Compile to a sealed shared object with the runtime library linked in, and return its metadata;
     with `gradients`, each kernel's VJP kernel is exported next to it (`adc_kernel_<name>_vjp`), so
     `adc.load` differentiates without the compiler. Kernels are compiled one LLVM module each, cached by
-    the code they reach, the ones not cached in parallel processes (see `_compile_kernels`)."""
+    their code and all it calls, the ones not cached in parallel processes (see `_compile_kernels`)."""
     from adc.codegen import aot     # the linker's driver: only `adc compile` needs it (5 ms at every start)
 
     externs.resolve(module)

@@ -1,6 +1,6 @@
 """The compile cache across processes: a second process runs no LLVM, concurrent compiles are safe,
 a damaged entry is rebuilt, ADC_CACHE=0 writes nothing, derived kernels are cached too; a kernel's
-object code is shared by the modules where it reaches the same code, and by no other."""
+object code is shared by the modules where it calls the same code, and by no other."""
 from __future__ import annotations
 
 import logging
@@ -138,7 +138,7 @@ def callee_and_caller(scale: float, after: str = "") -> str:
             f"def caller_of_a_cache_test(x: f64[N]) -> f64[N]:\n    return callee(x) + 1.0\n{after}")
 
 
-def test_a_kernel_shares_object_code_only_where_all_it_reaches_is_the_same(caplog):
+def test_a_kernel_shares_object_code_only_where_all_it_calls_is_the_same(caplog):
     caplog.set_level(logging.INFO, logger="adc.compile")
     x = np.array([0.5, 2.0])
 
