@@ -6,14 +6,16 @@ only then imports this module with the frontend, the passes and lowering
 behind it, so a warm process never loads them.
 
     module = elaborate(source, "k.adc")                   # verified IR, with locations
-    metadata, kernels = kernel_sources(module)            # per kernel symbol: its optimized IR text
-    lower_kernel(kernels["adc_kernel_f"], "k.adc", "f", Target.host())    # an LLVM module
+    sources = kernel_sources(module)                      # metadata, optimized IR text, kernel digests
+    lower_kernel(sources.ir, "k.adc", "f", Target.host()) # f inlined and optimized: an LLVM module
     DERIVATIONS["vjp"](module, "f", None)                 # (module + f_vjp, f_vjp, wrt, passthrough)
 """
 from __future__ import annotations
 
+import hashlib
 import sys
 from dataclasses import dataclass, field
+from graphlib import CycleError, TopologicalSorter
 from typing import Callable, TextIO
 
 import llvmlite.ir
@@ -26,23 +28,24 @@ from adc.errors import CompileError
 from adc.frontend import compile_source
 from adc.ir.core import Func, Module
 from adc.ir.parser import parse_module
-from adc.ir.printer import format_module
+from adc.ir.printer import format_functions, format_module
 from adc.passes import jacobian as compositions
 from adc.passes.adjoint import passthrough, vjp
-from adc.passes.pipeline import DEFAULT_PIPELINE, run_pipeline
+from adc.passes.inline import callees, inline_func
+from adc.passes.pipeline import CLEANUP, DEFAULT_PIPELINE, SEPARATE_PIPELINE, Pass, run_pipeline
 from adc.passes.split_vjp import split_vjp
 
-# The modules this process printed, by (IR text, module name), newest last. The text of a kernel
-# or of a module's metadata is parsed back when the kernel is compiled or differentiated; when
-# this process printed it, the module it printed is used instead (IR objects never change once
-# built). Parsing costs lark ~4 us a character (the mlp_loss VJP's text: 8 ms), and building the
-# IR lexer ~15 ms once per process, so a cold compile of a kernel and its gradient parses nothing.
+# The modules this process printed or parsed, by (IR text, module name), newest last. The text of
+# a module's kernels or of its metadata is parsed back when a kernel is compiled or differentiated;
+# when this process printed it, the module it printed is used instead (IR objects never change once
+# built), and a text parsed once is not parsed again for the module's next kernel. Parsing costs
+# lark ~4 us a character (the mlp_loss VJP's text: 8 ms), and building the IR lexer ~15 ms once
+# per process, so a cold compile of a kernel and its gradient parses nothing.
 _PRINTED_KEPT = 64
 _printed: dict[tuple[str, str], Module] = {}
 
 
-def _format(module: Module) -> str:
-    text = format_module(module)
+def _remember(text: str, module: Module) -> str:
     _printed.pop((text, module.name), None)
     _printed[text, module.name] = module
     while len(_printed) > _PRINTED_KEPT:
@@ -50,9 +53,16 @@ def _format(module: Module) -> str:
     return text
 
 
+def _format(module: Module) -> str:
+    return _remember(format_module(module), module)
+
+
 def _parse(text: str, module_name: str) -> Module:
     printed = _printed.get((text, module_name))
-    return printed if printed is not None else parse_module(text, module_name)
+    if printed is None:
+        printed = parse_module(text, module_name)
+        _remember(text, printed)
+    return printed
 
 
 @dataclass(frozen=True)
@@ -74,9 +84,10 @@ def elaborate(source: str, filename: str) -> Module:
         return compile_source(source, filename)
 
 
-def optimize(module: Module, options: Options = Options()) -> Module:
+def optimize(module: Module, options: Options = Options(),
+             pipeline: tuple[Pass, ...] = DEFAULT_PIPELINE) -> Module:
     with compile_log.stage(module.name, "passes"):
-        return run_pipeline(module, DEFAULT_PIPELINE, verify=True, print_after_all=options.print_after_all,
+        return run_pipeline(module, pipeline, verify=True, print_after_all=options.print_after_all,
                             print_after=set(options.print_after), out=options.out or sys.stderr)
 
 
@@ -89,15 +100,46 @@ def to_llvm(module: Module, target: Target, options: Options = Options()) -> llv
         return lower.lower_module(optimized, metadata, target.vector_bits)
 
 
-def kernel_sources(module: Module, gradients: str = GRADIENTS_DERIVED) -> tuple[str, dict[str, str]]:
-    """What compiling a module kernel by kernel needs: the module's metadata, and per kernel symbol
-    the IR text (optimized, with every function it references) that compiling that kernel on its
-    own needs (`lower_kernel`). With `gradients="embedded"` (a shared object), each kernel's VJP
-    kernel too (see `with_vjps`)."""
+@dataclass(frozen=True)
+class KernelSources:
+    """What compiling a module kernel by kernel needs: its metadata; `ir`, the text of its functions
+    each optimized alone (SEPARATE_PIPELINE), from which `lower_kernel` compiles any of them; and
+    per kernel symbol a digest of the code compiling that kernel inlines into it, what its object
+    code is cached by."""
+
+    metadata: str
+    ir: str
+    kernels: dict[str, str]
+
+
+def kernel_sources(module: Module, gradients: str = GRADIENTS_DERIVED) -> KernelSources:
+    """The KernelSources of `module`; with `gradients="embedded"` (a shared object), each kernel's
+    VJP kernel too (see `with_vjps`)."""
     full, vjps = with_vjps(module) if gradients == GRADIENTS_EMBEDDED else (module, ())
     metadata = encode_metadata(module, _format(full), gradients, vjps)
-    optimized = optimize(full)
-    return metadata, {signature(f).symbol: _format(optimized.reachable(f.name)) for f in optimized}
+    optimized = optimize(full, pipeline=SEPARATE_PIPELINE)
+    texts = format_functions(optimized)
+    digests = _inlined_digests(optimized, texts)
+    return KernelSources(metadata, _remember("\n".join(texts.values()), optimized),
+                         {signature(f).symbol: digests[f.name] for f in optimized})
+
+
+def _inlined_digests(module: Module, texts: dict[str, str]) -> dict[str, str]:
+    """Per function, a digest of its text and of the digests of the functions it calls: it changes
+    whenever any code inlined into the function when it is compiled does, and each text is hashed
+    once (a text per kernel of all it calls would grow with the square of a chain's length). The
+    functions it only names (the gradients of external functions, which may name each other) are
+    not compiled into it."""
+    calls = {f.name: callees(f) for f in module}
+    try:
+        callees_first = tuple(TopologicalSorter(calls).static_order())
+    except CycleError as err:
+        raise CompileError(f"recursive call: {' -> '.join('@' + n for n in reversed(err.args[1]))}") from None
+    digests: dict[str, str] = {}
+    for name in callees_first:
+        parts = (texts[name], *(digests[callee] for callee in calls[name]))
+        digests[name] = hashlib.sha256("\0".join(parts).encode("utf-8", "surrogatepass")).hexdigest()
+    return digests
 
 
 def metadata_module(metadata: str) -> llvmlite.ir.Module:
@@ -106,9 +148,20 @@ def metadata_module(metadata: str) -> llvmlite.ir.Module:
 
 
 def lower_kernel(ir_text: str, module_name: str, name: str, target: Target) -> llvmlite.ir.Module:
-    """The LLVM module of kernel `name` from its `kernel_sources` text."""
-    with compile_log.stage(f"{module_name}: {name}", "lower"):
-        return lower.lower_kernel(_parse(ir_text, module_name), name, target.vector_bits)
+    """The LLVM module of kernel `name` from the `KernelSources.ir` text of its module."""
+    subject = f"{module_name}: {name}"
+    with compile_log.stage(subject, "inline"):
+        kernel = _inlined(_parse(ir_text, module_name), name)
+    with compile_log.stage(subject, "lower"):
+        return lower.lower_kernel(kernel, name, target.vector_bits)
+
+
+def _inlined(module: Module, name: str) -> Module:
+    """Function `name` of a SEPARATE_PIPELINE module with its callees inlined and optimized again,
+    with what it still references (the gradients of external functions): its work grows with
+    what `name` reaches, not with the module."""
+    kernel = inline_func(module[name], module)
+    return run_pipeline(module.replace(kernel).reachable(name), CLEANUP)
 
 
 def with_vjps(module: Module) -> tuple[Module, tuple[VjpEntry, ...]]:

@@ -14,7 +14,7 @@ compiled from, the target and the versions of everything that compiles it
     jit_source(text, "k.adc")                  # key: the source text and file   -> a JitModule
     jit(ir_module)                             # key: the IR text                -> a JitModule
     derive(ir_text, "k.adc", "vjp", "f", None) # key: the IR text and the request -> a JitModule
-    JitModule.address("adc_kernel_f")          # key: f's optimized IR text      -> object code
+    JitModule.address("adc_kernel_f")          # key: a digest of f and all it calls -> object code
     runtime_object(target)                     # the shared runtime library, once per target
 
 `derive` runs a composition of passes (compiler.DERIVATIONS: the VJP, the batched
@@ -159,16 +159,18 @@ class JitModule:
     """A module compiled into this process kernel by kernel, each on its first use.
 
     Its manifest — built by elaborating and optimizing the module, or read from the cache — holds
-    the module's metadata and, per kernel symbol, the IR text compiling that kernel alone needs;
-    `address(symbol)` compiles the kernel (or loads its object code from the cache) the first
-    time it is asked for. So opening a module of twenty kernels compiles none, and a process
-    pays LLVM only for the kernels it calls. JIT modules share the process's runtime library, so
+    the module's metadata, its optimized IR text once and, per kernel symbol, the digest of the
+    kernel and all it calls (`compiler.KernelSources`); `address(symbol)` loads the kernel's
+    object code from the cache, or compiles the kernel from the IR text, the first time it is
+    asked for. So opening a module of twenty kernels compiles none, and a process pays LLVM only
+    for the kernels it calls. JIT modules share the process's runtime library, so
     `adc_set_num_threads` is the runtime's.
     """
 
     def __init__(self, manifest: dict, target: Target):
         self._metadata = manifest["metadata"]
         self._name = json.loads(self._metadata)["module"]
+        self._ir: str = manifest["ir"]
         self._kernels: dict[str, str] = manifest["kernels"]
         self._target = target
         self._loaded: dict[str, JitLibrary] = {}
@@ -192,18 +194,18 @@ class JitModule:
             return self._loaded[symbol].address(symbol)
 
     def _kernel_object(self, symbol: str) -> bytes:
-        ir_text = self._kernels[symbol]
-        return _cached(_kernel_key(symbol, ir_text, self._target), f"{self._name}: {symbol}",
-                       lambda: kernel_object(symbol, ir_text, self._name, self._target))
+        return _cached(_kernel_key(symbol, self._kernels[symbol], self._target), f"{self._name}: {symbol}",
+                       lambda: kernel_object(symbol, self._ir, self._name, self._target))
 
 
-def _kernel_key(symbol: str, ir_text: str, target: Target) -> str:
-    """Object code of a kernel is cached by its IR text: kernels of the same text share it."""
-    return cache_key(target, "kernel", symbol, ir_text)
+def _kernel_key(symbol: str, digest: str, target: Target) -> str:
+    """Object code of a kernel is cached by the digest of its IR and all it calls: kernels of the
+    same code share it, whatever module they are in."""
+    return cache_key(target, "kernel", symbol, digest)
 
 
 def kernel_object(symbol: str, ir_text: str, module_name: str, target: Target) -> bytes:
-    """Compile one kernel from its `compiler.kernel_sources` text (also in a worker process)."""
+    """Compile one kernel from its module's `KernelSources.ir` text (also in a worker process)."""
     name = symbol[len(KERNEL_PREFIX):]
     llvm_module = _compiler().lower_kernel(ir_text, module_name, name, target)
     return emit.emit_object(llvm_module, target, f"{module_name}: {name}")
@@ -211,8 +213,9 @@ def kernel_object(symbol: str, ir_text: str, module_name: str, target: Target) -
 
 def _manifest(module: Module) -> dict:
     externs.resolve(module)
-    metadata, kernels = _compiler().kernel_sources(module)
-    return {"metadata": metadata, "externs": externs.symbols(module), "kernels": kernels}
+    sources = _compiler().kernel_sources(module)
+    return {"metadata": sources.metadata, "externs": externs.symbols(module), "ir": sources.ir,
+            "kernels": sources.kernels}
 
 
 def jit_source(source: str, filename: str) -> JitModule:
@@ -279,30 +282,34 @@ def write_shared_object(module: Module, out_path: str | os.PathLike, gradients: 
     """Compile to a sealed shared object with the runtime library linked in, and return its metadata;
     with `gradients`, each kernel's VJP kernel is exported next to it (`adc_kernel_<name>_vjp`), so
     `adc.load` differentiates without the compiler. Kernels are compiled one LLVM module each, cached by
-    their IR text, the ones not cached in parallel processes (see `_compile_kernels`)."""
+    their code and all it calls, the ones not cached in parallel processes (see `_compile_kernels`)."""
     from adc.codegen import aot     # the linker's driver: only `adc compile` needs it (5 ms at every start)
 
     externs.resolve(module)
     target = target or Target.host(pic=True)
     compiler = _compiler()
-    metadata, kernels = compiler.kernel_sources(module, GRADIENTS_EMBEDDED if gradients else GRADIENTS_NONE)
-    objects = _compile_kernels(kernels, module.name, target)
-    objects.append(_cached(cache_key(target, "metadata", metadata), f"{module.name}: metadata",
-                           lambda: emit.emit_object(compiler.metadata_module(metadata), target)))
+    sources = compiler.kernel_sources(module, GRADIENTS_EMBEDDED if gradients else GRADIENTS_NONE)
+    objects = _compile_kernels(sources, module.name, target)
+    objects.append(_cached(cache_key(target, "metadata", sources.metadata), f"{module.name}: metadata",
+                           lambda: emit.emit_object(compiler.metadata_module(sources.metadata), target)))
     objects.append(runtime_object(target))
     with compile_log.stage(module.name, "link"):
         aot.link_shared_object(objects, out_path, externs.link_arguments(module))
     seal_file(out_path, {"triple": target.triple, "cpu": target.cpu, "features": list(target.required_features)})
-    return decode_metadata(metadata)
+    return decode_metadata(sources.metadata)
 
 
-def _compile_kernels(kernels: dict[str, str], module_name: str, target: Target) -> list[bytes]:
-    """The object code of each kernel (symbol -> IR text): from the cache, else compiled — in one
-    forked worker process per core when several are missing and this process runs one Python
-    thread (a fork copies only the calling thread: with no other Python thread, no lock the child
-    needs, llvmlite's included, can be held; native threads such as BLAS's or adc's pool hold none)."""
+def _compile_kernels(sources, module_name: str, target: Target) -> list[bytes]:
+    """The object code of each kernel of `sources` (compiler.KernelSources): from the cache, else
+    compiled — in one forked worker process per core when several are missing and this process
+    runs one Python thread (a fork copies only the calling thread: with no other Python thread, no
+    lock the child needs, llvmlite's included, can be held; native threads such as BLAS's or adc's
+    pool hold none). The kernels go to the workers in chunks, about four per worker, so the
+    module's IR text is sent a few times, not once per kernel; a worker finds the module this
+    process printed from that text in its forked memory, and parses nothing."""
     cache = open_cache()
-    keys = {symbol: _kernel_key(symbol, text, target) for symbol, text in kernels.items()}
+    kernels = sources.kernels
+    keys = {symbol: _kernel_key(symbol, digest, target) for symbol, digest in kernels.items()}
     found = {symbol: cache.get("modules", key) if cache else None for symbol, key in keys.items()}
     missing = [symbol for symbol, data in found.items() if data is None]
     for symbol, key in keys.items():
@@ -315,11 +322,11 @@ def _compile_kernels(kernels: dict[str, str], module_name: str, target: Target) 
 
         context = multiprocessing.get_context("fork")
         with concurrent.futures.ProcessPoolExecutor(workers, mp_context=context) as pool:
-            built = pool.map(kernel_object, missing, [kernels[s] for s in missing], repeat(module_name),
-                             repeat(target))
+            built = pool.map(kernel_object, missing, repeat(sources.ir), repeat(module_name), repeat(target),
+                             chunksize=max(1, len(missing) // (4 * workers)))
             found.update(zip(missing, built))
     else:
-        found.update((s, kernel_object(s, kernels[s], module_name, target)) for s in missing)
+        found.update((s, kernel_object(s, sources.ir, module_name, target)) for s in missing)
     if cache:
         for symbol in missing:
             cache.put("modules", keys[symbol], found[symbol])

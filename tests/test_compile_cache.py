@@ -1,15 +1,19 @@
 """The compile cache across processes: a second process runs no LLVM, concurrent compiles are safe,
-a damaged entry is rebuilt, ADC_CACHE=0 writes nothing, derived kernels are cached too."""
+a damaged entry is rebuilt, ADC_CACHE=0 writes nothing, derived kernels are cached too; a kernel's
+object code is shared by the modules where it calls the same code, and by no other."""
 from __future__ import annotations
 
+import logging
 import os
 import shutil
 import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
+import adc
 from adc import driver
 from adc.codegen.cache import Cache
 from adc.codegen.target import Target
@@ -127,3 +131,26 @@ def test_cli_cache_info_and_clear(cache_dir):
     off = subprocess.run([sys.executable, "-m", "adc", "cache", "info"], capture_output=True, text=True,
                          env={**environ, "ADC_CACHE": "0"}, check=True).stdout
     assert "off" in off
+
+
+def callee_and_caller(scale: float, after: str = "") -> str:
+    return (f"def callee(x: f64[N]) -> f64[N]:\n    return x * {scale}\n"
+            f"def caller_of_a_cache_test(x: f64[N]) -> f64[N]:\n    return callee(x) + 1.0\n{after}")
+
+
+def test_a_kernel_shares_object_code_only_where_all_it_calls_is_the_same(caplog):
+    caplog.set_level(logging.INFO, logger="adc.compile")
+    x = np.array([0.5, 2.0])
+
+    def caller_cache_lookup(source: str, scale: float) -> str:
+        caplog.clear()
+        module = adc.compile(source, "shared.adc")
+        np.testing.assert_allclose(module.caller_of_a_cache_test(x).numpy(), x * scale + 1.0)
+        (lookup,) = [r.getMessage() for r in caplog.records
+                     if r.getMessage().startswith("shared.adc: adc_kernel_caller_of_a_cache_test: cache")]
+        return lookup.split()[3]
+
+    assert caller_cache_lookup(callee_and_caller(2.0), 2.0) == "miss"
+    assert caller_cache_lookup(callee_and_caller(3.0), 3.0) == "miss"     # only the callee differs
+    unrelated = "def unrelated(x: f64[N]) -> f64[N]:\n    return x - 1.0\n"
+    assert caller_cache_lookup(callee_and_caller(2.0, unrelated), 2.0) == "hit"

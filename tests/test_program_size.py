@@ -6,6 +6,8 @@ is checked against NumPy in float64 through the reference interpreter, or native
 against central differences. The 10,000-statement kernel runs through the front and middle end
 and is lowered to LLVM IR (about 3 s); LLVM then takes about 4 s on it and 8 s on its gradient
 (docs/language.md, "Program size"), so the native test uses 1,000 statements, past every old limit.
+A chain of kernels is compiled natively too: each kernel's callees are inlined when it is compiled,
+not all of them when the module is.
 """
 from __future__ import annotations
 
@@ -102,17 +104,24 @@ def chain(n: int) -> str:
     return "".join(kernels)
 
 
-def chain_oracle(x):
-    return repeat(lambda y, x: y * 0.99 + 0.01, 499)(x * 1.01)
+def chain_oracle(n: int):
+    """What k{n-1} of chain(n) computes."""
+    return lambda x: repeat(lambda y, x: y * 0.99 + 0.01, n - 1)(x * 1.01)
 
 
 def test_a_chain_of_500_kernels_runs_call_by_call_and_differentiates():
     module = compile_source(chain(500), "chain.adc")
     (got,) = run(module, "k499", X)             # the interpreter follows 500 nested calls
-    np.testing.assert_allclose(got, chain_oracle(X), rtol=1e-12)
+    np.testing.assert_allclose(got, chain_oracle(500)(X), rtol=1e-12)
     extended, gradient = vjp(module, "k499")    # inlines them
     (got,) = run(extended, gradient.func.name, X, np.ones_like(X))
     np.testing.assert_allclose(got, 1.01 * 0.99 ** 499, rtol=1e-12)
+
+
+def test_a_chain_of_300_kernels_natively():
+    module = adc.compile(chain(300), "chain.adc")
+    np.testing.assert_allclose(module.k299(X).numpy(), chain_oracle(300)(X), rtol=1e-12)
+    np.testing.assert_allclose(module.k150(X).numpy(), chain_oracle(151)(X), rtol=1e-12)
 
 
 def test_a_chain_of_300_custom_gradients_batches():

@@ -115,6 +115,12 @@ class Func:
         result = results[0] if len(results) == 1 else f"({', '.join(results)})"
         return f"{self.name}({params}) -> {result}"
 
+    def references(self) -> tuple[str, ...]:
+        """The functions its ops name (callees, custom-gradient forwards and backwards, the
+        gradients of external functions), in order of appearance."""
+        return tuple(r for op in self.ops for value in op.attrs.values()
+                     for r in (value if isinstance(value, tuple) else (value,)) if isinstance(r, FuncRef))
+
 
 @dataclass(eq=False)
 class Module:
@@ -137,10 +143,7 @@ class Module:
             func = self.funcs[stack.pop()]
             if func.name not in order:
                 order[func.name] = func
-                for op in func.ops:
-                    for value in op.attrs.values():
-                        stack += [r for r in (value if isinstance(value, tuple) else (value,))
-                                  if isinstance(r, FuncRef)]
+                stack += func.references()
         return Module({n: f for n, f in self.funcs.items() if n in order}, self.name)
 
     def custom_gradients(self) -> dict[str, tuple[str, str]]:

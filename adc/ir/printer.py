@@ -86,5 +86,10 @@ def format_func(func: Func, locations: bool = True) -> str:
     return "\n".join(lines) + "\n"
 
 
+def format_functions(module: Module, locations: bool = True) -> dict[str, str]:
+    """Each function's text by name: `format_module` joins them."""
+    return {f.name: format_func(f, locations) for f in module}
+
+
 def format_module(module: Module, locations: bool = True) -> str:
-    return "\n".join(format_func(f, locations) for f in module)
+    return "\n".join(format_functions(module, locations).values())

@@ -30,8 +30,13 @@ def inline(module: Module) -> Module:
     return Module({f.name: inline_func(f, module) for f in module}, module.name)
 
 
+def callees(func: Func) -> tuple[str, ...]:
+    """The functions `func` calls, in order of appearance: what inlining copies into it."""
+    return tuple(op.attrs["callee"] for op in func.ops if op.name == "call")
+
+
 def inline_func(func: Func, module: Module) -> Func:
-    if not any(op.name == "call" for op in func.ops):
+    if not callees(func):
         return func
     values: dict[Value, Value] = {}
     ops: list[Op] = []

@@ -1,8 +1,13 @@
 """The pass pipeline: named `Module -> Module` passes, the verifier after each.
 
-The driver runs `DEFAULT_PIPELINE` between elaboration and codegen; the CLI's
-`--print-after-all` / `--print-after=PASS` print the module after a pass under
-a banner, so every stage can be inspected:
+`DEFAULT_PIPELINE` optimizes a whole module, every kernel with its callees inlined
+(`adc ir --emit opt|llvm`). The JIT and shared objects split it so that its work grows
+with the program's size: `SEPARATE_PIPELINE` optimizes each function alone, once per
+module, and each kernel compiled gets its callees inlined and `CLEANUP` again then
+(compiler.lower_kernel); inlining every kernel of a chain of n kernels, each calling the
+one before, would make n²/2 kernel bodies. The CLI's `--print-after-all` /
+`--print-after=PASS` print the module after a pass under a banner, so every stage can
+be inspected:
 
     // ----- IR after simplify -----
     func @f(%x: f32[N]) -> f32[N] {
@@ -33,13 +38,14 @@ class Pass:
     function: Callable[[Module], Module]
 
 
-DEFAULT_PIPELINE: tuple[Pass, ...] = (
-    Pass("expand", expand_custom_gradients),
-    Pass("inline", inline),
+CLEANUP: tuple[Pass, ...] = (
     Pass("simplify", simplify),
     Pass("cse", cse),
     Pass("dce", eliminate_dead_code),
 )
+
+DEFAULT_PIPELINE: tuple[Pass, ...] = (Pass("expand", expand_custom_gradients), Pass("inline", inline), *CLEANUP)
+SEPARATE_PIPELINE: tuple[Pass, ...] = (Pass("expand", expand_custom_gradients), *CLEANUP)
 
 
 def run_pipeline(module: Module, passes: Iterable[Pass] = DEFAULT_PIPELINE, verify: bool = True,
