@@ -23,7 +23,7 @@ CASES = [
     ("def f(x: f32[N]) -> f32:\n    return sum(x[0:2  # a comment (\n", (2, 17), "'[' was never closed"),
     ("def f(x: f32[N]) -> f32[N]:\n    if x > 0:\n        return x\n", (2, 5), "'if' is not supported"),
     ("def f(x: f32[N]) -> f32[N]:\n    for i in x:\n        return x\n", (2, 5), "'for' is not supported"),
-    ("def f(x: f32[N]) -> f32[N]:\n    return a < x < 2\n", (2, 18), "unexpected '<'"),
+    ("def f(x: f32[N]) -> f32[N]:\n    return 1 < x < x\n", (2, 12), "returns bool[N] but is declared f32[N]"),
     (HEAD + "    return z\n", (2, 12), "unknown name 'z'"),
     (HEAD + "    return foo(x)\n", (2, 12), "unknown function 'foo'"),
     (HEAD + "    return sin(x, x)\n", (2, 12), "sin() takes 1 argument, got 2"),
