@@ -285,6 +285,38 @@ def softplus_expand(cx, a):
     return cx.op("add", cx.elementwise("maximum", x, 0), tail)
 
 
+@builtin("square", "x")
+def square_expand(cx, a):
+    # square(x) = x * x
+    x = a.tensor("x")
+    return cx.op("mul", x, x)
+
+
+@builtin("reciprocal", "x")
+def reciprocal_expand(cx, a):
+    # reciprocal(x) = 1 / x (floats: NumPy's integer reciprocal truncates)
+    return cx.elementwise("div", 1, _float_tensor(a, "x"))
+
+
+@builtin("isnan", "x")
+def isnan_expand(cx, a):
+    # isnan(x) = x != x, the one value unequal to itself
+    x = _float_tensor(a, "x")
+    return cx.op("ne", x, x)
+
+
+@builtin("isinf", "x")
+def isinf_expand(cx, a):
+    # isinf(x) = |x| == inf
+    return cx.elementwise("eq", cx.op("abs", _float_tensor(a, "x")), float("inf"))
+
+
+@builtin("isfinite", "x")
+def isfinite_expand(cx, a):
+    # isfinite(x) = |x| < inf, false for nan (an ordered comparison)
+    return cx.elementwise("lt", cx.op("abs", _float_tensor(a, "x")), float("inf"))
+
+
 @builtin("minimum", "x", "y")
 def minimum_expand(cx, a):
     return cx.elementwise("minimum", a["x"], a["y"])

@@ -92,6 +92,7 @@ CASES = [
     (HEAD + "    z = 1.0\n    z *= x\n    return z\n", (3, 5), "would change 'z' from a number to tensor f32[N]"),
     (HEAD + "    z = i32(x)\n    z /= 2\n    return x\n", (3, 5), "div: expected float operands, got i32[N]"),
     (HEAD + "    q += x\n    return q\n", (2, 5), "'q' must be assigned before '+='"),
+    (HEAD + "    return where(isnan(i32(x)), x, x)\n", (2, 24), "isnan(): expected a float tensor, got i32[N]"),
 ]
 
 

@@ -50,6 +50,8 @@ CASES = {
     "pow": ("x,y", "[3,4]", "x ** y", "pn"),
     "pow_const": ("x", "[3,4]", "x ** 3.0 + x ** 0.5", "p"),
     "square": ("s", "", "s ** 2", "n"),
+    "square_builtin": ("x", "[3,4]", "square(x)", "n"),
+    "reciprocal": ("x", "[3,4]", "reciprocal(x)", "a"),
     "mod": ("x,y", "[3,4]", "x % y", "na"),
     "floor_div": ("x,y", "[3,4]", "x * (x // y)", "na"),
     "conditional": ("x,y", "[3,4]", "x * y if x > y else x - y", "nn"),
