@@ -115,6 +115,12 @@ def test_augmented_assignment_rebinds_the_name(dtype, op, operand):
     np.testing.assert_array_equal(run(source, x, y), want)
 
 
+def test_augmented_assignment_of_a_number_takes_a_dtype():
+    x = np.arange(4.0, dtype=np.float32)
+    got = run("def f(x: f32[N]) -> f32:\n    acc = 0.5\n    acc += sum(x)\n    acc *= 2\n    return acc\n", x)
+    assert got.dtype == np.float32 and got == 13.0
+
+
 def test_constants_are_weak_and_shadowed_by_names():
     x = np.array([1.0, -2.0], np.float32)
     got = run("def f(x: f32[N]) -> f32[N]:\n    return x * pi + e - minimum(x * inf, nan) * 0.0\n", x)
