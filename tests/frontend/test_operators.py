@@ -144,10 +144,10 @@ def test_integer_division_by_zero_of_a_literal_is_a_compile_error_not_a_trap():
                                           ("isinf", np.isinf), ("isfinite", np.isfinite)])
 def test_elementwise_builtins(name, oracle, dtype):
     x = np.array([0.0, -0.0, 1.5, -3.0, 1e30, 1e-30, np.inf, -np.inf, np.nan], NUMPY[dtype])
-    want = oracle(x)
-    result = f"{'bool' if want.dtype == np.bool_ else dtype}[N]"
     with np.errstate(all="ignore"):
-        got = run(f"def f(x: {dtype}[N]) -> {result}:\n    return {name}(x)\n", x)
+        want = oracle(x)
+    result = f"{'bool' if want.dtype == np.bool_ else dtype}[N]"
+    got = run(f"def f(x: {dtype}[N]) -> {result}:\n    return {name}(x)\n", x)
     np.testing.assert_array_equal(got, want)
 
 
