@@ -29,7 +29,7 @@ from typing import Callable
 
 import llvmlite.ir as ir
 
-from adc.codegen import gemm, parallel, vecmath
+from adc.codegen import division, gemm, parallel, vecmath
 from adc.codegen.fusion import MATERIALIZING, Plan, plan
 from adc.codegen.loops import (I1, I8, I32, I64, NOWRAP, PTR, Index, counted_loop, evaluate_dim,
                                i64, if_then_else, loop_nest, outline)
@@ -338,6 +338,28 @@ lower_rules["add"] = _elementwise(_int_or_float("add", "fadd"))
 lower_rules["sub"] = _elementwise(_int_or_float("sub", "fsub"))
 lower_rules["mul"] = _elementwise(_int_or_float("mul", "fmul"))
 lower_rules["div"] = _elementwise(_int_or_float("sdiv", "fdiv"))
+lower_rules["floor_div"] = _elementwise(division.floor_div)
+lower_rules["mod"] = _elementwise(division.mod)
+
+
+def _bitwise(name: str) -> Callable[..., ir.Value]:
+    # on i1 (bool) these are the logical and, or, xor
+    def scalar(b: ir.IRBuilder, dtype: DType, x: ir.Value, y: ir.Value) -> ir.Value:
+        return getattr(b, name)(x, y)
+    scalar.__name__ = f"bitwise_{name.rstrip('_')}_lower"
+    return scalar
+
+
+for _name in ("and_", "or_", "xor"):
+    lower_rules[f"bitwise_{_name.rstrip('_')}"] = _elementwise(_bitwise(_name))
+
+
+def bitwise_not_lower(b: ir.IRBuilder, dtype: DType, x: ir.Value) -> ir.Value:
+    # x ^ all ones: logical not of an i1, -x - 1 of an integer
+    return b.not_(x)
+
+
+lower_rules["bitwise_not"] = _elementwise(bitwise_not_lower)
 
 
 def _extremum(float_name: str, int_name: str) -> Callable[..., ir.Value]:

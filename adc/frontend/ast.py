@@ -80,6 +80,32 @@ class Index:
 
 
 @dataclass(frozen=True)
+class EllipsisItem:
+    """`...` inside brackets: as many whole axes as the other items leave."""
+
+    loc: Location
+
+
+@dataclass(frozen=True)
+class Attribute:
+    """`x.T`, the one attribute of tensors."""
+
+    value: "Expr"
+    name: str
+    loc: Location
+
+
+@dataclass(frozen=True)
+class Conditional:
+    """`then if cond else otherwise`: an elementwise select, broadcasting as `where`."""
+
+    cond: "Expr"
+    then: "Expr"
+    otherwise: "Expr"
+    loc: Location
+
+
+@dataclass(frozen=True)
 class ListExpr:
     """`[a, b]` or `(a, b)`: shapes, axes, pad widths, lists of tensors."""
 
@@ -87,7 +113,7 @@ class ListExpr:
     loc: Location
 
 
-Expr = Union[Name, Number, BinOp, UnaryOp, Call, Index, ListExpr]
+Expr = Union[Name, Number, BinOp, UnaryOp, Call, Index, Attribute, Conditional, ListExpr]
 
 
 @dataclass(frozen=True)
@@ -109,6 +135,16 @@ class Param:
 @dataclass(frozen=True)
 class Assign:
     targets: tuple[Name, ...]
+    value: Expr
+    loc: Location
+
+
+@dataclass(frozen=True)
+class AugAssign:
+    """`x += e` and the other augmented assignments: `x = x + e`, keeping the type of x."""
+
+    target: Name
+    op: str
     value: Expr
     loc: Location
 
@@ -147,7 +183,7 @@ class FuncDef:
     decorators: tuple[Decorator, ...] = ()
 
 
-Stmt = Union[Assign, Return, Docstring, FuncDef]
+Stmt = Union[Assign, AugAssign, Return, Docstring, FuncDef]
 
 
 @dataclass(frozen=True)

@@ -129,6 +129,11 @@ class Scope:
         shape = tuple(shape)
         return v if v.type.shape == shape else self.op("reshape", v, shape=shape)
 
+    def transpose(self, v: Value, perm: tuple[int, ...] | None = None) -> Value:
+        """`v` with result axis i taken from axis perm[i]; by default every axis reversed (NumPy's .T)."""
+        perm = tuple(reversed(range(v.type.rank))) if perm is None else perm
+        return v if perm == tuple(range(v.type.rank)) else self.op("transpose", v, perm=perm)
+
     def elementwise(self, name: str, *values: object) -> Value:
         """Op `name` on `values` after agreeing on a dtype and broadcasting to one shape."""
         dtype = self.common_dtype(values)
@@ -280,6 +285,38 @@ def softplus_expand(cx, a):
     return cx.op("add", cx.elementwise("maximum", x, 0), tail)
 
 
+@builtin("square", "x")
+def square_expand(cx, a):
+    # square(x) = x * x
+    x = a.tensor("x")
+    return cx.op("mul", x, x)
+
+
+@builtin("reciprocal", "x")
+def reciprocal_expand(cx, a):
+    # reciprocal(x) = 1 / x (floats: NumPy's integer reciprocal truncates)
+    return cx.elementwise("div", 1, _float_tensor(a, "x"))
+
+
+@builtin("isnan", "x")
+def isnan_expand(cx, a):
+    # isnan(x) = x != x, the one value unequal to itself
+    x = _float_tensor(a, "x")
+    return cx.op("ne", x, x)
+
+
+@builtin("isinf", "x")
+def isinf_expand(cx, a):
+    # isinf(x) = |x| == inf
+    return cx.elementwise("eq", cx.op("abs", _float_tensor(a, "x")), float("inf"))
+
+
+@builtin("isfinite", "x")
+def isfinite_expand(cx, a):
+    # isfinite(x) = |x| < inf, false for nan (an ordered comparison)
+    return cx.elementwise("lt", cx.op("abs", _float_tensor(a, "x")), float("inf"))
+
+
 @builtin("minimum", "x", "y")
 def minimum_expand(cx, a):
     return cx.elementwise("minimum", a["x"], a["y"])
@@ -373,10 +410,10 @@ def clip_by_norm_expand(cx, a):
 def transpose_expand(cx, a):
     x = a.tensor("x")
     rank = x.type.rank
-    perm = tuple(reversed(range(rank))) if a["perm"] is None else _int_list(a, "perm", rank)
-    if sorted(perm) != list(range(rank)):
+    perm = None if a["perm"] is None else _int_list(a, "perm", rank)
+    if perm is not None and sorted(perm) != list(range(rank)):
         raise a.error("perm", f"{list(perm)} is not a permutation of the {rank} axes of {x.type}")
-    return x if perm == tuple(range(rank)) else cx.op("transpose", x, perm=perm)
+    return cx.transpose(x, perm)
 
 
 def _int_list(a: Args, key: str, rank: int) -> tuple[int, ...]:

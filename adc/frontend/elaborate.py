@@ -25,6 +25,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import keyword
+import math
 import operator
 from types import GeneratorType
 
@@ -35,15 +36,22 @@ from adc.frontend.builtins import Args, Deferred, Results, Scope, builtin_rules,
 from adc.ir.builder import Builder
 from adc.ir.core import Func, FuncRef, Module, Value
 from adc.ir.trampoline import trampoline
-from adc.ir.types import MAX_ELEMENTS, DType, Dim, SymDim, TensorType, fits
+from adc.ir.types import BOOL, MAX_ELEMENTS, DType, Dim, SymDim, TensorType, fits
 
-BINARY_OPS = {"+": "add", "-": "sub", "*": "mul", "/": "div", "**": "pow",
-              "<": "lt", "<=": "le", ">": "gt", ">=": "ge", "==": "eq", "!=": "ne"}
+BINARY_OPS = {"+": "add", "-": "sub", "*": "mul", "/": "div", "**": "pow", "//": "floor_div", "%": "mod",
+              "<": "lt", "<=": "le", ">": "gt", ">=": "ge", "==": "eq", "!=": "ne",
+              "&": "bitwise_and", "|": "bitwise_or", "^": "bitwise_xor", "and": "bitwise_and", "or": "bitwise_or"}
 FOLD = {"+": operator.add, "-": operator.sub, "*": operator.mul, "/": operator.truediv, "**": operator.pow,
+        "//": operator.floordiv, "%": operator.mod,
         "<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge, "==": operator.eq,
-        "!=": operator.ne}
+        "!=": operator.ne, "&": operator.and_, "|": operator.or_, "^": operator.xor,
+        "and": operator.and_, "or": operator.or_}
 DIM_FOLD = ("+", "-", "*")
-ARITHMETIC = ("+", "-", "*", "/", "**")
+ARITHMETIC = ("+", "-", "*", "/", "**", "//", "%")
+LOGICAL = ("and", "or", "not")           # bools only
+BITWISE = ("&", "|", "^", "~")           # bools and integers
+# named constants, weakly typed like float literals; a parameter, a local or a dimension of that name shadows them
+CONSTANTS = {"pi": math.pi, "e": math.e, "inf": math.inf, "nan": math.nan}
 
 
 def elaborate(program: ast.Program) -> Module:
@@ -212,6 +220,8 @@ class KernelElaborator(Scope):
                     raise CompileError("a string can only be the kernel's docstring, its first statement", stmt.loc)
             elif isinstance(stmt, ast.Assign):
                 self.assign(stmt)
+            elif isinstance(stmt, ast.AugAssign):
+                self.aug_assign(stmt)
             elif isinstance(stmt, ast.FuncDef):
                 self.nested_def(stmt)
             else:
@@ -239,6 +249,22 @@ class KernelElaborator(Scope):
             raise CompileError(f"cannot unpack {len(value)} values into {len(stmt.targets)} names", stmt.loc)
         for target, v in zip(stmt.targets, value):
             self.env[target.id] = v
+
+    def aug_assign(self, stmt: ast.AugAssign) -> None:
+        """`x op= e` rebinds x to `x op e`, which must keep the type of x: a tensor keeps its dtype and
+        shape (as NumPy's in-place operators), a weakly typed number may take a dtype but no axes."""
+        name = stmt.target.id
+        if name not in self.env:
+            raise CompileError(f"'{name}' must be assigned before '{stmt.op}='", stmt.target.loc)
+        old = self.env[name]
+        new = self.expr(ast.BinOp(stmt.op, stmt.target, stmt.value, stmt.loc))
+        tensor_changed = isinstance(old, Value) and not (isinstance(new, Value) and new.type == old.type)
+        number_grew = isinstance(old, (int, float, SymDim)) and isinstance(new, Value) and new.type.rank > 0
+        if tensor_changed or number_grew:
+            was = old.type if isinstance(old, Value) else "a number"
+            raise CompileError(f"'{name} {stmt.op}= ...' would change '{name}' from {was} to {describe(new)}; "
+                               f"write '{name} = {name} {stmt.op} ...' to rebind it", stmt.loc)
+        self.env[name] = new
 
     def returns(self, stmt: ast.Return, declared: list[TensorType]) -> list[Value]:
         name = self.fdef.name
@@ -290,12 +316,18 @@ class KernelElaborator(Scope):
             return self.dims[e.id]
         if e.id in DType.__members__:
             return DType(e.id)
+        if e.id in CONSTANTS:
+            return CONSTANTS[e.id]
         if e.id in builtin_rules or e.id in self.defs or e.id in self.externs:
             raise CompileError(f"'{e.id}' is a function; call it as {e.id}(...)", e.loc)
         raise CompileError(f"unknown name '{e.id}'", e.loc)
 
     def expr_UnaryOp(self, e: ast.UnaryOp):
         value = yield e.operand
+        if e.op in ("~", "not"):
+            self.check_logical(e.op, [value])
+            return (not value) if isinstance(value, bool) else ~value if type(value) is int else \
+                self.b.op("bitwise_not", value)
         if isinstance(value, Deferred):     # -zeros([N]) stays weak
             return value if e.op == "+" else typed(self, None, lambda dt: self.b.op("neg", self.tensor(value, dt)))
         if isinstance(value, Value):
@@ -312,6 +344,8 @@ class KernelElaborator(Scope):
                 raise CompileError(f"operator {e.op} needs tensors or numbers, got {describe(side)}", e.loc)
         if e.op == "@":
             return matmul(self, self.tensor(left), self.tensor(right))
+        if e.op in LOGICAL + BITWISE:
+            self.check_logical(e.op, [left, right])
         if not isinstance(left, (Value, Deferred)) and not isinstance(right, (Value, Deferred)):
             folded = self.fold(e.op, left, right)
             if folded is not None:
@@ -323,6 +357,17 @@ class KernelElaborator(Scope):
         if e.op == "**" and isinstance(left, Value) and type(right) in (int, float) and right == 2:
             return self.b.op("mul", left, left)
         return self.elementwise(BINARY_OPS[e.op], left, right)
+
+    def check_logical(self, op: str, operands: list) -> None:
+        """`& | ^ ~` take bools or integers, `and or not` bools (elementwise), all of one kind."""
+        kinds = [_logical_kind(v) for v in operands]
+        allowed = ("bool",) if op in LOGICAL else ("bool", "int")
+        for v, kind in zip(operands, kinds):
+            if kind not in allowed:
+                spelled = "bool operands (comparisons)" if op in LOGICAL else "bool or integer operands"
+                raise self.error(f"'{op}' needs {spelled}, got {describe(v)}")
+        if len(set(kinds)) > 1:
+            raise self.error(f"'{op}' mixes bool and integer operands: {' and '.join(map(describe, operands))}")
 
     def fold(self, op: str, left, right):
         """Static arithmetic on numbers and dimensions; None when a tensor op is needed."""
@@ -338,26 +383,58 @@ class KernelElaborator(Scope):
             raise CompileError("division by zero in a constant expression", self.b.loc) from None
 
     def expr_Index(self, e: ast.Index):
+        """NumPy's basic indexing: integers drop an axis, slices keep one, `None` adds one of size 1,
+        `...` stands for the axes the other items leave."""
         value = yield e.value
         value = self.tensor(value) if isinstance(value, Deferred) else value
         if not isinstance(value, Value):
             raise CompileError(f"only tensors can be indexed, not {describe(value)}", e.loc)
-        if len(e.items) > value.type.rank:
-            raise CompileError(f"too many indices ({len(e.items)}) for {value.type}", e.loc)
-        starts, stops, steps, dropped = [], [], [], []
-        for axis, size in enumerate(value.type.shape):
-            item = e.items[axis] if axis < len(e.items) else ast.Slice(None, None, None, e.loc)
+        starts, stops, steps, layout = [], [], [], []     # layout: per result axis, its operand axis or None
+        axis = 0
+        for item in self.index_items(e, value.type):
+            if _is_new_axis(item):
+                layout.append(None)
+                continue
+            size = value.type.shape[axis]
             if isinstance(item, ast.Slice):
                 bounds = yield from self.slice_bounds(item, size)
+                layout.append(axis)
             else:
                 position = yield from self.index_position(item, size)
                 bounds = (position, position + 1, 1)
-                dropped.append(axis)
             for out, bound in zip((starts, stops, steps), bounds):
                 out.append(bound)
+            axis += 1
         whole = starts == [0] * value.type.rank and stops == list(value.type.shape) and steps == [1] * value.type.rank
         sliced = value if whole else self.b.op("slice", value, start=starts, stop=stops, step=steps)
-        return self.reshape(sliced, [d for i, d in enumerate(sliced.type.shape) if i not in dropped])
+        return self.reshape(sliced, [1 if a is None else sliced.type.shape[a] for a in layout])
+
+    def index_items(self, e: ast.Index, t: TensorType) -> tuple:
+        """The items of `e`, its `...` (or the missing trailing items) spelled as whole-axis slices."""
+        ellipses = [item for item in e.items if isinstance(item, ast.EllipsisItem)]
+        if len(ellipses) > 1:
+            raise CompileError("an index can have only one ellipsis ('...')", ellipses[1].loc)
+        consumed = sum(not isinstance(item, ast.EllipsisItem) and not _is_new_axis(item) for item in e.items)
+        if consumed > t.rank:
+            raise CompileError(f"too many indices ({consumed}) for {t}", e.loc)
+        fill = (ast.Slice(None, None, None, e.loc),) * (t.rank - consumed)
+        at = e.items.index(ellipses[0]) if ellipses else len(e.items)
+        return e.items[:at] + fill + e.items[at + 1:]
+
+    def expr_Attribute(self, e: ast.Attribute):
+        value = yield e.value
+        if e.name != "T":
+            raise CompileError(f"no attribute '{e.name}': the one attribute of tensors is .T (axes reversed)", e.loc)
+        value = self.tensor(value) if isinstance(value, Deferred) else value
+        if not isinstance(value, Value):
+            raise CompileError(f".T needs a tensor, got {describe(value)}", e.loc)
+        return self.transpose(value)
+
+    def expr_Conditional(self, e: ast.Conditional):
+        cond = yield e.cond
+        then = yield e.then
+        otherwise = yield e.otherwise
+        return self.select(cond, then, otherwise)
 
     def index_position(self, e: ast.Expr, size: Dim) -> Dim:
         """An integer index; negative counts from the end; static sizes are bounds-checked."""
@@ -456,6 +533,17 @@ class KernelElaborator(Scope):
         gradient = [FuncRef(extern.gradient)] if extern.gradient else []
         return self.b.op("extern_call", *(self.broadcast(v, shape) for v in operands), gradient=gradient,
                          library=extern.library, symbol=e.func)
+
+
+def _is_new_axis(item) -> bool:
+    return isinstance(item, ast.Name) and item.id == "None"
+
+
+def _logical_kind(v: object) -> str | None:
+    """"bool" or "int" for what `& | ^ ~ and or not` may take, else None."""
+    if isinstance(v, Value):
+        return "bool" if v.type.dtype is BOOL else "int" if v.type.dtype.is_int else None
+    return "bool" if isinstance(v, bool) else "int" if type(v) is int else None
 
 
 def check_param_name(p: ast.Param) -> None:

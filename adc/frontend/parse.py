@@ -118,13 +118,13 @@ def _syntax_error(err: UnexpectedInput, text: str, filename: str) -> CompileErro
         name, name_col = untyped
         return CompileError(f"parameter '{name}' needs a type, e.g. {name}: f32[N]",
                             Location(filename, line, name_col, text))
-    if _opens_block(text, line) and col == _indent_col(text, line):
-        return CompileError("expected an indented block", Location(filename, line, col, text))
     keyword = _control_flow_keyword(text, line)
     if keyword is not None:
         kw_line, kw_col = keyword
         return CompileError(f"'{_word_at(text, kw_line, kw_col)}' is not supported: "
                             "kernels are straight-line code (no if/for/while)", Location(filename, kw_line, kw_col, text))
+    if _opens_block(text, line) and col == _indent_col(text, line):
+        return CompileError("expected an indented block", Location(filename, line, col, text))
     return CompileError(_syntax_message(err), Location(filename, line, col, text))
 
 
@@ -286,6 +286,10 @@ class ToAst(Transformer_NonRecursive):
         targets, value = children
         return ast.Assign(targets, value, self._loc(meta))
 
+    def aug_assign(self, meta, children):
+        target, op, value = children
+        return ast.AugAssign(ast.Name(str(target), self._tok_loc(target)), str(op)[:-1], value, self._loc(meta))
+
     def targets(self, meta, children):
         return tuple(ast.Name(str(t), self._tok_loc(t)) for t in children if t is not None)
 
@@ -298,6 +302,27 @@ class ToAst(Transformer_NonRecursive):
     def binary(self, meta, children):
         left, op, right = children
         return ast.BinOp(str(op), left, right, self._loc(meta))
+
+    def compare(self, meta, children):
+        """`a < b < c` is `(a < b) and (b < c)`, as in Python (b is evaluated once: cse merges it)."""
+        loc = self._loc(meta)
+        operands, ops = children[::2], children[1::2]
+        pairs = [ast.BinOp(str(op), left, right, loc) for op, left, right in zip(ops, operands, operands[1:])]
+        chain = pairs[0]
+        for pair in pairs[1:]:
+            chain = ast.BinOp("and", chain, pair, loc)
+        return chain
+
+    def conditional(self, meta, children):
+        then, cond, otherwise = children
+        return ast.Conditional(cond, then, otherwise, self._loc(meta))
+
+    def attribute(self, meta, children):
+        value, name = children
+        return ast.Attribute(value, str(name), self._tok_loc(name))
+
+    def ellipsis(self, meta, children):
+        return ast.EllipsisItem(self._loc(meta))
 
     def unary(self, meta, children):
         op, operand = children

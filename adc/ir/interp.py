@@ -4,7 +4,8 @@ It runs a function op by op on NumPy arrays in each op's own dtype (an f32
 kernel computes in float32), after binding the dimension symbols from the
 arguments' shapes. Semantics follow NumPy, with the IR's choices made explicit:
 maximum/minimum propagate nan, round is half-to-even, an empty reduce_max is
--inf, float→int conversion truncates. Floating-point warnings are silenced:
+-inf, float→int conversion truncates, integer `mod` and `floor_div` by 0 give 0
+(NumPy's values). Floating-point warnings are silenced:
 inf and nan are values here, as in native code.
 
     func @f(%x: f32[N]) -> f32 {                 run(module, "f", np.ones(3, np.float32))
@@ -62,6 +63,9 @@ _NUMPY_FUNCTIONS = {
     "expm1": np.expm1, "sqrt": np.sqrt, "tanh": np.tanh, "round": np.rint, "floor": np.floor,
     "neg": np.negative, "abs": np.abs, "sign": np.sign,
     "add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.divide, "pow": np.power,
+    "mod": np.mod, "floor_div": np.floor_divide,
+    "bitwise_and": np.bitwise_and, "bitwise_or": np.bitwise_or, "bitwise_xor": np.bitwise_xor,
+    "bitwise_not": np.invert,
     "minimum": np.minimum, "maximum": np.maximum,
     "lt": np.less, "le": np.less_equal, "gt": np.greater, "ge": np.greater_equal,
     "eq": np.equal, "ne": np.not_equal, "select": np.where, "stop_gradient": np.asarray,

@@ -58,6 +58,8 @@ def _unary_rule(kinds: str):
         (t,) = types
         if kinds == "float":
             _require(t.dtype.is_float, f"expected a float operand, got {t}")
+        elif kinds == "bits":
+            _require(not t.dtype.is_float, f"expected a bool or integer operand, got {t}")
         else:
             _require(t.dtype is not BOOL, f"expected a numeric operand, got {t}")
         return (t,)
@@ -78,6 +80,8 @@ def _binary_rule(kinds: str):
             _require(t.dtype.is_float, f"expected float operands, got {t}")
         elif kinds == "numeric":
             _require(t.dtype is not BOOL, f"expected numeric operands, got {t}")
+        elif kinds == "bits":
+            _require(not t.dtype.is_float, f"expected bool or integer operands, got {t}")
         elif kinds == "compare":
             return (t.with_dtype(BOOL),)
         return (t,)
@@ -87,8 +91,10 @@ def _binary_rule(kinds: str):
 UNARY_FLOAT = ("sin", "cos", "tan", "exp", "log", "log1p", "expm1", "sqrt", "rsqrt",
                "tanh", "sigmoid", "round", "floor")
 UNARY_NUMERIC = ("neg", "abs", "sign")
-BINARY_NUMERIC = ("add", "sub", "mul", "minimum", "maximum")
+UNARY_BITS = ("bitwise_not",)
+BINARY_NUMERIC = ("add", "sub", "mul", "minimum", "maximum", "mod", "floor_div")
 BINARY_FLOAT = ("div", "pow")
+BINARY_BITS = ("bitwise_and", "bitwise_or", "bitwise_xor")
 COMPARE = ("lt", "le", "gt", "ge", "eq", "ne")
 
 _UNARY_SUMMARY = {
@@ -97,25 +103,41 @@ _UNARY_SUMMARY = {
     "sqrt": "square root", "rsqrt": "1 / sqrt(x)", "tanh": "hyperbolic tangent",
     "sigmoid": "1 / (1 + exp(-x))", "round": "round half to even", "floor": "largest integer <= x",
     "neg": "-x", "abs": "|x|", "sign": "-1, 0 or 1 (0 for nan stays nan)",
+    "bitwise_not": "~x: logical not of bools, bitwise not (-x - 1) of integers",
 }
 _BINARY_SUMMARY = {
     "add": "x + y", "sub": "x - y", "mul": "x * y", "div": "x / y", "pow": "x ** y",
     "minimum": "the smaller of x and y (nan if either is nan)",
     "maximum": "the larger of x and y (nan if either is nan)",
+    "mod": "x % y with the sign of y, as np.mod (integers: 0 where y is 0)",
+    "floor_div": "x // y, the floor of x / y, as np.floor_divide (integers: 0 where y is 0)",
+    "bitwise_and": "x & y (logical and of bools)", "bitwise_or": "x | y (logical or of bools)",
+    "bitwise_xor": "x ^ y (logical xor of bools)",
     "lt": "x < y", "le": "x <= y", "gt": "x > y", "ge": "x >= y", "eq": "x == y", "ne": "x != y",
 }
 
-for _name in UNARY_FLOAT + UNARY_NUMERIC:
-    _register(_name, f"elementwise {_UNARY_SUMMARY[_name]}",
-              _example("%x: f32[N]", f"  %0 = {_name} %x : f32[N]\n  return %0", "f32[N]"),
-              _unary_rule("float" if _name in UNARY_FLOAT else "numeric"), 1,
-              traits=("elementwise", "unary"))
+def _unary_kind(name: str) -> str:
+    return "float" if name in UNARY_FLOAT else "bits" if name in UNARY_BITS else "numeric"
 
-for _name in BINARY_NUMERIC + BINARY_FLOAT + COMPARE:
-    _kind = "numeric" if _name in BINARY_NUMERIC else "float" if _name in BINARY_FLOAT else "compare"
-    _result = "bool[N]" if _kind == "compare" else "f32[N]"
+
+for _name in UNARY_FLOAT + UNARY_NUMERIC + UNARY_BITS:
+    _type = "bool[N]" if _name in UNARY_BITS else "f32[N]"
+    _register(_name, f"elementwise {_UNARY_SUMMARY[_name]}",
+              _example(f"%x: {_type}", f"  %0 = {_name} %x : {_type}\n  return %0", _type),
+              _unary_rule(_unary_kind(_name)), 1, traits=("elementwise", "unary"))
+
+
+def _binary_kind(name: str) -> str:
+    kinds = {BINARY_NUMERIC: "numeric", BINARY_FLOAT: "float", BINARY_BITS: "bits", COMPARE: "compare"}
+    return next(kind for names, kind in kinds.items() if name in names)
+
+
+for _name in BINARY_NUMERIC + BINARY_FLOAT + BINARY_BITS + COMPARE:
+    _kind = _binary_kind(_name)
+    _operand = "bool[N]" if _kind == "bits" else "f32[N]"
+    _result = "bool[N]" if _kind in ("compare", "bits") else "f32[N]"
     _register(_name, f"elementwise {_BINARY_SUMMARY[_name]} of two operands of one type",
-              _example("%x: f32[N], %y: f32[N]", f"  %0 = {_name} %x, %y : {_result}\n  return %0",
+              _example(f"%x: {_operand}, %y: {_operand}", f"  %0 = {_name} %x, %y : {_result}\n  return %0",
                        _result),
               _binary_rule(_kind), 2, traits=("elementwise", "binary") + (("compare",) if _kind == "compare" else ()))
 

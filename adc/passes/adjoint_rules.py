@@ -41,7 +41,8 @@ def _scaled(b: Builder, ct: Value, value: float, x: Value) -> Value:
 
 # ---------------------------------------------------------------- no contribution
 
-NON_DIFFERENTIABLE = ("sign", "round", "floor", "lt", "le", "gt", "ge", "eq", "ne",
+NON_DIFFERENTIABLE = ("sign", "round", "floor", "floor_div", "lt", "le", "gt", "ge", "eq", "ne",
+                      "bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_not",
                       "stop_gradient", "constant", "iota", "dim")
 
 
@@ -104,6 +105,16 @@ def div_adjoint(b, op, cts):
 
 
 adjoint_rules["div"] = div_adjoint
+
+
+def mod_adjoint(b, op, cts):
+    # x % y = x - y * (x // y), the quotient piecewise constant: d(x % y) = ct, -ct * (x // y)
+    # (as TensorFlow's FloorMod)
+    (ct,), (x, y) = cts, op.operands
+    return (ct, b.op("neg", b.op("mul", ct, b.op("floor_div", x, y))))
+
+
+adjoint_rules["mod"] = mod_adjoint
 
 
 def pow_adjoint(b, op, cts):

@@ -134,6 +134,58 @@ def test_binary_int(name):
     np.testing.assert_array_equal(got, BINARY[name](x, y))
 
 
+# every pair of a float divisor and dividend at the edges: signed zeros, infinities, nan, quotients
+# that round (1e300 / 1e-300), large and tiny ones, both signs
+FLOAT_EDGES = np.array([0.0, -0.0, 1.0, -1.0, 2.5, -2.5, 0.3, -7.0, 1e-300, 1e300, 3e38, -1e-40, np.inf, -np.inf,
+                        np.nan])
+
+
+@pytest.mark.parametrize("dtype", ["f32", "f64"])
+@pytest.mark.parametrize("name, oracle", [("mod", np.mod), ("floor_div", np.floor_divide)])
+def test_floor_div_and_mod_of_floats_are_numpys_bit_for_bit(name, oracle, dtype):
+    numpy_type = parse_type(dtype).dtype.numpy
+    with np.errstate(all="ignore"):
+        edges = FLOAT_EDGES.astype(numpy_type)
+        x = np.r_[np.repeat(edges, len(edges)), randn(200, dtype=numpy_type) * 10].astype(numpy_type)
+        y = np.r_[np.tile(edges, len(edges)), randn(200, dtype=numpy_type)].astype(numpy_type)
+        want = oracle(x, y)
+    (got,) = run(kernel(f"x: {dtype}[N], y: {dtype}[N]", lambda b, x, y: b.op(name, x, y)), x, y)
+    assert got.dtype == want.dtype
+    np.testing.assert_array_equal(np.signbit(got), np.signbit(want))
+    np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("dtype", ["i32", "i64"])
+@pytest.mark.parametrize("name, oracle", [("mod", np.mod), ("floor_div", np.floor_divide)])
+def test_floor_div_and_mod_of_integers_never_trap(name, oracle, dtype):
+    # a zero divisor gives 0 and INT_MIN // -1 wraps to INT_MIN, as NumPy (LLVM's sdiv is undefined there)
+    info = np.iinfo(parse_type(dtype).dtype.numpy)
+    edges = np.array([0, 1, -1, 2, -2, 7, -7, info.min, info.max, info.min + 1], info.dtype)
+    x = np.r_[np.repeat(edges, len(edges)), RNG.integers(-50, 50, 100)].astype(info.dtype)
+    y = np.r_[np.tile(edges, len(edges)), RNG.integers(-9, 9, 100)].astype(info.dtype)
+    with np.errstate(all="ignore"):
+        want = oracle(x, y)
+    (got,) = run(kernel(f"x: {dtype}[N], y: {dtype}[N]", lambda b, x, y: b.op(name, x, y)), x, y)
+    np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("dtype", ["bool", "i32", "i64"])
+@pytest.mark.parametrize("name, oracle", [("bitwise_and", np.bitwise_and), ("bitwise_or", np.bitwise_or),
+                                          ("bitwise_xor", np.bitwise_xor)])
+def test_bitwise_binary(name, oracle, dtype):
+    numpy_type = parse_type(dtype).dtype.numpy
+    x, y = (RNG.integers(-2**20, 2**20, 37).astype(numpy_type) for _ in range(2))
+    (got,) = run(kernel(f"x: {dtype}[N], y: {dtype}[N]", lambda b, x, y: b.op(name, x, y)), x, y)
+    np.testing.assert_array_equal(got, oracle(x, y))
+
+
+@pytest.mark.parametrize("dtype", ["bool", "i32", "i64"])
+def test_bitwise_not(dtype):
+    x = np.r_[RNG.integers(-2**20, 2**20, 35), 0, -1].astype(parse_type(dtype).dtype.numpy)
+    (got,) = run(kernel(f"x: {dtype}[N]", lambda b, x: b.op("bitwise_not", x)), x)
+    np.testing.assert_array_equal(got, np.invert(x))
+
+
 def test_select_on_comparison():
     x, y = randn(33), randn(33)
     (got,) = run(kernel("x: f32[N], y: f32[N]", lambda b, x, y: b.op("select", b.op("gt", x, y), x, y)), x, y)

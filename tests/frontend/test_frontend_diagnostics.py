@@ -23,7 +23,7 @@ CASES = [
     ("def f(x: f32[N]) -> f32:\n    return sum(x[0:2  # a comment (\n", (2, 17), "'[' was never closed"),
     ("def f(x: f32[N]) -> f32[N]:\n    if x > 0:\n        return x\n", (2, 5), "'if' is not supported"),
     ("def f(x: f32[N]) -> f32[N]:\n    for i in x:\n        return x\n", (2, 5), "'for' is not supported"),
-    ("def f(x: f32[N]) -> f32[N]:\n    return a < x < 2\n", (2, 18), "unexpected '<'"),
+    ("def f(x: f32[N]) -> f32[N]:\n    return 1 < x < x\n", (2, 12), "returns bool[N] but is declared f32[N]"),
     (HEAD + "    return z\n", (2, 12), "unknown name 'z'"),
     (HEAD + "    return foo(x)\n", (2, 12), "unknown function 'foo'"),
     (HEAD + "    return sin(x, x)\n", (2, 12), "sin() takes 1 argument, got 2"),
@@ -75,6 +75,24 @@ CASES = [
     (HEAD + "    '''doc'''\n    z = x\n    'late'\n    return z\n", (4, 5), "a string can only be the kernel's docstring"),
     (HEAD + "    return where(x, x, x)\n", (2, 12), "the condition must be a bool tensor"),
     (HEAD + "    return broadcast_to(b, [N])\n", (2, 28), "cannot broadcast f32[N,3] to [N]"),
+    # operators of everyday array code
+    (HEAD + "    return x & x\n", (2, 12), "'&' needs bool or integer operands, got tensor f32[N]"),
+    (HEAD + "    return ~x\n", (2, 12), "'~' needs bool or integer operands"),
+    (HEAD + "    return where(x > 0 and 1, x, x)\n", (2, 18), "'and' needs bool operands (comparisons), got number 1"),
+    (HEAD + "    return where(not i32(x), x, x)\n", (2, 18), "'not' needs bool operands"),
+    (HEAD + "    return x * (True & 1)\n", (2, 17), "'&' mixes bool and integer operands"),
+    (HEAD + "    return x if x else x\n", (2, 12), "the condition must be a bool tensor"),
+    (HEAD + "    return x % 0 * (1 // 0)\n", (2, 21), "division by zero"),
+    (HEAD + "    return x.foo\n", (2, 14), "no attribute 'foo': the one attribute of tensors is .T"),
+    (HEAD + "    return (1.0).T\n", (2, 18), ".T needs a tensor, got number 1.0"),
+    (HEAD + "    return x[..., ...]\n", (2, 19), "an index can have only one ellipsis"),
+    (HEAD + "    return x[None, 0, 0]\n", (2, 12), "too many indices (2) for f32[N]"),
+    (HEAD + "    z = x[0]\n    z += x\n", (3, 5), "would change 'z' from f32 to tensor f32[N]"),
+    (HEAD + "    z = x\n    z += f64(x)\n", (3, 5), "dtype mismatch"),
+    (HEAD + "    z = 1.0\n    z *= x\n    return z\n", (3, 5), "would change 'z' from a number to tensor f32[N]"),
+    (HEAD + "    z = i32(x)\n    z /= 2\n    return x\n", (3, 5), "div: expected float operands, got i32[N]"),
+    (HEAD + "    q += x\n    return q\n", (2, 5), "'q' must be assigned before '+='"),
+    (HEAD + "    return where(isnan(i32(x)), x, x)\n", (2, 24), "isnan(): expected a float tensor, got i32[N]"),
 ]
 
 

@@ -27,7 +27,7 @@ SIZES = {"N": 3, "M": 2, "B": 2, "I": 3, "O": 2, "H": 2, "P": 2, "K": 3}
 EXAMPLES = 4
 
 # cases the ops' own examples do not reach: batch axes of matmul, a stretched size-1 axis,
-# padding on several axes, a strided slice, a reduction over the leading axis
+# padding on several axes, a strided slice, a reduction over the leading axis, integer operands
 EXTRA_CASES = {
     "matmul_batch_dims": "func @example(%x: f64[P,M,K], %y: f64[P,K,N]) -> f64[P,M,N] {\n"
                          "  %0 = matmul %x, %y : f64[P,M,N]\n  return %0\n}\n",
@@ -43,6 +43,11 @@ EXTRA_CASES = {
                     "  %0 = transpose %x {perm = [2,0,1]} : f64[N,B,M]\n  return %0\n}\n",
     "select_condition": "func @example(%c: bool[N], %x: f64[N]) -> f64[N] {\n"
                         "  %0 = neg %x : f64[N]\n  %1 = select %c, %x, %0 : f64[N]\n  return %1\n}\n",
+    # integer operands drawn in -3..3: divisors of 0 too
+    "floor_div_mod_int": "func @example(%x: i32[N], %y: i32[N]) -> (i32[N], i32[N]) {\n"
+                         "  %0 = floor_div %x, %y : i32[N]\n  %1 = mod %x, %y : i32[N]\n  return %0, %1\n}\n",
+    "bitwise_int": "func @example(%x: i64[N], %y: i64[N]) -> i64[N] {\n"
+                   "  %0 = bitwise_xor %x, %y : i64[N]\n  %1 = bitwise_not %0 : i64[N]\n  return %1\n}\n",
 }
 CASES = {**{name: opdef.example for name, opdef in OPS.items()}, **EXTRA_CASES}
 

@@ -23,8 +23,8 @@ from typing import Callable
 
 from hypothesis import strategies as st
 
-from tests.support.vocabulary import (ARITHMETIC, COMPARISONS, EXTERNS, FLOAT_BINARY, FLOAT_UNARY, FLOATS, INPUT_BOUND,
-                                      INT_UNARY, LITERALS, MAX_RANK, MAX_SIZE, NUMPY, REDUCTIONS, Expr, Options,
+from tests.support.vocabulary import (BOOL_BINARY, BOOL_UNARY, COMPARISONS, EXTERNS, FLOAT_BINARY, FLOAT_UNARY,
+                                      FLOATS, INPUT_BOUND, INT_BINARY, INT_UNARY, LITERALS, MAX_RANK, MAX_SIZE, NUMPY, REDUCTIONS, Expr, Options,
                                       Signature, Type, adc_dims, broadcasts, extent, magnitude, product, py_dims)
 
 
@@ -179,7 +179,7 @@ class Expressions:
         return self.apply(table if t.is_float else INT_UNARY, [self.draw(t, depth)], t)
 
     def binary(self, t: Type, depth: int) -> Expr | None:
-        table = FLOAT_BINARY if t.is_float else ARITHMETIC
+        table = FLOAT_BINARY if t.is_float else INT_BINARY
         side = self.pick([None, None, 0, 1])
         if side is None:
             sa, sb = self.broadcast_pair(t.shape)
@@ -198,6 +198,17 @@ class Expressions:
         b = self.literal(Type(d)) if literal else self.draw(Type(d, sb), depth)
         return Expr(f"({a.adc} {op} {b.adc})", f"({a.py} {op} {b.py})", t, 1.0)
 
+    def logic(self, t: Type, depth: int) -> Expr:
+        """`a & b`, `a and b`, `not a`, ... of bools, elementwise and broadcasting."""
+        if self.data(st.booleans()):
+            op = self.pick(BOOL_UNARY)
+            a = self.draw(t, depth)
+            return Expr(f"({op}{a.adc})", f"np.logical_not({a.py})", t, 1.0)
+        op, py = self.pick(BOOL_BINARY)
+        sa, sb = self.broadcast_pair(t.shape)
+        a, b = self.draw(t.of(sa), depth), self.draw(t.of(sb), depth)
+        return Expr(f"({a.adc} {op} {b.adc})", f"{py}({a.py}, {b.py})", t, 1.0)
+
     def where(self, t: Type, depth: int) -> Expr:
         sc, sx = self.broadcast_pair(t.shape)
         literal = t.dtype != "bool" and self.pick([False, False, True])
@@ -205,8 +216,8 @@ class Expressions:
         c = self.draw(Type("bool", sc), depth)
         a = self.draw(t.of(sa), depth)
         b = self.literal(t) if literal else self.draw(t.of(sb), depth)
-        return Expr(f"where({c.adc}, {a.adc}, {b.adc})", f"np.where({c.py}, {a.py}, {b.py})", t,
-                    max(a.bound, b.bound))
+        adc = self.pick([f"where({c.adc}, {a.adc}, {b.adc})", f"({a.adc} if {c.adc} else {b.adc})"])
+        return Expr(adc, f"np.where({c.py}, {a.py}, {b.py})", t, max(a.bound, b.bound))
 
     def reduce(self, t: Type, depth: int) -> Expr:
         r = self.pick([r for r in REDUCTIONS
@@ -260,6 +271,8 @@ class Expressions:
         i = self.integer(-d, d - 1) if isinstance(d, int) else self.pick([0, -1])
         a = self.draw(t.of(t.shape[:p] + (d,) + t.shape[p:]), depth)
         subscript = ", ".join([":"] * p + [str(i)])
+        if p == t.rank and self.data(st.booleans()):       # the last axis: `...` stands for the others
+            subscript = f"..., {i}"
         adc, py = a.postfix()
         return Expr(f"{adc}[{subscript}]", f"{py}[{subscript}]", t, a.bound)
 
@@ -286,7 +299,7 @@ class Expressions:
         a = self.draw(t.of(shape), depth)
         reverse = list(perm) == list(reversed(range(t.rank)))
         spelled = "" if reverse and self.data(st.booleans()) else f", perm={list(perm)}"
-        adc = f"transpose({a.adc}{spelled})"
+        adc = f"{a.postfix()[0]}.T" if reverse and self.data(st.booleans()) else f"transpose({a.adc}{spelled})"
         return Expr(adc, f"np.transpose({a.py}, {tuple(perm)})", t, a.bound)
 
     def reshape(self, t: Type, depth: int) -> Expr:
@@ -298,6 +311,10 @@ class Expressions:
             p = self.integer(0, t.rank)
             shape = t.shape[:p] + (1,) + t.shape[p:]
         a = self.draw(t.of(shape), depth)
+        if len(shape) < t.rank and self.data(st.booleans()):     # a new axis of size 1: `a[:, None]`
+            subscript = ", ".join([":"] * p + ["None"])
+            adc, py = a.postfix()
+            return Expr(f"{adc}[{subscript}]", f"{py}[{subscript}]", t, a.bound)
         dims = list(t.shape)
         if dims and self.data(st.booleans()):
             dims[self.integer(0, len(dims) - 1)] = -1
@@ -419,6 +436,7 @@ FORMS: dict[str, tuple[int, Callable[[Expressions, Type], bool]]] = {
     "unary": (4, lambda g, t: t.dtype != "bool"),
     "binary": (4, lambda g, t: t.dtype != "bool"),
     "compare": (1, lambda g, t: t.dtype == "bool"),
+    "logic": (1, lambda g, t: t.dtype == "bool"),
     "where": (1, lambda g, t: "bool" in g.dtypes),
     "reduce": (2, lambda g, t: t.dtype != "bool" and t.rank < MAX_RANK),
     "matmul": (2, lambda g, t: t.is_float),

@@ -178,6 +178,7 @@ INT_UNARY = (
     Function("(-{0})", "(-{0})", lambda a: a),
     Function("abs({0})", "np.abs({0})", lambda a: a),
     Function("sign({0})", "np.sign({0})", lambda a: 1.0),
+    Function("(~{0})", "(~{0})", lambda a: a + 1),
 )
 ARITHMETIC = (
     Function("({0} + {1})", "({0} + {1})", lambda a, b: a + b, literal=True),
@@ -191,8 +192,23 @@ FLOAT_BINARY = ARITHMETIC + (
     Function("((1.5 + tanh({0})) ** tanh({1}))", "((1.5 + np.tanh({0})) ** np.tanh({1}))", lambda a, b: 2.5),
     Function("({0} / {1})", "({0} / {1})", lambda a, b: math.inf, smooth=False, literal=True),
     Function("({0} ** {1})", "({0} ** {1})", lambda a, b: math.inf, smooth=False, literal=True),
+    # NumPy's conventions: the remainder has the sign of the divisor, the quotient is floored; jumps
+    Function("({0} % {1})", "np.mod({0}, {1})", lambda a, b: b, smooth=False, literal=True),
+    Function("({0} // {1})", "np.floor_divide({0}, {1})", lambda a, b: math.inf, smooth=False, literal=True),
+)
+# integer // and % by 0 give 0 in adc and NumPy; the twin's literals are never both Python ints
+INT_BINARY = ARITHMETIC + (
+    Function("({0} % {1})", "np.mod({0}, {1})", lambda a, b: b, literal=True),
+    Function("({0} // {1})", "np.floor_divide({0}, {1})", lambda a, b: a, literal=True),
+    Function("({0} & {1})", "({0} & {1})", lambda a, b: 2 * max(a, b) + 1, literal=True),
+    Function("({0} | {1})", "({0} | {1})", lambda a, b: 2 * max(a, b) + 1, literal=True),
+    Function("({0} ^ {1})", "({0} ^ {1})", lambda a, b: 2 * max(a, b) + 1, literal=True),
 )
 COMPARISONS = ("<", "<=", ">", ">=", "==", "!=")
+# operators of bools: adc's `and`/`or`/`not` are elementwise, NumPy's logical_and/or/not
+BOOL_BINARY = (("&", "np.logical_and"), ("|", "np.logical_or"), ("^", "np.logical_xor"),
+               ("and", "np.logical_and"), ("or", "np.logical_or"))
+BOOL_UNARY = ("~", "not ")
 
 
 @dataclass(frozen=True)
