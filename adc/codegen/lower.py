@@ -337,7 +337,12 @@ def _int_or_float(int_name: str, float_name: str) -> Callable[..., ir.Value]:
 lower_rules["add"] = _elementwise(_int_or_float("add", "fadd"))
 lower_rules["sub"] = _elementwise(_int_or_float("sub", "fsub"))
 lower_rules["mul"] = _elementwise(_int_or_float("mul", "fmul"))
-lower_rules["div"] = _elementwise(_int_or_float("sdiv", "fdiv"))
+def div_lower(b: ir.IRBuilder, dtype: DType, x: ir.Value, y: ir.Value) -> ir.Value:
+    """`div` is defined for floats only (ops.BINARY_FLOAT): integers divide with `floor_div`."""
+    return b.fdiv(x, y)
+
+
+lower_rules["div"] = _elementwise(div_lower)
 lower_rules["floor_div"] = _elementwise(division.floor_div)
 lower_rules["mod"] = _elementwise(division.mod)
 
