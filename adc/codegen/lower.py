@@ -668,7 +668,7 @@ def matmul_lower(kernel: Emitter, op: Op, dest: ir.Value) -> None:
     def call(i: ir.Value) -> None:
         bases = [kernel.element_ptr(base, dtype, kernel.b.mul(i, size, flags=NOWRAP))
                  for base, size in zip((dest, *operands), sizes)]
-        parallel.call_loop(kernel.b, kernel.head, rows, kernel.dim(m), work, blk.mr,
+        parallel.call_loop(kernel.b, kernel.head, rows, kernel.dim(m), work, gemm.ROW_GRAIN,
                            [kernel.dims_ptr, *bases])
     counted_loop(kernel.b, i64(0), kernel.dim(num_elements(shape[:-2])), call)
 

@@ -78,7 +78,9 @@ def jit(request) -> GemmModule:
 
 SHAPES = [(1, 1, 1), (1, 1, 7), (2, 3, 4), (7, 5, 3), (8, 32, 1), (9, 33, 17), (13, 31, 29),
           (16, 16, 16), (1, 100, 3), (100, 1, 3), (3, 17, 257), (31, 97, 300), (37, 130, 513),
-          (14, 19, 5), (64, 64, 64), (97, 201, 61), (256, 10, 512), (17, 67, 600)]
+          (14, 19, 5), (64, 64, 64), (97, 201, 61), (256, 10, 512), (17, 67, 600),
+          # around the AVX-512 tiles (12 rows, 32 or 16 columns, depth blocks of 128, 256 or 128 columns)
+          (12, 32, 128), (13, 257, 129), (25, 33, 256), (11, 513, 127), (24, 256, 385), (23, 129, 1)]
 
 
 def _tolerance(dtype: DType, k: int) -> float:
@@ -99,7 +101,7 @@ def test_matches_numpy(jit, dtype, shape):
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
-@pytest.mark.parametrize("shape", [(7, 5, 3), (13, 31, 29), (31, 97, 300), (97, 201, 61)], ids=str)
+@pytest.mark.parametrize("shape", [(7, 5, 3), (13, 31, 29), (31, 97, 300), (97, 201, 61), (25, 257, 129)], ids=str)
 @pytest.mark.parametrize("transposed", [(True, False), (False, True), (True, True)], ids=("Ta", "Tb", "TaTb"))
 def test_transposed_operands_are_read_in_place(jit, dtype, shape, transposed):
     m, n, k = shape
