@@ -4,9 +4,11 @@ Lowering turns each IR `matmul` into calls of one function per dtype, defined
 once per target in the shared runtime library (runtime_library.py) and only
 declared in kernel modules, so no module re-optimizes it:
 
-    void adc_rt_gemm_f32(i64 M, i64 N, i64 K, float* A, i64 rsa, i64 csa, float* B, i64 rsb, i64 csb, float* C)
+    void adc_rt_gemm_f32(i64 M, i64 N, i64 K, float* A, i64 rsa, i64 csa, float* B, i64 rsb, i64 csb,
+                         float* C, i64 ldc)
         ; C[M,N] = A[M,K] @ B[K,N]; A[i,p] at A[i*rsa + p*csa], B[p,j] at B[p*rsb + j*csb]
-        ; (a transposed operand is read in place); C row-major, contiguous, overwritten
+        ; (a transposed operand is read in place); C[i,j] at C[i*ldc + j], overwritten
+        ; (ldc = N for a whole product, > N for a block of columns)
 
 The kernel is the classic Goto/BLIS loop nest, shaped for row-major C
 with SIMD vectors along N:
@@ -54,16 +56,23 @@ previous 8x32 tiles that read A in place with KC x NC = 256 x 64:
 znver3, run here) 1024^2 f32 34.5 vs 37.2 ms, f64 62 vs 70 ms, 256x784 @ 784x512 2.85
 vs 2.71 ms (-5%). NC = 64 left each strip only two panels; 12 and 14 rows were level
 (14 rows leave 2-row remainders of the two 128-row halves, see ROW_GRAIN). KC = 128
-keeps a 16 KiB panel (f32) in L1 next to the strip; KC x NC = 192 x 192 and 256 x 128 were slower for 256x784 @ 784x512.
+keeps a 16 KiB panel (f32) in L1 next to the strip; KC x NC = 192 x 192 and 256 x 128
+were slower for 256x784 @ 784x512.
 Earlier, on Zen 5 (AVX-512), the 8x32 kernel did 255 GFLOP/s f32 and 124 GFLOP/s f64
 for 256x784 @ 784x512, twice NumPy's OpenBLAS on one thread and level with it on two;
 on Zen 3 (AVX2) the 6x16 f32 tiles did 82-92 GFLOP/s on one thread, level with
 OpenBLAS (the AVX-512 tiles spill there: 33).
 
+Threads: lowering splits a large product across threads (parallel.py) by blocks of rows,
+or by blocks of columns when M < N (lower._split_columns; hence `ldc`). Each thread packs
+the whole of the operand it does not split, so the smaller one is packed twice: for
+256x784 @ 784x512 on two threads, a thread's half by columns (256x784 @ 784x256) took
+0.741 ms against 0.770 for a half by rows (128x784 @ 784x512), fastest of 40 interleaved
+rounds on one core.
+
 Why not call a BLAS: the kernel runs at OpenBLAS's speed per core (above), and lowering
-splits the rows of large products across threads (parallel.py), which a multithreaded
-BLAS would fight for the same cores; a module also stays self-contained, with no library
-to find at load time.
+splits large products across threads itself, which a multithreaded BLAS would fight for
+the same cores; a module also stays self-contained, with no library to find at load time.
 """
 from __future__ import annotations
 
@@ -76,7 +85,8 @@ from adc.codegen.loops import I1, I32, I64, for_range
 from adc.ir.types import DType
 
 PACK_ALIGN = 64  # one cache line, the widest vector the target may use
-# Threads split the rows of C in multiples of this (lower.matmul_lower), not of MR: M = 256 on two
+# Threads split the rows of C in multiples of this (lower.matmul_lower), not of MR (and columns in
+# multiples of NR): M = 256 on two
 # threads gives 128 + 128 rows (10 strips of 12 and one of 8 each), where multiples of MR = 12
 # would give 132 + 124.
 ROW_GRAIN = 4
@@ -137,7 +147,7 @@ def blocking(dtype: DType, vector_bits: int) -> Blocking:
 
 def _gemm_type(dtype: DType) -> ir.FunctionType:
     ptr = ELEMENT_TYPES[dtype].as_pointer()
-    return ir.FunctionType(ir.VoidType(), [I64, I64, I64, ptr, I64, I64, ptr, I64, I64, ptr])
+    return ir.FunctionType(ir.VoidType(), [I64, I64, I64, ptr, I64, I64, ptr, I64, I64, ptr, I64])
 
 
 def declare_gemm(module: ir.Module, dtype: DType) -> ir.Function:
@@ -150,23 +160,24 @@ def declare_gemm(module: ir.Module, dtype: DType) -> ir.Function:
 
 def define_gemm(module: ir.Module, blk: Blocking) -> ir.Function:
     """Define `void adc_rt_gemm_<dtype>(i64 M, i64 N, i64 K, T* A, i64 rsa, i64 csa, T* B, i64 rsb,
-    i64 csb, T* C)` in the runtime library (runtime_library.py), with the tiles of `blk`; the
+    i64 csb, T* C, i64 ldc)` in the runtime library (runtime_library.py), with the tiles of `blk`; the
     blocked nest stays internal. A[i, p] is A[i*rsa + p*csa] and B[p, j] is B[p*rsb + j*csb], so
     either operand may be read transposed (rsa = 1, csa = M: A stored as its M-column transpose)
-    without a copy; C is row-major and contiguous.
+    without a copy; C[i, j] is C[i*ldc + j] (ldc >= N).
 
     A and B may be the same buffer; C must overlap neither (noalias).
     """
     func = declare_gemm(module, blk.dtype)
-    m, n, k, a, rsa, csa, b, rsb, csb, c = func.args
-    for arg, arg_name in zip(func.args, ("M", "N", "K", "A", "rsa", "csa", "B", "rsb", "csb", "C")):
+    m, n, k, a, rsa, csa, b, rsb, csb, c, ldc = func.args
+    for arg, arg_name in zip(func.args, ("M", "N", "K", "A", "rsa", "csa", "B", "rsb", "csb", "C", "ldc")):
         arg.name = arg_name
     for pointer in (a, b, c):
         pointer.add_attribute("noalias")
     builder = ir.IRBuilder(func.append_basic_block("entry"))
     _return_if(builder, builder.or_(_is_zero(builder, m), _is_zero(builder, n)))
     with builder.if_then(_is_zero(builder, k)):
-        _fill_zero(builder, blk, c, builder.mul(m, n))
+        with for_range(builder, _const(0), m, _const(1)) as row:
+            _fill_zero(builder, blk, builder.gep(c, [builder.mul(row, ldc)]), n)
         builder.ret_void()
     builder.call(_kernel_function(module, blk), func.args)
     builder.ret_void()
@@ -176,7 +187,7 @@ def define_gemm(module: ir.Module, blk: Blocking) -> ir.Function:
 def _kernel_function(module: ir.Module, blk: Blocking) -> ir.Function:
     """The blocked loop nest for M, N, K > 0 (same signature as adc_rt_gemm_<dtype>)."""
     func = _internal_function(module, f"adc_gemm_{blk.dtype}_kernel", _gemm_type(blk.dtype).args)
-    m, n, k, a, rsa, csa, b, rsb, csb, c = func.args
+    m, n, k, a, rsa, csa, b, rsb, csb, c, ldc = func.args
     builder = ir.IRBuilder(func.append_basic_block("entry"))
     packed = builder.alloca(blk.elem, size=blk.kc * blk.nc)
     packed.align = PACK_ALIGN
@@ -191,7 +202,7 @@ def _kernel_function(module: ir.Module, blk: Blocking) -> ir.Function:
             first = _is_zero(builder, pc)
             a_block = builder.gep(a, [builder.mul(pc, csa)])
             c_block = builder.gep(c, [jc])
-            builder.call(_block_function(module, blk), [m, rsa, csa, n, kc, nc, a_block, packed, c_block, first, strip])
+            builder.call(_block_function(module, blk), [m, rsa, csa, ldc, kc, nc, a_block, packed, c_block, first, strip])
     builder.ret_void()
     return func
 

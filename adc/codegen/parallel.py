@@ -65,7 +65,7 @@ _POOL_LIBC = {  # libc functions the pool calls: name -> (result, parameters)
 
 
 def call_loop(b: ir.IRBuilder, head: ir.IRBuilder, loop: ir.Function, outer: ir.Value, work: ir.Value,
-              grain: int, buffers: list[ir.Value]) -> None:
+              grain: int | ir.Value, buffers: list[ir.Value]) -> None:
     """loop(0, outer, *buffers), split across threads when `work` elements reach THRESHOLD.
 
     `head` builds in the caller's entry block (for the context's stack slot);
@@ -77,7 +77,7 @@ def call_loop(b: ir.IRBuilder, head: ir.IRBuilder, loop: ir.Function, outer: ir.
             for k, ptr in enumerate(buffers):
                 b.store(ptr, b.gep(ctx, [i64(k)], source_etype=PTR))
             b.call(_declared(b.module, RUNTIME_PARALLEL_FOR, ir.FunctionType(VOID, [TASK_PTR, PTR, I64, I64, I64])),
-                   [_task(loop), ctx, i64(0), outer, i64(grain)])
+                   [_task(loop), ctx, i64(0), outer, i64(grain) if isinstance(grain, int) else grain])
         with serial:
             b.call(loop, [i64(0), outer, *buffers])
 
