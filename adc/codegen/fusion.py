@@ -52,7 +52,8 @@ from functools import cached_property
 from adc.ir.core import Func, Op, Value
 from adc.ir.ops import OPS
 
-MATERIALIZING = frozenset({"reduce_sum", "reduce_max", "reduce_min", "reduce_prod", "matmul"})
+MATERIALIZING = frozenset({"reduce_sum", "reduce_max", "reduce_min", "reduce_prod", "matmul",
+                           "argmax", "argmin"})
 INDEX_MAPS = frozenset({"broadcast", "reshape", "transpose", "slice", "stop_gradient"})
 SOURCES = frozenset({"constant", "dim", "iota"})
 FLAT_SAFE = frozenset({"reshape", "constant", "dim"})

@@ -610,26 +610,39 @@ def _reduction(kind: str) -> LowerRule:
     whole output on every outer iteration and stays on the calling thread."""
     def rule(kernel: Emitter, op: Op, dest: ir.Value) -> None:
         (x,) = op.operands
-        leaves = [x] if x in kernel.plan.materialized else kernel.plan.leaves(op)
-        fn = outline(kernel.llmod, op.name, 1 + len(leaves))
-        em = kernel.nested(fn, fn.args[2], dict(zip(leaves, fn.args[4:])))
-        axes = op.attrs["axes"]
-        buffers = [kernel.dims_ptr, dest] + [kernel.buffers[v] for v in leaves]
-        if x.type.rank and x.type.rank - 1 not in axes:
+        fn, em, buffers = _outline_reduction(kernel, op, dest)
+        if x.type.rank and x.type.rank - 1 not in op.attrs["axes"]:
             _fast_then_exact(em, lambda: _accumulate_rows(em, op, kind, fn.args[3]))
             em.b.ret_void()
             kernel.b.call(fn, [i64(0), kernel.dim(x.type.shape[0]), *buffers])
             return
         _accumulate_scalar(em, op, kind, fn.args[0], fn.args[1], fn.args[3])
         em.b.ret_void()
-        kept = [d for k, d in enumerate(x.type.shape) if k not in axes]
-        if kept:
-            parallel.call_loop(kernel.b, kernel.head, fn, kernel.dim(kept[0]),
-                               kernel.dim(num_elements(x.type.shape)), 1, buffers)
-        else:
-            kernel.b.call(fn, [i64(0), i64(1), *buffers])
+        _call_over_kept(kernel, op, fn, buffers)
     rule.__name__ = f"reduce_{kind}_lower"
     return rule
+
+
+def _outline_reduction(kernel: Emitter, op: Op, dest: ir.Value) -> tuple[ir.Function, Emitter, list[ir.Value]]:
+    """The outlined function of reduction `op`, (start, end, dims, out, leaves...), its emitter, and
+    the kernel's buffers to call it with (`dest` the output)."""
+    (x,) = op.operands
+    leaves = [x] if x in kernel.plan.materialized else kernel.plan.leaves(op)
+    fn = outline(kernel.llmod, op.name, 1 + len(leaves))
+    em = kernel.nested(fn, fn.args[2], dict(zip(leaves, fn.args[4:])))
+    return fn, em, [kernel.dims_ptr, dest] + [kernel.buffers[v] for v in leaves]
+
+
+def _call_over_kept(kernel: Emitter, op: Op, fn: ir.Function, buffers: list[ir.Value]) -> None:
+    """Call `fn`, whose outermost loop runs over the first kept axis, split across threads (or
+    once, for a full reduction)."""
+    (x,) = op.operands
+    kept = [d for k, d in enumerate(x.type.shape) if k not in op.attrs["axes"]]
+    if kept:
+        parallel.call_loop(kernel.b, kernel.head, fn, kernel.dim(kept[0]),
+                           kernel.dim(num_elements(x.type.shape)), 1, buffers)
+    else:
+        kernel.b.call(fn, [i64(0), i64(1), *buffers])
 
 
 def _accumulate_scalar(em: Emitter, op: Op, kind: str, start: ir.Value, end: ir.Value, out: ir.Value) -> None:
@@ -656,10 +669,17 @@ def _accumulate_scalar(em: Emitter, op: Op, kind: str, start: ir.Value, end: ir.
         _fast_then_exact(em, reduce)
         em.store(out, dtype, em.index(op.result, axes=kept_axes), em.b.load(acc))
 
+    _for_kept_positions(em, kept, extents, start, end, reduce_at)
+
+
+def _for_kept_positions(em: Emitter, kept: list[int], extents: list[ir.Value], start: ir.Value, end: ir.Value,
+                        body: Callable[[list[ir.Value]], None]) -> None:
+    """body(kept_axes) at every position of the kept axes, the first of them in [start, end)
+    (a full reduction: once, for start = 0, end = 1)."""
     if kept:
-        loop_nest(em.b, [(start, end)] + [(i64(0), extents[k]) for k in kept[1:]], reduce_at)
+        loop_nest(em.b, [(start, end)] + [(i64(0), extents[k]) for k in kept[1:]], body)
     else:
-        counted_loop(em.b, start, end, lambda _: reduce_at([]))
+        counted_loop(em.b, start, end, lambda _: body([]))
 
 
 def _accumulate_rows(em: Emitter, op: Op, kind: str, out: ir.Value) -> None:
@@ -682,6 +702,60 @@ def _accumulate_rows(em: Emitter, op: Op, kind: str, out: ir.Value) -> None:
 
 for _kind in ("sum", "max", "min", "prod"):
     lower_rules[f"reduce_{_kind}"] = _reduction(_kind)
+
+
+# ---------------------------------------------------------------- arg-reductions
+
+def _arg_reduction(kind: str) -> LowerRule:
+    """A buffer rule: per output element, one pass along the axis carrying the best value and its
+    index (the outer loop, over the kept axes, splits across threads)."""
+    def rule(kernel: Emitter, op: Op, dest: ir.Value) -> None:
+        fn, em, buffers = _outline_reduction(kernel, op, dest)
+        _scan_for_index(em, op, kind, fn.args[0], fn.args[1], fn.args[3])
+        em.b.ret_void()
+        _call_over_kept(kernel, op, fn, buffers)
+    rule.__name__ = f"arg{kind}_lower"
+    return rule
+
+
+def _replaces(b: ir.IRBuilder, kind: str, dtype: DType, x: ir.Value, best: ir.Value) -> ir.Value:
+    """Whether x takes best's place: strictly better, so the first of equals stays, or the first
+    nan, which nothing replaces (NumPy's argmax and argmin)."""
+    predicate = ">" if kind == "max" else "<"
+    if not dtype.is_float:
+        return b.icmp_signed(predicate, x, best)
+    # unordered: better, or x is nan; best is a number (the identity at first)
+    return b.and_(b.fcmp_unordered(predicate, x, best), b.fcmp_ordered("==", best, best))
+
+
+def _scan_for_index(em: Emitter, op: Op, kind: str, start: ir.Value, end: ir.Value, out: ir.Value) -> None:
+    """The index of the best element along the axis, starting from the identity at index 0, so an
+    empty axis gives 0 (the interpreter's choice) and an axis of identities its first index."""
+    (x,), (axis,) = op.operands, op.attrs["axes"]
+    dtype = x.type.dtype
+    kept = [k for k in range(x.type.rank) if k != axis]
+    extents = [em.dim(d) for d in x.type.shape]
+    best, index = em.head.alloca(REGISTER_TYPES[dtype]), em.head.alloca(I64)
+
+    def scan_at(kept_axes: list[ir.Value]) -> None:
+        def step(k: ir.Value) -> None:
+            position = dict(zip(kept, kept_axes)) | {axis: k}
+            element = em.value_at(x, em.index(x, axes=[position[i] for i in range(x.type.rank)]))
+            current = em.b.load(best)
+            better = _replaces(em.b, kind, dtype, element, current)
+            em.b.store(em.b.select(better, element, current), best)
+            em.b.store(em.b.select(better, k, em.b.load(index)), index)
+            em.memo.clear()
+
+        em.b.store(_identity(kind, dtype), best)
+        em.b.store(i64(0), index)
+        counted_loop(em.b, i64(0), extents[axis], step)
+        em.store(out, DType.i64, em.index(op.result, axes=kept_axes), em.b.load(index))
+    _for_kept_positions(em, kept, extents, start, end, scan_at)
+
+
+for _kind in ("max", "min"):
+    lower_rules[f"arg{_kind}"] = _arg_reduction(_kind)
 
 
 def matmul_lower(kernel: Emitter, op: Op, dest: ir.Value) -> None:

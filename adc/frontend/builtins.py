@@ -403,6 +403,122 @@ def clip_by_norm_expand(cx, a):
     return cx.elementwise("div", cx.elementwise("mul", t, clip_norm), cx.elementwise("maximum", l2norm, clip_norm))
 
 
+# ---------------------------------------------------------------- softmax family
+
+
+def _shift(cx: Scope, x: Value, axes: tuple[int, ...], finite: bool) -> Value:
+    """The max over `axes` (kept as 1s) under stop_gradient: subtracting it keeps exp below overflow,
+    and a constant shift cancels in the value, so the exact gradient is left. `finite` puts 0 for
+    an infinite or nan max (SciPy's logsumexp), so -inf - -inf never makes a nan."""
+    m = _keepdims(cx, cx.op("reduce_max", x, axes=axes), x.type.shape, axes)
+    if finite:
+        m = cx.select(cx.elementwise("lt", cx.op("abs", m), float("inf")), m, 0)
+    return cx.op("stop_gradient", m)
+
+
+def _log_sum_exp(cx: Scope, x: Value, axes: tuple[int, ...]) -> tuple[Value, Value]:
+    """(log(sum(exp(x - s))) with the reduced axes kept as 1s, the shift s): their sum is logsumexp."""
+    s = _shift(cx, x, axes, finite=True)
+    total = cx.op("reduce_sum", cx.op("exp", cx.elementwise("sub", x, s)), axes=axes)
+    return cx.op("log", _keepdims(cx, total, x.type.shape, axes)), s
+
+
+@builtin("logsumexp", "x", axis=None, keepdims=False)
+def logsumexp_expand(cx, a):
+    # logsumexp(x) = log(sum(exp(x - m))) + m, m = max(x) where finite else 0, as scipy.special
+    x = _float_tensor(a, "x")
+    axes = a.axes("axis", x.type.rank)
+    log_total, s = _log_sum_exp(cx, x, axes)
+    out = cx.op("add", log_total, s)
+    return out if a.flag("keepdims") else cx.reshape(out, _reduced_shape(x.type.shape, axes))
+
+
+def _reduced_shape(shape: tuple[Dim, ...], axes: tuple[int, ...]) -> tuple[Dim, ...]:
+    return tuple(d for i, d in enumerate(shape) if i not in axes)
+
+
+@builtin("softmax", "x", axis=-1)
+def softmax_expand(cx, a):
+    # softmax(x) = e / sum(e), e = exp(x - max(x)), as scipy.special.softmax (a row holding inf
+    # or only -inf is nan)
+    x = _float_tensor(a, "x")
+    axes = a.axes("axis", x.type.rank)
+    e = cx.op("exp", cx.elementwise("sub", x, _shift(cx, x, axes, finite=False)))
+    return cx.elementwise("div", e, _keepdims(cx, cx.op("reduce_sum", e, axes=axes), x.type.shape, axes))
+
+
+@builtin("log_softmax", "x", axis=-1)
+def log_softmax_expand(cx, a):
+    # log_softmax(x) = (x - s) - log(sum(exp(x - s))), s = max(x) where finite else 0, as
+    # scipy.special.log_softmax
+    x = _float_tensor(a, "x")
+    log_total, s = _log_sum_exp(cx, x, a.axes("axis", x.type.rank))
+    return cx.elementwise("sub", cx.elementwise("sub", x, s), log_total)
+
+
+# ---------------------------------------------------------------- arg-reductions and truth
+
+
+def _arg_reduction(name: str):
+    def arg_reduce_expand(cx: Scope, a: Args) -> Value:
+        # axis=None: the index into the flattened tensor, as NumPy's; bools compare as 0 and 1
+        x = a.tensor("x")
+        if x.type.dtype is BOOL:
+            x = cx.op("convert", x, dtype=DType.i32)
+        flat = a["axis"] is None
+        axis = 0 if flat else a.axis("axis", x.type.rank)
+        along = cx.reshape(x, (num_elements(x.type.shape),)) if flat else x
+        if along.type.shape[axis] == 0:
+            raise a.error("x", f"{'' if flat else f'axis {axis} of '}{x.type} is empty, so it has no first "
+                               f"{name[3:]}imum")
+        out = cx.op(name, along, axes=(axis,))
+        kept = tuple(range(x.type.rank)) if flat else (axis,)
+        return _keepdims(cx, out, x.type.shape, kept) if a.flag("keepdims") else out
+    builtin_rules[name] = Builtin(("x", "axis", "keepdims"), {"axis": None, "keepdims": False}, arg_reduce_expand)
+
+
+for _name in ("argmax", "argmin"):
+    _arg_reduction(_name)
+
+
+def _truth(cx: Scope, x: Value) -> Value:
+    """x != 0 elementwise (a bool is itself); nan is true, as in NumPy."""
+    return x if x.type.dtype is BOOL else cx.elementwise("ne", x, 0)
+
+
+@builtin("count_nonzero", "x", axis=None, keepdims=False)
+def count_nonzero_expand(cx, a):
+    # count_nonzero(x) = sum(i64(x != 0))
+    return _reduce(cx, a, "reduce_sum", cx.op("convert", _truth(cx, a.tensor("x")), dtype=DType.i64))
+
+
+@builtin("any", "x", axis=None, keepdims=False)
+def any_expand(cx, a):
+    # any(x) = max(i32(x != 0)) > 0; an empty max is INT_MIN, so an empty any is False
+    ones = cx.op("convert", _truth(cx, a.tensor("x")), dtype=DType.i32)
+    return cx.elementwise("gt", _reduce(cx, a, "reduce_max", ones), 0)
+
+
+@builtin("all", "x", axis=None, keepdims=False)
+def all_expand(cx, a):
+    # all(x) = min(i32(x != 0)) > 0; an empty min is INT_MAX, so an empty all is True
+    ones = cx.op("convert", _truth(cx, a.tensor("x")), dtype=DType.i32)
+    return cx.elementwise("gt", _reduce(cx, a, "reduce_min", ones), 0)
+
+
+@builtin("one_hot", "indices", "depth", dtype=None)
+def one_hot_expand(cx, a):
+    # one_hot(i, d)[..., k] = (i == k): an index outside [0, d) gives a row of zeros, as tf.one_hot
+    indices, depth = a.tensor("indices"), a.dim("depth")
+    if not indices.type.dtype.is_int:
+        raise a.error("indices", f"expected an integer tensor, got {indices.type}; convert it with i32(...) or i64(...)")
+    shape = indices.type.shape + (depth,)
+    positions = cx.op("iota", axis=len(shape) - 1, dtype=indices.type.dtype, shape=shape)
+    hot = cx.op("eq", cx.op("broadcast", indices, dims=tuple(range(indices.type.rank)), shape=shape), positions)
+    dtype = a.dtype("dtype") or F32
+    return hot if dtype is BOOL else cx.op("convert", hot, dtype=dtype)
+
+
 # ---------------------------------------------------------------- structure
 
 

@@ -201,6 +201,20 @@ for _name, _fn in (("reduce_sum", np.sum), ("reduce_prod", np.prod), ("reduce_ma
     eval_rules[_name] = _reduce_rule(_fn)
 
 
+def _arg_reduce_rule(fn: Callable) -> EvalRule:
+    def rule(args, attrs, ctx):
+        # NumPy's first occurrence (the first nan wins); an empty axis, where NumPy raises, gives 0
+        (x,), (axis,) = args, attrs["axes"]
+        if x.shape[axis] == 0:
+            return (np.zeros(x.shape[:axis] + x.shape[axis + 1:], np.int64),)
+        return (fn(x, axis=axis),)
+    return rule
+
+
+eval_rules["argmax"] = _arg_reduce_rule(np.argmax)
+eval_rules["argmin"] = _arg_reduce_rule(np.argmin)
+
+
 def matmul_eval(args, attrs, ctx):
     a, b = args
     return (np.matmul(a, b),)

@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Sequence
 
-from adc.ir.types import BOOL, MAX_ELEMENTS, Dim, DType, SymDim, TensorType, fits, num_elements
+from adc.ir.types import BOOL, I64, MAX_ELEMENTS, Dim, DType, SymDim, TensorType, fits, num_elements
 
 
 class TypeRuleError(Exception):
@@ -338,6 +338,23 @@ for _name, _what in zip(REDUCTIONS, ("sum", "maximum (-inf when empty)", "minimu
     _register(_name, f"{_what} over `axes`",
               _example("%x: f32[B,N]", f"  %0 = {_name} %x {{axes = [1]}} : f32[B]\n  return %0", "f32[B]"),
               _reduce_rule, 1, ("axes",), traits=("reduction",))
+
+
+def _arg_reduce_rule(types, attrs, funcs):
+    # `axes` names one axis, so the rules keyed on the "reduction" trait (batching, example axes) apply
+    (t,) = types
+    axes = tuple(attrs["axes"])
+    _require(len(axes) == 1 and 0 <= axes[0] < t.rank, f"`axes` must name one axis of rank {t.rank}, got {list(axes)}")
+    _require(t.dtype is not BOOL, f"cannot reduce {t}")
+    return (TensorType(I64, tuple(d for i, d in enumerate(t.shape) if i != axes[0])),)
+
+
+ARG_REDUCTIONS = ("argmax", "argmin")
+for _name, _what in zip(ARG_REDUCTIONS, ("maximum", "minimum")):
+    _register(_name, f"the i64 index of the first {_what} along the one axis in `axes` (of the first nan, "
+              "if any; 0 when the axis is empty)",
+              _example("%x: f32[B,N]", f"  %0 = {_name} %x {{axes = [1]}} : i64[B]\n  return %0", "i64[B]"),
+              _arg_reduce_rule, 1, ("axes",), traits=("reduction",))
 
 
 def _matmul_rule(types, attrs, funcs):

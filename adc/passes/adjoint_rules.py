@@ -433,6 +433,11 @@ def reduce_prod_adjoint(b, op, cts):
 adjoint_rules["reduce_prod"] = reduce_prod_adjoint
 
 
+# argmax and argmin give i64 indices, piecewise constant: no cotangent
+for _name in ("argmax", "argmin"):
+    adjoint_rules[_name] = zero_adjoint
+
+
 def matmul_adjoint(b, op, cts):
     # d(A @ B) = ct @ Bᵀ, Aᵀ @ ct (transposes of the last two axes)
     a, m = op.operands

@@ -67,6 +67,8 @@ CASES += [
     ("reduce_prod", [A23], [TensorType(F32, (M, N))], {"axes": (0, 1)}, np.prod, 1e-6),
     ("reduce_max", [A23], [TensorType(F32, (M, N))], {"axes": (0,)}, lambda v: v.max(0), 0),
     ("reduce_min", [A23], [TensorType(F32, (M, N))], {"axes": (1,)}, lambda v: v.min(1), 0),
+    ("argmax", [A23], [TensorType(F32, (M, N))], {"axes": (1,)}, lambda v: v.argmax(1), 0),
+    ("argmin", [A23], [TensorType(F32, (M, N))], {"axes": (0,)}, lambda v: v.argmin(0), 0),
     ("matmul", [A23, B34], [TensorType(F32, (M, N)), TensorType(F32, (N, 4))], {}, lambda a, b: a @ b, 1e-5),
 ]
 

@@ -72,6 +72,14 @@ CASES = {
     "max": ("x", "[3]", "max(x, axis=1)", "n"),
     "min": ("b", "[2,4]", "min(b, axis=1)", "n"),
     "prod": ("x", "[4]", "prod(x, axis=0)", "a"),
+    # the softmax family; integer results (argmax, one_hot of it) carry no cotangent
+    "logsumexp": ("x", "[3]", "logsumexp(x, axis=1)", "n"),
+    "logsumexp_all": ("b", "[1,1,1]", "logsumexp(b * b, keepdims=True)", "n"),
+    "softmax": ("x", "[3,4]", "softmax(x)", "n"),
+    "softmax_axis0": ("x", "[3,4]", "softmax(x * x, axis=0)", "n"),
+    "log_softmax": ("b", "[2,3,4]", "log_softmax(b, axis=-2)", "n"),
+    "argmax_mask": ("x", "[3,4]", "x * one_hot(argmax(x, axis=1), 4, dtype=f64)", "n"),
+    "argmin_count": ("x", "[3]", "x[:, 0] * f64(argmin(x, axis=1) + count_nonzero(x > 0.0, axis=1))", "n"),
     # structure
     "transpose": ("x", "[4,3]", "transpose(x) * 2.0", "n"),
     "transpose_perm": ("b", "[4,2,3]", "transpose(b, perm=[2, 0, 1]) ** 2", "n"),
@@ -113,7 +121,8 @@ def test_first_and_second_order(case):
     check_vjp(module, "f", inputs(params, domains), order=2, rtol=1e-5, atol=1e-7)
 
 
-@pytest.mark.parametrize("case", ["mul", "div", "pow", "concat", "slice_step", "matmul_vector", "max", "pad"])
+@pytest.mark.parametrize("case", ["mul", "div", "pow", "concat", "slice_step", "matmul_vector", "max", "pad",
+                                  "logsumexp", "softmax", "log_softmax"])
 def test_full_jacobian(case):
     params, result, expr, domains = CASES[case]
     module = compile_source(kernel(params, result, expr), f"{case}.adc")

@@ -39,6 +39,8 @@ EXTRA_CASES = {
                      "  %0 = slice %x {start = [0,1], step = [1,2], stop = [M,6]} : f64[M,3]\n  return %0\n}\n",
     "reduce_leading": "func @example(%x: f64[B,N]) -> f64[N] {\n"
                       "  %0 = reduce_max %x {axes = [0]} : f64[N]\n  return %0\n}\n",
+    "argmin_leading_int": "func @example(%x: i32[B,N]) -> i64[N] {\n"
+                          "  %0 = argmin %x {axes = [0]} : i64[N]\n  return %0\n}\n",
     "transpose_3d": "func @example(%x: f64[B,M,N]) -> f64[N,B,M] {\n"
                     "  %0 = transpose %x {perm = [2,0,1]} : f64[N,B,M]\n  return %0\n}\n",
     "select_condition": "func @example(%c: bool[N], %x: f64[N]) -> f64[N] {\n"
@@ -151,6 +153,21 @@ def test_matmul_with_one_side_shared_is_one_product(flags, fold):
     assert [str(v.type) for v in matmul.operands] == (
         ["f64[M*NB,K]", "f64[K,N]"] if fold == "rows" else ["f64[M,K]", "f64[K,N*NB]"])
     assert not any(op.name == "broadcast" for op in func.ops)
+
+
+def test_softmax_family_and_arg_reductions_batch_like_stacking():
+    # the builtins' compositions (a stop_gradient shift, iota against broadcast indices, converted
+    # bools) batched by the interpreter and natively, against a loop of single calls
+    source = ("def f(x: f64[M, N], i: i32[N]) -> (f64[M, N], f64[N], i64[M], f32[N, M], bool[N], i64):\n"
+              "    s = softmax(x, axis=0) + log_softmax(x)\n    hot = one_hot(i, M)\n"
+              "    return s, logsumexp(x, axis=0), argmax(x, axis=1), hot, any(x > 0.5, axis=0), count_nonzero(x > 0.0)\n")
+    module = compile_source(source, "softmax.adc")
+    rng = np.random.default_rng(11)
+    for flags in flag_choices(2):
+        out, func, args = assert_batches(module, "f", flags, rng)
+        native = getattr(jit_module(out), func.name)(*args)
+        for g, want in zip(native, stacked(module, "f", args, flags), strict=True):
+            np.testing.assert_allclose(g.numpy(), want, rtol=1e-12, atol=1e-12, err_msg=str(flags))
 
 
 # ---------------------------------------------------------------- random programs

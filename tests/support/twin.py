@@ -72,6 +72,28 @@ def _norm(x, axis, keepdims):
     return np.sqrt(_sum(x * x, axis, keepdims))
 
 
+def _shift(x, axis, finite: bool):
+    # adc's (and SciPy's) shift by the max, 0 where it is not finite for logsumexp and log_softmax
+    m = np.max(x, axis=axis, keepdims=True, initial=-np.inf)
+    return np.where(np.isfinite(m), m, np.zeros((), x.dtype)) if finite else m
+
+
+def _logsumexp(x, axis, keepdims):
+    m = _shift(x, axis, True)
+    out = np.log(np.sum(np.exp(x - m), axis=axis, keepdims=True)) + m
+    return out if keepdims else np.squeeze(out, axis=axis)
+
+
+def _softmax(x):
+    e = np.exp(x - _shift(x, None, False))
+    return e / np.sum(e, keepdims=True)
+
+
+def _log_softmax(x):
+    shifted = x - _shift(x, None, True)
+    return shifted - np.log(np.sum(np.exp(shifted), keepdims=True))
+
+
 def _cast(x, dtype):
     # float to int truncates toward zero, as adc's convert
     return np.asarray(x).astype(dtype)
@@ -83,6 +105,7 @@ def _erf(x):
 
 RUNTIME = {"np": np, "_sigmoid": _sigmoid, "_softplus": _softplus, "_relu": _relu, "_elu": _elu,
            "_sum": _sum, "_prod": _prod, "_mean": _mean, "_max": _max, "_min": _min, "_norm": _norm,
+           "_logsumexp": _logsumexp, "_softmax": _softmax, "_log_softmax": _log_softmax,
            "_cast": _cast, "_erf": _erf}
 
 

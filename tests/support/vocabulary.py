@@ -158,6 +158,9 @@ FLOAT_UNARY = (
     Function("({0} ** 3)", "({0} ** 3)", lambda a: product(a, a, a)),
     Function("elu({0})", "_elu({0})", lambda a: max(a, 1.0)),
     Function("stop_gradient({0})", "_sg({0})", lambda a: a),
+    # over every axis (axis=None), so any rank, the scalar's too, takes them; rows shift by their max
+    Function("softmax({0}, axis=None)", "_softmax({0})", lambda a: 1.0),
+    Function("log_softmax({0}, axis=None)", "_log_softmax({0})", lambda a: 2 * a + MAX_RANK * math.log(MAX_SIZE)),
     # kinks and steps
     Function("abs({0})", "np.abs({0})", lambda a: a, smooth=False),
     Function("sign({0})", "np.sign({0})", lambda a: 1.0, smooth=False),
@@ -230,6 +233,7 @@ REDUCTIONS = (
               guard=Function("(1.5 + tanh({0}))", "(1.5 + np.tanh({0}))", lambda a: 2.5)),
     Reduction("max", "_max", lambda b, n: b, smooth=False),
     Reduction("min", "_min", lambda b, n: b, smooth=False),
+    Reduction("logsumexp", "_logsumexp", lambda b, n: b + math.log(max(n, 1)), floats_only=True),
     Reduction("norm", "_norm", lambda b, n: b * math.sqrt(n), floats_only=True, smooth=False),   # a kink at 0
 )
 
