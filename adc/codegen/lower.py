@@ -582,6 +582,74 @@ def pad_lower(em: Emitter, op: Op, idx: Index) -> ir.Value:
 lower_rules["pad"] = pad_lower
 
 
+# ---------------------------------------------------------------- indexing by integer tensors
+
+def clamped_index(em: Emitter, indices: Value, axes: list[ir.Value], n: ir.Value) -> ir.Value:
+    """indices[axes] as an i64 position in [0, n-1] by the index rule of adc/ir/ops.py: a negative
+    index counts from the end once, then clamps; never out of bounds (n > 0 is the caller's)."""
+    i = em.value_at(indices, em.index(indices, axes=axes))
+    i = em.b.sext(i, I64) if indices.type.dtype is DType.i32 else i
+    wrapped = em.b.select(em.b.icmp_signed("<", i, i64(0)), em.b.add(i, n), i)
+    highest = em.b.sub(n, i64(1))
+    return _intrinsic(em.b, "smin", [_intrinsic(em.b, "smax", [wrapped, i64(0)], DType.i64), highest], DType.i64)
+
+
+def _unless_empty(em: Emitter, n: Dim, dtype: DType, read: Callable[[], ir.Value]) -> ir.Value:
+    """read(), or 0 when the axis of size n is empty (then nothing may be read)."""
+    zero = ir.Constant(REGISTER_TYPES[dtype], 0)
+    if isinstance(n, int):
+        return read() if n else zero
+    return em.branch(em.b.icmp_signed("==", em.dim(n), i64(0)), lambda: zero, read)
+
+
+def gather_lower(em: Emitter, op: Op, idx: Index) -> ir.Value:
+    # result (pre, j, post) = x[pre, clamped(indices[j]), post]: a load through an index map
+    x, indices = op.operands
+    axis, rank = op.attrs["axis"], indices.type.rank
+    n = x.type.shape[axis]
+
+    def read() -> ir.Value:
+        k = clamped_index(em, indices, list(idx.axes[axis:axis + rank]), em.dim(n))
+        return em.value_at(x, em.index(x, axes=[*idx.axes[:axis], k, *idx.axes[axis + rank:]]))
+    return _unless_empty(em, n, x.type.dtype, read)
+
+
+lower_rules["gather"] = gather_lower
+
+
+def scatter_add_lower(kernel: Emitter, op: Op, dest: ir.Value) -> None:
+    # dest = base, then dest[pre, clamped(indices[j]), post] += updates[pre, j, post] in row-major
+    # order on one thread: duplicate indices accumulate in a fixed order, and no two writes race
+    base, indices, updates = op.operands
+    leaves = kernel.plan.leaves(op)
+    fn = outline(kernel.llmod, op.name, 1 + len(leaves))
+    em = kernel.nested(fn, fn.args[2], dict(zip(leaves, fn.args[4:])))
+    out, dtype, axis = fn.args[3], base.type.dtype, op.attrs["axis"]
+    counted_loop(em.b, i64(0), em.dim(num_elements(base.type.shape)),
+                 lambda i: _copy_element(em, base, op.result, out, i))
+    n = em.dim(base.type.shape[axis])
+    add = _int_or_float("add", "fadd")
+
+    def accumulate(axes: list[ir.Value]) -> None:
+        k = clamped_index(em, indices, axes[axis:axis + indices.type.rank], n)
+        target = em.index(op.result, axes=[*axes[:axis], k, *axes[axis + indices.type.rank:]])
+        update = em.value_at(updates, em.index(updates, axes=axes))
+        em.store(out, dtype, target, add(em.b, dtype, em.load(out, dtype, target), update))
+        em.memo.clear()
+    with em.b.if_then(em.b.icmp_signed(">", n, i64(0))):
+        loop_nest(em.b, [(i64(0), em.dim(d)) for d in updates.type.shape], accumulate)
+    em.b.ret_void()
+    kernel.b.call(fn, [i64(0), i64(1), kernel.dims_ptr, dest, *[kernel.buffers[v] for v in leaves]])
+
+
+def _copy_element(em: Emitter, source: Value, like: Value, out: ir.Value, i: ir.Value) -> None:
+    em.store(out, like.type.dtype, em.index(like, flat=i), em.value_at(source, em.index(source, flat=i)))
+    em.memo.clear()
+
+
+lower_rules["scatter_add"] = scatter_add_lower
+
+
 # ---------------------------------------------------------------- reductions and matmul
 
 def _identity(kind: str, dtype: DType) -> ir.Constant:

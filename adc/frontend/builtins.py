@@ -22,6 +22,7 @@ from typing import Any, Callable
 from adc.errors import CompileError, Location
 from adc.ir.builder import Builder
 from adc.ir.core import Value
+from adc.ir.ops import gathered_shape
 from adc.ir.types import BOOL, F32, DType, Dim, SymDim, TensorType, num_elements
 
 
@@ -668,6 +669,60 @@ def matmul(cx: Scope, x: Value, y: Value) -> Value:
     product = cx.op("matmul", cx.broadcast(x2, batch + x2.type.shape[-2:]), cx.broadcast(y2, batch + y2.type.shape[-2:]))
     out = batch + (xs[-2:-1] if x.type.rank > 1 else ()) + (ys[-1:] if y.type.rank > 1 else ())
     return cx.reshape(product, out)
+
+
+# ---------------------------------------------------------------- indexing by integer tensors
+
+
+def index_tensor(cx: Scope, value: object) -> Value:
+    """`value` as indices: an i32 or i64 tensor, or a static integer (an i64 scalar)."""
+    if type(value) is int or isinstance(value, SymDim):
+        return cx.tensor(value, DType.i64)
+    if not isinstance(value, (Value, Deferred)):
+        raise cx.error(f"indices must be an i32 or i64 tensor, got {describe(value)}")
+    indices = cx.tensor(value, DType.i64)
+    if not indices.type.dtype.is_int:
+        raise cx.error(f"indices must be an i32 or i64 tensor, got {indices.type}; convert them with i64(...)")
+    return indices
+
+
+def _indices_arg(a: Args, key: str) -> Value:
+    with a.cx.b.at(a.values[key][1]):
+        return index_tensor(a.cx, a[key])
+
+
+@builtin("take", "x", "indices", axis=0)
+def take_expand(cx, a):
+    x = a.tensor("x")
+    # np.take(x, indices, axis) under adc's index rule (docs/language.md)
+    return cx.op("gather", x, _indices_arg(a, "indices"), axis=a.axis("axis", x.type.rank))
+
+
+@builtin("scatter_add", "base", "indices", "updates", axis=0)
+def scatter_add_expand(cx, a):
+    # np.add.at on a copy of base: duplicate indices accumulate
+    base = a.tensor("base")
+    if base.type.dtype is BOOL:
+        raise a.error("base", f"cannot add into {base.type}")
+    axis = a.axis("axis", base.type.rank)
+    indices = _indices_arg(a, "indices")
+    updates = a.tensor("updates", base.type.dtype)
+    expected = TensorType(base.type.dtype, gathered_shape(base.type, indices.type, axis))
+    if updates.type.dtype != base.type.dtype:
+        raise a.error("updates", f"updates must be {base.type.dtype} like base, got {updates.type}")
+    with cx.b.at(a.values["updates"][1]):
+        updates = cx.broadcast(updates, expected.shape) if _broadcasts(updates.type, expected) else updates
+    if updates.type != expected:
+        raise a.error("updates", f"updates must be {expected} ({base.type} indexed by {indices.type} "
+                                 f"along axis {axis}), got {updates.type}")
+    return cx.op("scatter_add", base, indices, updates, axis=axis)
+
+
+def _broadcasts(t: TensorType, to: TensorType) -> bool:
+    """True when NumPy broadcasting takes `t` to `to` without changing `to` (np.add.at allows it)."""
+    if t.rank > to.rank:
+        return False
+    return all(s == 1 or s == d for s, d in zip(t.shape, to.shape[to.rank - t.rank:]))
 
 
 # ---------------------------------------------------------------- creation

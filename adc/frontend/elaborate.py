@@ -32,7 +32,8 @@ from types import GeneratorType
 from adc.errors import CompileError, Location
 from adc.frontend import ast
 from adc.frontend.externs import Extern, check_gradient, decorator_of, externs_of, gradient_declaration
-from adc.frontend.builtins import Args, Deferred, Results, Scope, builtin_rules, describe, is_static, matmul, typed
+from adc.frontend.builtins import (Args, Deferred, Results, Scope, builtin_rules, describe, index_tensor, is_static,
+                                   matmul, typed)
 from adc.ir.builder import Builder
 from adc.ir.core import Func, FuncRef, Module, Value
 from adc.ir.trampoline import trampoline
@@ -389,9 +390,15 @@ class KernelElaborator(Scope):
         value = self.tensor(value) if isinstance(value, Deferred) else value
         if not isinstance(value, Value):
             raise CompileError(f"only tensors can be indexed, not {describe(value)}", e.loc)
+        items = self.index_items(e, value.type)
+        points = []         # the value of each item that is neither a slice nor None
+        for item in items:
+            points.append(None if isinstance(item, ast.Slice) or _is_new_axis(item) else (yield item))
+        if any(isinstance(p, (Value, Deferred)) for p in points):
+            return self.index_by_tensor(value, items, points)
         starts, stops, steps, layout = [], [], [], []     # layout: per result axis, its operand axis or None
         axis = 0
-        for item in self.index_items(e, value.type):
+        for item, point in zip(items, points):
             if _is_new_axis(item):
                 layout.append(None)
                 continue
@@ -400,7 +407,7 @@ class KernelElaborator(Scope):
                 bounds = yield from self.slice_bounds(item, size)
                 layout.append(axis)
             else:
-                position = yield from self.index_position(item, size)
+                position = self.index_position(item, point, size)
                 bounds = (position, position + 1, 1)
             for out, bound in zip((starts, stops, steps), bounds):
                 out.append(bound)
@@ -436,15 +443,30 @@ class KernelElaborator(Scope):
         otherwise = yield e.otherwise
         return self.select(cond, then, otherwise)
 
-    def index_position(self, e: ast.Expr, size: Dim) -> Dim:
-        """An integer index; negative counts from the end; static sizes are bounds-checked."""
-        i = yield from self.static_index(e)
+    def index_position(self, e: ast.Expr, i: object, size: Dim) -> Dim:
+        """The integer index `i` (the value of `e`); negative counts from the end; static sizes are
+        bounds-checked."""
+        if not is_static(i):
+            raise CompileError(f"indices must be static integers or integer tensors, got {describe(i)}", e.loc)
         position = size + i if isinstance(i, int) and i < 0 else i
         if isinstance(size, int) and not 0 <= position < size:
             raise CompileError(f"index {i} is out of bounds for a dimension of size {size}", e.loc)
         if isinstance(position, int) and position < 0:
             raise CompileError(f"index {i} is out of bounds for a dimension of size {size}", e.loc)
         return position
+
+    def index_by_tensor(self, value: Value, items: tuple, points: list) -> Value:
+        """`x[..., idx, ...]` with one integer tensor `idx` among whole slices: take(x, idx, axis),
+        under the index rule of docs/language.md. NumPy's other advanced indexing is not supported."""
+        tensors = [k for k, p in enumerate(points) if isinstance(p, (Value, Deferred))]
+        for k, item in enumerate(items):
+            whole = isinstance(item, ast.Slice) and item.start is None and item.stop is None and item.step is None
+            if k != tensors[0] and not whole:
+                raise CompileError("an integer tensor index can only be combined with ':' and '...' "
+                                   "(one tensor index, the other axes whole)", item.loc)
+        axis = tensors[0]
+        with self.b.at(items[axis].loc):
+            return self.b.op("gather", value, index_tensor(self, points[axis]), axis=axis)
 
     def slice_bounds(self, s: ast.Slice, size: Dim) -> tuple[Dim, Dim, int]:
         """NumPy's start:stop:step with a positive static step; static sizes clamp like NumPy."""

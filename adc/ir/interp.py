@@ -178,6 +178,37 @@ def pad_eval(args, attrs, ctx):
 eval_rules["pad"] = pad_eval
 
 
+def clamped_indices(indices: np.ndarray, n: int) -> np.ndarray:
+    """The index rule of gather and scatter_add (adc/ir/ops.py): a negative index counts from
+    the end once, then every index is clamped to [0, n-1], as native code reads them."""
+    wrapped = np.where(indices < 0, indices.astype(np.int64) + n, indices)
+    return np.clip(wrapped, 0, max(n - 1, 0))
+
+
+def gather_eval(args, attrs, ctx):
+    # np.take at the clamped indices; an empty axis reads as zeros
+    x, indices = args
+    axis = attrs["axis"]
+    if x.shape[axis] == 0:
+        return (np.zeros(x.shape[:axis] + indices.shape + x.shape[axis + 1:], x.dtype),)
+    return (np.take(x, clamped_indices(indices, x.shape[axis]), axis=axis),)
+
+
+eval_rules["gather"] = gather_eval
+
+
+def scatter_add_eval(args, attrs, ctx):
+    # np.add.at (duplicates accumulate) at the clamped indices; nothing lands on an empty axis
+    base, indices, updates = args
+    axis, out = attrs["axis"], base.copy()
+    if base.shape[axis]:
+        np.add.at(out, (slice(None),) * axis + (clamped_indices(indices, base.shape[axis]),), updates)
+    return (out,)
+
+
+eval_rules["scatter_add"] = scatter_add_eval
+
+
 def _identity_of(fn: Callable, dtype: np.dtype) -> Any:
     """The value an empty reduction yields: ±inf for floats, the dtype's extreme for ints."""
     if np.issubdtype(dtype, np.floating):

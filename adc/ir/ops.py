@@ -371,6 +371,54 @@ _register("matmul", "matrix product over the last two axes, batched over the lea
           _matmul_rule, 2)
 
 
+# ---------------------------------------------------------------- indexing by integer tensors
+#
+# Index rule of gather and scatter_add: an index i into an axis of size n reads position
+# i + n when i < 0 (once: -1 is the last), then clamped to [0, n-1]; an axis of size 0 is
+# never read (gather gives 0, scatter_add drops the update). Native code never reads or
+# writes out of bounds, and the interpreter applies the same rule.
+
+def gathered_shape(x: TensorType, indices: TensorType, axis: int) -> tuple[Dim, ...]:
+    """np.take's shape: x's axes before `axis`, then the indices' axes, then x's axes after."""
+    return x.shape[:axis] + indices.shape + x.shape[axis + 1:]
+
+
+def _check_indexing(x: TensorType, indices: TensorType, axis) -> None:
+    _require(isinstance(axis, int) and not isinstance(axis, bool) and 0 <= axis < x.rank,
+             f"axis {axis!r} out of range for {x}")
+    _require(indices.dtype.is_int, f"indices must be an i32 or i64 tensor, got {indices}")
+
+
+def _gather_rule(types, attrs, funcs):
+    x, indices = types
+    _check_indexing(x, indices, attrs["axis"])
+    return (TensorType(x.dtype, gathered_shape(x, indices, attrs["axis"])),)
+
+
+_register("gather", "np.take(x, indices, axis): the slices of x along `axis` at each index (index rule above)",
+          _example("%x: f32[N,M], %i: i64[B]", "  %0 = gather %x, %i {axis = 0} : f32[B,M]\n  return %0",
+                   "f32[B,M]"),
+          _gather_rule, 2, ("axis",))
+
+
+def _scatter_add_rule(types, attrs, funcs):
+    base, indices, updates = types
+    axis = attrs["axis"]
+    _check_indexing(base, indices, axis)
+    _require(base.dtype is not BOOL, f"cannot add into {base}")
+    expected = TensorType(base.dtype, gathered_shape(base, indices, axis))
+    _require(updates == expected, f"updates must be {expected} ({base} indexed by {indices} along axis {axis}), "
+                                  f"got {updates}")
+    return (base,)
+
+
+_register("scatter_add", "base with each slice of updates added at its index along `axis` "
+          "(np.add.at; duplicates accumulate; index rule above)",
+          _example("%b: f32[N,M], %i: i64[B], %u: f32[B,M]",
+                   "  %0 = scatter_add %b, %i, %u {axis = 0} : f32[N,M]\n  return %0", "f32[N,M]"),
+          _scatter_add_rule, 3, ("axis",))
+
+
 # ---------------------------------------------------------------- calls
 
 def bind_dims(params: Sequence[TensorType], args: Sequence[TensorType]) -> dict[str, Dim]:

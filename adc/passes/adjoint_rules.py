@@ -397,6 +397,26 @@ def pad_adjoint(b, op, cts):
 adjoint_rules["pad"] = pad_adjoint
 
 
+# ---------------------------------------------------------------- indexing by integer tensors
+
+def gather_adjoint(b, op, cts):
+    # d take(x, i) = ct added into zeros like x at the indices (duplicates accumulate); none for i
+    x, indices = op.operands
+    return (b.op("scatter_add", full(b, 0.0, x.type), indices, cts[0], axis=op.attrs["axis"]), None)
+
+
+adjoint_rules["gather"] = gather_adjoint
+
+
+def scatter_add_adjoint(b, op, cts):
+    # d scatter_add(base, i, u) = ct, none, take(ct, i)
+    ct, indices = cts[0], op.operands[1]
+    return (ct, None, b.op("gather", ct, indices, axis=op.attrs["axis"]))
+
+
+adjoint_rules["scatter_add"] = scatter_add_adjoint
+
+
 # ---------------------------------------------------------------- reductions and matmul
 
 def _unreduce(b: Builder, op: Op, v: Value) -> Value:

@@ -18,7 +18,7 @@ from adc.errors import CompileError
 from adc.ir.builder import Builder
 from adc.ir.core import FuncRef, Op, Value
 from adc.ir.ops import OPS
-from adc.ir.types import Dim
+from adc.ir.types import I64, Dim, SymDim
 
 # batch_rules[op_name](b, op, args, batched) -> (results, results_batched)
 #   b:       the builder of the batched function, stamped with op.loc by the pass
@@ -163,6 +163,77 @@ def _surround(b: Builder, x: Value, value: Value, axis: int, widths) -> Value:
 
 
 batch_rules["pad"] = pad_batch
+
+
+# ---------------------------------------------------------------- indexing by integer tensors
+#
+# With per-example indices, the examples' axes are merged into one of S*n entries and example s's
+# clamped indices offset by s*n: one gather (or scatter_add) serves the whole batch.
+
+def gather_batch(b, op, args, batched):
+    # take(x[s], i, a) = take(x, i, a+1)[s]; take(x, i[s], a) moves the new axis a to the front;
+    # take(x[s], i[s], a) = take(x merged, offset i, a), then axis a to the front
+    (x, indices), (x_batched, indices_batched), axis = args, batched, op.attrs["axis"]
+    if not indices_batched:
+        return [b.op("gather", x, indices, axis=axis + 1)], [True]
+    if not x_batched:
+        return [_move_axis(b, b.op("gather", x, indices, axis=axis), axis, 0)], [True]
+    n = x.type.shape[axis + 1]
+    gathered = b.op("gather", _merge_batch(b, x, axis), _offset_indices(b, indices, n), axis=axis)
+    return [_move_axis(b, gathered, axis, 0)], [True]
+
+
+batch_rules["gather"] = gather_batch
+
+
+def scatter_add_batch(b, op, args, batched):
+    # scatter_add(base[s], i, u[s], a) = scatter_add(base, i, u, a+1)[s]; with per-example i[s],
+    # the bases merge into one axis of S*n entries that the offset indices address
+    size = batch_dim(args, batched)
+    base, indices, updates = [a if flag or k == 1 else with_batch_axis(b, a, size)
+                              for k, (a, flag) in enumerate(zip(args, batched))]
+    axis = op.attrs["axis"]
+    if not batched[1]:
+        return [b.op("scatter_add", base, indices, updates, axis=axis + 1)], [True]
+    n = base.type.shape[axis + 1]
+    merged = b.op("scatter_add", _merge_batch(b, base, axis), _offset_indices(b, indices, n),
+                  _move_axis(b, updates, 0, axis), axis=axis)
+    split = b.op("reshape", merged, shape=merged.type.shape[:axis] + (size, n) + merged.type.shape[axis + 1:])
+    return [_move_axis(b, split, axis, 0)], [True]
+
+
+batch_rules["scatter_add"] = scatter_add_batch
+
+
+def _move_axis(b: Builder, v: Value, source: int, destination: int) -> Value:
+    """v with axis `source` moved to position `destination` (np.moveaxis)."""
+    if source == destination:
+        return v
+    perm = [k for k in range(v.type.rank) if k != source]
+    perm.insert(destination, source)
+    return b.op("transpose", v, perm=perm)
+
+
+def _merge_batch(b: Builder, v: Value, axis: int) -> Value:
+    """v: [S, *pre, n, *post] (len(pre) = axis) -> [*pre, S*n, *post], example s's entries at s*n + k."""
+    moved = _move_axis(b, v, 0, axis)
+    shape = moved.type.shape
+    return b.op("reshape", moved, shape=shape[:axis] + (shape[axis] * shape[axis + 1],) + shape[axis + 2:])
+
+
+def _offset_indices(b: Builder, indices: Value, n: Dim) -> Value:
+    """i64 indices [S, ...]: example s's indices clamped into [0, n-1] (the index rule), plus s*n."""
+    i = b.op("convert", indices, dtype=I64) if indices.type.dtype is not I64 else indices
+    shape = i.type.shape
+
+    def scalar(d: Dim) -> Value:
+        value = b.op("dim", dtype=I64, value=d) if isinstance(d, SymDim) else b.op("constant", dtype=I64, value=d)
+        return b.op("broadcast", value, dims=[], shape=shape)
+    zero, size = scalar(0), scalar(n)
+    wrapped = b.op("select", b.op("lt", i, zero), b.op("add", i, size), i)
+    clamped = b.op("minimum", b.op("maximum", wrapped, zero), scalar(n - 1))
+    offsets = b.op("mul", b.op("iota", axis=0, dtype=I64, shape=shape), size)
+    return b.op("add", clamped, offsets)
 
 
 # ---------------------------------------------------------------- reductions and matmul

@@ -6,7 +6,7 @@ import pytest
 
 from adc.errors import Location, VerifyError
 from adc.ir.core import Attrs, Func, FuncRef, Module, Op, Value
-from adc.ir.types import F32, F64, SymDim, TensorType
+from adc.ir.types import F32, F64, I64, SymDim, TensorType
 from adc.ir.verify import verify
 
 N = SymDim.symbol("N")
@@ -74,6 +74,15 @@ INVALID = [
     # a call to a function the module does not have
     (lambda: single_op_module("call", [_x()], {"callee": FuncRef("nowhere")}, [VEC]), {},
      "unknown function @nowhere"),
+    # gather's indices are integers, and its axis one of x's
+    (lambda: single_op_module("gather", [Value(TensorType(F32, (N, 2)), "x"), _x()], {"axis": 0},
+                              [TensorType(F32, (N, 2))]), {}, "indices must be an i32 or i64 tensor, got f32[N]"),
+    (lambda: single_op_module("gather", [Value(TensorType(F32, (N, 2)), "x"), Value(TensorType(I64, (N,)), "i")],
+                              {"axis": 2}, [TensorType(F32, (N, 2))]), {}, "axis 2 out of range for f32[N,2]"),
+    # scatter_add's updates have the shape of base indexed by the indices
+    (lambda: single_op_module("scatter_add", [Value(TensorType(F32, (N, 2)), "b"), Value(TensorType(I64, (3,)), "i"),
+                                              Value(TensorType(F32, (3, 4)), "u")], {"axis": 0},
+                              [TensorType(F32, (N, 2))]), {}, "updates must be f32[3,2]"),
     # locations are mandatory when asked for
     (missing_location, {"require_locations": True}, "'neg' has no location"),
 ]

@@ -1,0 +1,194 @@
+"""take / x[idx] (the `gather` op) and scatter_add, compiled, against NumPy (np.take, x[idx],
+np.add.at) and the interpreter; the index rule at its edges (negative, huge, empty); gradients
+against finite differences to second order; batching against a loop of single calls; an
+embedding trained by SGD against a NumPy twin; and the located errors of misuse.
+"""
+import itertools
+
+import numpy as np
+import pytest
+
+import adc
+from adc.codegen.fusion import plan
+from adc.frontend import compile_source
+from adc.ir.interp import run
+from adc.passes.batch import batch
+from tests.support.gradcheck import check_vjp
+from tests.support.native import jit_module
+
+SOURCE = """\
+def rows(x: T[V, D], idx: I[B, S]) -> T[B, S, D]:
+    return x[idx]
+
+def columns(x: T[V, D], idx: I[K]) -> T[V, K]:
+    return x[:, idx]
+
+def last_axis(x: T[V, D], idx: I[K]) -> T[V, K]:
+    return take(x, idx, axis=-1)
+
+def add_rows(base: T[V, D], idx: I[K], updates: T[K, D]) -> T[V, D]:
+    return scatter_add(base, idx, updates)
+
+def add_columns(base: T[V, D], idx: I[K], updates: T[V, K]) -> T[V, D]:
+    return scatter_add(base, idx, updates, axis=1)
+"""
+
+
+def clamped(idx, n):
+    """The index rule, spelled in NumPy: a negative index counts from the end once, then clamps."""
+    return np.clip(np.where(idx < 0, idx + n, idx), 0, max(n - 1, 0))
+
+
+def compiled(dtype, index_dtype):
+    return adc.compile(SOURCE.replace("T[", f"{dtype}[").replace("I[", f"{index_dtype}["), "gather.adc")
+
+
+NUMPY = {"f32": np.float32, "f64": np.float64, "i32": np.int32, "i64": np.int64}
+
+
+def random(rng, shape, dtype):
+    if dtype == "i32":
+        return rng.integers(-50, 50, shape).astype(np.int32)
+    return rng.standard_normal(shape).astype(NUMPY[dtype])
+
+
+@pytest.mark.parametrize("dtype, index_dtype", itertools.product(["f32", "f64", "i32"], ["i32", "i64"]))
+def test_in_range_indices_match_numpy(dtype, index_dtype):
+    m, rng = compiled(dtype, index_dtype), np.random.default_rng(0)
+    x = random(rng, (5, 4), dtype)
+    for idx in ([[0, 4, 4], [-1, -5, 2]], [[3]], np.zeros((0, 2)), np.zeros((2, 0))):
+        idx = np.asarray(idx, NUMPY[index_dtype])
+        np.testing.assert_array_equal(m.rows(x, idx), x[idx])
+    idx = np.asarray([3, -4, 3, 0, -1], NUMPY[index_dtype])          # duplicates and negatives
+    np.testing.assert_array_equal(m.columns(x, idx), x[:, idx])
+    np.testing.assert_array_equal(m.last_axis(x, idx), np.take(x, idx, axis=-1))
+    rows, columns = idx % 5, idx
+    for kernel, axis, updates, at in ((m.add_rows, 0, random(rng, (5, 4), dtype), rows),
+                                      (m.add_columns, 1, random(rng, (5, 5), dtype), columns)):
+        expected = x.copy()
+        np.add.at(expected, (slice(None),) * axis + (at,), updates)
+        np.testing.assert_allclose(kernel(x, at.astype(NUMPY[index_dtype]), updates), expected, rtol=1e-6)
+
+
+def test_out_of_range_indices_clamp_in_native_code_and_the_interpreter():
+    m = compiled("f64", "i64")
+    module = compile_source(SOURCE.replace("T[", "f64[").replace("I[", "i64["), "gather.adc")
+    x = np.arange(20.0).reshape(5, 4)
+    big = np.iinfo(np.int64)
+    idx = np.array([[5, 6, -6, -7], [big.max, big.min, 2 ** 40, -(2 ** 40)]])
+    want = x[clamped(idx, 5)]
+    np.testing.assert_array_equal(want[:, :2], x[[[4, 4], [4, 0]]])
+    np.testing.assert_array_equal(m.rows(x, idx), want)
+    np.testing.assert_array_equal(run(module, "rows", x, idx)[0], want)
+    updates = np.ones((8, 4))
+    expected = np.zeros((5, 4))
+    np.add.at(expected, clamped(idx.ravel(), 5), updates)
+    np.testing.assert_array_equal(m.add_rows(np.zeros((5, 4)), idx.ravel(), updates), expected)
+    np.testing.assert_array_equal(run(module, "add_rows", np.zeros((5, 4)), idx.ravel(), updates)[0], expected)
+
+
+def test_an_empty_axis_is_never_read():
+    # gathering from an empty axis gives zeros; scatter_add has nowhere to add
+    m = compiled("f32", "i32")
+    empty = np.zeros((0, 3), np.float32)
+    idx = np.array([[0, -1], [7, 2]], np.int32)
+    np.testing.assert_array_equal(m.rows(empty, idx), np.zeros((2, 2, 3), np.float32))
+    assert m.add_rows(empty, idx.ravel(), np.ones((4, 3), np.float32)).shape == (0, 3)
+    np.testing.assert_array_equal(m.columns(np.zeros((2, 0), np.float32), idx.ravel()), np.zeros((2, 4)))
+
+
+def test_an_embedding_lookup_fuses_into_its_consumer():
+    # the gather is a load through an index map: x[idx] * 2 + 1 is one loop nest, no temporary
+    module = compile_source("def f(w: f32[V, D], idx: i64[B]) -> f32[B, D]:\n    return w[idx] * 2.0 + 1.0\n", "e.adc")
+    func = module["f"]
+    (gathered,) = [op.result for op in func.ops if op.name == "gather"]
+    assert plan(func).is_fused(gathered)
+
+
+GRADIENTS = """\
+def loss(w: f64[V, D], idx: i64[B, S], u: f64[K, D], at: i32[K]) -> f64:
+    e = w[idx]
+    s = scatter_add(w * w, at, sin(u))
+    return sum(e * e * e) + sum(s * w * 0.5) + sum(take(w, at) * u)
+"""
+
+
+def test_gradients_match_finite_differences_to_second_order():
+    module = compile_source(GRADIENTS, "grad.adc")
+    rng = np.random.default_rng(1)
+    w, u = rng.standard_normal((4, 3)), rng.standard_normal((5, 3))
+    idx = np.array([[0, 3, 3], [-1, 2, 0]])                 # repeated and negative indices
+    at = np.array([1, 1, -4, 2, 9], np.int32)               # 9 clamps to the last row
+    check_vjp(module, "loss", [w, idx, u, at], order=2)
+
+
+def test_compiled_gradient_accumulates_repeated_indices():
+    m = adc.compile("def f(w: f64[V, D], idx: i64[B]) -> f64:\n    return sum(w[idx] * w[idx])\n", "g.adc")
+    w, idx = np.random.default_rng(2).standard_normal((4, 3)), np.array([1, 1, 3, -1, 0])
+    expected = np.zeros_like(w)
+    np.add.at(expected, idx, 2 * w[idx])
+    np.testing.assert_allclose(adc.grad(m.f, wrt="w")(w, idx), expected, rtol=1e-12)
+
+
+BATCHED = """\
+def f(x: f64[M, N], idx: i64[K], u: f64[M, K]) -> (f64[M, K], f64[M, N]):
+    return take(x, idx, axis=1) * 2.0, scatter_add(x, idx, u, axis=1)
+"""
+
+
+@pytest.mark.parametrize("flags", [f for f in itertools.product([False, True], repeat=3) if any(f)],
+                         ids=lambda f: "".join("b" if x else "-" for x in f))
+def test_batching_equals_a_loop_of_single_calls(flags):
+    module = compile_source(BATCHED, "b.adc")
+    out, func = batch(module, "f", flags)
+    rng, examples = np.random.default_rng(3), 3
+    single = [rng.standard_normal((2, 4)), rng.integers(-6, 6, (5,)), rng.standard_normal((2, 5))]
+    args = [np.stack([rng.permutation(a.ravel()).reshape(a.shape) for _ in range(examples)]) if flag else a
+            for a, flag in zip(single, flags)]
+    loop = [run(module, "f", *[a[s] if flag else a for a, flag in zip(args, flags)]) for s in range(examples)]
+    native = jit_module(out)
+    for got in (run(out, func.name, *args), getattr(native, func.name)(*args)):
+        for g, want in zip(got, zip(*loop), strict=True):
+            np.testing.assert_allclose(np.asarray(g), np.stack(want), rtol=1e-12)
+
+
+def test_embedding_trained_by_sgd_matches_numpy():
+    # loss = sum(w[idx]²); its gradient adds 2 w[i] once per occurrence of i (np.add.at)
+    m = adc.compile("def loss(w: f64[V, D], idx: i64[B, S]) -> f64:\n    e = w[idx]\n    return sum(e * e)\n",
+                    "sgd.adc")
+    grad = adc.grad(m.loss, wrt="w")
+    rng = np.random.default_rng(4)
+    w = rng.standard_normal((6, 3))
+    idx = np.array([[0, 2, 2], [5, 0, 2]])
+    twin = w.copy()
+    for _ in range(5):
+        w = w - 0.1 * np.asarray(grad(w, idx))
+        g = np.zeros_like(twin)
+        np.add.at(g, idx, 2 * twin[idx])
+        twin = twin - 0.1 * g
+        np.testing.assert_allclose(w, twin, rtol=1e-12)
+        np.testing.assert_allclose(m.loss(w, idx), np.sum(twin[idx] ** 2), rtol=1e-12)
+    assert not np.allclose(w[[0, 2, 5]], rng.standard_normal((3, 3)))
+
+
+HEAD = "def f(x: f32[N, D], i: i64[K], j: i32[K], y: f32[K], m: bool[K], u: f32[K, D]) -> f32[K, D]:\n"
+
+
+@pytest.mark.parametrize("line, where, message", [
+    ("    return x[y]\n", (2, 14), "indices must be an i32 or i64 tensor, got f32[K]"),
+    ("    return x[m]\n", (2, 14), "indices must be an i32 or i64 tensor, got bool[K]"),
+    ("    return take(x, 1.5)\n", (2, 20), "indices must be an i32 or i64 tensor, got number 1.5"),
+    ("    return take(x, i, axis=2)\n", (2, 28), "axis 2 is out of range for rank 2"),
+    ("    return x[i, 0]\n", (2, 17), "an integer tensor index can only be combined with ':' and '...'"),
+    ("    return x[None, i]\n", (2, 14), "an integer tensor index can only be combined with ':' and '...'"),
+    ("    return scatter_add(x, i, y)\n", (2, 30), "updates must be f32[K,D]"),
+    ("    return scatter_add(x, j, f64(u))\n", (2, 30), "updates must be f32 like base"),
+    ("    return scatter_add(m, i, m)\n", (2, 24), "cannot add into bool[K]"),
+])
+def test_misuse_is_a_located_compile_error(line, where, message):
+    with pytest.raises(adc.CompileError) as info:
+        adc.compile(HEAD + line, "bad.adc")
+    err = info.value
+    assert message in str(err)
+    assert (err.loc.line, err.loc.col) == where, str(err)
+    assert "^" in str(err)
