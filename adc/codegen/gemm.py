@@ -4,11 +4,9 @@ Lowering turns each IR `matmul` into calls of one function per dtype, defined
 once per target in the shared runtime library (runtime_library.py) and only
 declared in kernel modules, so no module re-optimizes it:
 
-    void adc_rt_gemm_f32(i64 M, i64 N, i64 K, float* A, i64 rsa, i64 csa, float* B, i64 rsb, i64 csb,
-                         float* C, i64 ldc)
+    void adc_rt_gemm_f32(i64 M, i64 N, i64 K, float* A, i64 rsa, i64 csa, float* B, i64 rsb, i64 csb, float* C)
         ; C[M,N] = A[M,K] @ B[K,N]; A[i,p] at A[i*rsa + p*csa], B[p,j] at B[p*rsb + j*csb]
-        ; (a transposed operand is read in place); C[i,j] at C[i*ldc + j], overwritten
-        ; (ldc = N for a whole product, > N for a block of columns)
+        ; (a transposed operand is read in place); C row-major, contiguous, overwritten
 
 The kernel is the classic Goto/BLIS loop nest, shaped for row-major C
 with SIMD vectors along N:
@@ -17,64 +15,26 @@ with SIMD vectors along N:
       for pc in 0..K step KC:                  # depth block
         pack B[pc:pc+kc, jc:jc+nc] into panels of NR columns (zero padded)
         for ic in 0..M step MR:                # rows of A and C
-          pack A[ic:ic+MR, pc:pc+kc] into a strip, its rows KC apart (unless nc <= NR)
           for each panel: micro-kernel MRxNR   # accumulators in vector registers
 
 The micro-kernel keeps MR x (NR/VL) vector accumulators and, per k, loads NR/VL
-vectors of the packed panel, broadcasts MR elements of the strip and issues `llvm.fma`
+vectors of the packed panel, broadcasts MR elements of A and issues `llvm.fma`
 on generic LLVM vectors as wide as the target's registers (`<16 x float>` with
-AVX-512, `<8 x float>` with AVX2: `blocking(dtype, Target.vector_bits)`). The strip
-(MR x KC, in L1) is reused by every panel of the packed block (KC x NC, in L2), so
-A is copied once per NC columns; with its rows KC apart, row r of the strip is at the
-constant offset r*KC from one pointer that steps by one element per k, and the loop
-body is NR/VL loads, MR broadcasts, MR*NR/VL FMAs and three scalar instructions
-(reading A in place took about twice as many instructions per FMA: a register per
-row stride, reloaded from the stack). Copying a strip is a plain vector copy when A's
-rows are contiguous (csa = 1) and a strided scalar one when A is read transposed. A block
-of one panel (N <= NR, or the last NC block) reads A in place instead, as a strip would
-serve only that panel.
-
-Tiles (`BLOCKINGS`):
-
-    vector bits  dtype  MR x NR  accumulators    KC x NC     stack
-    512          f32    12 x 32  24 zmm          128 x 256   128 KiB + 6 KiB strip
-    512          f64    12 x 16  24 zmm          128 x 128   128 KiB + 12 KiB
-    256          f32     6 x 16  12 ymm          128 x 256   128 KiB + 3 KiB
-    256          f64     6 x 8   12 ymm          128 x 128   128 KiB + 6 KiB
-    128          f32/64  6 x 8/4 12 xmm          as 256
-
-Rows left over (M mod MR) use micro-kernels of fewer rows, the last, narrower panel
+AVX-512, `<8 x float>` with AVX2: `blocking(dtype, Target.vector_bits)`). Rows
+left over (M mod MR) use micro-kernels of fewer rows, the last, narrower panel
 a micro-kernel of fewer vectors; its
 padding lanes are zeroed when packed (defined values, no denormal or NaN
-garbage from the stack) and never stored. The packed block and strip live on the stack
-(at most 140 KiB), so the kernel needs no allocation and cannot fail. Only ordinary IEEE
+garbage from the stack) and never stored. The packed block lives on the stack
+(64 KiB), so the kernel needs no allocation and cannot fail. Only ordinary IEEE
 arithmetic is used (no fast-math flags), so NaN and inf propagate as in BLAS.
 
-Measured single-threaded on an Intel Xeon (Emerald Rapids, AVX-512, 2.3 GHz, L1d 48 KiB,
-L2 2 MiB; fastest of 20-25 rounds, the machine shared with other work), against the
-previous 8x32 tiles that read A in place with KC x NC = 256 x 64:
-256x784 @ 784x512 f32 1.47 ms (140 GFLOP/s, 95% of the 147 peak at 2.3 GHz) either way;
-1024^2 f32 16.7-17.4 vs 17.2-20.2 ms, f64 36-44 vs 42-47 ms; the AVX2 tiles (compiled for
-znver3, run here) 1024^2 f32 34.5 vs 37.2 ms, f64 62 vs 70 ms, 256x784 @ 784x512 2.85
-vs 2.71 ms (-5%). NC = 64 left each strip only two panels; 12 and 14 rows were level
-(14 rows leave 2-row remainders of the two 128-row halves, see ROW_GRAIN). KC = 128
-keeps a 16 KiB panel (f32) in L1 next to the strip; KC x NC = 192 x 192 and 256 x 128
-were slower for 256x784 @ 784x512.
-Earlier, on Zen 5 (AVX-512), the 8x32 kernel did 255 GFLOP/s f32 and 124 GFLOP/s f64
-for 256x784 @ 784x512, twice NumPy's OpenBLAS on one thread and level with it on two;
-on Zen 3 (AVX2) the 6x16 f32 tiles did 82-92 GFLOP/s on one thread, level with
-OpenBLAS (the AVX-512 tiles spill there: 33).
-
-Threads: lowering splits a large product across threads (parallel.py) by blocks of rows,
-or by blocks of columns when M < N (lower._split_columns; hence `ldc`). Each thread packs
-the whole of the operand it does not split, so the smaller one is packed twice: for
-256x784 @ 784x512 on two threads, a thread's half by columns (256x784 @ 784x256) took
-0.741 ms against 0.770 for a half by rows (128x784 @ 784x512), fastest of 40 interleaved
-rounds on one core.
-
-Why not call a BLAS: the kernel runs at OpenBLAS's speed per core (above), and lowering
-splits large products across threads itself, which a multithreaded BLAS would fight for
-the same cores; a module also stays self-contained, with no library to find at load time.
+Why not call a BLAS: measured single-threaded on Zen 5 (AVX-512), this kernel
+does 255 GFLOP/s f32 and 124 GFLOP/s f64 for 256x784 @ 784x512 (93 GFLOP/s f32
+for 256x512 @ 512x10), twice NumPy's OpenBLAS on one thread and level with it
+on two; on Zen 3 (AVX2) the 6x16 f32 tiles do 82-92 GFLOP/s on one thread, level
+with OpenBLAS (the AVX-512 tiles spill there: 33). Lowering splits the rows of
+large products across threads (parallel.py), which a multithreaded BLAS would fight for the same cores; a
+module also stays self-contained, with no library to find at load time.
 """
 from __future__ import annotations
 
@@ -87,11 +47,6 @@ from adc.codegen.loops import I1, I32, I64, for_range
 from adc.ir.types import DType
 
 PACK_ALIGN = 64  # one cache line, the widest vector the target may use
-# Threads split the rows of C in multiples of this (lower.matmul_lower), not of MR (and columns in
-# multiples of NR): M = 256 on two
-# threads gives 128 + 128 rows (10 strips of 12 and one of 8 each), where multiples of MR = 12
-# would give 132 + 124.
-ROW_GRAIN = 4
 ELEMENT_TYPES = {DType.f32: ir.FloatType(), DType.f64: ir.DoubleType()}
 
 
@@ -103,8 +58,7 @@ class Blocking:
     (`nr` a multiple of `vl`) with `mr * nr / vl` accumulators, chosen to fill
     most of the vector registers (32 with AVX-512, 16 with AVX2 or SSE, counting
     the `nr / vl` panel vectors and one broadcast) and to hide the FMA latency.
-    `kc` x `nc` is the packed block of B, kept on the stack (in L2, one panel in L1), and
-    `mr` x `kc` the strip of A (in L1).
+    `kc` x `nc` is the packed block of B, kept on the stack (in L2, one panel in L1).
     """
 
     dtype: DType
@@ -128,16 +82,16 @@ class Blocking:
         return self.nr // self.vl
 
 
-# (dtype, vector bits) -> tiles: 12x32 f32 = 24 zmm accumulators, 12x16 f64 = 24; 6x16 f32 = 12 ymm
-# (Haswell..Zen). kc x nc is 128 KiB on the stack for every entry.
+# (dtype, vector bits) -> tiles: 8x32 f32 = 16 zmm accumulators; 6x16 f32 = 12 ymm (Haswell..Zen)
 BLOCKINGS = {
-    (DType.f32, 512): Blocking(DType.f32, ir.FloatType(), vl=16, mr=12, nr=32, kc=128, nc=256),
-    (DType.f64, 512): Blocking(DType.f64, ir.DoubleType(), vl=8, mr=12, nr=16, kc=128, nc=128),
-    (DType.f32, 256): Blocking(DType.f32, ir.FloatType(), vl=8, mr=6, nr=16, kc=128, nc=256),
-    (DType.f64, 256): Blocking(DType.f64, ir.DoubleType(), vl=4, mr=6, nr=8, kc=128, nc=128),
-    (DType.f32, 128): Blocking(DType.f32, ir.FloatType(), vl=4, mr=6, nr=8, kc=128, nc=256),
-    (DType.f64, 128): Blocking(DType.f64, ir.DoubleType(), vl=2, mr=6, nr=4, kc=128, nc=128),
+    (DType.f32, 512): Blocking(DType.f32, ir.FloatType(), vl=16, mr=8, nr=32, kc=256, nc=64),
+    (DType.f64, 512): Blocking(DType.f64, ir.DoubleType(), vl=8, mr=8, nr=16, kc=256, nc=32),
+    (DType.f32, 256): Blocking(DType.f32, ir.FloatType(), vl=8, mr=6, nr=16, kc=256, nc=64),
+    (DType.f64, 256): Blocking(DType.f64, ir.DoubleType(), vl=4, mr=6, nr=8, kc=256, nc=32),
+    (DType.f32, 128): Blocking(DType.f32, ir.FloatType(), vl=4, mr=6, nr=8, kc=256, nc=64),
+    (DType.f64, 128): Blocking(DType.f64, ir.DoubleType(), vl=2, mr=6, nr=4, kc=256, nc=32),
 }
+
 
 def blocking(dtype: DType, vector_bits: int) -> Blocking:
     """The tiles for `dtype` on a target whose widest vectors have `vector_bits` (Target.vector_bits)."""
@@ -149,7 +103,7 @@ def blocking(dtype: DType, vector_bits: int) -> Blocking:
 
 def _gemm_type(dtype: DType) -> ir.FunctionType:
     ptr = ELEMENT_TYPES[dtype].as_pointer()
-    return ir.FunctionType(ir.VoidType(), [I64, I64, I64, ptr, I64, I64, ptr, I64, I64, ptr, I64])
+    return ir.FunctionType(ir.VoidType(), [I64, I64, I64, ptr, I64, I64, ptr, I64, I64, ptr])
 
 
 def declare_gemm(module: ir.Module, dtype: DType) -> ir.Function:
@@ -162,24 +116,23 @@ def declare_gemm(module: ir.Module, dtype: DType) -> ir.Function:
 
 def define_gemm(module: ir.Module, blk: Blocking) -> ir.Function:
     """Define `void adc_rt_gemm_<dtype>(i64 M, i64 N, i64 K, T* A, i64 rsa, i64 csa, T* B, i64 rsb,
-    i64 csb, T* C, i64 ldc)` in the runtime library (runtime_library.py), with the tiles of `blk`; the
+    i64 csb, T* C)` in the runtime library (runtime_library.py), with the tiles of `blk`; the
     blocked nest stays internal. A[i, p] is A[i*rsa + p*csa] and B[p, j] is B[p*rsb + j*csb], so
     either operand may be read transposed (rsa = 1, csa = M: A stored as its M-column transpose)
-    without a copy; C[i, j] is C[i*ldc + j] (ldc >= N).
+    without a copy; C is row-major and contiguous.
 
     A and B may be the same buffer; C must overlap neither (noalias).
     """
     func = declare_gemm(module, blk.dtype)
-    m, n, k, a, rsa, csa, b, rsb, csb, c, ldc = func.args
-    for arg, arg_name in zip(func.args, ("M", "N", "K", "A", "rsa", "csa", "B", "rsb", "csb", "C", "ldc")):
+    m, n, k, a, rsa, csa, b, rsb, csb, c = func.args
+    for arg, arg_name in zip(func.args, ("M", "N", "K", "A", "rsa", "csa", "B", "rsb", "csb", "C")):
         arg.name = arg_name
     for pointer in (a, b, c):
         pointer.add_attribute("noalias")
     builder = ir.IRBuilder(func.append_basic_block("entry"))
     _return_if(builder, builder.or_(_is_zero(builder, m), _is_zero(builder, n)))
     with builder.if_then(_is_zero(builder, k)):
-        with for_range(builder, _const(0), m, _const(1)) as row:
-            _fill_zero(builder, blk, builder.gep(c, [builder.mul(row, ldc)]), n)
+        _fill_zero(builder, blk, c, builder.mul(m, n))
         builder.ret_void()
     builder.call(_kernel_function(module, blk), func.args)
     builder.ret_void()
@@ -189,12 +142,10 @@ def define_gemm(module: ir.Module, blk: Blocking) -> ir.Function:
 def _kernel_function(module: ir.Module, blk: Blocking) -> ir.Function:
     """The blocked loop nest for M, N, K > 0 (same signature as adc_rt_gemm_<dtype>)."""
     func = _internal_function(module, f"adc_gemm_{blk.dtype}_kernel", _gemm_type(blk.dtype).args)
-    m, n, k, a, rsa, csa, b, rsb, csb, c, ldc = func.args
+    m, n, k, a, rsa, csa, b, rsb, csb, c = func.args
     builder = ir.IRBuilder(func.append_basic_block("entry"))
     packed = builder.alloca(blk.elem, size=blk.kc * blk.nc)
     packed.align = PACK_ALIGN
-    strip = builder.alloca(blk.elem, size=blk.mr * blk.kc)
-    strip.align = PACK_ALIGN
     with for_range(builder, _const(0), n, _const(blk.nc)) as jc:
         nc = _min(builder, _const(blk.nc), builder.sub(n, jc))
         with for_range(builder, _const(0), k, _const(blk.kc)) as pc:
@@ -204,7 +155,7 @@ def _kernel_function(module: ir.Module, blk: Blocking) -> ir.Function:
             first = _is_zero(builder, pc)
             a_block = builder.gep(a, [builder.mul(pc, csa)])
             c_block = builder.gep(c, [jc])
-            builder.call(_block_function(module, blk), [m, rsa, csa, ldc, kc, nc, a_block, packed, c_block, first, strip])
+            builder.call(_block_function(module, blk), [m, rsa, csa, n, kc, nc, a_block, packed, c_block, first])
     builder.ret_void()
     return func
 
@@ -235,30 +186,11 @@ def _pack_function(module: ir.Module, blk: Blocking) -> ir.Function:
     return func
 
 
-def _pack_a_function(module: ir.Module, blk: Blocking, rows: int) -> ir.Function:
-    """Copy `rows` rows x kc columns of A (strides rsa, csa) into a strip of rows KC apart, so the
-    micro-kernel reads row r at a constant offset r*KC from one pointer (a plain copy when csa = 1)."""
-    name = f"adc_gemm_{blk.dtype}_pack_a{rows}"
-    if name in module.globals:
-        return module.globals[name]
-    ptr = blk.elem.as_pointer()
-    func = _internal_function(module, name, [ptr, I64, I64, I64, ptr])
-    src, rsa, csa, kc, dst = func.args
-    builder = ir.IRBuilder(func.append_basic_block("entry"))
-    for r in range(rows):
-        from_row = builder.gep(src, [builder.mul(_const(r), rsa)])
-        to_row = builder.gep(dst, [_const(r * blk.kc)])
-        with for_range(builder, _const(0), kc, _const(1)) as p:
-            builder.store(builder.load(builder.gep(from_row, [builder.mul(p, csa)])), builder.gep(to_row, [p]))
-    builder.ret_void()
-    return func
-
-
 def _block_function(module: ir.Module, blk: Blocking) -> ir.Function:
     """All rows of C times one packed block: full MR-row strips, then the leftover rows."""
     ptr = blk.elem.as_pointer()
     func = _internal_function(module, f"adc_gemm_{blk.dtype}_block",
-                              [I64, I64, I64, I64, I64, I64, ptr, ptr, ptr, I1, ptr])
+                              [I64, I64, I64, I64, I64, I64, ptr, ptr, ptr, I1])
     m = func.args[0]
     builder = ir.IRBuilder(func.append_basic_block("entry"))
     mr = _const(blk.mr)
@@ -283,52 +215,36 @@ def _strip(builder: ir.IRBuilder, module: ir.Module, blk: Blocking, rows: int, r
     """`rows` rows of C starting at `row`, one micro-kernel call per packed panel.
 
     A panel narrower than NR (the last one) gets the micro-kernel with just
-    enough vectors for its width, so e.g. N = 10 does not pay for 32 lanes. A block
-    of one panel reads A in place: copying a strip used by one panel only costs
-    (256x512 @ 512x10 f32: 0.050 ms with the copy, 0.044 in place).
+    enough vectors for its width, so e.g. N = 10 does not pay for 32 lanes.
     """
-    _, rsa, csa, ldc, kc, nc, a, packed, c, first, strip = args
+    _, rsa, csa, ldc, kc, nc, a, packed, c, first = args
     nr = _const(blk.nr)
     a_rows = builder.gep(a, [builder.mul(row, rsa)])
     c_rows = builder.gep(c, [builder.mul(row, ldc)])
-    with builder.if_else(builder.icmp_signed("<=", nc, nr)) as (one_panel, panels):
-        with one_panel:
-            _panels(builder, module, blk, rows, nc, kc, packed, c_rows, ldc, first, [a_rows, rsa, csa], True)
-        with panels:
-            builder.call(_pack_a_function(module, blk, rows), [a_rows, rsa, csa, kc, strip])
-            _panels(builder, module, blk, rows, nc, kc, packed, c_rows, ldc, first, [strip], False)
-
-
-def _panels(builder: ir.IRBuilder, module: ir.Module, blk: Blocking, rows: int, nc, kc, packed, c_rows, ldc,
-            first, a_args: list, in_place: bool) -> None:
-    nr = _const(blk.nr)
     with for_range(builder, _const(0), nc, nr) as col:
         width = _min(builder, nr, builder.sub(nc, col))
         vectors = builder.sdiv(builder.add(width, _const(blk.vl - 1)), _const(blk.vl))
         panel = builder.gep(packed, [builder.mul(col, kc)])
-        call_args = [*a_args, panel, kc, builder.gep(c_rows, [col]), ldc, width, first]
+        call_args = [a_rows, rsa, csa, panel, kc, builder.gep(c_rows, [col]), ldc, width, first]
         after = builder.append_basic_block("panel.done")
         switch = builder.switch(vectors, after)
         for count in range(1, blk.vectors_per_row + 1):
             case = builder.append_basic_block(f"panel.vectors{count}")
             switch.add_case(_const(count), case)
             builder.position_at_end(case)
-            builder.call(_micro_kernel(module, blk, rows, count, in_place), call_args)
+            builder.call(_micro_kernel(module, blk, rows, count), call_args)
             builder.branch(after)
         builder.position_at_end(after)
 
 
-def _micro_kernel(module: ir.Module, blk: Blocking, rows: int, vectors: int, in_place: bool) -> ir.Function:
-    """C[rows, :width] (=|+=) A[rows, :kc] @ panel[:kc, :vectors*VL], accumulated in vector registers;
-    A is a strip (rows KC apart) or, `in_place`, A itself with strides rsa, csa."""
+def _micro_kernel(module: ir.Module, blk: Blocking, rows: int, vectors: int) -> ir.Function:
+    """C[rows, :width] (=|+=) A[rows, :kc] @ panel[:kc, :vectors*VL], accumulated in vector registers."""
     ptr = blk.elem.as_pointer()
-    name = f"adc_gemm_{blk.dtype}_micro{rows}x{vectors}{'_in_place' if in_place else ''}"
+    name = f"adc_gemm_{blk.dtype}_micro{rows}x{vectors}"
     if name in module.globals:
         return module.globals[name]
-    a_params = [ptr, I64, I64] if in_place else [ptr]
-    func = _internal_function(module, name, [*a_params, ptr, I64, ptr, I64, I64, I1])
-    a_args = func.args[:len(a_params)]
-    a, panel, kc, c, ldc, width, first = a_args[0], *func.args[len(a_params):]
+    func = _internal_function(module, name, [ptr, I64, I64, ptr, I64, ptr, I64, I64, I1])
+    a, rsa, csa, panel, kc, c, ldc, width, first = func.args
     builder = ir.IRBuilder(func.append_basic_block("entry"))
     accs = [[builder.alloca(blk.vector) for _ in range(vectors)] for _ in range(rows)]
     spill = builder.alloca(blk.vector, size=vectors)
@@ -340,12 +256,8 @@ def _micro_kernel(module: ir.Module, blk: Blocking, rows: int, vectors: int, in_
         b_row = builder.bitcast(builder.gep(panel, [builder.mul(p, _const(blk.nr))]), vptr)
         bs = [builder.load(builder.gep(b_row, [_const(v)]), align=PACK_ALIGN) for v in range(vectors)]
         for r in range(rows):
-            if in_place:
-                _, rsa, csa = a_args
-                index = builder.add(builder.mul(_const(r), rsa), builder.mul(p, csa))
-            else:
-                index = builder.add(p, _const(r * blk.kc))
-            a_vec = _splat(builder, blk, builder.load(builder.gep(a, [index])))
+            a_elem = builder.load(builder.gep(a, [builder.add(builder.mul(_const(r), rsa), builder.mul(p, csa))]))
+            a_vec = _splat(builder, blk, a_elem)
             for v, b_vec in enumerate(bs):
                 builder.store(builder.call(fma, [a_vec, b_vec, builder.load(accs[r][v])]), accs[r][v])
     for r in range(rows):

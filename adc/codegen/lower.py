@@ -827,59 +827,39 @@ for _kind in ("max", "min"):
 
 
 def matmul_lower(kernel: Emitter, op: Op, dest: ir.Value) -> None:
-    # C[b] = A[b] @ B[b] for every batch position b; a large C[b] splits across threads by rows or
-    # by columns (_matmul_part)
+    # C[b] = A[b] @ B[b] for every batch position b; the rows of a large C[b] split across threads
     a, b_ = op.operands
     dtype, shape = a.type.dtype, a.type.shape
     m, k, n = shape[-2], shape[-1], b_.type.shape[-1]
     blk = gemm.blocking(dtype, kernel.vector_bits)
     transposed = kernel.plan.transposed
-    part = _matmul_part(kernel, blk, m, k, n, a in transposed, b_ in transposed)
+    rows = _matmul_rows(kernel, blk, m, k, n, a in transposed, b_ in transposed)
     sizes = [kernel.dim(d) for d in (m * n, m * k, k * n)]
     work = kernel.b.lshr(kernel.dim(m * k * n), i64(GEMM_WORK_SHIFT))
     operands = [kernel.buffers[transposed.get(v, v)] for v in (a, b_)]
-    m_, n_ = kernel.dim(m), kernel.dim(n)
-    by_columns = _split_columns(kernel.b, m_, n_)
-    outer = kernel.b.select(by_columns, n_, m_)
-    grain = kernel.b.select(by_columns, i64(blk.nr), i64(gemm.ROW_GRAIN))
 
     def call(i: ir.Value) -> None:
         bases = [kernel.element_ptr(base, dtype, kernel.b.mul(i, size, flags=NOWRAP))
                  for base, size in zip((dest, *operands), sizes)]
-        parallel.call_loop(kernel.b, kernel.head, part, outer, work, grain, [kernel.dims_ptr, *bases])
+        parallel.call_loop(kernel.b, kernel.head, rows, kernel.dim(m), work, blk.mr,
+                           [kernel.dims_ptr, *bases])
     counted_loop(kernel.b, i64(0), kernel.dim(num_elements(shape[:-2])), call)
 
 
-def _split_columns(b: ir.IRBuilder, m: ir.Value, n: ir.Value) -> ir.Value:
-    """Whether threads take blocks of columns rather than of rows: each thread packs the whole of
-    the operand it does not split (gemm.py), B (K x N) for rows and A (M x K) for columns, so the
-    smaller one is repacked: columns when M < N."""
-    return b.icmp_signed("<", m, n)
-
-
-def _matmul_part(kernel: Emitter, blk: gemm.Blocking, m: Dim, k: Dim, n: Dim, transposed_a: bool,
+def _matmul_rows(kernel: Emitter, blk: gemm.Blocking, m: Dim, k: Dim, n: Dim, transposed_a: bool,
                  transposed_b: bool) -> ir.Function:
-    """part(start, end, dims, C, A, B): rows start:end of C = A[start:end] @ B, or, when the split
-    is by columns (_split_columns), columns start:end of C = A @ B[:, start:end]; by the runtime
-    library's gemm. A transposed operand is its transpose's buffer, read with swapped strides."""
-    fn = outline(kernel.llmod, "matmul_part", 3)
+    """rows(start, end, dims, C, A, B): C[start:end] = A[start:end] @ B, by the runtime library's gemm;
+    a transposed operand is its transpose's buffer, read with swapped strides."""
+    fn = outline(kernel.llmod, "matmul_rows", 3)
     em = kernel.nested(fn, fn.args[2], {})
     start, end, _, c, a, b_ = fn.args
     m_, k_, n_ = em.dim(m), em.dim(k), em.dim(n)
     rsa, csa = (i64(1), m_) if transposed_a else (k_, i64(1))
     rsb, csb = (i64(1), k_) if transposed_b else (n_, i64(1))
     dtype = blk.dtype
-    gemm_fn = gemm.declare_gemm(kernel.llmod, dtype)
-    count = em.b.sub(end, start)
-    with em.b.if_else(_split_columns(em.b, m_, n_)) as (columns, rows):
-        with columns:
-            em.b.call(gemm_fn, [m_, count, k_, a, rsa, csa,
-                                em.element_ptr(b_, dtype, em.b.mul(start, csb, flags=NOWRAP)), rsb, csb,
-                                em.element_ptr(c, dtype, start), n_])
-        with rows:
-            em.b.call(gemm_fn, [count, n_, k_, em.element_ptr(a, dtype, em.b.mul(start, rsa, flags=NOWRAP)),
-                                rsa, csa, b_, rsb, csb, em.element_ptr(c, dtype, em.b.mul(start, n_, flags=NOWRAP)),
-                                n_])
+    em.b.call(gemm.declare_gemm(kernel.llmod, dtype),
+              [em.b.sub(end, start), n_, k_, em.element_ptr(a, dtype, em.b.mul(start, rsa, flags=NOWRAP)), rsa, csa,
+               b_, rsb, csb, em.element_ptr(c, dtype, em.b.mul(start, n_, flags=NOWRAP))])
     em.b.ret_void()
     return fn
 

@@ -66,7 +66,7 @@ _POOL_LIBC = {  # libc functions the pool calls: name -> (result, parameters)
 
 
 def call_loop(b: ir.IRBuilder, head: ir.IRBuilder, loop: ir.Function, outer: ir.Value, work: ir.Value,
-              grain: int | ir.Value, buffers: list[ir.Value]) -> None:
+              grain: int, buffers: list[ir.Value]) -> None:
     """loop(0, outer, *buffers), split across threads when `work` elements reach THRESHOLD.
 
     `head` builds in the caller's entry block (for the context's stack slot);
@@ -84,7 +84,7 @@ def call_loop(b: ir.IRBuilder, head: ir.IRBuilder, loop: ir.Function, outer: ir.
     with b.if_else(b.icmp_signed(">=", work, i64(THRESHOLD))) as (parallel, serial):
         with parallel:
             b.call(_declared(b.module, RUNTIME_PARALLEL_FOR, ir.FunctionType(VOID, [TASK_PTR, PTR, I64, I64, I64])),
-                   [task, ctx, i64(0), outer, i64(grain) if isinstance(grain, int) else grain])
+                   [task, ctx, i64(0), outer, i64(grain)])
         with serial:
             b.call(task, [ctx, i64(0), outer])
 

@@ -6,7 +6,7 @@ instead of being emitted and optimized again in every kernel module; kernel
 modules only declare what they call:
 
     kernel module                         runtime library (one per target)
-    declare void @adc_rt_gemm_f32(...)    define void @adc_rt_gemm_f32(...)  ; 12x32 tiles, AVX-512
+    declare void @adc_rt_gemm_f32(...)    define void @adc_rt_gemm_f32(...)  ; 8x32 tiles, AVX-512
     call void @adc_rt_gemm_f32(...)  ───▶ define void @adc_rt_parallel_for(...)
 
 The JIT loads the library's object code once per process and publishes its
