@@ -13,7 +13,6 @@ a shared object (the library itself, and a run path to its folder).
 """
 from __future__ import annotations
 
-import ctypes.util
 import functools
 import os
 
@@ -25,6 +24,10 @@ from adc.ir.core import Module, Op
 
 @functools.lru_cache(maxsize=None)
 def libm() -> str:
+    """The C math library, which external functions without a library come from. ctypes.util is
+    imported here: it imports subprocess (7 ms at every start of a process opening a module)."""
+    import ctypes.util
+
     return ctypes.util.find_library("m") or "libm.so.6"
 
 
