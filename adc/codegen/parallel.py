@@ -55,7 +55,13 @@ TASK_PTR = TASK.as_pointer()
 JOB = ir.LiteralStructType([TASK_PTR, PTR, I64, I64, I64, I64, I64, I64])
 TASK_FIELD, CTX_FIELD, START_FIELD, END_FIELD, SIZE_FIELD, COUNT_FIELD, NEXT_FIELD, REMAINING_FIELD = range(8)
 MUTEX_BYTES, COND_BYTES = 40, 48   # sizeof(pthread_mutex_t), sizeof(pthread_cond_t) on glibc x86_64
-SPIN_POLLS = 256   # pause-polls of a counter before sleeping on a condition variable: ~7 µs on a Zen 5
+# Pause-polls of a counter before sleeping on a condition variable: about 1-2 ms (a pause is
+# 10-140 cycles by CPU). Calls in a row then find the workers awake: waking a sleeping one
+# costs a halted virtual CPU's wake-up. With 256 polls (~15 us) 256x784 @ 784x512 on two threads
+# took 1.67 ms (p10) against 1.88 on one, OpenBLAS 1.0; with 32768, 0.8-1.3 ms, level with
+# OpenBLAS, whose threads spin the same way (16384: 1.3). The price is a core kept busy that
+# long after a parallel call.
+SPIN_POLLS = 32768
 _POOL_LIBC = {  # libc functions the pool calls: name -> (result, parameters)
     "pthread_mutex_init": (I32, [PTR, PTR]), "pthread_mutex_lock": (I32, [PTR]),
     "pthread_mutex_unlock": (I32, [PTR]), "pthread_mutex_trylock": (I32, [PTR]),
