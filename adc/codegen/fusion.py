@@ -121,10 +121,11 @@ def _flat_op(op: Op) -> bool:
 
 def plan(func: Func) -> Plan:
     producers = {op.result: op for op in func.ops}
-    uses = Counter(v for op in func.ops for v in set(op.operands))
+    users = _users(func)
+    uses = Counter({v: len(ops) for v, ops in users.items()})
     uses.update(func.returns)
     forced = set(func.params) | set(func.returns)
-    transposed = _transposed_operands(func)
+    transposed = _transposed_operands(func, users)
     for op in func.ops:
         if op.name in MATERIALIZING:
             forced.add(op.result)
@@ -134,27 +135,33 @@ def plan(func: Func) -> Plan:
     for op in func.ops:
         if op.name == "broadcast" and op.operands[0] not in cheap:
             forced.add(op.operands[0])
-    forced.update(_read_apart(func, forced, cheap, uses))
+    forced.update(_read_apart(func, forced, cheap, uses, users))
     forced.difference_update(transposed)
     sizes = _bound_loop_bodies(func, forced)
     views, into = _shared_buffers(func, forced)
     readers = _buffer_readers(func, producers, frozenset(forced), views, transposed)
     stored_by = _shared_loops(func, producers, frozenset(forced), views, into, readers, sizes)
     unbuffered = _unbuffered(func, stored_by, readers)
-    stored_by = {w: tuple(m for m in members if m not in unbuffered) for w, members in stored_by.items()}
-    return Plan(producers, frozenset(forced - unbuffered), views, into, transposed,
-                {w: members for w, members in stored_by.items() if members})
+    stored = {w: kept for w, members in stored_by.items()
+              if (kept := tuple(m for m in members if m not in unbuffered))}
+    return Plan(producers, frozenset(forced - unbuffered), views, into, transposed, stored)
 
 
-def _read_apart(func: Func, forced: set[Value], cheap: set[Value], uses: Counter) -> set[Value]:
-    """The values used by several ops that need a buffer: all but those whose users are elementwise
-    ops of one loop nest (ending in an elementwise op or a reduction) reading them at the element
-    that loop visits: lowering memoizes each value at each element, so that loop computes them
-    once per element, as a buffer would."""
+def _users(func: Func) -> dict[Value, list[Op]]:
+    """Value -> the ops that use it, each once, in program order."""
     users: dict[Value, list[Op]] = {}
     for op in func.ops:
         for v in dict.fromkeys(op.operands):
             users.setdefault(v, []).append(op)
+    return users
+
+
+def _read_apart(func: Func, forced: set[Value], cheap: set[Value], uses: Counter,
+                users: dict[Value, list[Op]]) -> set[Value]:
+    """The values used by several ops that need a buffer: all but those whose users are elementwise
+    ops of one loop nest (ending in an elementwise op or a reduction) reading them at the element
+    that loop visits: lowering memoizes each value at each element, so that loop computes them
+    once per element, as a buffer would."""
     apart: set[Value] = set()
     loop: dict[Value, Value | None] = {}    # fused value -> the loop reading it at its own element, or None
 
@@ -293,13 +300,9 @@ def _unread_between(v: Value, its_members: tuple[Value, ...], w: Value, w_member
                for m in (v, *its_members) for r in readers.get(m, ()))
 
 
-def _transposed_operands(func: Func) -> dict[Value, Value]:
+def _transposed_operands(func: Func, users: dict[Value, list[Op]]) -> dict[Value, Value]:
     """Transposes of the last two axes that only matmuls read: no loop and no buffer, the matmul
     reads the transpose's operand with swapped strides (the VJP of a matmul is made of them)."""
-    users: dict[Value, list[Op]] = {}
-    for op in func.ops:
-        for v in op.operands:
-            users.setdefault(v, []).append(op)
     found = {}
     for op in func.ops:
         rank = op.result.type.rank

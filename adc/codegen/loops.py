@@ -140,9 +140,9 @@ def if_then_else(b: ir.IRBuilder, cond: ir.Value, then: Callable[[], ir.Value],
 def outline(module: ir.Module, stem: str, n_buffers: int) -> ir.Function:
     """A new, empty internal `void(i64 start, i64 end, ptr dims, ptr noalias buffers...)`.
 
-    `noinline`: a nest is called from the kernel (one thread) and from its parallel task; inlined,
-    LLVM would optimize and vectorize each nest twice (the bulk of a module's compile time) to
-    save one call per nest.
+    `noinline`: LLVM optimizes and vectorizes each nest once (the bulk of a module's compile time),
+    not once per caller; a nest that may run on several threads is inlined into its task instead,
+    its only caller (parallel.call_loop).
     """
     name = f"adc.{stem}.{len(module.globals)}"
     fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [I64, I64, PTR] + [PTR] * n_buffers), name)

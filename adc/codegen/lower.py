@@ -248,7 +248,7 @@ def _compute_into(em: Emitter, value: Value, dest: ir.Value) -> None:
 def _fast_then_exact(em: Emitter, emit: Callable[[], None]) -> None:
     """emit() loops with fast vector math, and again with exact vector math if an argument needed it.
 
-    Rerunning is safe: the loops write only their destination, which they never
+    Rerunning is safe: the loops write only their destinations, which they never
     read before writing (a reduction starts again from its identity). Each result
     depends on its own arguments only: an elementwise nest is versioned whole, a
     reduction per output element (a reassociated sum's last bits follow its loop's
