@@ -66,6 +66,8 @@ def _parser() -> argparse.ArgumentParser:
                     help="print the IR after the named pass (repeatable)")
     ir.add_argument("--grad", metavar="KERNEL",
                     help="print the VJP function of KERNEL (reverse mode, after cleanup)")
+    ir.add_argument("--jvp", metavar="KERNEL",
+                    help="print the JVP function of KERNEL (forward mode, after cleanup)")
     ir.add_argument("--jacobian", metavar="KERNEL",
                     help="print the Jacobian function of KERNEL (its VJP batched over identity seeds)")
 
@@ -122,11 +124,14 @@ def _cmd_ir(args, driver) -> int:
     from adc.ir.printer import format_func, format_module
     from adc.passes.adjoint import vjp
     from adc.passes.jacobian import jacobian
+    from adc.passes.jvp import jvp
 
     options = compiler.Options(args.print_after_all, frozenset(args.print_after))
     module = compiler.elaborate(driver.read_source(args.file), args.file)
     if args.grad is not None:
         text = format_func(vjp(module, args.grad)[1].func)
+    elif args.jvp is not None:
+        text = format_func(jvp(module, args.jvp)[1].func)
     elif args.jacobian is not None:
         text = format_func(jacobian(module, args.jacobian)[1])
     elif args.emit == "ir" and not (args.print_after_all or args.print_after):

@@ -87,3 +87,34 @@ def _partials(module, name, args, i, k, index) -> np.ndarray:
             values.append(run(module, name, *moved)[k][index])
         partial[j] = (values[0] - values[1]) / (2 * STEP)
     return partial
+
+
+def check_jvp(module: Module, name: str, args, rtol: float = 1e-6, atol: float = 1e-8, seed: int = 0) -> None:
+    """Assert the JVP of `name` gives the primal results and, for random tangents t of every float
+    input, tangents equal to (f(x + h t) - f(x - h t)) / 2h elementwise; and that it agrees with the
+    VJP: ⟨J·t, c⟩ = ⟨t, Jᵀ·c⟩ for a random c (the dot-product identity)."""
+    from adc.passes.jvp import jvp
+
+    args = [np.asarray(a) for a in args]
+    rng = np.random.default_rng(seed)
+    extended, tangent = jvp(module, name)
+    directions = [rng.standard_normal(a.shape) if _is_float(a) else None for a in args]
+    outs = run(module, name, *args)
+    got = run(extended, tangent.func.name, *args, *(directions[i] for i in tangent.wrt))
+    for expected, primal in zip(outs, got):
+        np.testing.assert_array_equal(primal, expected, err_msg=f"@{name}: the JVP's primal results")
+    moved = [[a if t is None else a + sign * STEP * t for a, t in zip(args, directions)] for sign in (1.0, -1.0)]
+    plus, minus = run(module, name, *moved[0]), run(module, name, *moved[1])
+    tangents = got[len(outs):]
+    assert len(tangents) == len(tangent.outputs)
+    for k, t_out in zip(tangent.outputs, tangents):
+        np.testing.assert_allclose(t_out, (plus[k] - minus[k]) / (2 * STEP), rtol=rtol, atol=atol,
+                                   err_msg=f"@{name}: the tangent of result {k} against finite differences")
+    with_vjp, grad = vjp(module, name)
+    cts = [rng.standard_normal(o.shape) if _is_float(o) else np.zeros_like(o) for o in outs]
+    pulled = run(with_vjp, grad.func.name, *args, *cts)
+    forward_side = sum(np.vdot(cts[k], t) for k, t in zip(tangent.outputs, tangents))
+    reverse_side = sum(np.vdot(directions[i], g) for i, g in zip(grad.wrt, pulled))
+    scale = sum(np.sum(np.abs(directions[i] * g)) for i, g in zip(grad.wrt, pulled))
+    assert np.isclose(forward_side, reverse_side, rtol=1e-9, atol=1e-12 * (1 + scale)), (
+        f"@{name}: ⟨J·t, c⟩ = {forward_side!r} but ⟨t, Jᵀ·c⟩ = {reverse_side!r}")

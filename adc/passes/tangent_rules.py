@@ -1,0 +1,221 @@
+"""The JVP rule of every op: the table the forward-mode pass (adc/passes/jvp.py) runs.
+
+A rule turns the tangents of an op's operands into tangents of its results,
+emitting ordinary IR with the builder, so forward mode composes with every other
+pass (the batched JVP is a forward-mode Jacobian, the JVP of a gradient a
+Hessian-vector product). Every op of `adc.ir.ops.OPS` has a rule here; the ops
+without a derivative share the adjoint table's `NON_DIFFERENTIABLE` list.
+
+Three families need no rule of their own:
+- a unary elementwise op has a diagonal, hence symmetric, Jacobian: its tangent rule
+  is its adjoint rule (`SELF_ADJOINT`);
+- an op linear in some operands (`LINEAR_IN`: sums, structure, gathers) maps their
+  tangents through itself, zeros standing in for symbolic-zero tangents;
+- a custom gradient's backward is linear in its cotangents, so its JVP is the
+  transpose of the backward (adc/passes/transpose.py).
+
+    %0 = mul %x, %y : f64[N]      tangents %tx, %ty    ==>    %1 = mul %tx, %y : f64[N]
+                                                               %2 = mul %x, %ty : f64[N]
+                                                               %3 = add %1, %2 : f64[N]     (tangent of %0)
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+from adc.errors import CompileError
+from adc.ir.builder import Builder
+from adc.ir.core import FuncRef, Module, Op, Value
+from adc.passes.adjoint_rules import NON_DIFFERENTIABLE, adjoint_rules, full, lift_elementwise
+from adc.passes.inline import inline_func
+from adc.passes.transpose import LINEAR_IN, linear_positions, transposed
+
+# tangent_rules[op_name](b, op, tangents) -> one tangent (or None) per result of `op`
+#   b:        the builder of the JVP function, stamped with op.loc by the pass; op is already in it
+#   op:       the primal op; its operands and results are values of the JVP function
+#   tangents: the tangents of op's operands; None is a symbolic zero (not all are None)
+# A returned None is a symbolic zero. A tangent has its value's type; integer results get None.
+TangentRule = Callable[[Builder, Op, tuple["Value | None", ...]], tuple["Value | None", ...]]
+tangent_rules: dict[str, TangentRule] = {}
+
+
+def _zero_if_none(b: Builder, tangent: Value | None, like: Value) -> Value:
+    return full(b, 0.0, like.type) if tangent is None else tangent
+
+
+def zero_tangent(b, op, tangents):
+    # piecewise constant, a constant, stop_gradient or an index: no tangent for any result
+    return (None,) * len(op.results)
+
+
+for _name in NON_DIFFERENTIABLE + ("argmax", "argmin"):
+    tangent_rules[_name] = zero_tangent
+
+
+def call_tangent(b, op, tangents):
+    raise CompileError(f"the JVP pass met a call of @{op.attrs['callee']}: inline calls first", op.loc)
+
+
+tangent_rules["call"] = call_tangent
+
+
+# ---------------------------------------------------------------- unary elementwise: the adjoint rule
+
+SELF_ADJOINT = ("neg", "sin", "cos", "tan", "exp", "log", "log1p", "expm1", "sqrt", "rsqrt", "tanh",
+                "sigmoid", "abs")
+
+
+def self_adjoint_tangent(b, op, tangents):
+    # t * f'(x), the same product the adjoint rule forms with a cotangent
+    return adjoint_rules[op.name](b, op, tangents)
+
+
+for _name in SELF_ADJOINT:
+    tangent_rules[_name] = self_adjoint_tangent
+
+
+# ---------------------------------------------------------------- linear in some operands
+
+def linear_tangent(b, op, tangents):
+    # the op applied to the tangents of its linear operands (zeros for symbolic zeros), the others as they are
+    positions = linear_positions(op)
+    if op.name == "convert" and not (op.operands[0].type.dtype.is_float and op.result.type.dtype.is_float):
+        return (None,)
+    operands = [_zero_if_none(b, t, v) if i in positions else v
+                for i, (v, t) in enumerate(zip(op.operands, tangents))]
+    return b.emit(op.name, *operands, **op.attrs)
+
+
+for _name in LINEAR_IN:
+    tangent_rules[_name] = linear_tangent
+
+
+# ---------------------------------------------------------------- bilinear and binary elementwise
+
+def _sum(b: Builder, *terms: Value | None) -> Value | None:
+    """The sum of the terms that are not symbolic zeros (None if all are)."""
+    present = [t for t in terms if t is not None]
+    total = present[0] if present else None
+    for t in present[1:]:
+        total = b.op("add", total, t)
+    return total
+
+
+def _bilinear_tangent(b, op, tangents):
+    # d(x ∘ y) = tx ∘ y + x ∘ ty, for a product ∘ linear in each operand
+    (x, y), (tx, ty) = op.operands, tangents
+    return (_sum(b, tx and b.op(op.name, tx, y, **op.attrs), ty and b.op(op.name, x, ty, **op.attrs)),)
+
+
+tangent_rules["mul"] = _bilinear_tangent
+tangent_rules["matmul"] = _bilinear_tangent
+
+
+def div_tangent(b, op, tangents):
+    # d(x/y) = (tx - (x/y)*ty) / y
+    (tx, ty), y = tangents, op.operands[1]
+    numerator = _sum(b, tx, ty and b.op("neg", b.op("mul", op.result, ty)))
+    return (b.op("div", numerator, y),)
+
+
+tangent_rules["div"] = div_tangent
+
+
+def mod_tangent(b, op, tangents):
+    # x % y = x - y * (x // y), the quotient piecewise constant: d = tx - ty * (x // y)
+    (tx, ty), (x, y) = tangents, op.operands
+    return (_sum(b, tx, ty and b.op("neg", b.op("mul", ty, b.op("floor_div", x, y)))),)
+
+
+tangent_rules["mod"] = mod_tangent
+
+
+def pow_tangent(b, op, tangents):
+    # d(x**p) = tx*p*x**(p-1) + tp*y*log(x) where x > 0 else 0: the adjoint rule's two factors
+    dx, dp = adjoint_rules["pow"](b, op, (full(b, 1.0, op.result.type),))
+    tx, tp = tangents
+    return (_sum(b, tx and b.op("mul", tx, dx), tp and b.op("mul", tp, dp)),)
+
+
+tangent_rules["pow"] = pow_tangent
+
+
+def _choose(b: Builder, cond: Value, tx: Value | None, ty: Value | None, like: Value) -> Value:
+    return b.op("select", cond, _zero_if_none(b, tx, like), _zero_if_none(b, ty, like))
+
+
+def maximum_tangent(b, op, tangents):
+    # the tangent of x where x >= y, else y's: ties go to x, as the adjoint rule
+    return (_choose(b, b.op("ge", *op.operands), *tangents, op.result),)
+
+
+tangent_rules["maximum"] = maximum_tangent
+
+
+def minimum_tangent(b, op, tangents):
+    # the tangent of x where x <= y, else y's: ties go to x, as the adjoint rule
+    return (_choose(b, b.op("le", *op.operands), *tangents, op.result),)
+
+
+tangent_rules["minimum"] = minimum_tangent
+
+
+# ---------------------------------------------------------------- reductions
+
+def _unreduce(b: Builder, op: Op, v: Value) -> Value:
+    x, axes = op.operands[0], op.attrs["axes"]
+    kept = [i for i in range(x.type.rank) if i not in axes]
+    return b.op("broadcast", v, dims=kept, shape=x.type.shape)
+
+
+def reduce_max_tangent(b, op, tangents):
+    # the mean of the tangents at the tied extrema: the adjoint rule's share of a cotangent
+    x, (t,) = op.operands[0], tangents
+    ties = b.op("convert", b.op("eq", x, _unreduce(b, op, op.result)), dtype=x.type.dtype)
+    total = b.op("reduce_sum", b.op("mul", t, ties), axes=op.attrs["axes"])
+    return (b.op("div", total, b.op("reduce_sum", ties, axes=op.attrs["axes"])),)
+
+
+tangent_rules["reduce_max"] = reduce_max_tangent
+tangent_rules["reduce_min"] = reduce_max_tangent
+
+
+def reduce_prod_tangent(b, op, tangents):
+    # d prod(x) = y * sum(t / x) (nan where an element is exactly 0, as the adjoint rule)
+    x, (t,) = op.operands[0], tangents
+    return (b.op("mul", op.result, b.op("reduce_sum", b.op("div", t, x), axes=op.attrs["axes"])),)
+
+
+tangent_rules["reduce_prod"] = reduce_prod_tangent
+
+
+# ---------------------------------------------------------------- custom gradients and external functions
+
+def custom_gradient_tangent(b, op, tangents):
+    # J t, where the user's backward computes Jᵀ ct: the backward transposed w.r.t. its cotangents
+    # (a located error if it is not linear in them), at the values the op's forward saved. Integer
+    # operands get no cotangent, so any value of their type seeds them: the operand itself.
+    k = op.attrs["results"]
+    transpose = transposed(b.funcs, op.attrs["backward"], k, op.loc)
+    seeds = [_zero_if_none(b, t, v) if v.type.dtype.is_float else v for v, t in zip(op.operands, tangents)]
+    cotangents = [full(b, 0.0, r.type) for r in op.results[:k]]
+    outs = b.emit("call", *op.operands, *op.results[k:], *cotangents, *seeds, callee=FuncRef(transpose.name))
+    return outs + (None,) * (len(op.results) - k)
+
+
+tangent_rules["custom_gradient"] = custom_gradient_tangent
+
+
+def extern_call_tangent(b, op, tangents):
+    # d f(x1..xn) = Σ t_i * g(x1..xn, 1)_i: the attached elementwise VJP at cotangent 1 gives the partials
+    symbol = op.attrs["symbol"]
+    if not op.attrs["gradient"]:
+        raise CompileError(f"no gradient for external function '{symbol}': attach one with @gradient({symbol})",
+                           op.loc)
+    (name,) = op.attrs["gradient"]
+    gradient = inline_func(b.funcs[name], Module(dict(b.funcs)))
+    partials = lift_elementwise(b, gradient, (*op.operands, full(b, 1.0, op.result.type)))
+    return (_sum(b, *(t and b.op("mul", t, d) for t, d in zip(tangents, partials))),)
+
+
+tangent_rules["extern_call"] = extern_call_tangent
+
