@@ -10,6 +10,7 @@
     t.gradient(y, x)                                  # through each call's compiled VJP kernel
 
     adc.grad(m.loss), adc.jacobian(m.f), adc.hessian(m.loss)   # derivative kernels, compiled
+    y, dy = adc.jvp(m.f, (x,), (dx,))                 # forward mode
 """
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ import os
 
 from adc.errors import CompileError, ToolchainError, VerifyError
 from adc.runtime.custom_gradient import custom_gradient
-from adc.runtime.functional import grad, hessian, jacobian
+from adc.runtime.functional import grad, hessian, hvp, jacfwd, jacobian, jvp
 from adc.runtime.module import LoadError, Module, load, warn_on_open
 from adc.runtime.ops import (abs_ as abs, add, cast, clip, clip_by_norm, clip_by_value, concat,
                              convert_to_tensor, cos, divide, elu, equal, exp, expm1, floor, greater,
@@ -36,7 +37,7 @@ __all__ = ["__version__", "CompileError", "GradientTape", "LoadError", "Module",
            "UnconnectedGradients", "Variable", "VerifyError", "abs", "add", "cast", "clip", "clip_by_norm",
            "clip_by_value", "compile", "compile_file", "concat", "constant", "convert_to_tensor", "cos",
            "custom_gradient", "divide", "elu", "equal", "exp", "expm1", "floor", "grad", "greater", "greater_equal",
-           "hessian", "jacobian",
+           "hessian", "hvp", "jacfwd", "jacobian", "jvp",
            "less", "less_equal", "load", "log", "log1p", "math", "matmul", "maximum", "minimum", "multiply",
            "negative", "nn", "norm", "not_equal", "pow", "reduce_max", "reduce_mean", "reduce_min",
            "reduce_prod", "reduce_sum", "relu", "reshape", "round", "rsqrt", "set_num_threads", "sigmoid", "sign", "sin",

@@ -32,6 +32,7 @@ from adc.ir.printer import format_functions, format_module
 from adc.passes import jacobian as compositions
 from adc.passes.adjoint import passthrough, vjp
 from adc.passes.inline import callees, inline_func
+from adc.passes.jvp import jvp
 from adc.passes.pipeline import CLEANUP, DEFAULT_PIPELINE, SEPARATE_PIPELINE, Pass, run_pipeline
 from adc.passes.split_vjp import split_vjp
 
@@ -220,23 +221,35 @@ def _vjp_batched(module: Module, name: str, wanted) -> Derivation:
     return Derivation(extended.reachable(func.name), func, wrt, passthrough(func, len(module[name].returns)))
 
 
-def _composition(compose: Callable) -> Callable[..., Derivation]:
+def _composition(compose: Callable, **options) -> Callable[..., Derivation]:
     def rule(module: Module, name: str, wanted) -> Derivation:
-        extended, func, wrt = compose(module, name, wanted)
+        extended, func, wrt = compose(module, name, wanted, **options)
         return Derivation(extended.reachable(func.name), func, wrt)
     return rule
 
 
-def _hessian(module: Module, name: str, wanted) -> Derivation:
-    extended, func = compositions.hessian(module, name, wanted[0])
-    return Derivation(extended.reachable(func.name), func, tuple(wanted))
+def _jvp(module: Module, name: str, wanted) -> Derivation:
+    extended, tangent = jvp(module, name, wanted)
+    return Derivation(extended.reachable(tangent.func.name), tangent.func, tangent.wrt)
+
+
+def _one_param(compose: Callable, **options) -> Callable[..., Derivation]:
+    def rule(module: Module, name: str, wanted) -> Derivation:
+        extended, func = compose(module, name, wanted[0], **options)
+        return Derivation(extended.reachable(func.name), func, tuple(wanted))
+    return rule
 
 
 # name -> rule(module, kernel name, wanted params or None) -> Derivation
 DERIVATIONS: dict[str, Callable[..., Derivation]] = {
-    "vjp": _vjp, "split_vjp": _split_vjp, "vjp_batched": _vjp_batched,
-    "gradient": _composition(compositions.gradient), "jacobian": _composition(compositions.jacobian),
-    "hessian": _hessian}
+    "vjp": _vjp, "split_vjp": _split_vjp, "vjp_batched": _vjp_batched, "jvp": _jvp,
+    "gradient": _composition(compositions.gradient),
+    "jacobian": _composition(compositions.jacobian, mode="auto"),
+    "jacfwd": _composition(compositions.jacobian, mode="forward"),
+    "jacrev": _composition(compositions.jacobian, mode="reverse"),
+    "hessian": _one_param(compositions.hessian, mode="forward"),
+    "hessian_reverse": _one_param(compositions.hessian, mode="reverse"),
+    "hvp": _one_param(compositions.hvp)}
 
 
 def derive(ir_text: str, module_name: str, derivation: str, kernel: str,

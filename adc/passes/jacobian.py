@@ -1,13 +1,18 @@
-"""Jacobians as compositions of passes: batching (adc/passes/batch.py) ∘ adjoint (adc/passes/adjoint.py).
+"""Jacobians as compositions of passes: batching (adc/passes/batch.py) ∘ adjoint
+(adc/passes/adjoint.py) in reverse mode, batching ∘ JVP (adc/passes/jvp.py) in forward mode.
 
 - `vjp_batched`: the VJP function batched over its cotangent params, so one call
   pulls back a whole stack of seeds: identity seeds give Jacobian rows, per-example
   seeds a batch Jacobian. Its matmuls fold the seeds into their rows or columns.
-- `jacobian`: builds the identity seeds of the result's size in IR (iota, eq,
-  convert), calls the batched VJP and reshapes to result.shape + param.shape.
-- `gradient`: the VJP of a scalar function at cotangent 1; `hessian`: the
-  Jacobian of the gradient. The runtime's adc.grad / adc.jacobian / adc.hessian
-  compile these.
+  `jvp_batched` pushes a stack of tangent seeds forward the same way.
+- `jacobian`: per param, reverse mode (identity seeds of the result's size through
+  the batched VJP: one row per seed) or forward mode (identity seeds of the param's
+  size through the batched JVP: one column per seed), reshaped to result.shape +
+  param.shape. `mode="auto"` takes the one with fewer seeds (`forward_is_cheaper`).
+- `gradient`: the VJP of a scalar function at cotangent 1; `hessian`: the Jacobian
+  of the gradient, forward-over-reverse by default (as jax.hessian);
+  `hvp`: the JVP of the gradient, H·v without H. The runtime's adc.grad /
+  adc.jacobian / adc.jacfwd / adc.hessian / adc.hvp compile these.
 
 No new rules: these only compose the passes.
 
@@ -29,12 +34,16 @@ from typing import Iterable
 from adc.errors import CompileError
 from adc.ir.builder import Builder
 from adc.ir.core import Func, Module, Value
-from adc.ir.types import I64, TensorType, num_elements
+from adc.ir.types import I64, SymDim, TensorType, num_elements
 from adc.ir.verify import verify_func
 from adc.passes.adjoint import cleanup, unique_name, vjp
 from adc.passes.adjoint_rules import full
 from adc.passes.batch import batch
 from adc.passes.inline import inline_func
+from adc.passes.jvp import jvp
+
+MODES = ("auto", "forward", "reverse")
+SYMBOL_SIZE = 1000      # what `forward_is_cheaper` takes a dimension symbol to be
 
 
 def vjp_batched(module: Module, name: str, wanted: Iterable[int] | None = None) -> tuple[Module, Func, tuple[int, ...]]:
@@ -46,6 +55,15 @@ def vjp_batched(module: Module, name: str, wanted: Iterable[int] | None = None) 
     flags = [i >= primal for i in range(len(grad.func.params))]
     module, func = batch(module, grad.func.name, flags, unique_name(module, f"{name}_vjp_batched"), "S")
     return module, func, grad.wrt
+
+
+def jvp_batched(module: Module, name: str, param: int) -> tuple[Module, Func]:
+    """batch ∘ JVP: the tangents-only JVP of `name` w.r.t. param `param`, batched over its
+    tangent param, primal params shared: (x..., t[S, ...]) -> (dy[S, ...] for each float result).
+    Returns the module with it (f"{name}_jvp_batched", made unique) and the function."""
+    module, tangent = jvp(module, name, [param], primals=False)
+    flags = [i >= len(module[name].params) for i in range(len(tangent.func.params))]
+    return batch(module, tangent.func.name, flags, unique_name(module, f"{name}_jvp_batched"), "S")
 
 
 def gradient(module: Module, name: str, wanted: Iterable[int] | None = None,
@@ -68,32 +86,77 @@ def gradient(module: Module, name: str, wanted: Iterable[int] | None = None,
 
 
 def jacobian(module: Module, name: str, wanted: Iterable[int] | None = None,
-             out_name: str | None = None) -> tuple[Module, Func, tuple[int, ...]]:
+             out_name: str | None = None, mode: str = "auto") -> tuple[Module, Func, tuple[int, ...]]:
     """The function (x...) -> (J_i for i in wanted), J_i of shape result.shape + x_i.shape, of a
-    single-result function `name` (named f"{name}_jacobian", or `out_name`; made unique): identity
-    seeds of the result's size through the batched VJP, reshaped. Returns module, function and
-    wanted (default: every float param; one with no path to the result gets zeros)."""
+    single-result function `name` (named f"{name}_jacobian", or `out_name`; made unique): per param,
+    identity seeds through the batched VJP (reverse mode: one seed per result element) or the
+    batched JVP (forward mode: one per param element), reshaped; `mode` "auto" picks per param by
+    `forward_is_cheaper`. Returns module, function and wanted (default: every float param; one
+    with no path to the result gets zeros)."""
+    if mode not in MODES:
+        raise ValueError(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
     func, wanted = _single_result(module, name, "Jacobian", wanted)
-    module, pullback, wrt = vjp_batched(module, name, wanted)
     result = func.result_types[0]
+    forward = [i for i in wanted if mode == "forward" or
+               (mode == "auto" and forward_is_cheaper(func.params[i].type, result))]
+    reverse = [i for i in wanted if i not in forward]
+    module, pullback, wrt = vjp_batched(module, name, reverse) if reverse else (module, None, ())
+    pushforwards = {}
+    for i in forward:
+        module, pushforwards[i] = jvp_batched(module, name, i)
     b = Builder(module.funcs, func.loc)
     params = [b.param(p.name, p.type) for p in func.params]
     rows = b.emit("call", *params, identity_seeds(b, result), callee=pullback.name) if wrt else ()
     jacobians = []
     for i in wanted:
         shape = result.shape + params[i].type.shape
-        jacobians.append(b.op("reshape", rows[wrt.index(i)], shape=shape) if i in wrt
-                         else full(b, 0.0, TensorType(params[i].type.dtype, shape)))
+        if i in pushforwards:
+            (columns,) = b.emit("call", *params, identity_seeds(b, params[i].type), callee=pushforwards[i].name)
+            jacobians.append(_columns_to_jacobian(b, columns, shape))
+        elif i in wrt:
+            jacobians.append(b.op("reshape", rows[wrt.index(i)], shape=shape))
+        else:
+            jacobians.append(full(b, 0.0, TensorType(params[i].type.dtype, shape)))
     return _finished(module, b.finish(unique_name(module, out_name or f"{name}_jacobian"), jacobians, func.loc),
                      "jacobian") + (wanted,)
 
 
-def hessian(module: Module, name: str, param: int) -> tuple[Module, Func]:
+def forward_is_cheaper(param: TensorType, result: TensorType) -> bool:
+    """The mode rule: forward mode when the param has fewer elements than the result (fewer seeds
+    to push than to pull). A dimension symbol counts as SYMBOL_SIZE, so f[N] -> f[N, N] is forward
+    and f[N, N] -> f[N] reverse; a tie goes to reverse."""
+    def size(t: TensorType) -> int:
+        n = num_elements(t.shape)
+        return n.evaluate(dict.fromkeys(n.symbols, SYMBOL_SIZE)) if isinstance(n, SymDim) else n
+    return size(param) < size(result)
+
+
+def _columns_to_jacobian(b: Builder, columns: Value, shape) -> Value:
+    """[S, *result] columns (S = the param's size) as the Jacobian result.shape + param.shape."""
+    rank = columns.type.rank
+    moved = b.op("transpose", columns, perm=list(range(1, rank)) + [0]) if rank > 1 else columns
+    return b.op("reshape", moved, shape=shape)
+
+
+def hessian(module: Module, name: str, param: int, mode: str = "forward") -> tuple[Module, Func]:
     """(x...) -> d²f / d x_param², of shape x.shape + x.shape, for a function with one scalar
-    float result: the Jacobian of its gradient (named f"{name}_hessian", made unique)."""
+    float result: the Jacobian of its gradient (named f"{name}_hessian", made unique), by default
+    forward-over-reverse (`mode` "reverse": reverse-over-reverse)."""
     module, grad, _ = gradient(module, name, [param])
-    module, func, _ = jacobian(module, grad.name, [param], out_name=f"{name}_hessian")
+    module, func, _ = jacobian(module, grad.name, [param], out_name=f"{name}_hessian",
+                               mode="forward" if mode == "auto" else mode)
     return module.replace(func), func
+
+
+def hvp(module: Module, name: str, param: int) -> tuple[Module, Func]:
+    """(x..., v) -> H·v, H the Hessian of a scalar function w.r.t. param `param` and v of that
+    param's type: the JVP of the gradient, forward-over-reverse, H never formed (named
+    f"{name}_hvp", made unique)."""
+    module, grad, _ = gradient(module, name, [param])
+    module, tangent = jvp(module, grad.name, [param], primals=False)
+    func = tangent.func
+    renamed = Func(unique_name(module, f"{name}_hvp"), func.params, func.ops, func.returns, func.loc)
+    return _finished(module, renamed, "hvp")
 
 
 def _single_result(module: Module, name: str, what: str, wanted) -> tuple[Func, tuple[int, ...]]:

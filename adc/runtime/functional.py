@@ -1,13 +1,22 @@
-"""adc.grad, adc.jacobian, adc.hessian: derivative kernels of a compiled kernel, no tape needed.
+"""adc.grad, adc.jacobian, adc.jacfwd, adc.hessian, adc.hvp and adc.jvp: derivatives of a
+compiled kernel, no tape needed.
 
-Each compiles one function that adc/passes/jacobian.py composes from the
-kernel's IR (the module carries it) and returns it as an ordinary Kernel: it
-checks its arguments, records on tapes, and can be transformed again.
+Each compiles one function that adc/passes/jacobian.py (or the JVP pass) composes
+from the kernel's IR (the module carries it) and returns it as an ordinary Kernel:
+it checks its arguments, records on tapes, and can be transformed again.
 
     m = adc.compile("def loss(w: f64[N], x: f64[N]) -> f64:\\n    return sum(tanh(w * x))\\n")
     dloss = adc.grad(m.loss, wrt="w")      # loss_grad(w, x) -> f64[N]
-    h = adc.hessian(m.loss)                # loss_hessian(w, x) -> f64[N,N]
+    h = adc.hessian(m.loss)                # loss_hessian(w, x) -> f64[N,N], forward-over-reverse
     jx = adc.jacobian(dloss, wrt="x")      # d(dloss/dw)/dx -> f64[N,N]
+    hv = adc.hvp(m.loss, wrt="w")          # loss_hvp(w, x, dw) -> H·dw, H never formed
+    y, dy = adc.jvp(m.loss, (w, x), (dw, None))    # forward mode: loss and its derivative along dw
+
+The Jacobians and the Hessian take `mode`: "reverse" pulls one seed per result element back
+(VJPs), "forward" pushes one seed per parameter element forward (JVPs); "auto" (the default)
+takes forward mode for a parameter with fewer elements than the result (a dimension symbol
+counted as 1000 elements: adc.passes.jacobian.forward_is_cheaper). The Hessian is
+forward-over-reverse unless mode="reverse".
 
 `wrt` is a parameter index or name, or a sequence of them (default: every float
 parameter); the derivative kernel returns one result per entry, zeros for a
@@ -19,12 +28,20 @@ from __future__ import annotations
 import threading
 import weakref
 
+import numpy as np
+
 from adc.runtime.derivatives import compiled, embedded_derivative
 from adc.runtime.kernel import Kernel
+from adc.runtime.tensor import Tensor, constant
 
 _cache: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()   # Kernel -> {(transform, wrt): Kernel}
 _lock = threading.Lock()
-DERIVATIONS = {"grad": "gradient", "jacobian": "jacobian", "hessian": "hessian"}   # -> driver.DERIVATIONS
+MODES = ("auto", "forward", "reverse")
+# (transform, mode) -> compiler.DERIVATIONS
+DERIVATIONS = {("grad", None): "gradient", ("hvp", None): "hvp", ("jvp", None): "jvp",
+               ("jacobian", "auto"): "jacobian", ("jacobian", "forward"): "jacfwd",
+               ("jacobian", "reverse"): "jacrev", ("hessian", "auto"): "hessian",
+               ("hessian", "forward"): "hessian", ("hessian", "reverse"): "hessian_reverse"}
 
 
 def grad(kernel: Kernel, wrt=None) -> Kernel:
@@ -32,37 +49,102 @@ def grad(kernel: Kernel, wrt=None) -> Kernel:
     return _transformed("grad", kernel, wrt)
 
 
-def jacobian(kernel: Kernel, wrt=None) -> Kernel:
+def jacobian(kernel: Kernel, wrt=None, mode: str = "auto") -> Kernel:
     """The kernel (x...) -> (J_i for i in wrt), J_i of shape result.shape + x_i.shape, of a kernel
-    with one float result."""
-    return _transformed("jacobian", kernel, wrt)
+    with one float result; `mode` "auto", "forward" or "reverse" (see the module's docstring)."""
+    return _transformed("jacobian", kernel, wrt, _mode("jacobian", mode))
 
 
-def hessian(kernel: Kernel, wrt=0) -> Kernel:
+def jacfwd(kernel: Kernel, wrt=None) -> Kernel:
+    """adc.jacobian in forward mode (jax.jacfwd): one JVP per parameter element, batched."""
+    return jacobian(kernel, wrt, mode="forward")
+
+
+def hessian(kernel: Kernel, wrt=0, mode: str = "auto") -> Kernel:
     """The kernel (x...) -> d² result / d x², of shape x.shape + x.shape, for one parameter `wrt`
-    of a kernel with one scalar float result."""
+    of a kernel with one scalar float result: forward-over-reverse, or reverse-over-reverse with
+    mode="reverse"."""
+    _one_parameter("hessian", wrt)
+    return _transformed("hessian", kernel, wrt, _mode("hessian", mode))
+
+
+def hvp(kernel: Kernel, wrt=0) -> Kernel:
+    """The kernel (x..., v) -> H·v, H the Hessian of a kernel with one scalar float result w.r.t.
+    its parameter `wrt` and v of that parameter's type: the JVP of the gradient (forward-over-
+    reverse), at the cost of a few gradients, H never formed."""
+    _one_parameter("hvp", wrt)
+    return _transformed("hvp", kernel, wrt)
+
+
+def jvp(kernel: Kernel, primals, tangents):
+    """Forward mode, as jax.jvp: (outputs, output tangents) of `kernel` at `primals` along
+    `tangents` — one per parameter, None for a parameter that does not move (integer parameters
+    take None). The outputs are what `kernel(*primals)` returns; the tangents mirror them, None
+    for an integer output. Both are Tensors recorded on any active tape."""
+    if not isinstance(kernel, Kernel):
+        raise TypeError(f"adc.jvp: expects a compiled adc kernel (e.g. module.f), got {type(kernel).__name__}")
+    sig = kernel.signature
+    primals, tangents = _aligned(sig, "primals", primals), _aligned(sig, "tangents", tangents)
+    for name, t, tangent in zip(sig.param_names, sig.param_types, tangents):
+        if tangent is not None and not t.dtype.is_float:
+            raise TypeError(f"adc.jvp: parameter '{name}' of {sig.name} is {t}; give None as its tangent")
+    wanted = tuple(i for i, tangent in enumerate(tangents) if tangent is not None)
+    embedded_derivative(kernel)     # a --no-gradients module raises its LookupError
+    derivative = _cached(kernel, ("jvp", None, wanted), lambda: compiled(kernel, "jvp", wanted)) if wanted else None
+    n = len(sig.result_types)
+    if derivative is None or derivative.kernel is None:
+        outputs = kernel(*primals)
+        outputs = (outputs,) if n == 1 else tuple(outputs)
+        moved = [_zeros_like(o) if t.dtype.is_float else None for o, t in zip(outputs, sig.result_types)]
+    else:
+        both = derivative.kernel(*primals, *(tangents[i] for i in derivative.wrt))
+        outputs, moving = tuple(both[:n]), iter(both[n:])
+        moved = [next(moving) if t.dtype.is_float else None for t in sig.result_types]
+    return (outputs[0], moved[0]) if n == 1 else (outputs, tuple(moved))
+
+
+def _aligned(sig, what: str, values) -> list:
+    if not isinstance(values, (list, tuple)):
+        raise TypeError(f"adc.jvp: {what} must be a list or tuple with one entry per parameter of {sig}, "
+                        f"got {type(values).__name__}")
+    if len(values) != len(sig.param_names):
+        raise ValueError(f"adc.jvp: {what} has {len(values)} entries, but {sig} has "
+                         f"{len(sig.param_names)} parameters")
+    return list(values)
+
+
+def _zeros_like(output: Tensor) -> Tensor:
+    return constant(np.zeros(output.shape, output.dtype))
+
+
+def _mode(transform: str, mode) -> str:
+    if mode not in MODES:
+        raise ValueError(f"adc.{transform}: mode must be one of {', '.join(map(repr, MODES))}, got {mode!r}")
+    return mode
+
+
+def _one_parameter(transform: str, wrt) -> None:
     if isinstance(wrt, (list, tuple)):
-        raise TypeError(f"adc.hessian: wrt must be one parameter (an index or a name), got {wrt!r}")
-    return _transformed("hessian", kernel, wrt)
+        raise TypeError(f"adc.{transform}: wrt must be one parameter (an index or a name), got {wrt!r}")
 
 
-def _transformed(transform: str, kernel: Kernel, wrt) -> Kernel:
+def _transformed(transform: str, kernel: Kernel, wrt, mode: str | None = None) -> Kernel:
     if not isinstance(kernel, Kernel):
         raise TypeError(f"adc.{transform}: expects a compiled adc kernel (e.g. module.f), got "
                         f"{type(kernel).__name__}")
     wanted = _wanted(transform, kernel, wrt)
     _check_result(transform, kernel)
     embedded_derivative(kernel)     # a --no-gradients module raises its LookupError
-    key = (transform, wanted)
+    derivation = DERIVATIONS[transform, mode]
+    return _cached(kernel, (transform, mode, wanted), lambda: compiled(kernel, derivation, wanted)).kernel
+
+
+def _cached(kernel: Kernel, key: tuple, compile_it):
     with _lock:
         cache = _cache.setdefault(kernel, {})
         if key not in cache:
-            cache[key] = _compile(transform, kernel, wanted)
+            cache[key] = compile_it()
         return cache[key]
-
-
-def _compile(transform: str, kernel: Kernel, wanted: tuple[int, ...]) -> Kernel:
-    return compiled(kernel, DERIVATIONS[transform], wanted).kernel
 
 
 def _wanted(transform: str, kernel: Kernel, wrt) -> tuple[int, ...]:
@@ -97,6 +179,6 @@ def _check_result(transform: str, kernel: Kernel) -> None:
     if len(results) != 1 or not results[0].dtype.is_float:
         raise ValueError(f"adc.{transform}: {sig.name} must return a single float tensor, it returns "
                          f"{', '.join(str(t) for t in results) or 'nothing'}")
-    if transform != "jacobian" and results[0].rank:
+    if transform in ("grad", "hessian", "hvp") and results[0].rank:
         raise ValueError(f"adc.{transform}: {sig.name} must return a scalar, it returns {results[0]}: "
                          f"reduce it, or use adc.jacobian")
