@@ -1,4 +1,5 @@
-"""Property: the VJP of random programs agrees with central finite differences, on the interpreter.
+"""Property: the VJP and the JVP of random programs agree with central finite differences and with
+each other (the dot-product identity), on the interpreter.
 
 Hypothesis draws float64 programs of smooth, domain-guarded ops (tests/support/programs.py:
 arithmetic with broadcasting, reductions with keepdims, slicing, transposes, matmuls, pads,
@@ -10,7 +11,7 @@ for some. The compiled route is fuzzed in tests/fuzz/.
 from hypothesis import given, settings
 
 from adc.frontend import compile_source
-from tests.support.gradcheck import check_vjp
+from tests.support.gradcheck import check_jvp, check_vjp
 from tests.support.programs import MAIN, programs
 from tests.support.vocabulary import Options
 
@@ -31,3 +32,10 @@ def test_first_order_random_programs(program):
 @given(programs(SMOOTH))
 def test_second_order_random_programs(program):
     check_vjp(compile_source(program.source, "random.adc"), MAIN, program.arguments(), order=2, rtol=1e-4, atol=1e-6)
+
+
+@settings(max_examples=60, deadline=None)
+@given(programs(SMOOTH))
+def test_forward_mode_on_random_programs(program):
+    # the JVP against finite differences, and ⟨J·t, c⟩ = ⟨t, Jᵀ·c⟩ against the adjoint pass
+    check_jvp(compile_source(program.source, "random.adc"), MAIN, program.arguments(), rtol=1e-4, atol=1e-6)
