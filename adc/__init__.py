@@ -18,6 +18,7 @@ import os
 
 from adc.errors import CompileError, ToolchainError, VerifyError
 from adc.runtime.custom_gradient import custom_gradient
+from adc.runtime.forward_accumulator import ForwardAccumulator
 from adc.runtime.functional import grad, hessian, hvp, jacfwd, jacobian, jvp
 from adc.runtime.module import LoadError, Module, load, warn_on_open
 from adc.runtime.ops import (abs_ as abs, add, cast, clip, clip_by_norm, clip_by_value, concat,
@@ -33,7 +34,7 @@ from adc.runtime.threads import set_num_threads
 from adc.runtime.variable import Variable
 from adc.version import __version__
 
-__all__ = ["__version__", "CompileError", "GradientTape", "LoadError", "Module", "Tensor", "ToolchainError",
+__all__ = ["__version__", "CompileError", "ForwardAccumulator", "GradientTape", "LoadError", "Module", "Tensor", "ToolchainError",
            "UnconnectedGradients", "Variable", "VerifyError", "abs", "add", "cast", "clip", "clip_by_norm",
            "clip_by_value", "compile", "compile_file", "concat", "constant", "convert_to_tensor", "cos",
            "custom_gradient", "divide", "elu", "equal", "exp", "expm1", "floor", "grad", "greater", "greater_equal",

@@ -228,9 +228,11 @@ def _composition(compose: Callable, **options) -> Callable[..., Derivation]:
     return rule
 
 
-def _jvp(module: Module, name: str, wanted) -> Derivation:
-    extended, tangent = jvp(module, name, wanted)
-    return Derivation(extended.reachable(tangent.func.name), tangent.func, tangent.wrt)
+def _jvp(primals: bool) -> Callable[..., Derivation]:
+    def rule(module: Module, name: str, wanted) -> Derivation:
+        extended, tangent = jvp(module, name, wanted, primals)
+        return Derivation(extended.reachable(tangent.func.name), tangent.func, tangent.wrt)
+    return rule
 
 
 def _one_param(compose: Callable, **options) -> Callable[..., Derivation]:
@@ -242,7 +244,8 @@ def _one_param(compose: Callable, **options) -> Callable[..., Derivation]:
 
 # name -> rule(module, kernel name, wanted params or None) -> Derivation
 DERIVATIONS: dict[str, Callable[..., Derivation]] = {
-    "vjp": _vjp, "split_vjp": _split_vjp, "vjp_batched": _vjp_batched, "jvp": _jvp,
+    "vjp": _vjp, "split_vjp": _split_vjp, "vjp_batched": _vjp_batched,
+    "jvp": _jvp(primals=True), "jvp_tangents": _jvp(primals=False),
     "gradient": _composition(compositions.gradient),
     "jacobian": _composition(compositions.jacobian, mode="auto"),
     "jacfwd": _composition(compositions.jacobian, mode="forward"),

@@ -103,6 +103,14 @@ def jvp(kernel: Kernel, primals, tangents):
     return (outputs[0], moved[0]) if n == 1 else (outputs, tuple(moved))
 
 
+def tangent_derivative(kernel: Kernel, wanted: tuple[int, ...]):
+    """The kernel's tangents-only JVP for the `wanted` params, compiled once: a
+    derivatives.Derivative whose kernel maps (primals, tangents of wrt) to the float results'
+    tangents (ForwardAccumulator pushes tangents with it)."""
+    embedded_derivative(kernel)     # a --no-gradients module raises its LookupError
+    return _cached(kernel, ("jvp_tangents", None, wanted), lambda: compiled(kernel, "jvp_tangents", wanted))
+
+
 def _aligned(sig, what: str, values) -> list:
     if not isinstance(values, (list, tuple)):
         raise TypeError(f"adc.jvp: {what} must be a list or tuple with one entry per parameter of {sig}, "

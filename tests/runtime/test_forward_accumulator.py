@@ -1,0 +1,135 @@
+"""adc.ForwardAccumulator, with tf.autodiff.ForwardAccumulator's semantics: tangents of eager ops and
+kernel calls inside the block, unconnected values, nesting with GradientTape both ways (TF's
+Hessian-vector product recipe) and with another accumulator, custom gradients, argument errors.
+Oracles: float64 central finite differences, compiled Hessians, closed forms."""
+import numpy as np
+import pytest
+
+import adc
+
+STEP = 1e-6
+SOURCE = """
+def mlp(x: f64[B, I], w: f64[I, O], b: f64[O]) -> f64[B, O]:
+    return elu(x @ w + b)
+
+@custom_gradient
+def doubled_sin(x: f64[N]) -> f64[N]:
+    c = cos(x)
+    def backward(ct: f64[N]) -> f64[N]:
+        return 2.0 * ct * c
+    return sin(x), backward
+
+def loss(w: f64[N]) -> f64:
+    return sum(tanh(w) * w * w)
+"""
+
+
+@pytest.fixture(scope="module")
+def m():
+    return adc.compile(SOURCE, "accumulator.adc")
+
+
+def eager_and_kernels(m, x, w, b):
+    return adc.reduce_sum(adc.sin(m.mlp(x, w, b)) * 3.0, axis=1)
+
+
+def test_the_smallest_example():
+    x = adc.Variable(3.0)
+    with adc.ForwardAccumulator(x, adc.constant(1.0)) as acc:
+        y = x * x
+    assert float(acc.jvp(y)) == 6.0
+
+
+def test_eager_ops_and_kernels_against_finite_differences(m):
+    rng = np.random.default_rng(0)
+    x, w, b = rng.standard_normal((3, 4)), rng.standard_normal((4, 2)), rng.standard_normal(2)
+    dw, db = rng.standard_normal((4, 2)), rng.standard_normal(2)
+    tx, tw, tb = adc.constant(x), adc.Variable(w), adc.constant(b)
+    with adc.ForwardAccumulator([tw, tb], [dw, db]) as acc:
+        y = eager_and_kernels(m, tx, tw, tb)
+    plus = eager_and_kernels(m, x, w + STEP * dw, b + STEP * db).numpy()
+    minus = eager_and_kernels(m, x, w - STEP * dw, b - STEP * db).numpy()
+    np.testing.assert_allclose(acc.jvp(y).numpy(), (plus - minus) / (2 * STEP), rtol=1e-6, atol=1e-9)
+    assert acc.jvp(tx) is None
+    np.testing.assert_array_equal(acc.jvp([tx], unconnected_gradients="zero")[0].numpy(), np.zeros((3, 4)))
+    np.testing.assert_array_equal(acc.jvp(tw).numpy(), dw)
+
+
+def test_only_calls_inside_the_block_are_watched():
+    x = adc.constant([1.0, 2.0])
+    acc = adc.ForwardAccumulator(x, adc.constant([1.0, 1.0]))
+    before = x * x
+    with acc:
+        inside = x * x
+    after = x * x
+    assert acc.jvp(before) is None and acc.jvp(after) is None
+    np.testing.assert_array_equal(acc.jvp(inside).numpy(), [2.0, 4.0])
+
+
+def test_forward_over_backward_is_the_hessian_vector_product(m):
+    # TF's recipe: a tape inside the accumulator; the accumulator's jvp of the gradient is H·v
+    w, v = np.linspace(-1, 1, 5), np.linspace(0.5, 1.5, 5)
+    tw = adc.constant(w)
+    with adc.ForwardAccumulator(tw, adc.constant(v)) as acc:
+        with adc.GradientTape() as tape:
+            tape.watch(tw)
+            y = m.loss(tw)
+        g = tape.gradient(y, tw)
+    np.testing.assert_allclose(acc.jvp(g).numpy(), adc.hessian(m.loss)(w).numpy() @ v, rtol=1e-12)
+
+
+def test_backward_over_forward(m):
+    w, v = np.linspace(-1, 1, 5), np.linspace(0.5, 1.5, 5)
+    tw = adc.constant(w)
+    with adc.GradientTape() as tape:
+        tape.watch(tw)
+        with adc.ForwardAccumulator(tw, adc.constant(v)) as acc:
+            y = m.loss(tw)
+        jvp = acc.jvp(y)
+    np.testing.assert_allclose(tape.gradient(jvp, tw).numpy(), adc.hessian(m.loss)(w).numpy() @ v, rtol=1e-12)
+
+
+def test_nested_accumulators_give_second_order_forward_derivatives():
+    x = adc.constant(0.7)
+    with adc.ForwardAccumulator(x, adc.constant(2.0)) as outer:
+        with adc.ForwardAccumulator(x, adc.constant(3.0)) as inner:
+            y = adc.sin(x) * x
+        first = inner.jvp(y)
+    second = outer.jvp(first)
+    assert np.isclose(float(first), 3.0 * (np.cos(0.7) * 0.7 + np.sin(0.7)))
+    assert np.isclose(float(second), 2.0 * 3.0 * (2 * np.cos(0.7) - 0.7 * np.sin(0.7)))
+
+
+def test_a_language_custom_gradient_is_transposed_a_python_one_refuses(m):
+    x, v = np.linspace(-1, 1, 4), np.ones(4)
+    tx = adc.constant(x)
+    with adc.ForwardAccumulator(tx, adc.constant(v)) as acc:
+        y = m.doubled_sin(tx)
+    np.testing.assert_allclose(acc.jvp(y).numpy(), 2.0 * np.cos(x), rtol=1e-14)
+
+    @adc.custom_gradient
+    def clip(y):
+        return y, lambda dy: adc.clip_by_norm(dy, 0.5)
+
+    with pytest.raises(TypeError, match="cannot push tangents through @adc.custom_gradient 'clip'"):
+        with adc.ForwardAccumulator(tx, adc.constant(v)):
+            clip(tx * 2.0)
+
+
+@pytest.mark.parametrize("primals, tangents, error, message", [
+    (np.ones(2), np.ones(2), TypeError, r"primals\[0\] must be a Tensor or Variable"),
+    (adc.constant([1, 2]), [1, 1], TypeError, r"primals\[0\] is int32; only float values"),
+    (adc.constant([1.0, 2.0]), np.ones(3), ValueError, r"tangents\[0\] has shape \(3,\)"),
+    ([adc.constant(1.0)], [], ValueError, "1 primals but 0 tangents"),
+])
+def test_argument_errors(primals, tangents, error, message):
+    with pytest.raises(error, match=message):
+        adc.ForwardAccumulator(primals, tangents)
+
+
+def test_jvp_argument_errors():
+    acc = adc.ForwardAccumulator(adc.constant(1.0), adc.constant(1.0))
+    with pytest.raises(TypeError, match="expects Tensors or Variables"):
+        acc.jvp(np.ones(2))
+    with pytest.raises(ValueError, match="unconnected_gradients must be"):
+        acc.jvp(adc.constant(1.0), unconnected_gradients="nan")
