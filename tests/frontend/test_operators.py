@@ -112,7 +112,10 @@ def test_augmented_assignment_rebinds_the_name(dtype, op, operand):
     with np.errstate(all="ignore"):
         for _ in range(2):
             want = eval(f"want {op} {operand}").astype(want.dtype)
-    np.testing.assert_array_equal(run(source, x, y), want)
+    if op == "**":      # pow is within an ulp of NumPy's, whose own last bit depends on its build
+        np.testing.assert_allclose(run(source, x, y), want, rtol=4e-16, atol=0)
+    else:
+        np.testing.assert_array_equal(run(source, x, y), want)
 
 
 def test_augmented_assignment_of_a_number_takes_a_dtype():
