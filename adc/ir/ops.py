@@ -96,6 +96,8 @@ BINARY_NUMERIC = ("add", "sub", "mul", "minimum", "maximum", "mod", "floor_div")
 BINARY_FLOAT = ("div", "pow")
 BINARY_BITS = ("bitwise_and", "bitwise_or", "bitwise_xor")
 COMPARE = ("lt", "le", "gt", "ge", "eq", "ne")
+# x op y == y op x bit for bit (not maximum/minimum: which of -0.0 and 0.0 they return depends on the order)
+COMMUTATIVE = ("add", "mul", "bitwise_and", "bitwise_or", "bitwise_xor", "eq", "ne")
 
 _UNARY_SUMMARY = {
     "sin": "sine", "cos": "cosine", "tan": "tangent", "exp": "e**x", "log": "natural logarithm",
@@ -139,7 +141,8 @@ for _name in BINARY_NUMERIC + BINARY_FLOAT + BINARY_BITS + COMPARE:
     _register(_name, f"elementwise {_BINARY_SUMMARY[_name]} of two operands of one type",
               _example(f"%x: {_operand}, %y: {_operand}", f"  %0 = {_name} %x, %y : {_result}\n  return %0",
                        _result),
-              _binary_rule(_kind), 2, traits=("elementwise", "binary") + (("compare",) if _kind == "compare" else ()))
+              _binary_rule(_kind), 2, traits=("elementwise", "binary") + (("compare",) if _kind == "compare" else ())
+              + (("commutative",) if _name in COMMUTATIVE else ()))
 
 
 def _select_rule(types, attrs, funcs):

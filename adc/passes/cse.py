@@ -4,8 +4,9 @@ Two ops compute the same values when they have the same name, the same
 operands (after earlier merges), the same attributes and the same result
 types; every op is pure, so the later one is dropped and its uses read the
 earlier one's results. Attributes are compared by their printed form, which
-keeps -0.0 apart from 0.0 and 1 apart from 1.0 and true. Functions are not
-merged with each other.
+keeps -0.0 apart from 0.0 and 1 apart from 1.0 and true; the operands of a
+commutative op (the "commutative" trait) in either order are the same (the product
+rule of x*x gives dx*x and x*dx). Functions are not merged with each other.
 
     %0 = exp %x : f32[N]                           %0 = exp %x : f32[N]
     %1 = exp %x : f32[N]              ==>          %1 = add %0, %0 : f32[N]
@@ -15,6 +16,7 @@ merged with each other.
 from __future__ import annotations
 
 from adc.ir.core import Func, Module, Op, Value
+from adc.ir.ops import OPS
 from adc.ir.printer import format_attr
 
 
@@ -24,6 +26,8 @@ def cse(module: Module) -> Module:
 
 def _key(op: Op, operands: tuple[Value, ...]) -> tuple:
     attrs = tuple((k, format_attr(v)) for k, v in op.attrs.items())
+    if "commutative" in OPS[op.name].traits:
+        operands = frozenset(operands)
     return (op.name, operands, attrs, tuple(r.type for r in op.results))
 
 
