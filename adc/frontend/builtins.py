@@ -698,6 +698,34 @@ def take_expand(cx, a):
     return cx.op("gather", x, _indices_arg(a, "indices"), axis=a.axis("axis", x.type.rank))
 
 
+@builtin("take_along_axis", "x", "indices", "axis")
+def take_along_axis_expand(cx, a):
+    # np.take_along_axis under the index rule: each index counted from the end once when negative and
+    # clamped along `axis`, then offset by its row into one gather from x flattened with `axis` last
+    x = a.tensor("x")
+    indices = _indices_arg(a, "indices")
+    rank = x.type.rank
+    axis = a.axis("axis", rank)
+    if indices.type.rank != rank:
+        raise a.error("indices", f"take_along_axis needs indices of x's rank {rank}, got {indices.type}")
+    shape = tuple(k if d == axis else n for d, (n, k) in enumerate(zip(x.type.shape, indices.type.shape)))
+    if any(k not in (1, n) for d, (n, k) in enumerate(zip(x.type.shape, indices.type.shape)) if d != axis):
+        raise a.error("indices", f"indices {indices.type} do not broadcast against x {x.type} "
+                                 f"outside axis {axis}")
+    perm = tuple(d for d in range(rank) if d != axis) + (axis,)
+    rows_shape = tuple(shape[d] for d in perm[:-1])
+    n, k, rows = x.type.shape[axis], shape[axis], num_elements(rows_shape)
+    i = cx.reshape(cx.transpose(cx.op("broadcast", indices, dims=tuple(range(rank)), shape=shape)
+                                if indices.type.shape != shape else indices, perm), (rows, k))
+    size = cx.tensor(n, i.type.dtype)
+    i = cx.select(cx.elementwise("lt", i, 0), cx.elementwise("add", i, size), i)
+    i = cx.elementwise("maximum", cx.elementwise("minimum", i, cx.elementwise("sub", size, 1)), 0)
+    offsets = cx.elementwise("mul", cx.op("iota", axis=0, dtype=i.type.dtype, shape=(rows, k)), size)
+    flat = cx.reshape(cx.transpose(x, perm), (num_elements(rows_shape + (n,)),))
+    taken = cx.reshape(cx.op("gather", flat, cx.elementwise("add", i, offsets), axis=0), rows_shape + (k,))
+    return cx.transpose(taken, tuple(sorted(range(rank), key=lambda d: perm[d])))
+
+
 @builtin("scatter_add", "base", "indices", "updates", axis=0)
 def scatter_add_expand(cx, a):
     # np.add.at on a copy of base: duplicate indices accumulate

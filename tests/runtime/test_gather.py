@@ -192,3 +192,54 @@ def test_misuse_is_a_located_compile_error(line, where, message):
     assert message in str(err)
     assert (err.loc.line, err.loc.col) == where, str(err)
     assert "^" in str(err)
+
+
+ALONG = """\
+def along_rows(x: f64[B, N], idx: i64[B, K]) -> f64[B, K]:
+    return take_along_axis(x, idx, axis=1)
+
+def along_broadcast(x: f64[B, N, C], idx: i32[1, K, C]) -> f64[B, K, C]:
+    return take_along_axis(x, idx, 1)
+
+def along_first(x: f64[B, N], idx: i64[K, N]) -> f64[K, N]:
+    return take_along_axis(x * x, idx, axis=0)
+"""
+
+
+def test_take_along_axis_matches_numpy_and_the_index_rule():
+    m = adc.compile(ALONG, "along.adc")
+    rng = np.random.default_rng(5)
+    x, idx = rng.standard_normal((3, 5)), rng.integers(-5, 5, (3, 4))
+    np.testing.assert_array_equal(m.along_rows(x, idx).numpy(), np.take_along_axis(x, idx, 1))
+    x3, idx3 = rng.standard_normal((2, 5, 3)), rng.integers(0, 5, (1, 4, 3)).astype(np.int32)
+    np.testing.assert_array_equal(m.along_broadcast(x3, idx3).numpy(),
+                                  np.take_along_axis(x3, np.broadcast_to(idx3, (2, 4, 3)), 1))
+    idx0 = rng.integers(-3, 3, (2, 5))
+    np.testing.assert_array_equal(m.along_first(x, idx0).numpy(), np.take_along_axis(x * x, idx0, 0))
+    wild = np.array([[7, -9, 4, 0], [-1, 5, -6, 2], [100, -100, 3, 3]])
+    np.testing.assert_array_equal(m.along_rows(x, wild).numpy(), np.take_along_axis(x, clamped(wild, 5), 1))
+    np.testing.assert_array_equal(m.along_rows(np.zeros((3, 0)), wild).numpy(), np.zeros((3, 4)))
+
+
+def test_take_along_axis_gradients_both_modes():
+    from tests.support.gradcheck import check_jvp
+
+    module = compile_source(ALONG, "along.adc")
+    rng = np.random.default_rng(6)
+    args = [rng.standard_normal((3, 5)), np.array([[1, 1, 4], [0, 2, 2], [3, 4, -1]])]
+    check_vjp(module, "along_rows", args, order=2, rtol=1e-6, atol=1e-9)
+    check_jvp(module, "along_rows", args, rtol=1e-6, atol=1e-9)
+    check_vjp(module, "along_first", [rng.standard_normal((3, 5)), rng.integers(0, 3, (2, 5))], order=2,
+              rtol=1e-6, atol=1e-9)
+
+
+@pytest.mark.parametrize("call, message", [
+    ("take_along_axis(x, u, axis=1)", "take_along_axis needs indices of x's rank 2, got i64[K]"),
+    ("take_along_axis(x, f64(reshape(u, [1, K])), axis=1)", "indices must be an i32 or i64 tensor"),
+    ("take_along_axis(x, reshape(u, [K, 1]), axis=1)", "do not broadcast against x f64[B,N] outside axis 1"),
+])
+def test_take_along_axis_misuse_is_a_located_error(call, message):
+    source = f"def f(x: f64[B, N], u: i64[K]) -> f64[B, K]:\n    return {call}\n"
+    with pytest.raises(adc.CompileError, match=message.replace("[", r"\[").replace("]", r"\]")) as info:
+        compile_source(source, "bad.adc")
+    assert info.value.loc.line == 2
