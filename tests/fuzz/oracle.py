@@ -90,7 +90,8 @@ def check_program(program: Program, outcomes, gradients: bool = False) -> None:
         wrt = [i for i, (_, t) in enumerate(program.main.params) if t.is_float]
         assert_vjp_matches_differences(twin.frozen_at(args), lambda xs, cs: _tape_vjp(module[MAIN], xs, cs, wrt),
                                        args, wrt, np.random.default_rng(program.seed), 1e-4, 1e-6, "compiled VJP")
-        outcomes.add("generated: compiled, gradients agree with finite differences")
+        _assert_forward_matches_reverse(module[MAIN], args, wrt, np.random.default_rng(program.seed + 1))
+        outcomes.add("generated: compiled, gradients agree with finite differences and forward mode")
 
 
 def _rounding(text: str) -> str:
@@ -119,6 +120,22 @@ def _tape_vjp(kernel, args, cts, wrt) -> list[np.ndarray]:
     grads = tape.gradient([outs[k] for k in floats], [sources[i] for i in wrt],
                           output_gradients=[cts[k] for k in floats], unconnected_gradients="zero")
     return [g.numpy() for g in grads]
+
+
+def _assert_forward_matches_reverse(kernel, args, wrt, rng: np.random.Generator) -> None:
+    """The compiled JVP (adc.jvp) and the tape's VJP satisfy ⟨J·t, c⟩ = ⟨t, Jᵀ·c⟩ for random t and c."""
+    tangents = [rng.standard_normal(a.shape).astype(a.dtype) if i in wrt else None for i, a in enumerate(args)]
+    outs, moved = adc.jvp(kernel, args, tangents)
+    outs, moved = (outs, moved) if isinstance(outs, tuple) else ((outs,), (moved,))
+    cts = [rng.standard_normal(o.shape).astype(o.dtype) if o.dtype.kind == "f" else None for o in outs]
+    pulled = _tape_vjp(kernel, args, cts, wrt)
+    forward = sum(np.vdot(c.astype(np.float64), m.numpy()) for c, m in zip(cts, moved) if m is not None)
+    terms = [tangents[i].astype(np.float64) * g for i, g in zip(wrt, pulled)]
+    reverse = sum(np.sum(t) for t in terms)
+    scale = sum(np.sum(np.abs(t)) for t in terms) + sum(
+        np.sum(np.abs(c * m.numpy())) for c, m in zip(cts, moved) if m is not None)
+    assert np.isclose(forward, reverse, rtol=1e-3, atol=1e-4 * (1 + scale)), (
+        f"compiled JVP: ⟨J·t, c⟩ = {forward!r} but the VJP gives ⟨t, Jᵀ·c⟩ = {reverse!r}")
 
 
 def assert_agree(got, want, exact, rounding: str, bound: float, what: str) -> None:
