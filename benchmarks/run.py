@@ -318,7 +318,7 @@ def bench_jacobian_w() -> None:
     def floor():
         z = x @ w + b
         jac = np.zeros((64, 64, 32, 64), f32)
-        rows, cols = np.arange(64), np.arange(64)
+        cols = np.arange(64)
         jac[:, cols, :, cols] = (x[:, None, :] * (z > 0)[:, :, None]).transpose(1, 0, 2)
         return jac
 
