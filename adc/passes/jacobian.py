@@ -41,6 +41,7 @@ from adc.passes.adjoint_rules import full
 from adc.passes.batch import batch
 from adc.passes.inline import inline_func
 from adc.passes.jvp import jvp
+from adc.passes.one_hot import one_hot_func
 
 MODES = ("auto", "forward", "reverse")
 SYMBOL_SIZE = 1000      # what `forward_is_cheaper` takes a dimension symbol to be
@@ -174,8 +175,9 @@ def _single_result(module: Module, name: str, what: str, wanted) -> tuple[Func, 
 
 
 def _finished(module: Module, func: Func, pass_name: str) -> tuple[Module, Func]:
-    """`func` with the calls the composition made inlined, cleaned up, verified, added to `module`."""
-    func = cleanup(inline_func(func, module), module.funcs)
+    """`func` with the calls the composition made inlined, cleaned up, its sums over one-hot seeds made
+    gathers (adc/passes/one_hot.py), verified, added to `module`."""
+    func = cleanup(one_hot_func(cleanup(inline_func(func, module), module.funcs), module.funcs), module.funcs)
     verify_func(func, module.funcs, pass_name=pass_name)
     return module.replace(func), func
 

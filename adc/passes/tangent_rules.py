@@ -110,6 +110,23 @@ tangent_rules["mul"] = _bilinear_tangent
 tangent_rules["matmul"] = _bilinear_tangent
 
 
+def add_tangent(b, op, tangents):
+    # d(x + y) = tx + ty; a symbolic zero adds nothing (no 0 + t in the IR, which no cleanup may fold)
+    return (_sum(b, *tangents),)
+
+
+tangent_rules["add"] = add_tangent
+
+
+def sub_tangent(b, op, tangents):
+    # d(x - y) = tx - ty, -ty when x does not move
+    tx, ty = tangents
+    return (tx if ty is None else b.op("neg", ty) if tx is None else b.op("sub", tx, ty),)
+
+
+tangent_rules["sub"] = sub_tangent
+
+
 def div_tangent(b, op, tangents):
     # d(x/y) = (tx - (x/y)*ty) / y
     (tx, ty), y = tangents, op.operands[1]
