@@ -160,8 +160,12 @@ simplify_rules["broadcast"] = broadcast_simplify
 
 
 def reshape_simplify(op, operands, rw):
-    # reshape(reshape(x)) = reshape(x) (row-major order is kept); reshape to the same shape = x
+    # reshape(reshape(x)) = reshape(x) (row-major order is kept); reshape to the same shape = x;
+    # merging axes, permuting the merged ones and splitting them again is one transpose of x
     (x,) = operands
+    regrouped = _regrouped_transpose(x, op.result.type.shape, rw)
+    if regrouped is not None:
+        return regrouped
     inner = rw.producer_named(x, "reshape")
     source = inner.operands[0] if inner is not None else x
     if source.type == op.result.type:
@@ -170,6 +174,39 @@ def reshape_simplify(op, operands, rw):
 
 
 simplify_rules["reshape"] = reshape_simplify
+
+
+def _regrouped_transpose(x: Value, shape, rw: Rewriter) -> Value | None:
+    """reshape(transpose(reshape(v), p), shape) as transpose(v, q) when the inner reshape merges runs
+    of v's axes and the outer one splits the permuted axes into the same runs (indexing through one
+    transpose costs no division, through the three a division per merged axis)."""
+    transpose = rw.producer_named(x, "transpose")
+    merge = transpose and rw.producer_named(transpose.operands[0], "reshape")
+    if merge is None:
+        return None
+    v = merge.operands[0]
+    runs = _merged_runs(v.type.shape, merge.result.type.shape)
+    splits = _merged_runs(tuple(shape), x.type.shape)
+    perm = transpose.attrs["perm"]
+    if runs is None or splits is None or any(
+            [v.type.shape[a] for a in runs[p]] != [shape[a] for a in split] for p, split in zip(perm, splits)):
+        return None
+    return rw.builder.op("transpose", v, perm=[a for p in perm for a in runs[p]])
+
+
+def _merged_runs(fine, coarse) -> list[list[int]] | None:
+    """The runs of adjacent `fine` axes whose sizes multiply to each `coarse` axis, when a reshape
+    from `fine` to `coarse` only merges axes; None otherwise."""
+    runs, i = [], 0
+    for size in coarse:
+        run, product = [], 1
+        while i < len(fine) and (not run or product != size):
+            run.append(i)
+            product, i = product * fine[i], i + 1
+        if product != size:
+            return None
+        runs.append(run)
+    return runs if i == len(fine) else None
 
 
 def transpose_simplify(op, operands, rw):

@@ -15,6 +15,7 @@ from adc.ir.parser import parse_module
 from adc.ir.types import F32, SymDim, TensorType
 from adc.ir.verify import verify
 from adc.passes.pipeline import DEFAULT_PIPELINE, run_pipeline
+from adc.passes.simplify import simplify
 
 N, K = SymDim.symbol("N"), SymDim.symbol("K")
 VEC = TensorType(F32, (N,))
@@ -105,3 +106,37 @@ def test_pipeline_inlines_every_call_and_is_idempotent():
         after = run_pipeline(random_module(seed))
         assert all(op.name != "call" for op in after["main"].ops)
         assert format_module(run_pipeline(after)) == format_module(after), "the pipeline is not idempotent"
+
+
+@pytest.mark.parametrize("merged, perm, split, ops", [
+    ("[I,B*O,P]", [1, 0, 2], "[B,O,I,P]", 1),           # one transpose of x
+    ("[I*B,O,P]", [2, 1, 0], "[P,O,I,B]", 1),
+    ("[I,B*O*P]", [1, 0], "[B,O,P,I]", 1),
+    ("[I,B*O,P]", [1, 0, 2], "[O,B,I,P]", 3),           # split into other runs: kept
+])
+def test_regrouped_transposes_keep_their_values(merged, perm, split, ops):
+    merged_shape = merged.strip("[]")
+    text = (f"func @f(%x: f32[I,B,O,P]) -> f32{split} {{\n"
+            f"  %0 = reshape %x {{shape = {merged}}} : f32{merged}\n"
+            f"  %1 = transpose %0 {{perm = {perm}}} : f32[{_permuted(merged_shape, perm)}]\n"
+            f"  %2 = reshape %1 {{shape = {split}}} : f32{split}\n"
+            f"  return %2\n}}\n")
+    before = parse_module(text)
+    after = simplify(before)
+    verify(after)
+    assert len([op for op in after["f"].ops if op.result in _live(after["f"])]) == ops
+    x = np.random.default_rng(0).standard_normal((2, 3, 4, 5)).astype(np.float32)
+    np.testing.assert_array_equal(run(after, "f", x)[0], run(before, "f", x)[0])
+
+
+def _live(func) -> set:
+    live, ops = set(func.returns), list(func.ops)
+    for op in reversed(ops):
+        if op.result in live:
+            live.update(op.operands)
+    return live
+
+
+def _permuted(shape: str, perm) -> str:
+    dims = shape.split(",")
+    return ",".join(dims[p] for p in perm)
