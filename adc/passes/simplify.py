@@ -9,7 +9,8 @@ the simplified producers of its operands:
   broadcasts of constants stay broadcasts (a constant is a scalar);
 - `simplify_rules[op]` rewrites identities: x*1, 1*x, x/1, x-(+0), x+(-0),
   x+x = x*2, -(-x), identity broadcast/reshape/transpose/convert, and chains of
-  broadcasts, reshapes or transposes collapse into one op.
+  broadcasts, reshapes or transposes collapse into one op; a broadcast that only
+  adds size-1 axes, or a transpose that only moves them, is a reshape.
 
 Only rewrites exact for every input are made: x+0 is not x when x is -0.0
 (-0.0 + 0.0 = +0.0), and x*0 is not 0 when x is inf or nan, so neither is done.
@@ -149,6 +150,8 @@ def broadcast_simplify(op, operands, rw):
     (x,) = operands
     if x.type == op.result.type:
         return x
+    if _only_unit_axes(x.type.shape, op.result.type.shape, op.attrs["dims"]):
+        return _reshaped(x, op.result.type, rw)
     inner = rw.producer_named(x, "broadcast")
     if inner is None:
         return None
@@ -159,6 +162,12 @@ def broadcast_simplify(op, operands, rw):
 simplify_rules["broadcast"] = broadcast_simplify
 
 
+def _only_unit_axes(source, shape, dims) -> bool:
+    """True when broadcasting `source` into `shape` along `dims` only adds size-1 axes (a reshape)."""
+    return all(source[i] == shape[d] for i, d in enumerate(dims)) and \
+        all(shape[d] == 1 for d in range(len(shape)) if d not in dims)
+
+
 def reshape_simplify(op, operands, rw):
     # reshape(reshape(x)) = reshape(x) (row-major order is kept); reshape to the same shape = x;
     # merging axes, permuting the merged ones and splitting them again is one transpose of x
@@ -166,11 +175,16 @@ def reshape_simplify(op, operands, rw):
     regrouped = _regrouped_transpose(x, op.result.type.shape, rw)
     if regrouped is not None:
         return regrouped
+    if x.type == op.result.type or rw.producer_named(x, "reshape"):
+        return _reshaped(x, op.result.type, rw)
+    return None
+
+
+def _reshaped(x: Value, type, rw: Rewriter) -> Value:
+    """x reshaped to `type`, through the reshape that made x (row-major order is kept), or x itself."""
     inner = rw.producer_named(x, "reshape")
     source = inner.operands[0] if inner is not None else x
-    if source.type == op.result.type:
-        return source
-    return rw.builder.op("reshape", source, shape=op.attrs["shape"]) if inner is not None else None
+    return source if source.type == type else rw.builder.op("reshape", source, shape=type.shape)
 
 
 simplify_rules["reshape"] = reshape_simplify
@@ -218,6 +232,9 @@ def transpose_simplify(op, operands, rw):
         x, perm = inner.operands[0], [inner.attrs["perm"][p] for p in perm]
     if perm == sorted(perm):
         return x
+    moved = [p for p in perm if x.type.shape[p] != 1]
+    if moved == sorted(moved):      # only size-1 axes move: the elements keep their order
+        return _reshaped(x, op.result.type, rw)
     return rw.builder.op("transpose", x, perm=perm) if inner is not None else None
 
 
