@@ -215,7 +215,7 @@ def bench_batch_jacobian() -> None:
     def full_then_diagonal(chunk=512):
         """All 32768 rows of the (512, 64, 512, 64) Jacobian (4.3 GB if kept), 512 seeds per walk;
         each chunk keeps its diagonal blocks d y[b] / d x[b]."""
-        nodes, diagonal = list(tape._nodes), np.empty((512, 64, 64), f32)
+        nodes, diagonal = tape.take_nodes([y], "jacobian"), np.empty((512, 64, 64), f32)
         for lo in range(0, y.size, chunk):
             (rows,) = _walk(nodes, y, _one_hot_seeds(y, 1, lo, lo + chunk), [x])
             examples = np.arange(lo, lo + chunk) // 64

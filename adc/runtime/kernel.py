@@ -29,7 +29,7 @@ from adc.abi import KernelSignature
 from adc.runtime import derivatives
 from adc.ir.types import SymDim, TensorType, evaluate_dim
 from adc.runtime.tape import record, thread_state
-from adc.runtime.tensor import Tensor, _address
+from adc.runtime.tensor import Tensor, data_address
 from adc.runtime.variable import Variable
 
 _KERNEL_CFUNC = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p)
@@ -241,7 +241,7 @@ class Kernel:
                 shape = tuple([sizes[d] if symbolic else d for symbolic, d in plan]) if plan else ()
             array = np.empty(shape, dtype)
             arrays.append(array)
-            pointers.append(_address(array) if array.nbytes else array.ctypes.data)
+            pointers.append(data_address(array) if array.nbytes else array.ctypes.data)
         buffer = self._buffer_type(*sizes, *[t._ptr or t._pointer() for t in tensors], *pointers)
         base = ctypes.addressof(buffer)
         status = (self._cfunc or self._entry_point())(base, base + self._offsets[0], base + self._offsets[1])

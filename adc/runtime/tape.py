@@ -4,13 +4,13 @@ Every kernel call — a user kernel or an eager op, they are the same thing — 
 offered to the tapes recording in this thread (`thread_state.recording`). A
 tape keeps a call when it watches one of the arguments (a watched tensor or
 variable, or a result of a call it kept); its results become watched in turn.
-`gradient()` walks the kept calls backwards: each call's VJP kernel
-(`Kernel.derivative()`) maps its results' cotangents to its arguments' (or, for a
-call recorded by a single tape, the backward half of its split VJP reads what its
-forward half saved: see derivatives.split), and
-cotangents reaching the same tensor are summed with the eager `add`. Those VJP
-calls and sums are kernel calls too, so an enclosing tape records them: nested
-tapes give second and third derivatives with no special case.
+`gradient()` walks the kept calls backwards (adc/runtime/backward.py): each call's
+VJP kernel (`Kernel.derivative()`) maps its results' cotangents to its arguments'
+(or, for a call recorded by a single tape, the backward half of its split VJP reads
+what its forward half saved: see derivatives.split, and `recorded_vjp`). Those VJP
+calls are kernel calls too, so an enclosing tape records them: nested tapes give
+second and third derivatives with no special case. The Jacobians (jacobians.py)
+take the recorded calls with `take_nodes` and run the same walk.
 
 Invariant: the tape holds every object whose id() it uses as a key, so an id
 never names two objects during the tape's life.
@@ -25,11 +25,13 @@ from __future__ import annotations
 import enum
 import threading
 import warnings
-from typing import Any, Iterator
+from typing import Any
 
 import numpy as np
 
-from adc.runtime.tensor import Tensor, _address, as_array
+from adc.runtime.backward import walk
+from adc.runtime.nest import flatten, pack
+from adc.runtime.tensor import Tensor, as_array, data_address
 from adc.runtime.variable import Variable
 
 _REUSED = "A non-persistent GradientTape can only be used to compute one set of gradients (or jacobians)"
@@ -68,8 +70,10 @@ def record(kernel, args: tuple, tensors: list[Tensor], results: tuple[Tensor, ..
         tape._record(kernel, args, tensors, results, saved)
 
 
-class _Node:
-    """One recorded call: the kernel, its arguments (as passed and their values then), results."""
+class Node:
+    """One recorded call: the kernel, its arguments (as passed and their values then), results;
+    `keys` and `output_keys` are their id()s (None for an argument copied when recorded), by
+    which a backward walk connects calls."""
 
     __slots__ = ("kernel", "inputs", "values", "keys", "outputs", "output_keys", "saved")
 
@@ -102,7 +106,7 @@ class GradientTape:
         self._watch_accessed_variables = bool(watch_accessed_variables)
         self._recording = False
         self._used = False
-        self._nodes: list[_Node] = []
+        self._nodes: list[Node] = []
         self._watched: dict[int, Any] = {}
         self._variables: dict[int, Variable] = {}
 
@@ -130,7 +134,7 @@ class GradientTape:
 
     def watch(self, tensor) -> None:
         """Ensure `tensor` (a tensor, a variable, or a nested structure of them) is traced."""
-        for t in _flatten(tensor):
+        for t in flatten(tensor):
             if not isinstance(t, (Tensor, Variable)):
                 raise ValueError(f"Passed in object {t!r} of type {type(t).__name__!r}, "
                                  "not adc.Tensor or adc.Variable.")
@@ -173,7 +177,7 @@ class GradientTape:
             hit = hit or id(a) in watched
         if hit:
             keys = [id(r) for r in results]
-            self._nodes.append(_Node(kernel, args, tensors, results, keys, saved))
+            self._nodes.append(Node(kernel, args, tensors, results, keys, saved))
             watched.update(zip(keys, results))
 
     def gradient(self, target, sources, output_gradients=None,
@@ -188,20 +192,33 @@ class GradientTape:
         targets = _tensors(target, "target")
         flat_sources = _tensors(sources, "sources")
         seeds = _seeds(target, targets, output_gradients)
-        warn_unrecorded(self, targets, "gradient", stacklevel=3)
-        nodes = list(self._nodes)
-        if not self._persistent:
-            self._used = True
-            self._nodes, self._watched = [], {}
+        nodes = self.take_nodes(targets, "gradient", stacklevel=2)
         for s in flat_sources:
             if s.dtype.kind != "f":
                 warnings.warn(f"The dtype of the source tensor must be floating (e.g. float32) when "
                               f"calling GradientTape.gradient, got {s.dtype}", stacklevel=2)
-        grads = backpropagate(nodes, targets, seeds, flat_sources)
+        grads = walk(nodes, targets, seeds, flat_sources, recorded_vjp)
         if unconnected is UnconnectedGradients.ZERO:
             grads = [g if g is not None else Tensor._wrap(np.zeros(s.shape, s.dtype))
                      for g, s in zip(grads, flat_sources)]
-        return _pack(sources, iter(grads))
+        return pack(sources, iter(grads))
+
+    def take_nodes(self, targets: list, what: str, stacklevel: int = 2) -> list[Node]:
+        """The recorded calls, in call order, for a backward walk from `targets` by `what`
+        ("gradient", "jacobian"...). A non-persistent tape stops recording and gives them once
+        (RuntimeError after). Warns, `stacklevel` frames above the caller as warnings.warn counts,
+        when a float target is unknown to the tape."""
+        if self._used:
+            raise RuntimeError(_REUSED)
+        if self._recording and not self._persistent:
+            self._pop()
+        _warn_unrecorded(self, targets, what, stacklevel + 2)
+        nodes = self._nodes
+        if self._persistent:
+            return list(nodes)
+        self._used = True
+        self._nodes, self._watched = [], {}
+        return nodes
 
     def jacobian(self, target, sources, unconnected_gradients=UnconnectedGradients.NONE,
                  parallel_iterations=None, experimental_use_pfor=True):
@@ -222,7 +239,7 @@ class GradientTape:
                               experimental_use_pfor, allow_cross_example)
 
 
-def warn_unrecorded(tape: GradientTape, targets: list, what: str, stacklevel: int) -> None:
+def _warn_unrecorded(tape: GradientTape, targets: list, what: str, stacklevel: int) -> None:
     """Warn when a float target is unknown to `tape` (neither watched nor a recorded result). Nothing
     flows back from it, as in TensorFlow, but the usual cause is a target computed after the tape's
     `with` block ended (`t2.gradient(reduce_sum(g), x)` outside it), which deserves a word."""
@@ -247,49 +264,17 @@ class _Paused:
         self._tape._push()
 
 
-def backpropagate(nodes: list[_Node], targets: list, seeds: list[Tensor], sources: list) -> list:
-    """Cotangents of `sources` given `seeds` for `targets`, walking `nodes` backwards."""
-    from adc.runtime.ops import add
-
-    live = {id(s) for s in sources if s.dtype.kind == "f"}
-    relevant = []
-    for node in nodes:      # only calls that depend on a source matter
-        if not live.isdisjoint(node.keys):
-            relevant.append(node)
-            live.update(node.output_keys)
-    cts: dict[int, Tensor] = {}
-    for t, seed in zip(targets, seeds):
-        key = id(t)
-        if key in live and seed is not None:
-            cts[key] = add(cts[key], seed) if key in cts else seed
-    for node in reversed(relevant):
-        incoming = [cts.get(k) for k in node.output_keys]   # (no `in`/`count`: == is elementwise)
-        missing = [ct is None for ct in incoming]
-        if all(missing):
-            continue
-        if node.saved is not None and not thread_state.recording:
-            derivative, residuals = node.saved      # the split backward: no forward replayed
-        else:
-            derivative, residuals = node.kernel.derivative(tuple(i for i, k in enumerate(node.keys) if k in live)), ()
-        if not derivative.wrt:
-            continue
-        if any(missing):
-            incoming = [ct if ct is not None else Tensor._wrap(np.zeros(r.shape, r.dtype))
-                        for ct, r in zip(incoming, node.outputs)]
-        if derivative.needs_call:
-            outgoing = derivative.kernel(*node.primals(), *residuals, *incoming)
-            outgoing = outgoing if type(outgoing) is tuple else (outgoing,)
-        else:
-            outgoing = [incoming[p] for p in derivative.passthrough]
-        for i, ct in zip(derivative.wrt, outgoing):
-            key = node.keys[i]
-            if key in live:
-                cts[key] = add(cts[key], ct) if key in cts else ct
-    return [cts.get(id(s)) for s in sources]
+def recorded_vjp(node: Node, wanted: tuple[int, ...]):
+    """The VJP a backward walk runs for a recorded call, and the residuals it reads: the call's
+    split backward while no tape records the walk (an enclosing tape differentiates the walk
+    again, which needs the kernel's whole VJP), else its kernel's VJP for `wanted`."""
+    if node.saved is not None and not thread_state.recording:
+        return node.saved
+    return node.kernel.derivative(wanted), ()
 
 
 def _tensors(structure, what: str) -> list:
-    flat = _flatten(structure)
+    flat = flatten(structure)
     for t in flat:
         if not isinstance(t, (Tensor, Variable)):
             raise TypeError(f"GradientTape.gradient: the {what} must be adc.Tensor or adc.Variable "
@@ -303,7 +288,7 @@ def _seeds(target, targets: list, output_gradients) -> list:
     (one value for a single target, a structure like the target's otherwise)."""
     if output_gradients is None:
         return [_ones_like(t) for t in targets]
-    given = _flatten(output_gradients) if isinstance(target, (list, tuple, dict)) else [output_gradients]
+    given = flatten(output_gradients) if isinstance(target, (list, tuple, dict)) else [output_gradients]
     if len(given) != len(targets):
         raise ValueError(f"GradientTape.gradient: {len(targets)} targets but {len(given)} output_gradients")
     seeds = []
@@ -318,26 +303,4 @@ def _seeds(target, targets: list, output_gradients) -> list:
 
 def _ones_like(t) -> Tensor:
     array = np.ones(t.shape, t.dtype)
-    return Tensor._wrap(array, _address(array))
-
-
-def _flatten(structure) -> list:
-    """The leaves of nested lists, tuples and dicts (dict values in sorted key order, as tf.nest)."""
-    if isinstance(structure, dict):
-        return [leaf for k in sorted(structure) for leaf in _flatten(structure[k])]
-    if isinstance(structure, (list, tuple)):
-        return [leaf for item in structure for leaf in _flatten(item)]
-    return [structure]
-
-
-def _pack(structure, leaves: Iterator):
-    """`structure` with its leaves replaced, in `_flatten` order."""
-    if isinstance(structure, dict):
-        packed = {k: _pack(structure[k], leaves) for k in sorted(structure)}
-        return {k: packed[k] for k in structure}
-    if isinstance(structure, list):
-        return [_pack(item, leaves) for item in structure]
-    if isinstance(structure, tuple):
-        items = [_pack(item, leaves) for item in structure]
-        return type(structure)(*items) if hasattr(structure, "_fields") else tuple(items)
-    return next(leaves)
+    return Tensor._wrap(array, data_address(array))

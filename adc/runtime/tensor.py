@@ -120,10 +120,10 @@ def _cast(array: np.ndarray, dtype: np.dtype) -> np.ndarray:
 def constant(value, dtype=None) -> Tensor:
     """A Tensor holding (a copy of) `value`; Python floats are f32 and ints i32 unless `dtype` says."""
     array = np.array(as_array(value, dtype), order="C", copy=True)
-    return Tensor._wrap(array, _address(array))
+    return Tensor._wrap(array, data_address(array))
 
 
-def _address(array: np.ndarray) -> int:
+def data_address(array: np.ndarray) -> int:
     """The data address of a fresh (writable, C-contiguous) array, 0 when it is empty;
     ctypes' buffer path is several times faster than `array.ctypes.data`."""
     return ctypes.addressof(ctypes.c_char.from_buffer(array)) if array.nbytes else 0

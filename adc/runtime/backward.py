@@ -1,0 +1,75 @@
+"""The backward walk over a tape's recorded calls: GradientTape.gradient and the Jacobians share it.
+
+`walk` visits the recorded calls (tape.Node) that depend on a source, last first.
+Each call's VJP maps its results' cotangents to its arguments'; cotangents reaching
+the same tensor are summed with the eager `add`. The VJPs and sums are kernel calls,
+so an enclosing tape records the walk itself: that is all higher orders need.
+
+Two parameters are where the callers differ:
+- `vjp(node, wanted)` -> (derivatives.Derivative, residuals): which VJP runs for a call,
+  for the `wanted` argument indices. `tape.recorded_vjp` (gradient, and the Jacobians'
+  seed-at-a-time route) gives the call's split backward or its kernel's VJP;
+  jacobians.py gives the batched VJP, which takes cotangents with a leading seed axis.
+- `seed_count`: None when a cotangent has its value's shape; S when it is
+  [S, *value.shape], a block of S seeds walked at once. The zeros standing in for a
+  result no cotangent reached have that shape.
+
+Invariant: a cotangent is kept only for a value on a path from a source (`live`),
+and each call's VJP runs at most once per walk.
+
+    recorded: y = mul(x, x);  z = add(y, x)      seeds: {z: 1}    sources: [x]
+    walk:     add's VJP passes ct(z) on to y and x (no call);  mul_vjp(x, x, ct(y)) = 2x;
+              ct(x) = add(1, 2x)
+"""
+from __future__ import annotations
+
+from typing import Callable, Sequence
+
+import numpy as np
+
+from adc.runtime.tensor import Tensor
+
+
+def walk(nodes: Sequence, targets: Sequence, seeds: Sequence, sources: Sequence,
+         vjp: Callable, seed_count: int | None = None) -> list:
+    """The cotangents of `sources` (None: unconnected) given `seeds` for `targets`, walking
+    `nodes` (in call order) backwards."""
+    from adc.runtime.ops import add     # ops sits above the tape, whose gradient() walks
+
+    live = {id(s) for s in sources if s.dtype.kind == "f"}
+    relevant = []
+    for node in nodes:      # only calls that depend on a source matter
+        if not live.isdisjoint(node.keys):
+            relevant.append(node)
+            live.update(node.output_keys)
+    cts: dict[int, Tensor] = {}
+    for t, seed in zip(targets, seeds):
+        key = id(t)
+        if key in live and seed is not None:
+            cts[key] = add(cts[key], seed) if key in cts else seed
+    for node in reversed(relevant):
+        incoming = [cts.get(k) for k in node.output_keys]   # (no `in`/`count`: == is elementwise)
+        missing = [ct is None for ct in incoming]
+        if all(missing):
+            continue
+        keys = node.keys
+        derivative, residuals = vjp(node, tuple([i for i, k in enumerate(keys) if k in live]))
+        if not derivative.wrt:
+            continue
+        if any(missing):
+            incoming = [ct if ct is not None else _zeros(r, seed_count) for ct, r in zip(incoming, node.outputs)]
+        if derivative.needs_call:
+            outgoing = derivative.kernel(*node.primals(), *residuals, *incoming)
+            outgoing = outgoing if type(outgoing) is tuple else (outgoing,)
+        else:
+            outgoing = [incoming[p] for p in derivative.passthrough]
+        for i, ct in zip(derivative.wrt, outgoing):
+            key = keys[i]
+            if key in live:
+                cts[key] = add(cts[key], ct) if key in cts else ct
+    return [cts.get(id(s)) for s in sources]
+
+
+def _zeros(result: Tensor, seed_count: int | None) -> Tensor:
+    shape = result.shape if seed_count is None else (seed_count, *result.shape)
+    return Tensor._wrap(np.zeros(shape, result.dtype))
