@@ -6,8 +6,8 @@ the same tensor are summed with the eager `add`. The VJPs and sums are kernel ca
 so an enclosing tape records the walk itself: that is all higher orders need.
 
 Two parameters are where the callers differ:
-- `vjp(node, wanted)` -> (derivatives.Derivative, residuals): which VJP runs for a call,
-  for the `wanted` argument indices. `tape.recorded_vjp` (gradient, and the Jacobians'
+- `vjp(node, live)` -> (derivatives.Derivative, residuals): which VJP runs for a call, for
+  its arguments on a path from a source (`node.wanted(live)`: `live` holds those values' ids). `tape.recorded_vjp` (gradient, and the Jacobians'
   seed-at-a-time route) gives the call's split backward or its kernel's VJP;
   jacobians.py gives the batched VJP, which takes cotangents with a leading seed axis.
 - `seed_count`: None when a cotangent has its value's shape; S when it is
@@ -34,8 +34,6 @@ def walk(nodes: Sequence, targets: Sequence, seeds: Sequence, sources: Sequence,
          vjp: Callable, seed_count: int | None = None) -> list:
     """The cotangents of `sources` (None: unconnected) given `seeds` for `targets`, walking
     `nodes` (in call order) backwards."""
-    from adc.runtime.ops import add     # ops sits above the tape, whose gradient() walks
-
     live = {id(s) for s in sources if s.dtype.kind == "f"}
     relevant = []
     for node in nodes:      # only calls that depend on a source matter
@@ -44,30 +42,42 @@ def walk(nodes: Sequence, targets: Sequence, seeds: Sequence, sources: Sequence,
             live.update(node.output_keys)
     cts: dict[int, Tensor] = {}
     for t, seed in zip(targets, seeds):
-        key = id(t)
-        if key in live and seed is not None:
-            cts[key] = add(cts[key], seed) if key in cts else seed
+        if seed is not None:
+            _accumulate(cts, live, id(t), seed)
     for node in reversed(relevant):
-        incoming = [cts.get(k) for k in node.output_keys]   # (no `in`/`count`: == is elementwise)
-        missing = [ct is None for ct in incoming]
-        if all(missing):
+        incoming = [cts.get(k) for k in node.output_keys]
+        reached = [ct for ct in incoming if ct is not None]     # (not `None in`: == is elementwise)
+        if not reached:
             continue
-        keys = node.keys
-        derivative, residuals = vjp(node, tuple([i for i, k in enumerate(keys) if k in live]))
+        derivative, residuals = vjp(node, live)
         if not derivative.wrt:
             continue
-        if any(missing):
+        if len(reached) != len(incoming):
             incoming = [ct if ct is not None else _zeros(r, seed_count) for ct, r in zip(incoming, node.outputs)]
         if derivative.needs_call:
             outgoing = derivative.kernel(*node.primals(), *residuals, *incoming)
-            outgoing = outgoing if type(outgoing) is tuple else (outgoing,)
+            if type(outgoing) is not tuple:
+                outgoing = (outgoing,)
         else:
             outgoing = [incoming[p] for p in derivative.passthrough]
+        keys = node.keys
         for i, ct in zip(derivative.wrt, outgoing):
             key = keys[i]
             if key in live:
-                cts[key] = add(cts[key], ct) if key in cts else ct
+                cts[key] = _add(cts[key], ct) if key in cts else ct
     return [cts.get(id(s)) for s in sources]
+
+
+def _accumulate(cts: dict, live: set, key: int, ct: Tensor) -> None:
+    """Add `ct` to the cotangent of the value `key` names, if it is on a path from a source."""
+    if key in live:
+        cts[key] = _add(cts[key], ct) if key in cts else ct
+
+
+def _add(a: Tensor, b: Tensor) -> Tensor:
+    from adc.runtime.ops import add     # ops sits above the tape, whose gradient() walks
+
+    return add(a, b)
 
 
 def _zeros(result: Tensor, seed_count: int | None) -> Tensor:

@@ -127,14 +127,13 @@ class _VariableWatcher:
     def __init__(self):
         self.variables: dict[int, Variable] = {}
 
-    def _watching(self, args: tuple) -> tuple[int, ...]:
-        """Nothing: the calls `f` makes are never differentiated (its backward is the gradient)."""
-        return ()
-
-    def _record(self, kernel, args: tuple, tensors: list, results: tuple, saved=None) -> None:
+    def watching(self, args: tuple) -> tuple[int, ...]:
+        """Nothing, once the trainable Variables among `args` are noted: the calls `f` makes are
+        never differentiated (its backward is the gradient)."""
         for a in args:
             if type(a) is Variable and a.trainable:
                 self.variables.setdefault(id(a), a)
+        return ()
 
 
 def _accepts_variables(backward) -> bool:

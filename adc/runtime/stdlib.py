@@ -32,6 +32,11 @@ def kernel(key: tuple, source: Callable[[], tuple[str, str]]) -> Kernel:
     return found if found is not None else _compile(key, source)
 
 
+def compiled(key: tuple) -> Kernel | None:
+    """The kernel of `key` if it is compiled already (an op's fast path: no source to describe)."""
+    return _kernels.get(key)
+
+
 def _compile(key: tuple, source: Callable[[], tuple[str, str]]) -> Kernel:
     from adc import driver      # the compiler: eager ops need it, loading .so files does not
 

@@ -63,11 +63,12 @@ class _ThreadState(threading.local):
 thread_state = _ThreadState()
 
 
-def record(kernel, args: tuple, tensors: list[Tensor], results: tuple[Tensor, ...], saved=None) -> None:
-    """Offer a finished kernel call to every tape recording in this thread; `saved` (with one tape
-    recording) is the call's split backward and its residuals (derivatives.split)."""
-    for tape in thread_state.recording:
-        tape._record(kernel, args, tensors, results, saved)
+def record(kernel, args: tuple, tensors: list[Tensor], results: tuple[Tensor, ...]) -> None:
+    """Offer a finished call to every recorder in this thread (the tapes, and adc.custom_gradient's
+    watcher of variables): each keeps it when `watching(args)` names an argument it watches."""
+    for recorder in thread_state.recording:
+        if recorder.watching(args):
+            recorder.keep(kernel, args, tensors, results)
 
 
 class Node:
@@ -77,20 +78,22 @@ class Node:
 
     __slots__ = ("kernel", "inputs", "values", "keys", "outputs", "output_keys", "saved")
 
-    def __init__(self, kernel, args: tuple, tensors: list[Tensor], outputs: tuple[Tensor, ...],
-                 output_keys: list[int], saved=None):
+    def __init__(self, kernel, args: tuple, tensors: list[Tensor], outputs: tuple[Tensor, ...], saved=None):
         self.kernel = kernel
         self.saved = saved
         self.outputs = outputs
-        self.output_keys = output_keys
-        self.inputs, self.values, keys = list(args), list(tensors), []
-        for i, a in enumerate(args):
-            if type(a) is Tensor or type(a) is Variable:
-                keys.append(id(a))
-            else:   # NumPy or Python values are copied: the caller may change them afterwards
-                keys.append(None)
-                self.inputs[i] = self.values[i] = Tensor(tensors[i]._array)
-        self.keys = keys
+        self.output_keys = [id(r) for r in outputs]
+        self.inputs, self.values = args, tensors
+        self.keys = [id(a) if type(a) is Tensor or type(a) is Variable else None for a in args]
+        if None in self.keys:   # NumPy or Python values are copied: the caller may change them afterwards
+            self.inputs, self.values = list(args), list(tensors)
+            for i, key in enumerate(self.keys):
+                if key is None:
+                    self.inputs[i] = self.values[i] = Tensor(tensors[i]._array)
+
+    def wanted(self, live: set[int]) -> tuple[int, ...]:
+        """The indices of the arguments whose ids are in `live`: those a backward walk wants."""
+        return tuple([i for i, k in enumerate(self.keys) if k in live])
 
     def primals(self) -> list:
         """The arguments for the VJP call: a Variable itself while it still holds the value it had,
@@ -127,9 +130,12 @@ class GradientTape:
 
     def _pop(self) -> None:
         stack = thread_state.recording
-        if self not in stack:
+        if stack and stack[-1] is self:     # the usual case: tapes exit in the order they entered
+            stack.pop()
+        elif self in stack:
+            del stack[len(stack) - 1 - stack[::-1].index(self)]
+        else:
             raise RuntimeError("a GradientTape must be exited in the thread that entered it")
-        del stack[len(stack) - 1 - stack[::-1].index(self)]
         self._recording = False
 
     def watch(self, tensor) -> None:
@@ -162,23 +168,28 @@ class GradientTape:
         """Forget everything recorded and watched so far (recording goes on if it was on)."""
         self._nodes, self._watched, self._variables, self._used = [], {}, {}, False
 
-    def _watching(self, args: tuple) -> tuple[int, ...]:
-        """The indices of the `args` this tape watches, or will when a call of them is recorded."""
-        watched, accessed = self._watched, self._watch_accessed_variables
-        return tuple(i for i, a in enumerate(args)
-                     if id(a) in watched or accessed and type(a) is Variable and a.trainable)
-
-    def _record(self, kernel, args: tuple, tensors: list[Tensor], results: tuple[Tensor, ...], saved=None) -> None:
+    def watching(self, args: tuple) -> tuple[int, ...]:
+        """The indices of the `args` of a call that this tape watches: a kernel asks before running,
+        and `keep`s the call only if there is one. Reading a trainable Variable watches it, when the
+        tape watches accessed variables."""
         watched = self._watched
-        hit = False
-        for a in args:
-            if type(a) is Variable and self._watch_accessed_variables and a.trainable:
+        if not self._watch_accessed_variables:
+            return tuple([i for i, a in enumerate(args) if id(a) in watched])
+        wanted = []
+        for i, a in enumerate(args):
+            if id(a) in watched:
+                wanted.append(i)
+            elif type(a) is Variable and a.trainable:
                 self._watch(a)
-            hit = hit or id(a) in watched
-        if hit:
-            keys = [id(r) for r in results]
-            self._nodes.append(Node(kernel, args, tensors, results, keys, saved))
-            watched.update(zip(keys, results))
+                wanted.append(i)
+        return tuple(wanted)
+
+    def keep(self, kernel, args: tuple, tensors: list[Tensor], results: tuple[Tensor, ...], saved=None) -> None:
+        """Record a call that `watching(args)` accepted: its results are watched from now on. `saved`
+        is the call's split backward and its residuals (derivatives.split), for a single tape."""
+        node = Node(kernel, args, tensors, results, saved)
+        self._nodes.append(node)
+        self._watched.update(zip(node.output_keys, results))
 
     def gradient(self, target, sources, output_gradients=None,
                  unconnected_gradients=UnconnectedGradients.NONE):
@@ -243,7 +254,8 @@ def _warn_unrecorded(tape: GradientTape, targets: list, what: str, stacklevel: i
     """Warn when a float target is unknown to `tape` (neither watched nor a recorded result). Nothing
     flows back from it, as in TensorFlow, but the usual cause is a target computed after the tape's
     `with` block ended (`t2.gradient(reduce_sum(g), x)` outside it), which deserves a word."""
-    unknown = sum(t.dtype.kind == "f" and id(t) not in tape._watched for t in targets)
+    watched = tape._watched
+    unknown = len([t for t in targets if id(t) not in watched and t.dtype.kind == "f"])
     if unknown:
         which = "the target was" if len(targets) == 1 else f"{unknown} of the {len(targets)} targets were"
         warnings.warn(f"GradientTape.{what}: {which} not recorded by this tape (computed after its `with` "
@@ -264,13 +276,14 @@ class _Paused:
         self._tape._push()
 
 
-def recorded_vjp(node: Node, wanted: tuple[int, ...]):
+def recorded_vjp(node: Node, live: set[int]):
     """The VJP a backward walk runs for a recorded call, and the residuals it reads: the call's
     split backward while no tape records the walk (an enclosing tape differentiates the walk
-    again, which needs the kernel's whole VJP), else its kernel's VJP for `wanted`."""
+    again, which needs the kernel's whole VJP), else its kernel's VJP for the arguments on a
+    path from a source (their ids in `live`)."""
     if node.saved is not None and not thread_state.recording:
         return node.saved
-    return node.kernel.derivative(wanted), ()
+    return node.kernel.derivative(node.wanted(live)), ()
 
 
 def _tensors(structure, what: str) -> list:
@@ -302,5 +315,6 @@ def _seeds(target, targets: list, output_gradients) -> list:
 
 
 def _ones_like(t) -> Tensor:
-    array = np.ones(t.shape, t.dtype)
+    array = np.empty(t.shape, t.dtype)
+    array.fill(1)       # (np.ones costs several times more for a scalar)
     return Tensor._wrap(array, data_address(array))
