@@ -19,6 +19,7 @@ import numpy as np
 
 _PYTHON_DEFAULTS = {np.dtype(np.float64): np.dtype(np.float32), np.dtype(np.int64): np.dtype(np.int32)}
 _DTYPES = frozenset(np.dtype(n) for n in ("float32", "float64", "int32", "int64", "bool"))
+_new = object.__new__
 
 
 class Tensor:
@@ -29,15 +30,15 @@ class Tensor:
         array = value._array if isinstance(value, Tensor) else np.array(value, dtype=dtype, order="C")
         if dtype is not None and array.dtype != np.dtype(dtype):
             array = array.astype(dtype)
-        array.setflags(write=False)
+        array.setflags(False)
         self._array = array
         self._ptr = 0
 
     @classmethod
     def _wrap(cls, array: np.ndarray, ptr: int = 0) -> "Tensor":
         """Adopt a freshly allocated array without copying it; `ptr` is its address if known."""
-        tensor = cls.__new__(cls)
-        array.setflags(write=False)
+        tensor = _new(cls)
+        array.setflags(False)       # write=False, positional: NumPy parses keywords 4x slower
         tensor._array = array
         tensor._ptr = ptr
         return tensor
@@ -46,7 +47,7 @@ class Tensor:
         """The address of the data, made C-contiguous first (a Tensor never changes, so this is safe)."""
         if not self._array.flags.c_contiguous:
             self._array = np.ascontiguousarray(self._array)
-            self._array.setflags(write=False)
+            self._array.setflags(False)
         self._ptr = self._array.ctypes.data
         return self._ptr
 
