@@ -23,18 +23,22 @@ and each call's VJP runs at most once per walk.
 """
 from __future__ import annotations
 
+from itertools import repeat
+from operator import is_not
 from typing import Callable, Sequence
 
 import numpy as np
 
 from adc.runtime.tensor import Tensor
 
+_NONES = repeat(None)
+
 
 def walk(nodes: Sequence, targets: Sequence, seeds: Sequence, sources: Sequence,
          vjp: Callable, seed_count: int | None = None) -> list:
     """The cotangents of `sources` (None: unconnected) given `seeds` for `targets`, walking
     `nodes` (in call order) backwards."""
-    live = {id(s) for s in sources if s.dtype.kind == "f"}
+    live = {id(s) for s in sources if s.numpy().dtype.kind == "f"}
     relevant = []
     for node in nodes:      # only calls that depend on a source matter
         if not live.isdisjoint(node.keys):
@@ -45,14 +49,14 @@ def walk(nodes: Sequence, targets: Sequence, seeds: Sequence, sources: Sequence,
         if seed is not None:
             _accumulate(cts, live, id(t), seed)
     for node in reversed(relevant):
-        incoming = [cts.get(k) for k in node.output_keys]
-        reached = [ct for ct in incoming if ct is not None]     # (not `None in`: == is elementwise)
+        incoming = list(map(cts.get, node.output_keys))
+        reached = sum(map(is_not, incoming, _NONES))    # (not `None in`: == is elementwise)
         if not reached:
             continue
         derivative, residuals = vjp(node, live)
         if not derivative.wrt:
             continue
-        if len(reached) != len(incoming):
+        if reached != len(incoming):
             incoming = [ct if ct is not None else _zeros(r, seed_count) for ct, r in zip(incoming, node.outputs)]
         if derivative.needs_call:
             outgoing = derivative.kernel(*node.primals(), *residuals, *incoming)

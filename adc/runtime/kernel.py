@@ -77,7 +77,7 @@ class Kernel:
         if tensors is _SLOW:
             tensors = [self._convert(name, value, i)
                        for i, (name, value) in enumerate(zip(self.signature.param_names, args))]
-        sizes = self._lean_dims(tensors)
+        sizes = self._lean_dims(tensors) if self._dim_plan != () else []     # () : scalars only
         if sizes is _SLOW:
             env = self._bind_dims([t._array for t in tensors])
             sizes = [env[s] for s in self.signature.dims]
@@ -258,10 +258,12 @@ class Kernel:
 
     def _run(self, tensors: list[Tensor], sizes: list[int]) -> tuple[Tensor, ...]:
         """The native call on checked arguments: results allocated, this thread's buffer filled."""
-        plan = self._plans.__dict__.pop("plan", None) or self._new_plan()
+        plans = self._plans.__dict__
+        plan = plans.pop("plan", None) or self._new_plan()
         buffer, call = plan
         slot = self._result_slot
-        buffer[:slot] = sizes + [t._ptr or t._pointer() for t in tensors]
+        pointers = [t._ptr or t._pointer() for t in tensors]
+        buffer[:slot] = sizes + pointers if sizes else pointers
         results = []
         for dtype, shape, shape_plan, rtype in self._result_plan:
             if shape is None:
@@ -272,7 +274,7 @@ class Kernel:
             slot += 1
             results.append(_wrap(array, pointer))   # read-only for Python; the native code writes it
         status = call()
-        self._plans.plan = plan
+        plans["plan"] = plan
         if status != 0:
             raise MemoryError(f"{self.signature.name}: native code could not allocate its temporaries")
         return tuple(results)

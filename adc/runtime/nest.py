@@ -11,13 +11,21 @@ from __future__ import annotations
 
 from typing import Iterator
 
+_CONTAINERS = (dict, list, tuple)
+
 
 def flatten(structure) -> list:
     """The leaves of nested lists, tuples and dicts (dict values in sorted key order, as tf.nest)."""
     if isinstance(structure, dict):
         return [leaf for k in sorted(structure) for leaf in flatten(structure[k])]
     if isinstance(structure, (list, tuple)):
-        return [leaf for item in structure for leaf in flatten(item)]
+        leaves = []
+        for item in structure:      # (a leaf is appended without a call: tapes flatten on every step)
+            if isinstance(item, _CONTAINERS):
+                leaves += flatten(item)
+            else:
+                leaves.append(item)
+        return leaves
     return [structure]
 
 
@@ -26,9 +34,9 @@ def pack(structure, leaves: Iterator):
     if isinstance(structure, dict):
         packed = {k: pack(structure[k], leaves) for k in sorted(structure)}
         return {k: packed[k] for k in structure}
-    if isinstance(structure, list):
-        return [pack(item, leaves) for item in structure]
-    if isinstance(structure, tuple):
-        items = [pack(item, leaves) for item in structure]
+    if isinstance(structure, (list, tuple)):
+        items = [pack(item, leaves) if isinstance(item, _CONTAINERS) else next(leaves) for item in structure]
+        if isinstance(structure, list):
+            return items
         return type(structure)(*items) if hasattr(structure, "_fields") else tuple(items)
     return next(leaves)

@@ -32,9 +32,7 @@ def kernel(key: tuple, source: Callable[[], tuple[str, str]]) -> Kernel:
     return found if found is not None else _compile(key, source)
 
 
-def compiled(key: tuple) -> Kernel | None:
-    """The kernel of `key` if it is compiled already (an op's fast path: no source to describe)."""
-    return _kernels.get(key)
+compiled = _kernels.get   # (key) -> the kernel if compiled already, else None: an op's fast path
 
 
 def _compile(key: tuple, source: Callable[[], tuple[str, str]]) -> Kernel:

@@ -34,6 +34,7 @@ from adc.runtime.nest import flatten, pack
 from adc.runtime.tensor import Tensor, as_array, data_address
 from adc.runtime.variable import Variable
 
+_TENSORS = frozenset((Tensor, Variable))
 _REUSED = "A non-persistent GradientTape can only be used to compute one set of gradients (or jacobians)"
 
 
@@ -73,8 +74,8 @@ def record(kernel, args: tuple, tensors: list[Tensor], results: tuple[Tensor, ..
 
 class Node:
     """One recorded call: the kernel, its arguments (as passed and their values then), results;
-    `keys` and `output_keys` are their id()s (None for an argument copied when recorded), by
-    which a backward walk connects calls."""
+    `keys` and `output_keys` are their id()s, by which a backward walk connects calls (an argument
+    that was neither a Tensor nor a Variable is a copy the node holds: its id names nothing else)."""
 
     __slots__ = ("kernel", "inputs", "values", "keys", "outputs", "output_keys", "saved")
 
@@ -82,14 +83,12 @@ class Node:
         self.kernel = kernel
         self.saved = saved
         self.outputs = outputs
-        self.output_keys = [id(r) for r in outputs]
+        self.output_keys = list(map(id, outputs))
+        if not _TENSORS.issuperset(map(type, args)):  # NumPy or Python values: the caller may change them
+            args = tuple([a if type(a) in _TENSORS else Tensor(t._array) for a, t in zip(args, tensors)])
+            tensors = [a if type(a) is Tensor else t for a, t in zip(args, tensors)]
         self.inputs, self.values = args, tensors
-        self.keys = [id(a) if type(a) is Tensor or type(a) is Variable else None for a in args]
-        if None in self.keys:   # NumPy or Python values are copied: the caller may change them afterwards
-            self.inputs, self.values = list(args), list(tensors)
-            for i, key in enumerate(self.keys):
-                if key is None:
-                    self.inputs[i] = self.values[i] = Tensor(tensors[i]._array)
+        self.keys = list(map(id, args))
 
     def wanted(self, live: set[int]) -> tuple[int, ...]:
         """The indices of the arguments whose ids are in `live`: those a backward walk wants."""
@@ -189,7 +188,9 @@ class GradientTape:
         is the call's split backward and its residuals (derivatives.split), for a single tape."""
         node = Node(kernel, args, tensors, results, saved)
         self._nodes.append(node)
-        self._watched.update(zip(node.output_keys, results))
+        watched = self._watched
+        for key, result in zip(node.output_keys, results):
+            watched[key] = result       # (a loop: dict.update(zip(...)) costs more for one or two)
 
     def gradient(self, target, sources, output_gradients=None,
                  unconnected_gradients=UnconnectedGradients.NONE):
@@ -205,7 +206,7 @@ class GradientTape:
         seeds = _seeds(target, targets, output_gradients)
         nodes = self.take_nodes(targets, "gradient", stacklevel=2)
         for s in flat_sources:
-            if s.dtype.kind != "f":
+            if s.numpy().dtype.kind != "f":
                 warnings.warn(f"The dtype of the source tensor must be floating (e.g. float32) when "
                               f"calling GradientTape.gradient, got {s.dtype}", stacklevel=2)
         grads = walk(nodes, targets, seeds, flat_sources, recorded_vjp)
@@ -287,6 +288,8 @@ def recorded_vjp(node: Node, live: set[int]):
 
 
 def _tensors(structure, what: str) -> list:
+    if type(structure) in _TENSORS:
+        return [structure]
     flat = flatten(structure)
     for t in flat:
         if not isinstance(t, (Tensor, Variable)):
@@ -315,6 +318,7 @@ def _seeds(target, targets: list, output_gradients) -> list:
 
 
 def _ones_like(t) -> Tensor:
-    array = np.empty(t.shape, t.dtype)
+    like = t.numpy()
+    array = np.empty(like.shape, like.dtype)
     array.fill(1)       # (np.ones costs several times more for a scalar)
     return Tensor._wrap(array, data_address(array))
