@@ -41,15 +41,16 @@ def walk(nodes: Sequence, targets: Sequence, seeds: Sequence, sources: Sequence,
     live = {id(s) for s in sources if s.numpy().dtype.kind == "f"}
     relevant = []
     for node in nodes:      # only calls that depend on a source matter
-        if not live.isdisjoint(node.keys):
+        if not live.isdisjoint(map(id, node.inputs)):
             relevant.append(node)
-            live.update(node.output_keys)
+            live.update(map(id, node.outputs))
     cts: dict[int, Tensor] = {}
     for t, seed in zip(targets, seeds):
         if seed is not None:
             _accumulate(cts, live, id(t), seed)
+    get = cts.get
     for node in reversed(relevant):
-        incoming = list(map(cts.get, node.output_keys))
+        incoming = list(map(get, map(id, node.outputs)))
         reached = sum(map(is_not, incoming, _NONES))    # (not `None in`: == is elementwise)
         if not reached:
             continue
@@ -64,12 +65,12 @@ def walk(nodes: Sequence, targets: Sequence, seeds: Sequence, sources: Sequence,
                 outgoing = (outgoing,)
         else:
             outgoing = [incoming[p] for p in derivative.passthrough]
-        keys = node.keys
+        inputs = node.inputs
         for i, ct in zip(derivative.wrt, outgoing):
-            key = keys[i]
+            key = id(inputs[i])
             if key in live:
                 cts[key] = _add(cts[key], ct) if key in cts else ct
-    return [cts.get(id(s)) for s in sources]
+    return list(map(get, map(id, sources)))
 
 
 def _accumulate(cts: dict, live: set, key: int, ct: Tensor) -> None:

@@ -31,7 +31,7 @@ import numpy as np
 from adc.abi import KernelSignature
 from adc.runtime import derivatives
 from adc.ir.types import SymDim, TensorType, evaluate_dim
-from adc.runtime.tape import record, thread_state
+from adc.runtime.tape import record, recordable, thread_state
 from adc.runtime.tensor import Tensor
 from adc.runtime.variable import Variable
 
@@ -73,10 +73,19 @@ class Kernel:
     def __call__(self, *args, **kwargs):
         if kwargs or len(args) != self._arity:
             args = self._bind(args, kwargs)
-        tensors = self._lean_inputs(args)
-        if tensors is _SLOW:
-            tensors = [self._convert(name, value, i)
-                       for i, (name, value) in enumerate(zip(self.signature.param_names, args))]
+        tensors, lean = [], True
+        for value, want, rank in zip(args, self._np_dtypes, self._ranks):
+            kind = type(value)      # the lean path: Tensors and Variables of the right dtype and rank
+            if kind is Variable:
+                value = value._value
+            elif kind is not Tensor:
+                tensors, lean = self._checked_inputs(args), False
+                break
+            array = value._array
+            if array.dtype is not want or array.ndim != rank:    # (an equal dtype object: checked path)
+                tensors, lean = self._checked_inputs(args), False
+                break
+            tensors.append(value)
         sizes = self._lean_dims(tensors) if self._dim_plan != () else []     # () : scalars only
         if sizes is _SLOW:
             env = self._bind_dims([t._array for t in tensors])
@@ -85,16 +94,18 @@ class Kernel:
             self._check_constraints(sizes)
         recording = thread_state.recording
         if recording and self.float_results:
-            results = self._recorded_run(recording, args, tensors, sizes)
+            results = self._recorded_run(recording, args, tensors, sizes, lean)
         else:
             results = self._run(tensors, sizes)
         return results[0] if len(results) == 1 else results
 
-    def _recorded_run(self, recording: list, args: tuple, tensors: list[Tensor], sizes: list[int]) -> tuple:
+    def _recorded_run(self, recording: list, args: tuple, tensors: list[Tensor], sizes: list[int],
+                      lean: bool) -> tuple:
         """Run the call and offer it to the recorders. A single tape keeps it only if it watches an
         argument (no work for a call nobody differentiates), with the split VJP (derivatives.split)
         for the params it watches; under nested tapes, which differentiate the gradient computation
-        and so need the kernel's whole VJP, each tape keeps the plain call."""
+        and so need the kernel's whole VJP, each tape keeps the plain call. `lean`: every argument
+        is a Tensor or Variable, so the tape can keep them as they are (tape.recordable)."""
         if len(recording) != 1:
             results = self._run(tensors, sizes)
             record(self, args, tensors, results)
@@ -106,6 +117,8 @@ class Kernel:
         split = self._splits.get(wanted, _UNKNOWN)
         if split is _UNKNOWN:
             split = self._splits[wanted] = derivatives.split(self, wanted)
+        if not lean:
+            args, tensors = recordable(args, tensors)
         if split is None:
             results = self._run(tensors, sizes)
             tape.keep(self, args, tensors, results)
@@ -149,20 +162,9 @@ class Kernel:
     def _where(self, name: str) -> str:
         return f"{self.signature.name}: parameter '{name}'"
 
-    def _lean_inputs(self, args: tuple) -> list[Tensor] | None:
-        """The arguments as Tensors when all are Tensors/Variables of the right dtype and rank."""
-        tensors = []
-        for value, want, rank in zip(args, self._np_dtypes, self._ranks):
-            kind = type(value)
-            if kind is Variable:
-                value = value._value
-            elif kind is not Tensor:
-                return _SLOW
-            array = value._array
-            if array.dtype is not want or array.ndim != rank:    # (an equal dtype object: checked path)
-                return _SLOW
-            tensors.append(value)
-        return tensors
+    def _checked_inputs(self, args: tuple) -> list[Tensor]:
+        """The arguments converted to Tensors of the parameters' dtypes, or the error naming one."""
+        return [self._convert(name, value, i) for i, (name, value) in enumerate(zip(self.signature.param_names, args))]
 
     def _convert(self, name: str, value: Any, index: int) -> Tensor:
         want = self._np_dtypes[index]

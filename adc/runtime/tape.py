@@ -69,30 +69,42 @@ def record(kernel, args: tuple, tensors: list[Tensor], results: tuple[Tensor, ..
     watcher of variables): each keeps it when `watching(args)` names an argument it watches."""
     for recorder in thread_state.recording:
         if recorder.watching(args):
-            recorder.keep(kernel, args, tensors, results)
+            recorder.keep(kernel, *recordable(args, tensors), results)
+
+
+def recordable(args: tuple, tensors: list[Tensor]) -> tuple[tuple, list[Tensor]]:
+    """A call's arguments and their tensors as a tape keeps them: a value that is neither a Tensor
+    nor a Variable (a NumPy array its owner may change afterwards, a Python number) becomes a copy."""
+    if _TENSORS.issuperset(map(type, args)):
+        return args, tensors
+    args = tuple([a if type(a) in _TENSORS else Tensor(t._array) for a, t in zip(args, tensors)])
+    return args, [a if type(a) is Tensor else t for a, t in zip(args, tensors)]
 
 
 class Node:
-    """One recorded call: the kernel, its arguments (as passed and their values then), results;
-    `keys` and `output_keys` are their id()s, by which a backward walk connects calls (an argument
-    that was neither a Tensor nor a Variable is a copy the node holds: its id names nothing else)."""
+    """One recorded call: the kernel, its arguments (Tensors and Variables, see `recordable`) and
+    their values then, its results. A backward walk connects calls by the id()s of arguments and
+    results (`keys`, `output_keys`); the node holds them, so an id names one object meanwhile."""
 
-    __slots__ = ("kernel", "inputs", "values", "keys", "outputs", "output_keys", "saved")
+    __slots__ = ("kernel", "inputs", "values", "outputs", "saved")
 
     def __init__(self, kernel, args: tuple, tensors: list[Tensor], outputs: tuple[Tensor, ...], saved=None):
         self.kernel = kernel
-        self.saved = saved
-        self.outputs = outputs
-        self.output_keys = list(map(id, outputs))
-        if not _TENSORS.issuperset(map(type, args)):  # NumPy or Python values: the caller may change them
-            args = tuple([a if type(a) in _TENSORS else Tensor(t._array) for a, t in zip(args, tensors)])
-            tensors = [a if type(a) is Tensor else t for a, t in zip(args, tensors)]
         self.inputs, self.values = args, tensors
-        self.keys = list(map(id, args))
+        self.outputs = outputs
+        self.saved = saved
+
+    @property
+    def keys(self) -> list[int]:
+        return list(map(id, self.inputs))
+
+    @property
+    def output_keys(self) -> list[int]:
+        return list(map(id, self.outputs))
 
     def wanted(self, live: set[int]) -> tuple[int, ...]:
         """The indices of the arguments whose ids are in `live`: those a backward walk wants."""
-        return tuple([i for i, k in enumerate(self.keys) if k in live])
+        return tuple([i for i, a in enumerate(self.inputs) if id(a) in live])
 
     def primals(self) -> list:
         """The arguments for the VJP call: a Variable itself while it still holds the value it had,
@@ -184,13 +196,13 @@ class GradientTape:
         return tuple(wanted)
 
     def keep(self, kernel, args: tuple, tensors: list[Tensor], results: tuple[Tensor, ...], saved=None) -> None:
-        """Record a call that `watching(args)` accepted: its results are watched from now on. `saved`
-        is the call's split backward and its residuals (derivatives.split), for a single tape."""
-        node = Node(kernel, args, tensors, results, saved)
-        self._nodes.append(node)
+        """Record a call that `watching(args)` accepted, its arguments `recordable`: its results are
+        watched from now on. `saved` is the call's split backward and its residuals
+        (derivatives.split), for a single tape."""
+        self._nodes.append(Node(kernel, args, tensors, results, saved))
         watched = self._watched
-        for key, result in zip(node.output_keys, results):
-            watched[key] = result       # (a loop: dict.update(zip(...)) costs more for one or two)
+        for result in results:
+            watched[id(result)] = result
 
     def gradient(self, target, sources, output_gradients=None,
                  unconnected_gradients=UnconnectedGradients.NONE):
