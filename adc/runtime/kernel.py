@@ -55,6 +55,8 @@ class Kernel:
         self._result_plan = tuple((t.dtype.numpy, _static_shape(t), _shape_plan(t, signature.dims), t)
                                   for t in signature.result_types)
         self._constrained = bool(signature.constraints)
+        static = [(shape, dtype) for dtype, shape, _, _ in self._result_plan if shape is not None and all(shape)]
+        self._one_result = static[0] if len(static) == len(self._result_plan) == 1 else None
         self._result_slot = len(signature.dims) + len(signature.param_types)
         self._plans = threading.local()     # per thread: an argument buffer and the call bound to it
         self.float_results = any(t.dtype.is_float for t in signature.result_types)
@@ -266,6 +268,20 @@ class Kernel:
         slot = self._result_slot
         pointers = [t._ptr or t._pointer() for t in tensors]
         buffer[:slot] = sizes + pointers if sizes else pointers
+        if self._one_result is not None:    # one result of a static, non-empty shape (a scalar): no loop
+            array = _empty(*self._one_result)
+            buffer[slot] = address = _addressof(_char_at(array))
+            results = (_wrap(array, address),)      # read-only for Python; the native code writes it
+        else:
+            results = self._results(buffer, slot, sizes)
+        status = call()
+        plans["plan"] = plan
+        if status != 0:
+            raise MemoryError(f"{self.signature.name}: native code could not allocate its temporaries")
+        return results
+
+    def _results(self, buffer, slot: int, sizes: list[int]) -> tuple[Tensor, ...]:
+        """The results allocated for `sizes`, their addresses written to buffer[slot:]."""
         results = []
         for dtype, shape, shape_plan, rtype in self._result_plan:
             if shape is None:
@@ -274,11 +290,7 @@ class Kernel:
             array = _empty(shape, dtype)
             buffer[slot] = pointer = _addressof(_char_at(array)) if array.nbytes else array.ctypes.data
             slot += 1
-            results.append(_wrap(array, pointer))   # read-only for Python; the native code writes it
-        status = call()
-        plans["plan"] = plan
-        if status != 0:
-            raise MemoryError(f"{self.signature.name}: native code could not allocate its temporaries")
+            results.append(_wrap(array, pointer))
         return tuple(results)
 
 
