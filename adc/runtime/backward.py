@@ -7,9 +7,10 @@ so an enclosing tape records the walk itself: that is all higher orders need.
 
 Two parameters are where the callers differ:
 - `vjp(node, live)` -> (derivatives.Derivative, residuals): which VJP runs for a call, for
-  its arguments on a path from a source (`node.wanted(live)`: `live` holds those values' ids). `tape.recorded_vjp` (gradient, and the Jacobians'
-  seed-at-a-time route) gives the call's split backward or its kernel's VJP;
-  jacobians.py gives the batched VJP, which takes cotangents with a leading seed axis.
+  its arguments on a path from a source (`node.wanted(live)`; `live` holds those values'
+  ids). `tape.walk_vjp()` (gradient, and the Jacobians' seed-at-a-time route) gives the
+  call's split backward or its kernel's VJP; jacobians.py gives the batched VJP, which
+  takes cotangents with a leading seed axis.
 - `seed_count`: None when a cotangent has its value's shape; S when it is
   [S, *value.shape], a block of S seeds walked at once. The zeros standing in for a
   result no cotangent reached have that shape.
@@ -50,15 +51,23 @@ def walk(nodes: Sequence, targets: Sequence, seeds: Sequence, sources: Sequence,
             _accumulate(cts, live, id(t), seed)
     get = cts.get
     for node in reversed(relevant):
-        incoming = list(map(get, map(id, node.outputs)))
-        reached = sum(map(is_not, incoming, _NONES))    # (not `None in`: == is elementwise)
-        if not reached:
-            continue
+        outputs = node.outputs
+        if len(outputs) == 1:       # the usual case, without building lists
+            ct = get(id(outputs[0]))
+            if ct is None:
+                continue
+            incoming, complete = (ct,), True
+        else:
+            incoming = list(map(get, map(id, outputs)))
+            reached = sum(map(is_not, incoming, _NONES))    # (not `None in`: == is elementwise)
+            if not reached:
+                continue
+            complete = reached == len(incoming)
         derivative, residuals = vjp(node, live)
         if not derivative.wrt:
             continue
-        if reached != len(incoming):
-            incoming = [ct if ct is not None else _zeros(r, seed_count) for ct, r in zip(incoming, node.outputs)]
+        if not complete:
+            incoming = [ct if ct is not None else _zeros(r, seed_count) for ct, r in zip(incoming, outputs)]
         if derivative.needs_call:
             outgoing = derivative.kernel(*node.primals(), *residuals, *incoming)
             if type(outgoing) is not tuple:

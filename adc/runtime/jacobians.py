@@ -40,7 +40,7 @@ from adc.runtime.backward import walk
 from adc.runtime.derivatives import Derivative, compiled, embedded_derivative, module_ir
 from adc.runtime.kernel import Kernel
 from adc.runtime.nest import flatten, pack
-from adc.runtime.tape import Node, UnconnectedGradients, recorded_vjp
+from adc.runtime.tape import Node, UnconnectedGradients, walk_vjp
 from adc.runtime.tensor import Tensor
 from adc.runtime.variable import Variable
 
@@ -142,7 +142,7 @@ def _one_hot_seeds(target, examples: int, lo: int, hi: int) -> Tensor:
 
 def _walk_one(nodes, target, seeds: Tensor, sources) -> list:
     """The reference route: the ordinary backward walk for the block's one seed."""
-    grads = walk(nodes, [target], [Tensor._wrap(seeds.numpy()[0].copy())], sources, recorded_vjp)
+    grads = walk(nodes, [target], [Tensor._wrap(seeds.numpy()[0].copy())], sources, walk_vjp())
     return [_reshape(g, (1, *g.shape)) if g is not None else None for g in grads]
 
 

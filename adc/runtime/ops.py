@@ -181,7 +181,7 @@ def pow_(x, y):
     """x ** y elementwise; a small integer exponent given as a Python number is written into the kernel."""
     if type(y) in (int, float) and y == int(y) and int(y) in _LITERAL_EXPONENTS:
         n = int(y)
-        return _unary("pow", _POWERS[n], x, "fi", attrs=(n,))
+        return _unary("pow", _POWERS[n], x, "fi", None, (n,))
     return _general_pow(x, y)
 
 
@@ -189,7 +189,7 @@ def multiply(x, y):
     """x * y elementwise, with NumPy broadcasting; `x * x` is the one-input kernel `x ** 2`, so its
     gradient is one call (2 x ct) rather than two cotangents to sum."""
     if x is y and (type(x) is Tensor or type(x) is Variable):
-        return _unary("pow", _POWERS[2], x, "fi", attrs=(2,))
+        return _unary("pow", _POWERS[2], x, "fi", None, (2,))
     return _multiply(x, y)
 
 

@@ -7,7 +7,7 @@ variable, or a result of a call it kept); its results become watched in turn.
 `gradient()` walks the kept calls backwards (adc/runtime/backward.py): each call's
 VJP kernel (`Kernel.derivative()`) maps its results' cotangents to its arguments'
 (or, for a call recorded by a single tape, the backward half of its split VJP reads
-what its forward half saved: see derivatives.split, and `recorded_vjp`). Those VJP
+what its forward half saved: see derivatives.split, and `walk_vjp`). Those VJP
 calls are kernel calls too, so an enclosing tape records them: nested tapes give
 second and third derivatives with no special case. The Jacobians (jacobians.py)
 take the recorded calls with `take_nodes` and run the same walk.
@@ -221,7 +221,7 @@ class GradientTape:
             if s.numpy().dtype.kind != "f":
                 warnings.warn(f"The dtype of the source tensor must be floating (e.g. float32) when "
                               f"calling GradientTape.gradient, got {s.dtype}", stacklevel=2)
-        grads = walk(nodes, targets, seeds, flat_sources, recorded_vjp)
+        grads = walk(nodes, targets, seeds, flat_sources, walk_vjp())
         if unconnected is UnconnectedGradients.ZERO:
             grads = [g if g is not None else Tensor._wrap(np.zeros(s.shape, s.dtype))
                      for g, s in zip(grads, flat_sources)]
@@ -268,6 +268,8 @@ def _warn_unrecorded(tape: GradientTape, targets: list, what: str, stacklevel: i
     flows back from it, as in TensorFlow, but the usual cause is a target computed after the tape's
     `with` block ended (`t2.gradient(reduce_sum(g), x)` outside it), which deserves a word."""
     watched = tape._watched
+    if all(map(watched.__contains__, map(id, targets))):    # the usual case
+        return
     unknown = len([t for t in targets if id(t) not in watched and t.dtype.kind == "f"])
     if unknown:
         which = "the target was" if len(targets) == 1 else f"{unknown} of the {len(targets)} targets were"
@@ -289,20 +291,27 @@ class _Paused:
         self._tape._push()
 
 
-def recorded_vjp(node: Node, live: set[int]):
-    """The VJP a backward walk runs for a recorded call, and the residuals it reads: the call's
-    split backward while no tape records the walk (an enclosing tape differentiates the walk
-    again, which needs the kernel's whole VJP), else its kernel's VJP for the arguments on a
-    path from a source (their ids in `live`)."""
-    if node.saved is not None and not thread_state.recording:
-        return node.saved
+def walk_vjp():
+    """The VJP lookup (backward.walk's `vjp`) for a walk over recorded calls starting now: each
+    call's split backward and its residuals while no tape records the walk, else (an enclosing
+    tape differentiates the walk again, which needs it) the kernel's whole VJP."""
+    return _kernel_vjp if thread_state.recording else _split_vjp
+
+
+def _kernel_vjp(node: Node, live: set[int]):
     return node.kernel.derivative(node.wanted(live)), ()
+
+
+def _split_vjp(node: Node, live: set[int]):
+    return node.saved if node.saved is not None else _kernel_vjp(node, live)
 
 
 def _tensors(structure, what: str) -> list:
     if type(structure) in _TENSORS:
         return [structure]
     flat = flatten(structure)
+    if _TENSORS.issuperset(map(type, flat)):
+        return flat
     for t in flat:
         if not isinstance(t, (Tensor, Variable)):
             raise TypeError(f"GradientTape.gradient: the {what} must be adc.Tensor or adc.Variable "
