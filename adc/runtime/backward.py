@@ -6,9 +6,9 @@ the same tensor are summed with the eager `add`. The VJPs and sums are kernel ca
 so an enclosing tape records the walk itself: that is all higher orders need.
 
 Two parameters are where the callers differ:
-- `vjp(node, live)` -> (derivatives.Derivative, residuals): which VJP runs for a call, for
+- `vjp(node, live)` -> (derivatives.Derivative, arguments): which VJP runs for a call, for
   its arguments on a path from a source (`node.wanted(live)`; `live` holds those values'
-  ids). `tape.walk_vjp()` (gradient, and the Jacobians' seed-at-a-time route) gives the
+  ids), and what its kernel takes before the cotangents (the primals, and any residuals). `tape.walk_vjp()` (gradient, and the Jacobians' seed-at-a-time route) gives the
   call's split backward or its kernel's VJP; jacobians.py gives the batched VJP, which
   takes cotangents with a leading seed axis.
 - `seed_count`: None when a cotangent has its value's shape; S when it is
@@ -63,13 +63,13 @@ def walk(nodes: Sequence, targets: Sequence, seeds: Sequence, sources: Sequence,
             if not reached:
                 continue
             complete = reached == len(incoming)
-        derivative, residuals = vjp(node, live)
+        derivative, leading = vjp(node, live)
         if not derivative.wrt:
             continue
         if not complete:
             incoming = [ct if ct is not None else _zeros(r, seed_count) for ct, r in zip(incoming, outputs)]
         if derivative.needs_call:
-            outgoing = derivative.kernel(*node.primals(), *residuals, *incoming)
+            outgoing = derivative.kernel(*leading, *incoming)
             if type(outgoing) is not tuple:
                 outgoing = (outgoing,)
         else:

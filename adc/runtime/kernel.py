@@ -126,8 +126,11 @@ class Kernel:
             tape.keep(self, args, tensors, results)
         else:
             outputs = split.forward._run(tensors, sizes)
-            results = outputs[:split.n_results]
-            tape.keep(self, args, tensors, results, (split.backward, outputs[split.n_results:]))
+            n = split.n_results
+            results = outputs[:n]
+            # the backward's arguments before the cotangents: the call's values, then the residuals
+            leading = tensors if len(outputs) == n else [*tensors, *outputs[n:]]
+            tape.keep(self, args, tensors, results, (split.backward, leading))
         return results
 
     def derivative(self, wanted: tuple[int, ...] | None = None):

@@ -197,8 +197,9 @@ class GradientTape:
 
     def keep(self, kernel, args: tuple, tensors: list[Tensor], results: tuple[Tensor, ...], saved=None) -> None:
         """Record a call that `watching(args)` accepted, its arguments `recordable`: its results are
-        watched from now on. `saved` is the call's split backward and its residuals
-        (derivatives.split), for a single tape."""
+        watched from now on. `saved` (for a single tape) is the call's split backward
+        (derivatives.split) and the arguments it takes before the cotangents: the call's values,
+        then the residuals its forward half returned."""
         self._nodes.append(Node(kernel, args, tensors, results, saved))
         watched = self._watched
         for result in results:
@@ -293,13 +294,14 @@ class _Paused:
 
 def walk_vjp():
     """The VJP lookup (backward.walk's `vjp`) for a walk over recorded calls starting now: each
-    call's split backward and its residuals while no tape records the walk, else (an enclosing
-    tape differentiates the walk again, which needs it) the kernel's whole VJP."""
+    call's split backward, on the values and residuals it saved, while no tape records the walk;
+    else (an enclosing tape differentiates the walk again, which needs it) the kernel's whole VJP,
+    on the primals (a Variable itself, so the enclosing tape connects the VJP call to it)."""
     return _kernel_vjp if thread_state.recording else _split_vjp
 
 
 def _kernel_vjp(node: Node, live: set[int]):
-    return node.kernel.derivative(node.wanted(live)), ()
+    return node.kernel.derivative(node.wanted(live)), node.primals()
 
 
 def _split_vjp(node: Node, live: set[int]):
