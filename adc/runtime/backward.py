@@ -6,11 +6,12 @@ the same tensor are summed with the eager `add`. The VJPs and sums are kernel ca
 so an enclosing tape records the walk itself: that is all higher orders need.
 
 Two parameters are where the callers differ:
-- `vjp(node, live)` -> (derivatives.Derivative, arguments): which VJP runs for a call, for
-  its arguments on a path from a source (`node.wanted(live)`; `live` holds those values'
-  ids), and what its kernel takes before the cotangents (the primals, and any residuals). `tape.walk_vjp()` (gradient, and the Jacobians' seed-at-a-time route) gives the
-  call's split backward or its kernel's VJP; jacobians.py gives the batched VJP, which
-  takes cotangents with a leading seed axis.
+- `vjp(node, live)` -> (derivatives.Derivative, arguments): which VJP runs for a call,
+  for its arguments on a path from a source (`node.wanted(live)`; `live` holds those
+  values' ids), and what its kernel takes before the cotangents (the primals, and any
+  residuals). `tape.walk_vjp()` (gradient, and the Jacobians' seed-at-a-time route)
+  gives the call's split backward or its kernel's VJP; jacobians.py gives the batched
+  VJP, which takes cotangents with a leading seed axis.
 - `seed_count`: None when a cotangent has its value's shape; S when it is
   [S, *value.shape], a block of S seeds walked at once. The zeros standing in for a
   result no cotangent reached have that shape.
@@ -76,9 +77,7 @@ def walk(nodes: Sequence, targets: Sequence, seeds: Sequence, sources: Sequence,
             outgoing = [incoming[p] for p in derivative.passthrough]
         inputs = node.inputs
         for i, ct in zip(derivative.wrt, outgoing):
-            key = id(inputs[i])
-            if key in live:
-                cts[key] = _add(cts[key], ct) if key in cts else ct
+            _accumulate(cts, live, id(inputs[i]), ct)
     return list(map(get, map(id, sources)))
 
 

@@ -88,7 +88,7 @@ class Kernel:
                 tensors, lean = self._checked_inputs(args), False
                 break
             tensors.append(value)
-        sizes = self._lean_dims(tensors) if self._dim_plan != () else []     # () : scalars only
+        sizes = self._lean_dims(tensors) if self._dim_plan != () else []    # (): scalar params only
         if sizes is _SLOW:
             env = self._bind_dims([t._array for t in tensors])
             sizes = [env[s] for s in self.signature.dims]
@@ -169,7 +169,8 @@ class Kernel:
 
     def _checked_inputs(self, args: tuple) -> list[Tensor]:
         """The arguments converted to Tensors of the parameters' dtypes, or the error naming one."""
-        return [self._convert(name, value, i) for i, (name, value) in enumerate(zip(self.signature.param_names, args))]
+        return [self._convert(name, value, i)
+                for i, (name, value) in enumerate(zip(self.signature.param_names, args))]
 
     def _convert(self, name: str, value: Any, index: int) -> Tensor:
         want = self._np_dtypes[index]
