@@ -84,3 +84,24 @@ def test_the_runtime_never_imports_codegen_and_the_driver_never_the_runtime():
                  if (layer_of(m) == "adc.runtime" and i.startswith("adc.codegen"))
                  or (layer_of(m) in ("adc.driver", "adc.compiler", "adc.codegen") and i.startswith("adc.runtime"))]
     assert not forbidden
+
+
+def test_no_module_imports_another_modules_private_names():
+    """A leading underscore marks what a module keeps to itself (the tape's recorded calls and its
+    bookkeeping, a kernel's call plan): other modules go through its public names."""
+    private = []
+    for path in PACKAGE.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("adc"):
+                names = [a.name for a in node.names if a.name.startswith("_") and not a.name.startswith("__")]
+                private += [f"{module_name(path)} imports {node.module}.{name}" for name in names]
+    assert not private, "\n".join(private)
+
+
+def test_the_jacobians_use_only_the_tapes_public_methods():
+    """jacobians.py takes the recorded calls with tape.take_nodes and walks them with backward.walk,
+    never touching the tape's private attributes."""
+    tree = ast.parse((PACKAGE / "runtime" / "jacobians.py").read_text())
+    touched = {node.attr for node in ast.walk(tree) if isinstance(node, ast.Attribute)
+               and isinstance(node.value, ast.Name) and node.value.id == "tape" and node.attr.startswith("_")}
+    assert not touched, touched

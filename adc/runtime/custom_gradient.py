@@ -34,8 +34,9 @@ import inspect
 import numpy as np
 
 from adc.runtime.derivatives import Derivative
+from adc.runtime.nest import flatten, pack
 from adc.runtime.ops import convert_to_tensor
-from adc.runtime.tape import _flatten, _pack, record, thread_state
+from adc.runtime.tape import record, thread_state
 from adc.runtime.tensor import Tensor
 from adc.runtime.variable import Variable
 
@@ -60,13 +61,13 @@ def custom_gradient(f):
             raise TypeError(f"@adc.custom_gradient {f.__name__}: the backward function must accept a "
                             f"keyword argument 'variables', since the function uses variables: "
                             f"{', '.join(v.name for v in variables)}")
-        outputs = [_fresh(t) for t in _flatten(result)]
+        outputs = [_fresh(t) for t in flatten(result)]
         if thread_state.recording:
             inputs = [*args, *variables]
             tensors = [convert_to_tensor(a) for a in inputs]
             call = CustomGradientCall(f.__name__, backward, tensors, len(args), variables)
             record(call, tuple(inputs), tensors, tuple(outputs))
-        return _pack(result, iter(outputs))
+        return pack(result, iter(outputs))
 
     return wrapper
 
@@ -126,14 +127,13 @@ class _VariableWatcher:
     def __init__(self):
         self.variables: dict[int, Variable] = {}
 
-    def _watching(self, args: tuple) -> tuple[int, ...]:
-        """Nothing: the calls `f` makes are never differentiated (its backward is the gradient)."""
-        return ()
-
-    def _record(self, kernel, args: tuple, tensors: list, results: tuple, saved=None) -> None:
+    def watching(self, args: tuple) -> tuple[int, ...]:
+        """Nothing, once the trainable Variables among `args` are noted: the calls `f` makes are
+        never differentiated (its backward is the gradient)."""
         for a in args:
             if type(a) is Variable and a.trainable:
                 self.variables.setdefault(id(a), a)
+        return ()
 
 
 def _accepts_variables(backward) -> bool:

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import threading
 import weakref
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable
 
 from adc.abi import GRADIENTS_DERIVED, GRADIENTS_EMBEDDED, GRADIENTS_NONE, ModuleInfo
@@ -53,10 +53,10 @@ class Derivative:
     kernel: object | None
     wrt: tuple[int, ...]
     passthrough: tuple[int | None, ...]
+    needs_call: bool = field(init=False, compare=False)     # read once per call in every backward walk
 
-    @property
-    def needs_call(self) -> bool:
-        return any(p is None for p in self.passthrough)
+    def __post_init__(self):
+        object.__setattr__(self, "needs_call", any(p is None for p in self.passthrough))
 
 
 NONE = Derivative(None, (), ())

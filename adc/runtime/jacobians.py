@@ -1,7 +1,7 @@
 """tape.jacobian and tape.batch_jacobian (tf.GradientTape's): every seed in one backward walk.
 
 A Jacobian is the VJP applied to one-hot seeds. Instead of one walk per seed,
-the walk runs once for a whole block of seeds: the cotangents carry a leading
+the backward walk (adc/runtime/backward.py) runs once for a whole block of seeds: the cotangents carry a leading
 seed axis S, and each recorded call's *batched* VJP kernel — the batching pass
 applied to its VJP (`vjp_batched`, adc/passes/jacobian.py), compiled once per
 (kernel, wanted params) — maps every seed's cotangents in one call:
@@ -36,10 +36,11 @@ import weakref
 import numpy as np
 
 from adc.passes.example_axis import MIXED
+from adc.runtime.backward import walk
 from adc.runtime.derivatives import Derivative, compiled, embedded_derivative, module_ir
 from adc.runtime.kernel import Kernel
-from adc.runtime.tape import (UnconnectedGradients, _Node, _flatten, _pack, _REUSED, backpropagate,
-                              warn_unrecorded)
+from adc.runtime.nest import flatten, pack
+from adc.runtime.tape import Node, UnconnectedGradients, walk_vjp
 from adc.runtime.tensor import Tensor
 from adc.runtime.variable import Variable
 
@@ -55,13 +56,13 @@ def jacobian(tape, target, sources, unconnected_gradients=UnconnectedGradients.N
     target, flat, unconnected, chunk = _arguments("jacobian", target, sources, unconnected_gradients,
                                                   parallel_iterations,
                                                   experimental_use_pfor=experimental_use_pfor)
-    nodes = _take_nodes(tape, target, "jacobian")
+    nodes = tape.take_nodes([target], "jacobian", stacklevel=3)
     rows = _rows(nodes, target, flat, 1, chunk, experimental_use_pfor)
     results = []
     for source, row in zip(flat, rows):
         shape = target.shape + source.shape
         results.append(_reshape(row, shape) if row is not None else _unconnected(unconnected, shape, source))
-    return _pack(sources, iter(results))
+    return pack(sources, iter(results))
 
 
 def batch_jacobian(tape, target, source, unconnected_gradients=UnconnectedGradients.NONE,
@@ -79,7 +80,7 @@ def batch_jacobian(tape, target, source, unconnected_gradients=UnconnectedGradie
     if target.shape[0] != source.shape[0]:
         raise ValueError(f"batch_jacobian: the first dimension of target shape {target.shape} and source "
                          f"shape {source.shape} must match")
-    nodes = _take_nodes(tape, target, "batch_jacobian")
+    nodes = tape.take_nodes([target], "batch_jacobian", stacklevel=3)
     _check_examples(nodes, target, source, allow_cross_example)
     shape = target.shape + source.shape[1:]
     (row,) = _rows(nodes, target, [source], target.shape[0], chunk, experimental_use_pfor)
@@ -93,7 +94,7 @@ def _arguments(what: str, target, sources, unconnected_gradients, parallel_itera
     if not isinstance(target, (Tensor, Variable)):
         raise TypeError(f"GradientTape.{what}: the target must be one adc.Tensor or adc.Variable, "
                         f"got {type(target).__name__}")
-    flat = _flatten(sources)
+    flat = flatten(sources)
     for s in flat:
         if not isinstance(s, (Tensor, Variable)):
             raise TypeError(f"GradientTape.{what}: the sources must be adc.Tensor or adc.Variable objects "
@@ -108,20 +109,6 @@ def _arguments(what: str, target, sources, unconnected_gradients, parallel_itera
             raise TypeError(f"GradientTape.{what}: {name} must be True or False, got {flag!r}")
     return (target, flat, UnconnectedGradients.of(unconnected_gradients, f"GradientTape.{what}"),
             None if parallel_iterations is None else int(parallel_iterations))
-
-
-def _take_nodes(tape, target, what: str) -> list[_Node]:
-    """The recorded calls; a non-persistent tape stops recording and gives them only once."""
-    if tape._used:
-        raise RuntimeError(_REUSED)
-    warn_unrecorded(tape, [target], what, stacklevel=5)
-    if tape._recording and not tape._persistent:
-        tape._pop()
-    nodes = list(tape._nodes)
-    if not tape._persistent:
-        tape._used = True
-        tape._nodes, tape._watched = [], {}
-    return nodes
 
 
 def _unconnected(unconnected: UnconnectedGradients, shape: tuple, source):
@@ -155,44 +142,14 @@ def _one_hot_seeds(target, examples: int, lo: int, hi: int) -> Tensor:
 
 def _walk_one(nodes, target, seeds: Tensor, sources) -> list:
     """The reference route: the ordinary backward walk for the block's one seed."""
-    grads = backpropagate(nodes, [target], [Tensor._wrap(seeds.numpy()[0].copy())], sources)
+    grads = walk(nodes, [target], [Tensor._wrap(seeds.numpy()[0].copy())], sources, walk_vjp())
     return [_reshape(g, (1, *g.shape)) if g is not None else None for g in grads]
 
 
 def _walk(nodes, target, seeds: Tensor, sources) -> list:
-    """Cotangents [S, *source.shape] of `sources` for the block of `seeds` [S, *target.shape],
-    one batched VJP call per recorded call (cf. tape.backpropagate, which has no seed axis)."""
-    from adc.runtime.ops import add
-
-    live = {id(s) for s in sources if s.dtype.kind == "f"}
-    relevant = []
-    for node in nodes:
-        if not live.isdisjoint(node.keys):
-            relevant.append(node)
-            live.update(node.output_keys)
-    if id(target) not in live:
-        return [None] * len(sources)
-    count = seeds.shape[0]
-    cts: dict[int, Tensor] = {id(target): seeds}
-    for node in reversed(relevant):
-        incoming = [cts.get(k) for k in node.output_keys]
-        if all(ct is None for ct in incoming):
-            continue
-        derivative = batched_derivative(node.kernel, tuple(i for i, k in enumerate(node.keys) if k in live))
-        if not derivative.wrt:
-            continue
-        incoming = [ct if ct is not None else Tensor._wrap(np.zeros((count, *r.shape), r.dtype))
-                    for ct, r in zip(incoming, node.outputs)]
-        if derivative.needs_call:
-            outgoing = derivative.kernel(*node.primals(), *incoming)
-            outgoing = outgoing if type(outgoing) is tuple else (outgoing,)
-        else:
-            outgoing = [incoming[p] for p in derivative.passthrough]
-        for i, ct in zip(derivative.wrt, outgoing):
-            key = node.keys[i]
-            if key in live:
-                cts[key] = add(cts[key], ct) if key in cts else ct
-    return [cts.get(id(s)) for s in sources]
+    """Cotangents [S, *source.shape] of `sources` for the block of `seeds` [S, *target.shape]:
+    the backward walk with one batched VJP call per recorded call."""
+    return walk(nodes, [target], [seeds], sources, batched_vjp, seeds.shape[0])
 
 
 def _join(blocks: list):
@@ -213,6 +170,11 @@ def _reshape(t, shape: tuple):
     from adc.runtime.ops import reshape
 
     return t if t.shape == shape else reshape(t, shape)
+
+
+def batched_vjp(node: Node, live: set[int]) -> tuple[Derivative, list]:
+    """The batched VJP a walk with a seed axis runs for a recorded call, on its primals."""
+    return batched_derivative(node.kernel, node.wanted(live)), node.primals()
 
 
 def batched_derivative(kernel, wanted: tuple[int, ...]) -> Derivative:
@@ -250,7 +212,7 @@ def _check_examples(nodes, target, source, allow: bool) -> None:
     warnings.warn(message, stacklevel=4)
 
 
-def _path(nodes, target, source) -> list[_Node]:
+def _path(nodes, target, source) -> list[Node]:
     """The recorded calls through which `source` reaches `target`, in call order."""
     reached, forward = {id(source)}, []
     for node in nodes:
@@ -265,7 +227,7 @@ def _path(nodes, target, source) -> list[_Node]:
     return path[::-1]
 
 
-def _crossing_calls(path: list[_Node], source, target) -> list[str]:
+def _crossing_calls(path: list[Node], source, target) -> list[str]:
     """The names of the calls on `path` whose results mix examples, and "the target" when the
     examples do not end on its axis 0. The examples' axis is followed through each call by the
     IR analysis `example_axes` (adc/passes/example_axis.py); a call with a Python backward

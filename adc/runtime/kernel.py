@@ -8,10 +8,11 @@ allocates the results and calls the native function through the C ABI
 Every mistake is a TypeError or ValueError naming the parameter and dimension.
 
 Calls with Tensors and Variables of the right dtypes and ranks take a lean path
-(precomputed dimension bindings and one ctypes buffer for dims, inputs and
-outputs); anything else takes the checked path, which also writes the errors.
-Every call is offered to the active GradientTapes (adc/runtime/tape.py), and
-`derivative()` gives the kernel's VJP as another Kernel, compiled on first use
+(precomputed dimension bindings and result shapes; each thread reuses one ctypes
+buffer for the dims, inputs and outputs, with the native call bound to it);
+anything else takes the checked path, which also writes the errors. Every call
+is offered to the active GradientTapes (adc/runtime/tape.py), and `derivative()`
+gives the kernel's VJP as another Kernel, compiled on first use
 (adc/runtime/derivatives.py).
 
     m.dense_relu(x, w, b)   # ValueError: dense_relu: parameter 'w' dimension 0 (I) is 5,
@@ -20,7 +21,9 @@ Every call is offered to the active GradientTapes (adc/runtime/tape.py), and
 from __future__ import annotations
 
 import ctypes
+import functools
 import inspect
+import threading
 from typing import Any
 
 import numpy as np
@@ -28,13 +31,14 @@ import numpy as np
 from adc.abi import KernelSignature
 from adc.runtime import derivatives
 from adc.ir.types import SymDim, TensorType, evaluate_dim
-from adc.runtime.tape import record, thread_state
-from adc.runtime.tensor import Tensor, _address
+from adc.runtime.tape import record, recordable, thread_state
+from adc.runtime.tensor import Tensor
 from adc.runtime.variable import Variable
 
 _KERNEL_CFUNC = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p)
 _PYTHON_VALUES = (bool, int, float, list, tuple)
 _SLOW = None   # what the lean path returns when a call needs the checked path
+_UNKNOWN = object()     # a split VJP not asked for yet
 
 
 class Kernel:
@@ -48,10 +52,13 @@ class Kernel:
         self._ranks = tuple(t.rank for t in signature.param_types)
         self._arity = len(self._ranks)
         self._dim_plan = _dim_plan(signature)
-        self._result_plan = tuple((t.dtype.numpy, _shape_plan(t, signature.dims), t) for t in signature.result_types)
-        n = len(signature.dims) + len(signature.param_types) + len(signature.result_types)
-        self._buffer_type = ctypes.c_int64 * max(1, n)
-        self._offsets = (8 * len(signature.dims), 8 * (len(signature.dims) + len(signature.param_types)))
+        self._result_plan = tuple((t.dtype.numpy, _static_shape(t), _shape_plan(t, signature.dims), t)
+                                  for t in signature.result_types)
+        self._constrained = bool(signature.constraints)
+        static = [(shape, dtype) for dtype, shape, _, _ in self._result_plan if shape is not None and all(shape)]
+        self._one_result = static[0] if len(static) == len(self._result_plan) == 1 else None
+        self._result_slot = len(signature.dims) + len(signature.param_types)
+        self._plans = threading.local()     # per thread: an argument buffer and the call bound to it
         self.float_results = any(t.dtype.is_float for t in signature.result_types)
         self._derivatives: dict = {}    # wanted params -> derivatives.Derivative
         self._splits: dict = {}         # wanted params -> derivatives.Split or None
@@ -68,40 +75,63 @@ class Kernel:
     def __call__(self, *args, **kwargs):
         if kwargs or len(args) != self._arity:
             args = self._bind(args, kwargs)
-        tensors = self._lean_inputs(args)
-        if tensors is _SLOW:
-            tensors = [self._convert(name, value, i)
-                       for i, (name, value) in enumerate(zip(self.signature.param_names, args))]
-        sizes = self._lean_dims(tensors)
+        tensors, lean = [], True
+        for value, want, rank in zip(args, self._np_dtypes, self._ranks):
+            kind = type(value)      # the lean path: Tensors and Variables of the right dtype and rank
+            if kind is Variable:
+                value = value._value
+            elif kind is not Tensor:
+                tensors, lean = self._checked_inputs(args), False
+                break
+            array = value._array
+            if array.dtype is not want or array.ndim != rank:    # (an equal dtype object: checked path)
+                tensors, lean = self._checked_inputs(args), False
+                break
+            tensors.append(value)
+        sizes = self._lean_dims(tensors) if self._dim_plan != () else []    # (): scalar params only
         if sizes is _SLOW:
             env = self._bind_dims([t._array for t in tensors])
             sizes = [env[s] for s in self.signature.dims]
+        if self._constrained:
+            self._check_constraints(sizes)
         recording = thread_state.recording
         if recording and self.float_results:
-            split = self._split(recording, args)
-            if split is None:
-                results = self._run(tensors, sizes)
-                record(self, args, tensors, results)
-            else:
-                outputs = split.forward._run(tensors, sizes)
-                results = outputs[:split.n_results]
-                record(self, args, tensors, results, (split.backward, outputs[split.n_results:]))
+            results = self._recorded_run(recording, args, tensors, sizes, lean)
         else:
             results = self._run(tensors, sizes)
         return results[0] if len(results) == 1 else results
 
-    def _split(self, recording: list, args: tuple):
-        """The split VJP (derivatives.split) to record this call with: only while a single tape
-        records (nested tapes differentiate the gradient computation, which then needs the
-        kernel's VJP itself), for the params that tape watches."""
+    def _recorded_run(self, recording: list, args: tuple, tensors: list[Tensor], sizes: list[int],
+                      lean: bool) -> tuple:
+        """Run the call and offer it to the recorders. A single tape keeps it only if it watches an
+        argument (no work for a call nobody differentiates), with the split VJP (derivatives.split)
+        for the params it watches; under nested tapes, which differentiate the gradient computation
+        and so need the kernel's whole VJP, each tape keeps the plain call. `lean`: every argument
+        is a Tensor or Variable, so the tape can keep them as they are (tape.recordable)."""
         if len(recording) != 1:
-            return None
-        wanted = recording[0]._watching(args)
+            results = self._run(tensors, sizes)
+            record(self, args, tensors, results)
+            return results
+        tape = recording[0]
+        wanted = tape.watching(args)
         if not wanted:
-            return None
-        if wanted not in self._splits:
-            self._splits[wanted] = derivatives.split(self, wanted)
-        return self._splits[wanted]
+            return self._run(tensors, sizes)
+        split = self._splits.get(wanted, _UNKNOWN)
+        if split is _UNKNOWN:
+            split = self._splits[wanted] = derivatives.split(self, wanted)
+        if not lean:
+            args, tensors = recordable(args, tensors)
+        if split is None:
+            results = self._run(tensors, sizes)
+            tape.keep(self, args, tensors, results)
+        else:
+            outputs = split.forward._run(tensors, sizes)
+            n = split.n_results
+            results = outputs[:n]
+            # the backward's arguments before the cotangents: the call's values, then the residuals
+            leading = tensors if len(outputs) == n else [*tensors, *outputs[n:]]
+            tape.keep(self, args, tensors, results, (split.backward, leading))
+        return results
 
     def derivative(self, wanted: tuple[int, ...] | None = None):
         """The kernel's VJP for the `wanted` params (default all), compiled on first use: a
@@ -117,6 +147,17 @@ class Kernel:
         self._cfunc = _KERNEL_CFUNC(address)
         return self._cfunc
 
+    def _new_plan(self) -> tuple:
+        """An argument buffer (dims, then input and output pointers) and the native call bound to it.
+        Each thread reuses one, so a call only writes its slots; a call made while it is in use (by
+        a signal handler, say) gets one of its own."""
+        sig = self.signature
+        buffer = (ctypes.c_int64 * max(1, self._result_slot + len(sig.result_types)))()
+        base = ctypes.addressof(buffer)
+        call = functools.partial(self._cfunc or self._entry_point(), base, base + 8 * len(sig.dims),
+                                 base + 8 * self._result_slot)
+        return buffer, call
+
     def _bind(self, args: tuple, kwargs: dict) -> tuple:
         try:
             return tuple(self.__signature__.bind(*args, **kwargs).arguments.values())
@@ -126,17 +167,10 @@ class Kernel:
     def _where(self, name: str) -> str:
         return f"{self.signature.name}: parameter '{name}'"
 
-    def _lean_inputs(self, args: tuple) -> list[Tensor] | None:
-        """The arguments as Tensors when all are Tensors/Variables of the right dtype and rank."""
-        tensors = []
-        for value, want, rank in zip(args, self._np_dtypes, self._ranks):
-            kind = type(value)
-            if kind is Variable:
-                value, kind = value._value, Tensor
-            if kind is not Tensor or value._array.dtype != want or value._array.ndim != rank:
-                return _SLOW
-            tensors.append(value)
-        return tensors
+    def _checked_inputs(self, args: tuple) -> list[Tensor]:
+        """The arguments converted to Tensors of the parameters' dtypes, or the error naming one."""
+        return [self._convert(name, value, i)
+                for i, (name, value) in enumerate(zip(self.signature.param_names, args))]
 
     def _convert(self, name: str, value: Any, index: int) -> Tensor:
         want = self._np_dtypes[index]
@@ -231,23 +265,37 @@ class Kernel:
                 raise ValueError(f"{sig.name}: the shapes need {constraint} >= 0, but {shown}")
 
     def _run(self, tensors: list[Tensor], sizes: list[int]) -> tuple[Tensor, ...]:
-        if self.signature.constraints:
-            self._check_constraints(sizes)
-        arrays, pointers = [], []
-        for dtype, plan, rtype in self._result_plan:
-            if plan is _SLOW:
-                shape = _shape(rtype, dict(zip(self.signature.dims, sizes)))
-            else:
-                shape = tuple([sizes[d] if symbolic else d for symbolic, d in plan]) if plan else ()
-            array = np.empty(shape, dtype)
-            arrays.append(array)
-            pointers.append(_address(array) if array.nbytes else array.ctypes.data)
-        buffer = self._buffer_type(*sizes, *[t._ptr or t._pointer() for t in tensors], *pointers)
-        base = ctypes.addressof(buffer)
-        status = (self._cfunc or self._entry_point())(base, base + self._offsets[0], base + self._offsets[1])
+        """The native call on checked arguments: results allocated, this thread's buffer filled."""
+        plans = self._plans.__dict__
+        plan = plans.pop("plan", None) or self._new_plan()
+        buffer, call = plan
+        slot = self._result_slot
+        pointers = [t._ptr or t._pointer() for t in tensors]
+        buffer[:slot] = sizes + pointers if sizes else pointers
+        if self._one_result is not None:    # one result of a static, non-empty shape (a scalar): no loop
+            array = _empty(*self._one_result)
+            buffer[slot] = address = _addressof(_char_at(array))
+            results = (_wrap(array, address),)      # read-only for Python; the native code writes it
+        else:
+            results = self._results(buffer, slot, sizes)
+        status = call()
+        plans["plan"] = plan
         if status != 0:
             raise MemoryError(f"{self.signature.name}: native code could not allocate its temporaries")
-        return tuple([_wrap(a, p) for a, p in zip(arrays, pointers)])
+        return results
+
+    def _results(self, buffer, slot: int, sizes: list[int]) -> tuple[Tensor, ...]:
+        """The results allocated for `sizes`, their addresses written to buffer[slot:]."""
+        results = []
+        for dtype, shape, shape_plan, rtype in self._result_plan:
+            if shape is None:
+                shape = (tuple([sizes[d] if symbolic else d for symbolic, d in shape_plan]) if shape_plan
+                         else _shape(rtype, dict(zip(self.signature.dims, sizes))))
+            array = _empty(shape, dtype)
+            buffer[slot] = pointer = _addressof(_char_at(array)) if array.nbytes else array.ctypes.data
+            slot += 1
+            results.append(_wrap(array, pointer))
+        return tuple(results)
 
 
 def _dim_plan(sig: KernelSignature) -> tuple | None:
@@ -267,6 +315,11 @@ def _dim_plan(sig: KernelSignature) -> tuple | None:
     return tuple(plan)
 
 
+def _static_shape(t: TensorType) -> tuple[int, ...] | None:
+    """The result's shape when no dimension symbol is in it (a scalar's is ())."""
+    return tuple(t.shape) if all(isinstance(d, int) for d in t.shape) else None
+
+
 def _shape_plan(t: TensorType, dims: tuple[str, ...]) -> tuple | None:
     """(is_symbol, slot or size) per result dim, or None when a dim is an expression."""
     plan = []
@@ -280,7 +333,8 @@ def _shape_plan(t: TensorType, dims: tuple[str, ...]) -> tuple | None:
     return tuple(plan)
 
 
-_wrap = Tensor._wrap
+_wrap, _empty = Tensor._wrap, np.empty
+_addressof, _char_at = ctypes.addressof, ctypes.c_char.from_buffer    # tensor.data_address, inlined
 
 
 def _shape(t: TensorType, env: dict[str, int]) -> tuple[int, ...]:

@@ -93,6 +93,11 @@ def _array(value) -> np.ndarray | None:
 
 def _unary(op: str, expr: str, x, kinds: str = "f", result_dtype=None, attrs: tuple = ()):
     """One kernel per (op, dtype, rank, attrs): `expr` of x, elementwise."""
+    array = _array(x)
+    if array is not None:   # a Tensor or Variable whose kernel is compiled: checked when it was
+        kernel = stdlib.compiled((op, array.dtype, array.ndim, *attrs))
+        if kernel is not None:
+            return kernel(x)
     (x,) = _operands(op, (x,))
     if x.dtype.kind not in kinds:
         raise TypeError(f"adc.{op} expects a {'floating' if kinds == 'f' else 'numeric'} tensor, got {x.dtype}")
@@ -107,8 +112,10 @@ def _unary(op: str, expr: str, x, kinds: str = "f", result_dtype=None, attrs: tu
 
 
 def _make_unary(op: str, builtin: str, kinds: str = "f"):
+    expr = f"{builtin}(x)"
+
     def unary(x):
-        return _unary(op, f"{builtin}(x)", x, kinds)
+        return _unary(op, expr, x, kinds)
 
     unary.__name__ = unary.__qualname__ = op
     unary.__doc__ = f"Elementwise {builtin}(x), as the language's builtin."
@@ -167,20 +174,22 @@ greater, greater_equal = _make_binary("greater", "x > y", _BOOL), _make_binary("
 equal, not_equal = _make_binary("equal", "x == y", _BOOL), _make_binary("not_equal", "x != y", _BOOL)
 _general_pow = _make_binary("pow", "x ** y")
 _LITERAL_EXPONENTS = range(-4, 5)   # x ** 2 becomes x * x in the language: exact, and so is its derivative
+_POWERS = {n: f"x ** {n}" for n in _LITERAL_EXPONENTS}
 
 
 def pow_(x, y):
     """x ** y elementwise; a small integer exponent given as a Python number is written into the kernel."""
     if type(y) in (int, float) and y == int(y) and int(y) in _LITERAL_EXPONENTS:
-        return _unary("pow", f"x ** {int(y)}", x, "fi", attrs=(int(y),))
+        n = int(y)
+        return _unary("pow", _POWERS[n], x, "fi", None, (n,))
     return _general_pow(x, y)
 
 
 def multiply(x, y):
     """x * y elementwise, with NumPy broadcasting; `x * x` is the one-input kernel `x ** 2`, so its
     gradient is one call (2 x ct) rather than two cotangents to sum."""
-    if x is y and isinstance(x, (Tensor, Variable)):
-        return pow_(x, 2)
+    if x is y and (type(x) is Tensor or type(x) is Variable):
+        return _unary("pow", _POWERS[2], x, "fi", None, (2,))
     return _multiply(x, y)
 
 

@@ -32,6 +32,9 @@ def kernel(key: tuple, source: Callable[[], tuple[str, str]]) -> Kernel:
     return found if found is not None else _compile(key, source)
 
 
+compiled = _kernels.get   # (key) -> the kernel if compiled already, else None: an op's fast path
+
+
 def _compile(key: tuple, source: Callable[[], tuple[str, str]]) -> Kernel:
     from adc import driver      # the compiler: eager ops need it, loading .so files does not
 

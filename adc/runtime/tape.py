@@ -4,13 +4,13 @@ Every kernel call — a user kernel or an eager op, they are the same thing — 
 offered to the tapes recording in this thread (`thread_state.recording`). A
 tape keeps a call when it watches one of the arguments (a watched tensor or
 variable, or a result of a call it kept); its results become watched in turn.
-`gradient()` walks the kept calls backwards: each call's VJP kernel
-(`Kernel.derivative()`) maps its results' cotangents to its arguments' (or, for a
-call recorded by a single tape, the backward half of its split VJP reads what its
-forward half saved: see derivatives.split), and
-cotangents reaching the same tensor are summed with the eager `add`. Those VJP
-calls and sums are kernel calls too, so an enclosing tape records them: nested
-tapes give second and third derivatives with no special case.
+`gradient()` walks the kept calls backwards (adc/runtime/backward.py): each call's
+VJP kernel (`Kernel.derivative()`) maps its results' cotangents to its arguments'
+(or, for a call recorded by a single tape, the backward half of its split VJP reads
+what its forward half saved: see derivatives.split, and `walk_vjp`). Those VJP
+calls are kernel calls too, so an enclosing tape records them: nested tapes give
+second and third derivatives with no special case. The Jacobians (jacobians.py)
+take the recorded calls with `take_nodes` and run the same walk.
 
 Invariant: the tape holds every object whose id() it uses as a key, so an id
 never names two objects during the tape's life.
@@ -25,13 +25,16 @@ from __future__ import annotations
 import enum
 import threading
 import warnings
-from typing import Any, Iterator
+from typing import Any
 
 import numpy as np
 
-from adc.runtime.tensor import Tensor, _address, as_array
+from adc.runtime.backward import walk
+from adc.runtime.nest import flatten, pack
+from adc.runtime.tensor import Tensor, as_array, data_address
 from adc.runtime.variable import Variable
 
+_TENSORS = frozenset((Tensor, Variable))
 _REUSED = "A non-persistent GradientTape can only be used to compute one set of gradients (or jacobians)"
 
 
@@ -61,32 +64,47 @@ class _ThreadState(threading.local):
 thread_state = _ThreadState()
 
 
-def record(kernel, args: tuple, tensors: list[Tensor], results: tuple[Tensor, ...], saved=None) -> None:
-    """Offer a finished kernel call to every tape recording in this thread; `saved` (with one tape
-    recording) is the call's split backward and its residuals (derivatives.split)."""
-    for tape in thread_state.recording:
-        tape._record(kernel, args, tensors, results, saved)
+def record(kernel, args: tuple, tensors: list[Tensor], results: tuple[Tensor, ...]) -> None:
+    """Offer a finished call to every recorder in this thread (the tapes, and adc.custom_gradient's
+    watcher of variables): each keeps it when `watching(args)` names an argument it watches."""
+    for recorder in thread_state.recording:
+        if recorder.watching(args):
+            recorder.keep(kernel, *recordable(args, tensors), results)
 
 
-class _Node:
-    """One recorded call: the kernel, its arguments (as passed and their values then), results."""
+def recordable(args: tuple, tensors: list[Tensor]) -> tuple[tuple, list[Tensor]]:
+    """A call's arguments and their tensors as a tape keeps them: a value that is neither a Tensor
+    nor a Variable (a NumPy array its owner may change afterwards, a Python number) becomes a copy."""
+    if _TENSORS.issuperset(map(type, args)):
+        return args, tensors
+    args = tuple([a if type(a) in _TENSORS else Tensor(t._array) for a, t in zip(args, tensors)])
+    return args, [a if type(a) is Tensor else t for a, t in zip(args, tensors)]
 
-    __slots__ = ("kernel", "inputs", "values", "keys", "outputs", "output_keys", "saved")
 
-    def __init__(self, kernel, args: tuple, tensors: list[Tensor], outputs: tuple[Tensor, ...],
-                 output_keys: list[int], saved=None):
+class Node:
+    """One recorded call: the kernel, its arguments (Tensors and Variables, see `recordable`) and
+    their values then, its results. A backward walk connects calls by the id()s of arguments and
+    results (`keys`, `output_keys`); the node holds them, so an id names one object meanwhile."""
+
+    __slots__ = ("kernel", "inputs", "values", "outputs", "saved")
+
+    def __init__(self, kernel, args: tuple, tensors: list[Tensor], outputs: tuple[Tensor, ...], saved=None):
         self.kernel = kernel
-        self.saved = saved
+        self.inputs, self.values = args, tensors
         self.outputs = outputs
-        self.output_keys = output_keys
-        self.inputs, self.values, keys = list(args), list(tensors), []
-        for i, a in enumerate(args):
-            if type(a) is Tensor or type(a) is Variable:
-                keys.append(id(a))
-            else:   # NumPy or Python values are copied: the caller may change them afterwards
-                keys.append(None)
-                self.inputs[i] = self.values[i] = Tensor(tensors[i]._array)
-        self.keys = keys
+        self.saved = saved
+
+    @property
+    def keys(self) -> list[int]:
+        return list(map(id, self.inputs))
+
+    @property
+    def output_keys(self) -> list[int]:
+        return list(map(id, self.outputs))
+
+    def wanted(self, live: set[int]) -> tuple[int, ...]:
+        """The indices of the arguments whose ids are in `live`: those a backward walk wants."""
+        return tuple([i for i, a in enumerate(self.inputs) if id(a) in live])
 
     def primals(self) -> list:
         """The arguments for the VJP call: a Variable itself while it still holds the value it had,
@@ -102,7 +120,7 @@ class GradientTape:
         self._watch_accessed_variables = bool(watch_accessed_variables)
         self._recording = False
         self._used = False
-        self._nodes: list[_Node] = []
+        self._nodes: list[Node] = []
         self._watched: dict[int, Any] = {}
         self._variables: dict[int, Variable] = {}
 
@@ -123,14 +141,17 @@ class GradientTape:
 
     def _pop(self) -> None:
         stack = thread_state.recording
-        if self not in stack:
+        if stack and stack[-1] is self:     # the usual case: tapes exit in the order they entered
+            stack.pop()
+        elif self in stack:
+            del stack[len(stack) - 1 - stack[::-1].index(self)]
+        else:
             raise RuntimeError("a GradientTape must be exited in the thread that entered it")
-        del stack[len(stack) - 1 - stack[::-1].index(self)]
         self._recording = False
 
     def watch(self, tensor) -> None:
         """Ensure `tensor` (a tensor, a variable, or a nested structure of them) is traced."""
-        for t in _flatten(tensor):
+        for t in flatten(tensor):
             if not isinstance(t, (Tensor, Variable)):
                 raise ValueError(f"Passed in object {t!r} of type {type(t).__name__!r}, "
                                  "not adc.Tensor or adc.Variable.")
@@ -158,23 +179,31 @@ class GradientTape:
         """Forget everything recorded and watched so far (recording goes on if it was on)."""
         self._nodes, self._watched, self._variables, self._used = [], {}, {}, False
 
-    def _watching(self, args: tuple) -> tuple[int, ...]:
-        """The indices of the `args` this tape watches, or will when a call of them is recorded."""
-        watched, accessed = self._watched, self._watch_accessed_variables
-        return tuple(i for i, a in enumerate(args)
-                     if id(a) in watched or accessed and type(a) is Variable and a.trainable)
-
-    def _record(self, kernel, args: tuple, tensors: list[Tensor], results: tuple[Tensor, ...], saved=None) -> None:
+    def watching(self, args: tuple) -> tuple[int, ...]:
+        """The indices of the `args` of a call that this tape watches: a kernel asks before running,
+        and `keep`s the call only if there is one. Reading a trainable Variable watches it, when the
+        tape watches accessed variables."""
         watched = self._watched
-        hit = False
-        for a in args:
-            if type(a) is Variable and self._watch_accessed_variables and a.trainable:
+        if not self._watch_accessed_variables:
+            return tuple([i for i, a in enumerate(args) if id(a) in watched])
+        wanted = []
+        for i, a in enumerate(args):
+            if id(a) in watched:
+                wanted.append(i)
+            elif type(a) is Variable and a.trainable:
                 self._watch(a)
-            hit = hit or id(a) in watched
-        if hit:
-            keys = [id(r) for r in results]
-            self._nodes.append(_Node(kernel, args, tensors, results, keys, saved))
-            watched.update(zip(keys, results))
+                wanted.append(i)
+        return tuple(wanted)
+
+    def keep(self, kernel, args: tuple, tensors: list[Tensor], results: tuple[Tensor, ...], saved=None) -> None:
+        """Record a call that `watching(args)` accepted, its arguments `recordable`: its results are
+        watched from now on. `saved` (for a single tape) is the call's split backward
+        (derivatives.split) and the arguments it takes before the cotangents: the call's values,
+        then the residuals its forward half returned."""
+        self._nodes.append(Node(kernel, args, tensors, results, saved))
+        watched = self._watched
+        for result in results:
+            watched[id(result)] = result
 
     def gradient(self, target, sources, output_gradients=None,
                  unconnected_gradients=UnconnectedGradients.NONE):
@@ -188,20 +217,33 @@ class GradientTape:
         targets = _tensors(target, "target")
         flat_sources = _tensors(sources, "sources")
         seeds = _seeds(target, targets, output_gradients)
-        warn_unrecorded(self, targets, "gradient", stacklevel=3)
-        nodes = list(self._nodes)
-        if not self._persistent:
-            self._used = True
-            self._nodes, self._watched = [], {}
+        nodes = self.take_nodes(targets, "gradient", stacklevel=2)
         for s in flat_sources:
-            if s.dtype.kind != "f":
+            if s.numpy().dtype.kind != "f":
                 warnings.warn(f"The dtype of the source tensor must be floating (e.g. float32) when "
                               f"calling GradientTape.gradient, got {s.dtype}", stacklevel=2)
-        grads = backpropagate(nodes, targets, seeds, flat_sources)
+        grads = walk(nodes, targets, seeds, flat_sources, walk_vjp())
         if unconnected is UnconnectedGradients.ZERO:
             grads = [g if g is not None else Tensor._wrap(np.zeros(s.shape, s.dtype))
                      for g, s in zip(grads, flat_sources)]
-        return _pack(sources, iter(grads))
+        return pack(sources, iter(grads))
+
+    def take_nodes(self, targets: list, what: str, stacklevel: int = 2) -> list[Node]:
+        """The recorded calls, in call order, for a backward walk from `targets` by `what`
+        ("gradient", "jacobian"...). A non-persistent tape stops recording and gives them once
+        (RuntimeError after). Warns, `stacklevel` frames above the caller as warnings.warn counts,
+        when a float target is unknown to the tape."""
+        if self._used:
+            raise RuntimeError(_REUSED)
+        if self._recording and not self._persistent:
+            self._pop()
+        _warn_unrecorded(self, targets, what, stacklevel + 2)
+        nodes = self._nodes
+        if self._persistent:
+            return list(nodes)
+        self._used = True
+        self._nodes, self._watched = [], {}
+        return nodes
 
     def jacobian(self, target, sources, unconnected_gradients=UnconnectedGradients.NONE,
                  parallel_iterations=None, experimental_use_pfor=True):
@@ -222,11 +264,14 @@ class GradientTape:
                               experimental_use_pfor, allow_cross_example)
 
 
-def warn_unrecorded(tape: GradientTape, targets: list, what: str, stacklevel: int) -> None:
+def _warn_unrecorded(tape: GradientTape, targets: list, what: str, stacklevel: int) -> None:
     """Warn when a float target is unknown to `tape` (neither watched nor a recorded result). Nothing
     flows back from it, as in TensorFlow, but the usual cause is a target computed after the tape's
     `with` block ended (`t2.gradient(reduce_sum(g), x)` outside it), which deserves a word."""
-    unknown = sum(t.dtype.kind == "f" and id(t) not in tape._watched for t in targets)
+    watched = tape._watched
+    if all(map(watched.__contains__, map(id, targets))):    # the usual case
+        return
+    unknown = len([t for t in targets if id(t) not in watched and t.dtype.kind == "f"])
     if unknown:
         which = "the target was" if len(targets) == 1 else f"{unknown} of the {len(targets)} targets were"
         warnings.warn(f"GradientTape.{what}: {which} not recorded by this tape (computed after its `with` "
@@ -247,49 +292,28 @@ class _Paused:
         self._tape._push()
 
 
-def backpropagate(nodes: list[_Node], targets: list, seeds: list[Tensor], sources: list) -> list:
-    """Cotangents of `sources` given `seeds` for `targets`, walking `nodes` backwards."""
-    from adc.runtime.ops import add
+def walk_vjp():
+    """The VJP lookup (backward.walk's `vjp`) for a walk over recorded calls starting now: each
+    call's split backward, on the values and residuals it saved, while no tape records the walk;
+    else (an enclosing tape differentiates the walk again, which needs it) the kernel's whole VJP,
+    on the primals (a Variable itself, so the enclosing tape connects the VJP call to it)."""
+    return _kernel_vjp if thread_state.recording else _split_vjp
 
-    live = {id(s) for s in sources if s.dtype.kind == "f"}
-    relevant = []
-    for node in nodes:      # only calls that depend on a source matter
-        if not live.isdisjoint(node.keys):
-            relevant.append(node)
-            live.update(node.output_keys)
-    cts: dict[int, Tensor] = {}
-    for t, seed in zip(targets, seeds):
-        key = id(t)
-        if key in live and seed is not None:
-            cts[key] = add(cts[key], seed) if key in cts else seed
-    for node in reversed(relevant):
-        incoming = [cts.get(k) for k in node.output_keys]   # (no `in`/`count`: == is elementwise)
-        missing = [ct is None for ct in incoming]
-        if all(missing):
-            continue
-        if node.saved is not None and not thread_state.recording:
-            derivative, residuals = node.saved      # the split backward: no forward replayed
-        else:
-            derivative, residuals = node.kernel.derivative(tuple(i for i, k in enumerate(node.keys) if k in live)), ()
-        if not derivative.wrt:
-            continue
-        if any(missing):
-            incoming = [ct if ct is not None else Tensor._wrap(np.zeros(r.shape, r.dtype))
-                        for ct, r in zip(incoming, node.outputs)]
-        if derivative.needs_call:
-            outgoing = derivative.kernel(*node.primals(), *residuals, *incoming)
-            outgoing = outgoing if type(outgoing) is tuple else (outgoing,)
-        else:
-            outgoing = [incoming[p] for p in derivative.passthrough]
-        for i, ct in zip(derivative.wrt, outgoing):
-            key = node.keys[i]
-            if key in live:
-                cts[key] = add(cts[key], ct) if key in cts else ct
-    return [cts.get(id(s)) for s in sources]
+
+def _kernel_vjp(node: Node, live: set[int]):
+    return node.kernel.derivative(node.wanted(live)), node.primals()
+
+
+def _split_vjp(node: Node, live: set[int]):
+    return node.saved if node.saved is not None else _kernel_vjp(node, live)
 
 
 def _tensors(structure, what: str) -> list:
-    flat = _flatten(structure)
+    if type(structure) in _TENSORS:
+        return [structure]
+    flat = flatten(structure)
+    if _TENSORS.issuperset(map(type, flat)):
+        return flat
     for t in flat:
         if not isinstance(t, (Tensor, Variable)):
             raise TypeError(f"GradientTape.gradient: the {what} must be adc.Tensor or adc.Variable "
@@ -303,7 +327,7 @@ def _seeds(target, targets: list, output_gradients) -> list:
     (one value for a single target, a structure like the target's otherwise)."""
     if output_gradients is None:
         return [_ones_like(t) for t in targets]
-    given = _flatten(output_gradients) if isinstance(target, (list, tuple, dict)) else [output_gradients]
+    given = flatten(output_gradients) if isinstance(target, (list, tuple, dict)) else [output_gradients]
     if len(given) != len(targets):
         raise ValueError(f"GradientTape.gradient: {len(targets)} targets but {len(given)} output_gradients")
     seeds = []
@@ -317,27 +341,7 @@ def _seeds(target, targets: list, output_gradients) -> list:
 
 
 def _ones_like(t) -> Tensor:
-    array = np.ones(t.shape, t.dtype)
-    return Tensor._wrap(array, _address(array))
-
-
-def _flatten(structure) -> list:
-    """The leaves of nested lists, tuples and dicts (dict values in sorted key order, as tf.nest)."""
-    if isinstance(structure, dict):
-        return [leaf for k in sorted(structure) for leaf in _flatten(structure[k])]
-    if isinstance(structure, (list, tuple)):
-        return [leaf for item in structure for leaf in _flatten(item)]
-    return [structure]
-
-
-def _pack(structure, leaves: Iterator):
-    """`structure` with its leaves replaced, in `_flatten` order."""
-    if isinstance(structure, dict):
-        packed = {k: _pack(structure[k], leaves) for k in sorted(structure)}
-        return {k: packed[k] for k in structure}
-    if isinstance(structure, list):
-        return [_pack(item, leaves) for item in structure]
-    if isinstance(structure, tuple):
-        items = [_pack(item, leaves) for item in structure]
-        return type(structure)(*items) if hasattr(structure, "_fields") else tuple(items)
-    return next(leaves)
+    like = t.numpy()
+    array = np.empty(like.shape, like.dtype)
+    array.fill(1)       # (np.ones costs several times more for a scalar)
+    return Tensor._wrap(array, data_address(array))

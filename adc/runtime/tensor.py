@@ -19,6 +19,7 @@ import numpy as np
 
 _PYTHON_DEFAULTS = {np.dtype(np.float64): np.dtype(np.float32), np.dtype(np.int64): np.dtype(np.int32)}
 _DTYPES = frozenset(np.dtype(n) for n in ("float32", "float64", "int32", "int64", "bool"))
+_new = object.__new__
 
 
 class Tensor:
@@ -29,15 +30,15 @@ class Tensor:
         array = value._array if isinstance(value, Tensor) else np.array(value, dtype=dtype, order="C")
         if dtype is not None and array.dtype != np.dtype(dtype):
             array = array.astype(dtype)
-        array.setflags(write=False)
+        array.setflags(False)
         self._array = array
         self._ptr = 0
 
     @classmethod
     def _wrap(cls, array: np.ndarray, ptr: int = 0) -> "Tensor":
         """Adopt a freshly allocated array without copying it; `ptr` is its address if known."""
-        tensor = cls.__new__(cls)
-        array.setflags(write=False)
+        tensor = _new(cls)
+        array.setflags(False)       # write=False, positional: NumPy parses keywords 4x slower
         tensor._array = array
         tensor._ptr = ptr
         return tensor
@@ -46,7 +47,7 @@ class Tensor:
         """The address of the data, made C-contiguous first (a Tensor never changes, so this is safe)."""
         if not self._array.flags.c_contiguous:
             self._array = np.ascontiguousarray(self._array)
-            self._array.setflags(write=False)
+            self._array.setflags(False)
         self._ptr = self._array.ctypes.data
         return self._ptr
 
@@ -120,10 +121,10 @@ def _cast(array: np.ndarray, dtype: np.dtype) -> np.ndarray:
 def constant(value, dtype=None) -> Tensor:
     """A Tensor holding (a copy of) `value`; Python floats are f32 and ints i32 unless `dtype` says."""
     array = np.array(as_array(value, dtype), order="C", copy=True)
-    return Tensor._wrap(array, _address(array))
+    return Tensor._wrap(array, data_address(array))
 
 
-def _address(array: np.ndarray) -> int:
+def data_address(array: np.ndarray) -> int:
     """The data address of a fresh (writable, C-contiguous) array, 0 when it is empty;
     ctypes' buffer path is several times faster than `array.ctypes.data`."""
     return ctypes.addressof(ctypes.c_char.from_buffer(array)) if array.nbytes else 0

@@ -193,3 +193,31 @@ def test_python_integers_that_do_not_fit_the_dtype_raise_overflow_error(value):
     with pytest.raises(OverflowError, match=r"inc: parameter 'x' is i32\[N\]: .* integer"):
         m.inc([value] if isinstance(value, int) else value)
     np.testing.assert_array_equal(m.inc([2 ** 31 - 2, -(2 ** 31)]).numpy(), [2 ** 31 - 1, -(2 ** 31) + 1])
+
+
+def test_a_call_made_while_another_call_of_the_kernel_fills_its_buffer_gets_its_own():
+    """Each thread reuses one argument buffer per kernel; a call nested in another on the same thread
+    (here from a garbage-collector callback, as a signal handler could) must not write into it."""
+    import gc
+
+    m = adc.compile("def affine(x: f64[N], a: f64) -> f64[N]:\n    return a * x + 1.0\n", "nested.adc")
+    x = np.arange(5.0)
+    nested = []
+
+    def collecting(phase, info):
+        if phase == "start" and len(nested) < 50:
+            nested.append(m.affine(x, 3.0).numpy())
+
+    threshold = gc.get_threshold()
+    gc.callbacks.append(collecting)
+    gc.set_threshold(1)     # a collection at nearly every allocation, inside the call too
+    try:
+        outer = [m.affine(x, 2.0).numpy() for _ in range(50)]
+    finally:
+        gc.set_threshold(*threshold)
+        gc.callbacks.remove(collecting)
+    assert nested, "no call was nested"
+    for got in outer:
+        np.testing.assert_array_equal(got, 2.0 * x + 1.0)
+    for got in nested:
+        np.testing.assert_array_equal(got, 3.0 * x + 1.0)

@@ -1,4 +1,5 @@
 """adc.GradientTape: the guide's sections with its numbers, the tape's options, and its errors."""
+import contextlib
 import threading
 
 import numpy as np
@@ -175,6 +176,19 @@ def test_variable_assignments_between_calls():
         y = x * x
         x.assign(10.0)      # the recorded value stays 2.0
     assert float(t.gradient(y, x)) == 4.0
+
+
+@pytest.mark.parametrize("nested", [False, True])
+def test_a_numpy_argument_changed_after_the_call_keeps_its_recorded_value(nested):
+    """A tape keeps a copy of an argument that is neither a Tensor nor a Variable (its owner may
+    change it afterwards). One tape runs the split VJP's backward, nested tapes the kernel's VJP."""
+    m = adc.compile("def dot(w: f64[N], x: f64[N]) -> f64:\n    return sum(w * x)\n", "dot.adc")
+    w, x = adc.Variable(np.array([1.0, 2.0])), np.array([3.0, 4.0])
+    with adc.GradientTape() if nested else contextlib.nullcontext():
+        with adc.GradientTape() as t:
+            y = m.dot(w, x)
+    x[:] = [30.0, 40.0]
+    np.testing.assert_array_equal(t.gradient(y, w).numpy(), [3.0, 4.0])
 
 
 def test_reused_non_persistent_tape_is_a_runtime_error():
