@@ -75,14 +75,14 @@ class ForwardAccumulator:
 
     # the recorder protocol of thread_state.recording (adc/runtime/tape.py)
 
-    def _watching(self, args: tuple) -> tuple[int, ...]:
-        """Nothing for a split VJP: the accumulator never asks for cotangents."""
-        return ()
+    def watching(self, args: tuple) -> tuple[int, ...]:
+        """The positions of the arguments that have a tangent."""
+        tangents = self._tangents
+        return tuple(i for i, a in enumerate(args) if id(a) in tangents)
 
-    def _record(self, kernel, args: tuple, tensors: list, results: tuple, saved=None) -> None:
+    def keep(self, kernel, args: tuple, tensors: list, results: tuple, saved=None) -> None:
+        """Give the results of a call `watching` accepted their tangents."""
         moving = [self._tangents.get(id(a)) for a in args]
-        if all(t is None for t in moving):
-            return
         if not isinstance(kernel, Kernel):
             raise TypeError(f"adc.ForwardAccumulator: cannot push tangents through @adc.custom_gradient "
                             f"'{kernel.name}': its backward is Python code, which forward mode cannot "

@@ -31,7 +31,7 @@ import numpy as np
 from adc.abi import KernelSignature
 from adc.runtime import derivatives
 from adc.ir.types import SymDim, TensorType, evaluate_dim
-from adc.runtime.tape import record, recordable, thread_state
+from adc.runtime.tape import GradientTape, record, recordable, thread_state
 from adc.runtime.tensor import Tensor
 from adc.runtime.variable import Variable
 
@@ -106,9 +106,9 @@ class Kernel:
         """Run the call and offer it to the recorders. A single tape keeps it only if it watches an
         argument (no work for a call nobody differentiates), with the split VJP (derivatives.split)
         for the params it watches; under nested tapes, which differentiate the gradient computation
-        and so need the kernel's whole VJP, each tape keeps the plain call. `lean`: every argument
+        and so need the kernel's whole VJP, or other recorders, each keeps the plain call. `lean`: every argument
         is a Tensor or Variable, so the tape can keep them as they are (tape.recordable)."""
-        if len(recording) != 1:
+        if len(recording) != 1 or type(recording[0]) is not GradientTape:     # a ForwardAccumulator splits nothing
             results = self._run(tensors, sizes)
             record(self, args, tensors, results)
             return results
