@@ -490,16 +490,20 @@ adjoint_rules["custom_gradient"] = custom_gradient_adjoint
 
 def extern_call_adjoint(b, op, cts):
     # d f(x1..xn) = g(x1..xn, ct) elementwise, g the function attached with @gradient(f)
+    return lift_elementwise(b, attached_gradient(b, op), (*op.operands, cts[0]))
+
+
+adjoint_rules["extern_call"] = extern_call_adjoint
+
+
+def attached_gradient(b: Builder, op: Op) -> Func:
+    """The call-free gradient attached to an extern_call with @gradient; a located error without one."""
     symbol = op.attrs["symbol"]
     if not op.attrs["gradient"]:
         raise CompileError(f"no gradient for external function '{symbol}': attach one with @gradient({symbol})",
                            op.loc)
     (name,) = op.attrs["gradient"]
-    gradient = inline_func(b.funcs[name], Module(dict(b.funcs)))
-    return lift_elementwise(b, gradient, (*op.operands, cts[0]))
-
-
-adjoint_rules["extern_call"] = extern_call_adjoint
+    return inline_func(b.funcs[name], Module(dict(b.funcs)))
 
 
 def lift_elementwise(b: Builder, func: Func, args: tuple[Value, ...]) -> tuple[Value, ...]:

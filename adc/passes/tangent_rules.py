@@ -24,9 +24,8 @@ from typing import Callable
 
 from adc.errors import CompileError
 from adc.ir.builder import Builder
-from adc.ir.core import FuncRef, Module, Op, Value
-from adc.passes.adjoint_rules import NON_DIFFERENTIABLE, adjoint_rules, full, lift_elementwise
-from adc.passes.inline import inline_func
+from adc.ir.core import FuncRef, Op, Value
+from adc.passes.adjoint_rules import NON_DIFFERENTIABLE, adjoint_rules, attached_gradient, full, lift_elementwise
 from adc.passes.transpose import LINEAR_IN, linear_positions, transposed
 
 # tangent_rules[op_name](b, op, tangents) -> one tangent (or None) per result of `op`
@@ -224,13 +223,7 @@ tangent_rules["custom_gradient"] = custom_gradient_tangent
 
 def extern_call_tangent(b, op, tangents):
     # d f(x1..xn) = Σ t_i * g(x1..xn, 1)_i: the attached elementwise VJP at cotangent 1 gives the partials
-    symbol = op.attrs["symbol"]
-    if not op.attrs["gradient"]:
-        raise CompileError(f"no gradient for external function '{symbol}': attach one with @gradient({symbol})",
-                           op.loc)
-    (name,) = op.attrs["gradient"]
-    gradient = inline_func(b.funcs[name], Module(dict(b.funcs)))
-    partials = lift_elementwise(b, gradient, (*op.operands, full(b, 1.0, op.result.type)))
+    partials = lift_elementwise(b, attached_gradient(b, op), (*op.operands, full(b, 1.0, op.result.type)))
     return (_sum(b, *(t and b.op("mul", t, d) for t, d in zip(tangents, partials))),)
 
 

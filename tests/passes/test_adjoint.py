@@ -6,7 +6,6 @@ Golden cases: tests/passes/adjoint/<case>.adc, whose first line is a `#` comment
 the case proves; every kernel of the file is differentiated and the VJP functions are printed
 to <case>.ir after that comment (as `//`). ADC_UPDATE_GOLDEN=1 rewrites them; review the diff.
 """
-import os
 from pathlib import Path
 
 import numpy as np
@@ -19,10 +18,11 @@ from adc.ir.core import Module
 from adc.ir.interp import run
 from adc.ir.ops import OPS
 from adc.ir.parser import parse_module
-from adc.ir.printer import format_func, format_module
+from adc.ir.printer import format_module
 from adc.ir.verify import verify
 from adc.passes.adjoint import adjoint, vjp
 from adc.passes.adjoint_rules import adjoint_rules
+from tests.support.goldens import assert_golden_functions
 from tests.conftest import SAMPLES
 from tests.support.references import sample_inputs
 from tests.support.native import jit_module
@@ -136,16 +136,7 @@ def test_second_derivative_of_a_polynomial():
 
 @pytest.mark.parametrize("path", GOLDEN_CASES, ids=[p.stem for p in GOLDEN_CASES])
 def test_golden_adjoint_ir(path):
-    text = path.read_text()
-    comment = text.splitlines()[0]
-    assert comment.startswith("# "), f"{path} must start with a # line saying what it proves"
-    module = compile_source(text, path.name)
-    printed = [format_func(vjp(module, name)[1].func) for name in module.funcs]
-    got = f"//{comment[1:]}\n" + "\n".join(printed)
-    expected = path.with_suffix(".ir")
-    if os.environ.get("ADC_UPDATE_GOLDEN") == "1":
-        expected.write_text(got)
-    assert got == expected.read_text()
+    assert_golden_functions(path, lambda module: [vjp(module, name)[1].func for name in module.funcs])
 
 
 def test_golden_cases_exist():

@@ -7,7 +7,6 @@ Golden cases: tests/passes/batch/<case>.adc, whose first line is a `#` comment s
 case proves; the batched VJP of every kernel of the file is printed to <case>.ir after that
 comment (as `//`). ADC_UPDATE_GOLDEN=1 rewrites them; review the diff.
 """
-import os
 from pathlib import Path
 
 import numpy as np
@@ -19,12 +18,12 @@ from adc.frontend import compile_source
 from adc.ir.core import Func, Module
 from adc.ir.interp import run
 from adc.ir.parser import parse_module
-from adc.ir.printer import format_func
 from adc.ir.verify import verify
 from adc.passes.adjoint import vjp
 from adc.passes.inline import inline_func
 from adc.passes.example_axis import depends_across
 from adc.passes.jacobian import gradient, hessian, jacobian, vjp_batched
+from tests.support.goldens import assert_golden_functions
 from tests.passes.test_batch import programs
 from tests.support.native import jit_module
 
@@ -198,16 +197,7 @@ def test_depends_across(body, result, param, mixes):
 
 @pytest.mark.parametrize("path", GOLDEN_CASES, ids=[p.stem for p in GOLDEN_CASES])
 def test_golden_batched_vjp_ir(path):
-    text = path.read_text()
-    comment = text.splitlines()[0]
-    assert comment.startswith("# "), f"{path} must start with a # line saying what it proves"
-    module = compile_source(text, path.name)
-    printed = [format_func(vjp_batched(module, name)[1]) for name in module.funcs]
-    got = f"//{comment[1:]}\n" + "\n".join(printed)
-    expected = path.with_suffix(".ir")
-    if os.environ.get("ADC_UPDATE_GOLDEN") == "1":
-        expected.write_text(got)
-    assert got == expected.read_text()
+    got = assert_golden_functions(path, lambda module: [vjp_batched(module, name)[1] for name in module.funcs])
     verify(parse_module(got))
 
 

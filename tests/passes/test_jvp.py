@@ -7,7 +7,6 @@ Golden cases: tests/passes/jvp/<case>.adc, whose first line is a `#` comment say
 case proves; every kernel of the file gets its JVP printed to <case>.ir after that comment (as
 `//`). ADC_UPDATE_GOLDEN=1 rewrites them; review the diff.
 """
-import os
 from pathlib import Path
 
 import numpy as np
@@ -17,10 +16,10 @@ from adc.errors import CompileError
 from adc.frontend import compile_source
 from adc.ir.interp import run
 from adc.ir.ops import OPS
-from adc.ir.printer import format_func
 from adc.passes.adjoint import vjp
 from adc.passes.jvp import jvp
 from adc.passes.tangent_rules import tangent_rules
+from tests.support.goldens import assert_golden_functions
 from tests.passes.test_adjoint_ops import CASES, inputs, kernel
 from tests.support.gradcheck import check_jvp
 
@@ -130,22 +129,9 @@ def test_extern_function_with_attached_gradient():
     check_jvp(compile_source(source, "erf.adc"), "f", [np.linspace(-1, 1, 5)], rtol=1e-6, atol=1e-9)
 
 
-def golden_text(path: Path) -> str:
-    source = path.read_text()
-    comment = source.splitlines()[0]
-    assert comment.startswith("# "), f"{path} must start with a # line saying what it proves"
-    module = compile_source(source, path.name)
-    functions = [format_func(jvp(module, name)[1].func) for name in module.funcs]
-    return "\n".join(["//" + comment[1:], *functions])
-
-
 @pytest.mark.parametrize("path", GOLDEN_CASES, ids=[p.stem for p in GOLDEN_CASES])
 def test_golden(path):
-    got = golden_text(path)
-    expected = path.with_suffix(".ir")
-    if os.environ.get("ADC_UPDATE_GOLDEN") == "1":
-        expected.write_text(got)
-    assert got == expected.read_text()
+    assert_golden_functions(path, lambda module: [jvp(module, name)[1].func for name in module.funcs])
 
 
 def test_there_are_golden_cases():

@@ -4,7 +4,6 @@ happen do not, and goldens of one-hot-seeded Jacobians with no identity matrix i
 ADC_UPDATE_GOLDEN=1 rewrites the goldens; review the diff."""
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import numpy as np
@@ -19,6 +18,7 @@ from adc.ir.types import SymDim
 from adc.ir.verify import verify_func
 from adc.passes import jacobian as compositions
 from adc.passes.one_hot import _common_digits, _quotient, one_hot_func
+from tests.support.goldens import assert_golden_functions
 
 GOLDEN = Path(__file__).parent / "one_hot"
 GOLDEN_CASES = sorted(GOLDEN.glob("*.adc"))
@@ -201,22 +201,10 @@ def test_hessians_agree_with_and_without_the_pass(monkeypatch):
         np.testing.assert_allclose(r, results[0], rtol=1e-10, atol=1e-12)
 
 
-def golden_text(path: Path) -> str:
-    source = path.read_text()
-    comment = source.splitlines()[0]
-    assert comment.startswith("# "), f"{path} must start with a # line saying what it proves"
-    module = compile_source(source, path.name)
-    functions = [format_func(compositions.jacobian(module, "f", mode=mode)[1]) for mode in ("forward", "reverse")]
-    return "\n".join(["//" + comment[1:], *functions])
-
-
 @pytest.mark.parametrize("path", GOLDEN_CASES, ids=[p.stem for p in GOLDEN_CASES])
 def test_golden(path):
-    got = golden_text(path)
-    expected = path.with_suffix(".ir")
-    if os.environ.get("ADC_UPDATE_GOLDEN") == "1":
-        expected.write_text(got)
-    assert got == expected.read_text()
+    assert_golden_functions(path, lambda module: [compositions.jacobian(module, "f", mode=mode)[1]
+                                                  for mode in ("forward", "reverse")])
 
 
 def test_no_identity_in_the_one_hot_seeded_jacobian():
