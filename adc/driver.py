@@ -18,8 +18,9 @@ compiled from, the target and the versions of everything that compiles it
     runtime_object(target)                     # the shared runtime library, once per target
 
 `derive` runs a composition of passes (compiler.DERIVATIONS: the VJP, the batched
-VJP, the gradient, the Jacobian, the Hessian of a kernel) on the IR a compiled
-module carries; its key is the request, so a warm derivation parses no IR. The
+VJP, the JVP, the gradient, the Jacobians, the Hessian, the Hessian-vector product of
+a kernel) on the IR a compiled module carries; its key is the request, so a warm
+derivation parses no IR. The
 pipeline itself (compiler.py: frontend, passes, lowering) is imported on the first
 miss only, so a process whose code is all cached starts in milliseconds.
 """

@@ -113,8 +113,9 @@ def embedded_derivative(kernel) -> Derivative | None:
 
 
 def compiled(kernel, derivation: str, wanted: tuple[int, ...] | None, why_compiler: str = "") -> Derivative:
-    """A derivative of `kernel` (one of driver.DERIVATIONS: "vjp", "vjp_batched", "gradient",
-    "jacobian", "hessian") compiled from the IR its module carries, opened like any module.
+    """A derivative of `kernel` (one of compiler.DERIVATIONS: "vjp", "vjp_batched", "jvp", "gradient",
+    "jacobian", "jacfwd", "hessian", "hvp", ...) compiled from the IR its module carries, opened
+    like any module.
     LookupError, saying `why_compiler` it was needed, when the compiler cannot be imported."""
     source = _sources[kernel._owner]
     try:
