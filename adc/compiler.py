@@ -246,6 +246,7 @@ def _one_param(compose: Callable, **options) -> Callable[..., Derivation]:
 DERIVATIONS: dict[str, Callable[..., Derivation]] = {
     "vjp": _vjp, "split_vjp": _split_vjp, "vjp_batched": _vjp_batched,
     "jvp": _jvp(primals=True), "jvp_tangents": _jvp(primals=False),
+    "jvp_batched": _composition(compositions.jvp_batched),
     "gradient": _composition(compositions.gradient),
     "jacobian": _composition(compositions.jacobian, mode="auto"),
     "jacfwd": _composition(compositions.jacobian, mode="forward"),

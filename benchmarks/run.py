@@ -220,8 +220,10 @@ def bench_batch_jacobian() -> None:
     with adc.GradientTape(persistent=True, watch_accessed_variables=False) as tape:
         tape.watch(x)
         y = adc.elu(adc.elu(x @ w1 + b1) @ w2 + b2)
-    batched = timed(lambda: tape.batch_jacobian(y, x))
     expected = tape.batch_jacobian(y, x).numpy()
+    np.testing.assert_allclose(tape.batch_jacobian(y, x, mode="forward").numpy(), expected, atol=1e-5)
+    batched = {f"tape, {mode} mode": timed(lambda mode=mode: tape.batch_jacobian(y, x, mode=mode))
+               for mode in ("reverse", "forward")}
 
     def full_then_diagonal(chunk=512):
         """All 32768 rows of the (512, 64, 512, 64) Jacobian (4.3 GB if kept), 512 seeds per walk;
@@ -259,7 +261,8 @@ def bench_batch_jacobian() -> None:
             routes[f"jit(vmap({mode}))"] = timed(lambda jac=jac: jac(jx).block_until_ready())
         others.update(fastest("jax", routes))
     report("batch_jacobian, 2-layer elu MLP, x 512x64 -> 128 -> 64 f32: result (512, 64, 64)\n"
-           "  (adc: 64 per-example seeds in one walk; full+diag: all 32768 seeds, 512 per walk, timed once)",
+           "  (adc: 64 per-example seeds in one walk, backward or forward; full+diag: all 32768 seeds, "
+           "512 per walk, timed once)",
            batched, others, "adc full+diag / adc >= 20x; <= 1.0x the best peer (peer/adc >= 1)")
 
 

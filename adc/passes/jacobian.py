@@ -58,13 +58,14 @@ def vjp_batched(module: Module, name: str, wanted: Iterable[int] | None = None) 
     return module, func, grad.wrt
 
 
-def jvp_batched(module: Module, name: str, param: int) -> tuple[Module, Func]:
-    """batch ∘ JVP: the tangents-only JVP of `name` w.r.t. param `param`, batched over its
-    tangent param, primal params shared: (x..., t[S, ...]) -> (dy[S, ...] for each float result).
-    Returns the module with it (f"{name}_jvp_batched", made unique) and the function."""
-    module, tangent = jvp(module, name, [param], primals=False)
+def jvp_batched(module: Module, name: str, wanted: Iterable[int] | None = None) -> tuple[Module, Func, tuple[int, ...]]:
+    """batch ∘ JVP: the tangents-only JVP of `name` w.r.t. the `wanted` params, batched over its
+    tangent params, primal params shared: (x..., t[S, ...] for x in wrt) -> (dy[S, ...] for each
+    float result). Returns the module with it (f"{name}_jvp_batched", made unique), the function, wrt."""
+    module, tangent = jvp(module, name, wanted, primals=False)
     flags = [i >= len(module[name].params) for i in range(len(tangent.func.params))]
-    return batch(module, tangent.func.name, flags, unique_name(module, f"{name}_jvp_batched"), "S")
+    module, func = batch(module, tangent.func.name, flags, unique_name(module, f"{name}_jvp_batched"), "S")
+    return module, func, tangent.wrt
 
 
 def gradient(module: Module, name: str, wanted: Iterable[int] | None = None,
@@ -104,7 +105,7 @@ def jacobian(module: Module, name: str, wanted: Iterable[int] | None = None,
     module, pullback, wrt = vjp_batched(module, name, reverse) if reverse else (module, None, ())
     pushforwards = {}
     for i in forward:
-        module, pushforwards[i] = jvp_batched(module, name, i)
+        module, pushforwards[i], _ = jvp_batched(module, name, [i])
     b = Builder(module.funcs, func.loc)
     params = [b.param(p.name, p.type) for p in func.params]
     rows = b.emit("call", *params, identity_seeds(b, result), callee=pullback.name) if wrt else ()

@@ -51,22 +51,32 @@ _mixing: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()     # Kernel ->
 
 
 def jacobian(tape, target, sources, unconnected_gradients=UnconnectedGradients.NONE,
-             parallel_iterations=None, experimental_use_pfor=True):
+             parallel_iterations=None, experimental_use_pfor=True, mode="auto"):
     """d target[i...] / d source[j...] for each source: shape target.shape + source.shape."""
     target, flat, unconnected, chunk = _arguments("jacobian", target, sources, unconnected_gradients,
                                                   parallel_iterations,
                                                   experimental_use_pfor=experimental_use_pfor)
+    mode = _mode("jacobian", mode)
     nodes = tape.take_nodes([target], "jacobian", stacklevel=3)
-    rows = _rows(nodes, target, flat, 1, chunk, experimental_use_pfor)
+    forward = [s for s in flat if _forward(mode, nodes, s.size, target.size, experimental_use_pfor)]
+    reverse = [s for s in flat if not any(s is f for f in forward)]
+    found = dict(zip(map(id, reverse), _rows(nodes, target, reverse, 1, chunk, experimental_use_pfor)))
+    found.update(zip(map(id, forward), _columns(nodes, target, forward, 1, chunk)))
     results = []
-    for source, row in zip(flat, rows):
-        shape = target.shape + source.shape
-        results.append(_reshape(row, shape) if row is not None else _unconnected(unconnected, shape, source))
+    for source in flat:
+        shape, found_one = target.shape + source.shape, found[id(source)]
+        if found_one is None:
+            results.append(_unconnected(unconnected, shape, source))
+        elif any(source is f for f in forward):     # [S, *target] -> [*target, S]
+            results.append(_reshape(_seed_axis_last(found_one), shape))
+        else:
+            results.append(_reshape(found_one, shape))
     return pack(sources, iter(results))
 
 
 def batch_jacobian(tape, target, source, unconnected_gradients=UnconnectedGradients.NONE,
-                   parallel_iterations=None, experimental_use_pfor=True, allow_cross_example=False):
+                   parallel_iterations=None, experimental_use_pfor=True, allow_cross_example=False,
+                   mode="auto"):
     """d target[b, i...] / d source[b, j...] per example b: shape [b, *target.shape[1:], *source.shape[1:]]."""
     from adc.runtime.ops import transpose
 
@@ -80,13 +90,85 @@ def batch_jacobian(tape, target, source, unconnected_gradients=UnconnectedGradie
     if target.shape[0] != source.shape[0]:
         raise ValueError(f"batch_jacobian: the first dimension of target shape {target.shape} and source "
                          f"shape {source.shape} must match")
+    mode = _mode("batch_jacobian", mode)
     nodes = tape.take_nodes([target], "batch_jacobian", stacklevel=3)
     _check_examples(nodes, target, source, allow_cross_example)
     shape = target.shape + source.shape[1:]
-    (row,) = _rows(nodes, target, [source], target.shape[0], chunk, experimental_use_pfor)
+    examples = target.shape[0]
+    if allow_cross_example and mode == "forward":
+        raise ValueError("GradientTape.batch_jacobian: allow_cross_example=True gives TensorFlow's sums "
+                         "over the target's examples, which only reverse mode computes; use mode='reverse'")
+    if not allow_cross_example and _forward(mode, nodes, source.size // max(examples, 1),
+                                            target.size // max(examples, 1), experimental_use_pfor):
+        (column,) = _columns(nodes, target, [source], examples, chunk)
+        return _unconnected(unconnected, shape, source) if column is None else \
+            _reshape(_seed_axis_last(column), shape)                       # [S, b, *y] -> [b, *y, S]
+    (row,) = _rows(nodes, target, [source], examples, chunk, experimental_use_pfor)
     if row is None:
         return _unconnected(unconnected, shape, source)
     return _reshape(transpose(row, (1, 0, *range(2, row.ndim))), shape)     # [S, b, *x] -> [b, S, *x]
+
+
+MODES = ("auto", "forward", "reverse")
+
+
+def _mode(what: str, mode) -> str:
+    if mode not in MODES:
+        raise ValueError(f"GradientTape.{what}: mode must be one of {', '.join(map(repr, MODES))}, got {mode!r}")
+    return mode
+
+
+def _forward(mode: str, nodes, source_size: int, target_size: int, use_pfor: bool) -> bool:
+    """The mode rule: forward mode (a seed per source element) when the source has fewer elements
+    per example than the target, and every recorded call is a kernel (a Python backward has no JVP)."""
+    if mode == "reverse" or (mode == "auto" and not (use_pfor and source_size < target_size)):
+        return False
+    if not all(isinstance(n.kernel, Kernel) for n in nodes):
+        if mode == "forward":
+            raise TypeError("forward mode cannot run through an @adc.custom_gradient call (its backward is "
+                            "Python code); use mode='reverse'")
+        return False
+    return True
+
+
+def _seed_axis_last(t):
+    from adc.runtime.ops import transpose
+
+    return transpose(t, (*range(1, t.ndim), 0)) if t.ndim > 1 else t
+
+
+def _columns(nodes, target, sources, examples: int, chunk) -> list:
+    """Per source, the target's tangents for all its seeds stacked as [S, *target.shape] (None:
+    unconnected): the recorded calls pushed forward with their batched JVPs, S = the source's
+    (per-example) size; `examples` > 1 gives batch_jacobian's per-example seeds."""
+    columns = []
+    for source in sources:
+        total = source.size // examples if examples else 0
+        step = chunk or max(total, 1)
+        blocks = [_push(nodes, target, source, _one_hot_seeds(source, examples, lo, min(lo + step, total)))
+                  for lo in range(0, max(total, 1), step)]
+        columns.append(_join(blocks))
+    return columns
+
+
+def _push(nodes, target, source, seeds: Tensor):
+    """The target's tangents for a block of `seeds` [S, *source.shape]: each recorded call with a
+    moving argument runs its tangents-only JVP batched over the seed axis."""
+    tangents = {id(source): seeds}
+    for node in nodes:
+        moving = [tangents.get(id(a)) for a in node.inputs]
+        wanted = tuple(i for i, t in enumerate(moving) if t is not None)
+        if not wanted:
+            continue
+        derivative = batched_tangents(node.kernel, wanted)
+        if derivative.kernel is None:
+            continue
+        outs = derivative.kernel(*node.primals(), *(moving[i] for i in derivative.wrt))
+        outs = iter(outs if type(outs) is tuple else (outs,))
+        for result, t in zip(node.outputs, node.kernel.signature.result_types):
+            if t.dtype.is_float:
+                tangents[id(result)] = next(outs)
+    return tangents.get(id(target))
 
 
 def _arguments(what: str, target, sources, unconnected_gradients, parallel_iterations, **flags):
@@ -185,6 +267,17 @@ def batched_derivative(kernel, wanted: tuple[int, ...]) -> Derivative:
         if wanted not in cache:
             cache[wanted] = _derive_batched(kernel, wanted)
         return cache[wanted]
+
+
+def batched_tangents(kernel, wanted: tuple[int, ...]) -> Derivative:
+    """The kernel's tangents-only JVP over a leading seed axis of its tangents (primal args shared),
+    for the `wanted` params: compiled on first use."""
+    with _lock:
+        cache = _batched.setdefault(kernel, {})
+        if ("jvp", wanted) not in cache:
+            embedded_derivative(kernel)
+            cache["jvp", wanted] = compiled(kernel, "jvp_batched", wanted)
+        return cache["jvp", wanted]
 
 
 def _derive_batched(kernel, wanted: tuple[int, ...]) -> Derivative:

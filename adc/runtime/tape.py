@@ -246,22 +246,25 @@ class GradientTape:
         return nodes
 
     def jacobian(self, target, sources, unconnected_gradients=UnconnectedGradients.NONE,
-                 parallel_iterations=None, experimental_use_pfor=True):
+                 parallel_iterations=None, experimental_use_pfor=True, mode="auto"):
         """d target / d source for each source, shaped target.shape + source.shape, with the
-        structure of `sources`; all seeds in one backward walk (adc/runtime/jacobians.py)."""
+        structure of `sources`; all seeds in one walk (adc/runtime/jacobians.py): backward, or
+        forward when `mode` is "forward", or "auto" and the source is smaller than the target."""
         from adc.runtime.jacobians import jacobian
 
         return jacobian(self, target, sources, unconnected_gradients, parallel_iterations,
-                        experimental_use_pfor)
+                        experimental_use_pfor, mode)
 
     def batch_jacobian(self, target, source, unconnected_gradients=UnconnectedGradients.NONE,
-                       parallel_iterations=None, experimental_use_pfor=True, allow_cross_example=False):
+                       parallel_iterations=None, experimental_use_pfor=True, allow_cross_example=False,
+                       mode="auto"):
         """The per-example Jacobians [b, y1..yn, x1..xm] of target[i] w.r.t. source[i]; raises
-        ValueError when the recorded calls mix examples, unless `allow_cross_example`."""
+        ValueError when the recorded calls mix examples, unless `allow_cross_example`; `mode` as
+        for `jacobian`, by the per-example sizes."""
         from adc.runtime.jacobians import batch_jacobian
 
         return batch_jacobian(self, target, source, unconnected_gradients, parallel_iterations,
-                              experimental_use_pfor, allow_cross_example)
+                              experimental_use_pfor, allow_cross_example, mode)
 
 
 def _warn_unrecorded(tape: GradientTape, targets: list, what: str, stacklevel: int) -> None:

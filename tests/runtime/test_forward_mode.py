@@ -166,3 +166,59 @@ def test_the_guide_custom_gradient_is_not_linear_so_forward_mode_says_where():
 def test_argument_errors(m, call, error, message):
     with pytest.raises(error, match=message):
         call(m)
+
+
+def recorded(x, w):
+    tape = adc.GradientTape(persistent=True)
+    with tape:
+        tape.watch(x)
+        y = adc.elu(adc.matmul(x, w)) * 2.0 + adc.reduce_sum(x * x, axis=1, keepdims=True)
+    return tape, y
+
+
+@pytest.mark.parametrize("chunk", [None, 3])
+def test_tape_jacobians_in_forward_mode_equal_reverse_mode(chunk):
+    rng = np.random.default_rng(4)
+    x, w = adc.constant(rng.standard_normal((7, 5))), adc.Variable(rng.standard_normal((5, 10)))
+    tape, y = recorded(x, w)
+    unused = adc.constant(np.ones(3))
+    forward = tape.jacobian(y, {"w": w, "x": [x, unused]}, mode="forward", parallel_iterations=chunk)
+    reverse = tape.jacobian(y, {"w": w, "x": [x, unused]}, mode="reverse")
+    np.testing.assert_allclose(forward["w"].numpy(), reverse["w"].numpy(), rtol=1e-13, atol=1e-15)
+    np.testing.assert_allclose(forward["x"][0].numpy(), reverse["x"][0].numpy(), rtol=1e-13, atol=1e-15)
+    assert forward["x"][1] is None and reverse["x"][1] is None
+    both = [tape.batch_jacobian(y, x, mode=mode, parallel_iterations=chunk).numpy() for mode in ("forward", "reverse")]
+    np.testing.assert_allclose(both[0], both[1], rtol=1e-13, atol=1e-15)
+    assert both[0].shape == (7, 10, 5)
+
+
+def test_the_tape_mode_rule_and_its_errors():
+    from adc.runtime.jacobians import _forward
+
+    assert _forward("auto", [], 5, 10, True) and not _forward("auto", [], 10, 10, True)
+    assert not _forward("auto", [], 5, 10, False)       # experimental_use_pfor=False: one seed at a time, reverse
+    x = adc.constant(np.linspace(0.1, 1, 4))
+
+    @adc.custom_gradient
+    def doubled(v):
+        return v * 2.0, lambda dy: dy * 2.0
+
+    with adc.GradientTape(persistent=True) as tape:
+        tape.watch(x)
+        y = adc.concat([doubled(x), x], 0)
+    np.testing.assert_allclose(tape.jacobian(y, x).numpy(), np.vstack([2 * np.eye(4), np.eye(4)]))   # auto: reverse
+    with pytest.raises(TypeError, match="forward mode cannot run through an @adc.custom_gradient"):
+        tape.jacobian(y, x, mode="forward")
+    with pytest.raises(ValueError, match="mode must be one of"):
+        tape.jacobian(y, x, mode="both")
+
+
+def test_cross_example_batch_jacobians_are_reverse_mode_only():
+    x = adc.constant(np.linspace(0.1, 1, 6).reshape(3, 2))
+    with adc.GradientTape(persistent=True) as tape:
+        tape.watch(x)
+        y = adc.concat([x, x * 2.0, x * 3.0], 1)       # each example's 6 outputs from its 2 inputs: auto is forward
+    np.testing.assert_array_equal(tape.batch_jacobian(y, x).numpy(),
+                                  tape.batch_jacobian(y, x, mode="reverse").numpy())
+    with pytest.raises(ValueError, match="only reverse mode computes"):
+        tape.batch_jacobian(y, x, mode="forward", allow_cross_example=True)
