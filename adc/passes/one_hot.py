@@ -28,13 +28,13 @@ and the order of the products of several factors.
 """
 from __future__ import annotations
 
-from collections import Counter
 from dataclasses import dataclass, replace
 from typing import Callable, Mapping, Sequence
 
 from adc.ir.builder import Builder
 from adc.ir.core import Func, Op, Value
-from adc.ir.types import BOOL, I64, Dim, SymDim, TensorType
+from adc.ir.types import BOOL, I64, Dim, TensorType
+from adc.ir.reshapes import common_digits, quotient, reshape_groups
 from adc.passes.adjoint_rules import full
 
 Factor = tuple[Value, tuple[int, ...]]      # a value and the axes of V its axes map to, increasing
@@ -223,7 +223,7 @@ def _through_merge(st: Structures, value: Value, batch: int, side: int) -> tuple
         return value, None
     shape, k = source.type.shape, value.type.shape[batch if side == 1 else -1]
     at = batch if side == 1 else len(shape) - 1
-    rest = _quotient(shape[at], k) if at < len(shape) else None
+    rest = quotient(shape[at], k) if at < len(shape) else None
     if rest is None:
         return value, None
     parts = [] if rest == 1 else [rest]
@@ -350,7 +350,7 @@ def refine(st: Structures, s: OneHot, shape: tuple[Dim, ...]) -> Refined | None:
     split: dict[int, list[Dim]] = {}
     single = []
     for a, b in s.pairs:
-        digits = _common_digits([shape[i] for i in a], [shape[i] for i in b])
+        digits = common_digits([shape[i] for i in a], [shape[i] for i in b])
         if digits is None:
             return None
         for group, side in ((a, 0), (b, 1)):
@@ -373,56 +373,11 @@ def refine(st: Structures, s: OneHot, shape: tuple[Dim, ...]) -> Refined | None:
     return Refined(tuple(segments), tuple(sizes), tuple(pairs), factors)
 
 
-def _common_digits(a: Sequence[Dim], b: Sequence[Dim]) -> list[tuple[int, int, Dim]] | None:
-    """The digits two row-major groups of the same element count share, major first: (position in a,
-    position in b, size); size-1 axes have none. None when a digit of one straddles two of the other."""
-    digits = []
-    ia, ib = len(a) - 1, len(b) - 1
-    ra, rb = (a[ia] if ia >= 0 else 1), (b[ib] if ib >= 0 else 1)
-    while ia >= 0 and ib >= 0:
-        if ra == 1 or rb == 1:
-            ia, ra = (ia - 1, a[ia - 1] if ia > 0 else 1) if ra == 1 else (ia, ra)
-            ib, rb = (ib - 1, b[ib - 1] if ib > 0 else 1) if rb == 1 else (ib, rb)
-            continue
-        if ra == rb:
-            digits.append((ia, ib, ra))
-            ra = rb = 1
-        elif (q := _quotient(ra, rb)) is not None:
-            digits.append((ia, ib, rb))
-            ra, rb = q, 1
-        elif (q := _quotient(rb, ra)) is not None:
-            digits.append((ia, ib, ra))
-            ra, rb = 1, q
-        else:
-            return None
-    rest = ([ra, *a[:ia]] if ia >= 0 else []) + ([rb, *b[:ib]] if ib >= 0 else [])
-    return digits[::-1] if all(d == 1 for d in rest) else None
-
-
-def _quotient(a: Dim, b: Dim) -> Dim | None:
-    """a / b when b divides a exactly: integers, or each term of a by b's single term."""
-    if a == b:
-        return 1
-    if isinstance(b, int) and not isinstance(a, SymDim):
-        return a // b if b and a % b == 0 else None
-    b_terms = [((), b)] if isinstance(b, int) else list(b.terms)
-    if len(b_terms) != 1 or not isinstance(a, SymDim):
-        return None
-    (mb, cb), out = b_terms[0], {}
-    for m, c in a.terms:
-        rest = Counter(m)
-        rest.subtract(mb)
-        if c % cb or any(n < 0 for n in rest.values()):
-            return None
-        out[tuple(sorted(rest.elements()))] = c // cb
-    return SymDim.of(out)
-
-
 def reshaped(st: Structures, s: OneHot, old: tuple[Dim, ...], new: tuple[Dim, ...]) -> OneHot | None:
     """s carried through a reshape old -> new: a group's axes may be split, or merged when they are
     consecutive in it; free axes too; a factor follows when it spans whole runs of merged or split
     axes. None otherwise (a paired axis merged with another group's, or with a free one)."""
-    groups = _reshape_groups(old, new)
+    groups = reshape_groups(old, new)
     if groups is None:
         return None
     run = {a: (olds, news) for olds, news in groups for a in olds}
@@ -453,27 +408,6 @@ def reshaped(st: Structures, s: OneHot, old: tuple[Dim, ...], new: tuple[Dim, ..
         factors.append((v if tuple(shape) == v.type.shape else st.builder.op("reshape", v, shape=shape),
                         tuple(n for _, news in covered for n in news)))
     return OneHot(tuple(pairs), tuple(factors))
-
-
-def _reshape_groups(old: Sequence[Dim], new: Sequence[Dim]) -> list[tuple[tuple[int, ...], tuple[int, ...]]] | None:
-    """The smallest runs of old axes and new axes of equal element counts, size-1 axes left out; None
-    when a run's count cannot be shown equal (symbolic sizes that do not divide)."""
-    olds, news = [a for a, d in enumerate(old) if d != 1], [a for a, d in enumerate(new) if d != 1]
-    groups = []
-    while olds and news:
-        a, b = [olds.pop()], [news.pop()]
-        pa, pb = old[a[0]], new[b[0]]
-        while pa != pb:
-            if _quotient(pb, pa) not in (None, 1) and olds:
-                a.insert(0, olds.pop())
-                pa = pa * old[a[0]]
-            elif _quotient(pa, pb) not in (None, 1) and news:
-                b.insert(0, news.pop())
-                pb = pb * new[b[0]]
-            else:
-                return None
-        groups.insert(0, (tuple(a), tuple(b)))
-    return None if olds or news else groups
 
 
 def one_hot_func(func: Func, funcs: Mapping[str, Func]) -> Func:

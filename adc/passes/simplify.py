@@ -30,6 +30,7 @@ import numpy as np
 from adc.ir.builder import Builder
 from adc.ir.core import Func, Module, Op, Value
 from adc.ir.interp import Context, eval_rules
+from adc.ir.reshapes import merged_runs
 
 
 class Rewriter:
@@ -199,28 +200,13 @@ def _regrouped_transpose(x: Value, shape, rw: Rewriter) -> Value | None:
     if merge is None:
         return None
     v = merge.operands[0]
-    runs = _merged_runs(v.type.shape, merge.result.type.shape)
-    splits = _merged_runs(tuple(shape), x.type.shape)
+    runs = merged_runs(v.type.shape, merge.result.type.shape)
+    splits = merged_runs(tuple(shape), x.type.shape)
     perm = transpose.attrs["perm"]
     if runs is None or splits is None or any(
             [v.type.shape[a] for a in runs[p]] != [shape[a] for a in split] for p, split in zip(perm, splits)):
         return None
     return rw.builder.op("transpose", v, perm=[a for p in perm for a in runs[p]])
-
-
-def _merged_runs(fine, coarse) -> list[list[int]] | None:
-    """The runs of adjacent `fine` axes whose sizes multiply to each `coarse` axis, when a reshape
-    from `fine` to `coarse` only merges axes; None otherwise."""
-    runs, i = [], 0
-    for size in coarse:
-        run, product = [], 1
-        while i < len(fine) and (not run or product != size):
-            run.append(i)
-            product, i = product * fine[i], i + 1
-        if product != size:
-            return None
-        runs.append(run)
-    return runs if i == len(fine) else None
 
 
 def transpose_simplify(op, operands, rw):

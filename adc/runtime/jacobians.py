@@ -58,19 +58,15 @@ def jacobian(tape, target, sources, unconnected_gradients=UnconnectedGradients.N
                                                   experimental_use_pfor=experimental_use_pfor)
     mode = _mode("jacobian", mode)
     nodes = tape.take_nodes([target], "jacobian", stacklevel=3)
-    forward = [s for s in flat if _forward(mode, nodes, s.size, target.size, experimental_use_pfor)]
-    reverse = [s for s in flat if not any(s is f for f in forward)]
-    found = dict(zip(map(id, reverse), _rows(nodes, target, reverse, 1, chunk, experimental_use_pfor)))
-    found.update(zip(map(id, forward), _columns(nodes, target, forward, 1, chunk)))
+    pushed = [s for s in flat if _forward(mode, nodes, s.size, target.size, experimental_use_pfor)]
+    pulled = [s for s in flat if all(s is not p for p in pushed)]
+    found = dict(zip(map(id, pulled), _rows(nodes, target, pulled, 1, chunk, experimental_use_pfor)))
+    found.update((id(s), None if c is None else _seed_axis_last(c))         # [S, *target] -> [*target, S]
+                 for s, c in zip(pushed, _columns(nodes, target, pushed, 1, chunk)))
     results = []
     for source in flat:
         shape, found_one = target.shape + source.shape, found[id(source)]
-        if found_one is None:
-            results.append(_unconnected(unconnected, shape, source))
-        elif any(source is f for f in forward):     # [S, *target] -> [*target, S]
-            results.append(_reshape(_seed_axis_last(found_one), shape))
-        else:
-            results.append(_reshape(found_one, shape))
+        results.append(_unconnected(unconnected, shape, source) if found_one is None else _reshape(found_one, shape))
     return pack(sources, iter(results))
 
 

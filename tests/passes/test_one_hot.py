@@ -17,7 +17,8 @@ from adc.ir.printer import format_func
 from adc.ir.types import SymDim
 from adc.ir.verify import verify_func
 from adc.passes import jacobian as compositions
-from adc.passes.one_hot import _common_digits, _quotient, one_hot_func
+from adc.ir.reshapes import common_digits, quotient
+from adc.passes.one_hot import one_hot_func
 from tests.support.goldens import assert_golden_functions
 
 GOLDEN = Path(__file__).parent / "one_hot"
@@ -152,12 +153,12 @@ def test_digits_that_do_not_nest_keep_the_matmul():
 
 
 def test_common_digits_and_exact_quotients():
-    assert _common_digits([2048], [32, 64]) == [(0, 0, 32), (0, 1, 64)]
-    assert _common_digits([4, 6], [6, 4]) is None
-    assert _common_digits([1, 6], [2, 1, 3]) == [(1, 0, 2), (1, 2, 3)]
-    assert _common_digits([N * M], [N, M]) == [(0, 0, N), (0, 1, M)]
-    assert _quotient(N * M, M) == N and _quotient(2 * N, 2) == N and _quotient(N + 1, N) is None
-    assert _quotient(12, 5) is None and _quotient(N, N) == 1
+    assert common_digits([2048], [32, 64]) == [(0, 0, 32), (0, 1, 64)]
+    assert common_digits([4, 6], [6, 4]) is None
+    assert common_digits([1, 6], [2, 1, 3]) == [(1, 0, 2), (1, 2, 3)]
+    assert common_digits([N * M], [N, M]) == [(0, 0, N), (0, 1, M)]
+    assert quotient(N * M, M) == N and quotient(2 * N, 2) == N and quotient(N + 1, N) is None
+    assert quotient(12, 5) is None and quotient(N, N) == 1
 
 
 # ---------------------------------------------------------------- Jacobians: the pass against its absence
