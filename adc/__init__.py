@@ -21,6 +21,7 @@ from adc.runtime.custom_gradient import custom_gradient
 from adc.runtime.forward_accumulator import ForwardAccumulator
 from adc.runtime.functional import grad, hessian, hvp, jacfwd, jacobian, jvp
 from adc.runtime.module import LoadError, Module, load, warn_on_open
+from adc.runtime import numpy_interop   # NumPy's functions on Tensors: the adc ops they name
 from adc.runtime.ops import (abs_ as abs, add, cast, clip, clip_by_norm, clip_by_value, concat,
                              convert_to_tensor, cos, divide, elu, equal, exp, expm1, floor, greater,
                              greater_equal, less, less_equal, log, log1p, math_ops as math, matmul,

@@ -186,7 +186,8 @@ class Kernel:
         else:
             raise TypeError(f"{self._where(name)} expects an array of type {ptype}, got {type(value).__name__}")
         if array.dtype != want:
-            raise TypeError(f"{self._where(name)} expects dtype {ptype.dtype} ({want}), got {array.dtype}")
+            raise TypeError(f"{self._where(name)} expects dtype {ptype.dtype} ({want}), got {array.dtype}; "
+                            f"convert it with .astype(np.{want}) or adc.cast(x, '{ptype.dtype}')")
         if array.ndim != ptype.rank:
             raise ValueError(f"{self._where(name)} expects rank {ptype.rank} ({ptype}), "
                              f"got an array of shape {array.shape}")

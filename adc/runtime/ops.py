@@ -18,8 +18,9 @@ from typing import Sequence
 import numpy as np
 
 from adc.runtime import stdlib
+from adc.runtime.indexing import getitem
 from adc.runtime.stdlib import definition, tensor_type
-from adc.runtime.tensor import Tensor, constant
+from adc.runtime.tensor import Tensor, constant, numpy_dtype
 from adc.runtime.variable import Variable
 
 _STRONG = (Tensor, Variable, np.ndarray, np.generic)
@@ -31,7 +32,7 @@ def convert_to_tensor(value, dtype=None) -> Tensor:
     """A Tensor as it is (a Variable's current value), anything else through `constant`."""
     if isinstance(value, Variable):
         value = value.value()
-    if isinstance(value, Tensor) and (dtype is None or value.dtype == np.dtype(dtype)):
+    if isinstance(value, Tensor) and (dtype is None or value.dtype == numpy_dtype(dtype)):
         return value
     return constant(value, dtype)
 
@@ -141,7 +142,7 @@ def negative(x):
 
 def cast(x, dtype):
     """x converted to float32, float64, int32 or int64 (the language's f32(), f64(), ...)."""
-    target = np.dtype(dtype)
+    target = numpy_dtype(dtype)
     return _unary("cast", f"{tensor_type(target, ())}(x)", x, "fib", result_dtype=target, attrs=(target,))
 
 
@@ -396,17 +397,37 @@ def _ne(self, other):
     return True if other is None else not_equal(self, other)
 
 
+def _iter(self):
+    if self.ndim == 0:
+        raise TypeError("iteration over a 0-d tensor")
+    return (getitem(self, i) for i in range(len(self)))
+
+
+def _reshape_method(self, *shape):
+    return reshape(self, shape[0] if len(shape) == 1 and not isinstance(shape[0], (int, np.integer)) else shape)
+
+
+def _transpose_method(self, *axes):
+    return transpose(self, axes[0] if len(axes) == 1 and axes[0] is not None and not isinstance(axes[0], (int, np.integer))
+                     else axes or None)
+
+
 OPERATORS = {
     "__add__": add, "__radd__": _reflected(add), "__sub__": subtract, "__rsub__": _reflected(subtract),
     "__mul__": multiply, "__rmul__": _reflected(multiply), "__truediv__": divide,
     "__rtruediv__": _reflected(divide), "__pow__": pow_, "__rpow__": _reflected(pow_),
     "__matmul__": matmul, "__rmatmul__": _rmatmul, "__neg__": negative, "__abs__": abs_,
     "__lt__": less, "__le__": less_equal, "__gt__": greater, "__ge__": greater_equal,
-    "__eq__": _eq, "__ne__": _ne,
+    "__eq__": _eq, "__ne__": _ne, "__getitem__": getitem, "__iter__": _iter,
+}
+# NumPy's array methods, recorded like the ops they name
+METHODS = {
+    "sum": reduce_sum, "mean": reduce_mean, "max": reduce_max, "min": reduce_min, "prod": reduce_prod,
+    "reshape": _reshape_method, "transpose": _transpose_method, "T": property(transpose), "astype": cast,
 }
 
 for _cls in (Tensor, Variable):
-    for _name, _fn in OPERATORS.items():
+    for _name, _fn in {**OPERATORS, **METHODS}.items():
         setattr(_cls, _name, _fn)
     _cls.__hash__ = None   # == is elementwise, as in TensorFlow: key dicts by id(t)
 

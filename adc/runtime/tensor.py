@@ -17,9 +17,17 @@ import ctypes
 
 import numpy as np
 
+from adc.ir.types import DType
+
 _PYTHON_DEFAULTS = {np.dtype(np.float64): np.dtype(np.float32), np.dtype(np.int64): np.dtype(np.int32)}
 _DTYPES = frozenset(np.dtype(n) for n in ("float32", "float64", "int32", "int64", "bool"))
+_ADC_NAMES = {d.value: d.numpy for d in DType}
 _new = object.__new__
+
+
+def numpy_dtype(dtype) -> np.dtype:
+    """The NumPy dtype of adc's names ("f32", "i64", ...) or of anything NumPy reads as one."""
+    return _ADC_NAMES[dtype] if isinstance(dtype, str) and dtype in _ADC_NAMES else np.dtype(dtype)
 
 
 class Tensor:
@@ -27,8 +35,9 @@ class Tensor:
     __array_priority__ = 100
 
     def __init__(self, value, dtype=None):
+        dtype = None if dtype is None else numpy_dtype(dtype)
         array = value._array if isinstance(value, Tensor) else np.array(value, dtype=dtype, order="C")
-        if dtype is not None and array.dtype != np.dtype(dtype):
+        if dtype is not None and array.dtype != dtype:
             array = array.astype(dtype)
         array.setflags(False)
         self._array = array
@@ -78,6 +87,13 @@ class Tensor:
     def __len__(self) -> int:
         return len(self._array)
 
+    def item(self):
+        """The one element as a Python number (ValueError unless the size is 1, as NumPy)."""
+        return self._array.item()
+
+    def tolist(self):
+        return self._array.tolist()
+
     def __float__(self) -> float:
         return float(self._array)
 
@@ -105,8 +121,8 @@ def as_array(value, dtype=None) -> np.ndarray:
         array = np.asarray(value)
         if dtype is None and not isinstance(value, (np.ndarray, np.generic)):
             array = array.astype(_PYTHON_DEFAULTS.get(array.dtype, array.dtype), copy=False)
-    if dtype is not None and array.dtype != np.dtype(dtype):
-        array = _cast(array, np.dtype(dtype))
+    if dtype is not None and array.dtype != numpy_dtype(dtype):
+        array = _cast(array, numpy_dtype(dtype))
     if array.dtype not in _DTYPES:
         raise TypeError(f"adc tensors hold float32, float64, int32, int64 or bool, not {array.dtype}")
     return array

@@ -75,6 +75,12 @@ class Variable:
     def __len__(self) -> int:
         return len(self._value)
 
+    def item(self):
+        return self._value.item()
+
+    def tolist(self):
+        return self._value.tolist()
+
     def __float__(self) -> float:
         return float(self._value)
 

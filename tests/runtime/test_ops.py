@@ -87,11 +87,25 @@ CASES.update({
     "concat": (lambda a, b: adc.concat([a, b], axis=1), lambda a, b: np.concatenate([a, b], axis=1),
                [normal(2, 3), normal(2, 1)]),
     "stack": (lambda a, b: adc.stack([a, b], axis=1), lambda a, b: np.stack([a, b], axis=1), [normal(3), normal(3)]),
+    # indexing, the array methods and NumPy's functions on Tensors: each written once, run on both
+    **{name: (f, f, makers) for name, (f, makers) in {
+        "getitem_slices": (lambda x: x[1:, ::-2] * x[:-1, 1:4], [normal(3, 5)]),
+        "getitem_repeated_indices": (lambda x: x[[0, 2, 2, 0]] * x[::-1][[1, 1, 0, 2]], [normal(3, 2)]),
+        "getitem_two_index_arrays": (lambda x: x[[0, 1, 1], [2, 0, 2]] ** 2, [normal(2, 3)]),
+        "getitem_apart_index_arrays": (lambda x: x[[1, 0], :, [0, 1]] * x[0, :, [1, 1]], [normal(2, 3, 2)]),
+        "getitem_newaxis_ellipsis_mask": (lambda x: x[None, ..., 1] * x[np.array([True, False, True])][:, None, 0],
+                                          [normal(3, 2)]),
+        "array_methods": (lambda x: (x.T * x.T).sum(axis=0) + x.reshape(2, 3).max(axis=1).mean(), [normal(3, 2)]),
+        "numpy_ufuncs_and_functions": (lambda x: np.sum(np.sin(x) * np.exp(x), axis=1) + np.add.reduce(np.square(x)),
+                                       [normal(2, 2)]),
+        "numpy_take_and_reshape": (lambda x: np.reshape(np.take(x, [2, 0, 2], axis=1), (-1,)) ** 3, [normal(2, 3)]),
+        "iteration": (lambda x: sum(row * row[0] for row in x), [normal(3, 2)]),
+    }.items()},
     "composition": (lambda x, y: adc.reduce_mean(adc.tanh(x @ y) ** 2 + adc.exp(-x) @ y),
                     lambda x, y: np.mean(np.tanh(x @ y) ** 2 + np.exp(-x) @ y), [normal(2, 3), normal(3, 3)]),
 })
 SECOND_ORDER = sorted(set(CASES) - {"matmul_operator", "composition", "reduce_max_axis",
-                                    "reduce_min"})
+                                    "reduce_min", "array_methods"})
 
 
 def inputs(name, seed=0):

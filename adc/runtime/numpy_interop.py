@@ -1,0 +1,146 @@
+"""NumPy's functions on Tensors and Variables: `np.sin(t)`, `np.sum(t, axis=0)`, `a @ t` ...
+
+NumPy hands a call with a Tensor among its operands to `__array_ufunc__` (for
+ufuncs: np.sin, np.add, ...) or `__array_function__` (np.sum, np.reshape, ...).
+A function with an adc op is that op, so it is recorded on tapes like `adc.sin`:
+
+    with adc.GradientTape() as tape:
+        y = np.sum(np.sin(x) * x)       # eager_sin, eager_multiply, eager_reduce_sum
+    tape.gradient(y, x)
+
+Any other function runs on the values with NumPy and returns NumPy's result, as
+for an array, except when a recorder (a tape, an accumulator) watches one of its
+operands and the result is floating point: then the result would silently drop
+off the tape, so it raises a TypeError that names the function instead.
+"""
+from __future__ import annotations
+
+import inspect
+
+import numpy as np
+
+from adc.runtime import ops
+from adc.runtime.indexing import getitem
+from adc.runtime.tape import thread_state
+from adc.runtime.tensor import Tensor
+from adc.runtime.variable import Variable
+
+UFUNCS = {
+    np.sin: ops.sin, np.cos: ops.cos, np.tan: ops.tan, np.exp: ops.exp, np.log: ops.log,
+    np.log1p: ops.log1p, np.expm1: ops.expm1, np.sqrt: ops.sqrt, np.tanh: ops.tanh, np.abs: ops.abs_,
+    np.sign: ops.sign, np.negative: ops.negative, np.floor: ops.floor, np.rint: ops.round_,
+    np.add: ops.add, np.subtract: ops.subtract, np.multiply: ops.multiply, np.divide: ops.divide,
+    np.power: ops.pow_, np.maximum: ops.maximum, np.minimum: ops.minimum, np.matmul: ops.matmul,
+    np.less: ops.less, np.less_equal: ops.less_equal, np.greater: ops.greater,
+    np.greater_equal: ops.greater_equal, np.equal: ops.equal, np.not_equal: ops.not_equal,
+    np.square: lambda x: ops.pow_(x, 2), np.positive: lambda x: x,
+}
+REDUCTIONS = {np.add: ops.reduce_sum, np.multiply: ops.reduce_prod, np.maximum: ops.reduce_max,
+              np.minimum: ops.reduce_min}
+
+
+def _reduction(op):
+    def reduction(a, axis=None, keepdims=False):
+        return op(a, axis, keepdims)
+
+    return reduction
+
+
+def _reshape(a, shape=None, *, newshape=None):
+    return ops.reshape(a, shape if newshape is None else newshape)
+
+
+def _take(a, indices, axis=None):
+    return getitem(ops.reshape(a, [-1]) if axis is None else a, (slice(None),) * (axis % a.ndim) + (indices,))
+
+
+def _expand_dims(a, axis):
+    return getitem(a, (slice(None),) * (axis % (a.ndim + 1)) + (None,))
+
+
+def _squeeze(a, axis=None):
+    axes = {i for i, d in enumerate(a.shape) if d == 1} if axis is None else {
+        int(i) % a.ndim for i in np.atleast_1d(axis)}
+    return ops.reshape(a, [d for i, d in enumerate(a.shape) if i not in axes])
+
+
+FUNCTIONS = {
+    np.sum: _reduction(ops.reduce_sum), np.mean: _reduction(ops.reduce_mean),
+    np.max: _reduction(ops.reduce_max), np.min: _reduction(ops.reduce_min),
+    np.amax: _reduction(ops.reduce_max), np.amin: _reduction(ops.reduce_min),
+    np.prod: _reduction(ops.reduce_prod), np.transpose: lambda a, axes=None: ops.transpose(a, axes),
+    np.reshape: _reshape, np.concatenate: lambda arrays, axis=0: ops.concat(arrays, axis),
+    np.stack: lambda arrays, axis=0: ops.stack(arrays, axis), np.dot: lambda a, b: ops.matmul(a, b),
+    np.where: lambda condition, x, y: ops.where(condition, x, y),
+    np.clip: lambda a, a_min, a_max: ops.clip_by_value(a, a_min, a_max),
+    np.take: _take, np.expand_dims: _expand_dims, np.squeeze: _squeeze,
+}
+
+
+def array_ufunc(self, ufunc, method, *inputs, **kwargs):
+    """A ufunc call with a Tensor or Variable among `inputs` (NumPy's protocol)."""
+    if method == "__call__" and ufunc in UFUNCS and not kwargs:
+        return UFUNCS[ufunc](*inputs)
+    if method == "reduce" and ufunc in REDUCTIONS and len(inputs) == 1 and set(kwargs) <= {"axis", "keepdims"}:
+        return REDUCTIONS[ufunc](inputs[0], kwargs.get("axis", 0), kwargs.get("keepdims", False))
+    name = ufunc.__name__ if method == "__call__" else f"{ufunc.__name__}.{method}"
+    return _on_values(f"numpy.{name}", getattr(ufunc, method), inputs, kwargs)
+
+
+def array_function(self, func, types, args, kwargs):
+    """A NumPy function call with a Tensor or Variable among its arguments (NumPy's protocol)."""
+    op = FUNCTIONS.get(func)
+    if op is not None and _binds(op, args, kwargs):
+        return op(*args, **kwargs)
+    return _on_values(f"numpy.{func.__name__}", func, args, kwargs)
+
+
+def _binds(op, args, kwargs) -> bool:
+    """Whether the call uses only the parameters adc's op takes (others go to NumPy)."""
+    try:
+        inspect.signature(op).bind(*args, **kwargs)
+    except TypeError:
+        return False
+    return True
+
+
+def _on_values(name: str, func, args, kwargs):
+    """`func` on the NumPy values of the Tensors and Variables in `args`; a TypeError instead when a
+    recorder watches one of them and the result is floating point (it would not be recorded)."""
+    tensors = [a for a in _leaves((args, kwargs)) if type(a) in (Tensor, Variable)]
+    result = func(*_values(args), **_values(kwargs))
+    if any(np.asarray(r).dtype.kind in "fc" for r in _leaves(result)) and _watched(tensors):
+        raise TypeError(f"{name} has no adc op, so its result would not be recorded on the tape that "
+                        "watches its operand; use the adc op (docs/autodiff.md lists them), or call "
+                        "it on t.numpy() to leave the tape on purpose")
+    return result
+
+
+def _watched(tensors: list) -> bool:
+    return any(recorder.watching(tuple(tensors)) for recorder in thread_state.recording)
+
+
+def _values(tree):
+    """`tree` with each Tensor or Variable replaced by its NumPy value (lists, tuples, dicts kept)."""
+    if type(tree) in (Tensor, Variable):
+        return tree.numpy()
+    if isinstance(tree, (list, tuple)):
+        return type(tree)(_values(t) for t in tree)
+    if isinstance(tree, dict):
+        return {k: _values(v) for k, v in tree.items()}
+    return tree
+
+
+def _leaves(tree):
+    if isinstance(tree, (list, tuple)):
+        for t in tree:
+            yield from _leaves(t)
+    elif isinstance(tree, dict):
+        yield from _leaves(list(tree.values()))
+    else:
+        yield tree
+
+
+for _cls in (Tensor, Variable):
+    _cls.__array_ufunc__ = array_ufunc
+    _cls.__array_function__ = array_function
