@@ -22,13 +22,13 @@ from adc.runtime.forward_accumulator import ForwardAccumulator
 from adc.runtime.functional import grad, hessian, hvp, jacfwd, jacobian, jvp
 from adc.runtime.module import LoadError, Module, load, warn_on_open
 from adc.runtime import numpy_interop   # NumPy's functions on Tensors: the adc ops they name
-from adc.runtime.ops import (abs_ as abs, add, cast, clip, clip_by_norm, clip_by_value, concat,
-                             convert_to_tensor, cos, divide, elu, equal, exp, expm1, floor, greater,
+from adc.runtime.ops import (abs_ as abs, add, argmax, argmin, cast, clip, clip_by_norm, clip_by_value, concat,
+                             convert_to_tensor, cos, divide, elu, equal, exp, expm1, floor, gather, greater,
                              greater_equal, less, less_equal, log, log1p, math_ops as math, matmul,
-                             maximum, minimum, multiply, negative, nn, norm, not_equal, pow_ as pow,
-                             reduce_max, reduce_mean, reduce_min, reduce_prod, reduce_sum, relu, reshape,
+                             maximum, minimum, multiply, negative, nn, norm, not_equal, one_hot, pow_ as pow,
+                             reduce_logsumexp, reduce_max, reduce_mean, reduce_min, reduce_prod, reduce_sum, relu, reshape,
                              round_ as round, rsqrt, sigmoid, sign, sin, softplus, sqrt, stack,
-                             stop_gradient, subtract, tan, tanh, transpose, where)
+                             stop_gradient, subtract, take_along_axis, tan, tanh, transpose, where)
 from adc.runtime.tape import GradientTape, UnconnectedGradients
 from adc.runtime.tensor import Tensor, constant
 from adc.runtime.threads import set_num_threads
@@ -36,14 +36,14 @@ from adc.runtime.variable import Variable
 from adc.version import __version__
 
 __all__ = ["__version__", "CompileError", "ForwardAccumulator", "GradientTape", "LoadError", "Module", "Tensor", "ToolchainError",
-           "UnconnectedGradients", "Variable", "VerifyError", "abs", "add", "cast", "clip", "clip_by_norm",
+           "UnconnectedGradients", "Variable", "VerifyError", "abs", "add", "argmax", "argmin", "cast", "clip", "clip_by_norm",
            "clip_by_value", "compile", "compile_file", "concat", "constant", "convert_to_tensor", "cos",
-           "custom_gradient", "divide", "elu", "equal", "exp", "expm1", "floor", "grad", "greater", "greater_equal",
+           "custom_gradient", "divide", "elu", "equal", "exp", "expm1", "floor", "gather", "grad", "greater", "greater_equal",
            "hessian", "hvp", "jacfwd", "jacobian", "jvp",
            "less", "less_equal", "load", "log", "log1p", "math", "matmul", "maximum", "minimum", "multiply",
-           "negative", "nn", "norm", "not_equal", "pow", "reduce_max", "reduce_mean", "reduce_min",
+           "negative", "nn", "norm", "not_equal", "one_hot", "pow", "reduce_logsumexp", "reduce_max", "reduce_mean", "reduce_min",
            "reduce_prod", "reduce_sum", "relu", "reshape", "round", "rsqrt", "set_num_threads", "sigmoid", "sign", "sin",
-           "softplus", "sqrt", "stack", "stop_gradient", "subtract", "tan", "tanh", "transpose", "where"]
+           "softplus", "sqrt", "stack", "stop_gradient", "subtract", "take_along_axis", "tan", "tanh", "transpose", "where"]
 
 
 def compile(source: str, name: str | None = None) -> Module:

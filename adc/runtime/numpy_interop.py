@@ -74,6 +74,9 @@ FUNCTIONS = {
     np.where: lambda condition, x, y: ops.where(condition, x, y),
     np.clip: lambda a, a_min, a_max: ops.clip_by_value(a, a_min, a_max),
     np.take: _take, np.expand_dims: _expand_dims, np.squeeze: _squeeze,
+    np.argmax: lambda a, axis=None, *, keepdims=False: ops.arg_reduction("argmax", a, axis, keepdims),
+    np.argmin: lambda a, axis=None, *, keepdims=False: ops.arg_reduction("argmin", a, axis, keepdims),
+    np.take_along_axis: lambda arr, indices, axis: ops.take_along_axis(arr, indices, axis),
 }
 
 

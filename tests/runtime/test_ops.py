@@ -101,6 +101,18 @@ CASES.update({
         "numpy_take_and_reshape": (lambda x: np.reshape(np.take(x, [2, 0, 2], axis=1), (-1,)) ** 3, [normal(2, 3)]),
         "iteration": (lambda x: sum(row * row[0] for row in x), [normal(3, 2)]),
     }.items()},
+    # the softmax family and integer indexing, against NumPy twins
+    "softmax": (lambda x: adc.nn.softmax(x, axis=0), lambda x: np.exp(x) / np.exp(x).sum(0), [normal(3, 2)]),
+    "log_softmax": (adc.nn.log_softmax, lambda x: x - np.log(np.exp(x).sum(-1, keepdims=True)), [normal(2, 3)]),
+    "reduce_logsumexp": (lambda x: adc.reduce_logsumexp(x, axis=1, keepdims=True),
+                         lambda x: np.log(np.exp(x).sum(1, keepdims=True)), [normal(2, 3)]),
+    "sparse_softmax_cross_entropy": (
+        lambda x: adc.nn.sparse_softmax_cross_entropy_with_logits([2, 0, 2], x),
+        lambda x: np.log(np.exp(x).sum(-1)) - x[[0, 1, 2], [2, 0, 2]], [normal(3, 4)]),
+    "gather_repeated": (lambda x: adc.gather(x, [2, 0, 2], axis=1) ** 2, lambda x: x[:, [2, 0, 2]] ** 2,
+                        [normal(2, 3)]),
+    "take_along_axis": (lambda x: adc.take_along_axis(x, np.array([[1], [0]]), 1) * x,
+                        lambda x: np.take_along_axis(x, np.array([[1], [0]]), 1) * x, [normal(2, 3)]),
     "composition": (lambda x, y: adc.reduce_mean(adc.tanh(x @ y) ** 2 + adc.exp(-x) @ y),
                     lambda x, y: np.mean(np.tanh(x @ y) ** 2 + np.exp(-x) @ y), [normal(2, 3), normal(3, 3)]),
 })
