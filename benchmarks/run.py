@@ -11,7 +11,6 @@ alternative / adc (> 1 means adc is faster). Targets are printed with them.
 from __future__ import annotations
 
 import functools
-import statistics
 import sys
 import time
 from pathlib import Path
@@ -20,49 +19,10 @@ import numpy as np
 
 import adc
 from compile_times import bench_compile
+from everyday import BENCHMARKS as EVERYDAY
+from timing import fastest, optional, report, timed
 
 SAMPLES = Path(__file__).resolve().parent.parent / "samples"
-
-
-def timed(fn, *, min_time=0.25, repeats=7) -> float:
-    """Median seconds per call over `repeats` batches of calls lasting >= min_time / repeats."""
-    fn()
-    calls, start = 0, time.perf_counter()
-    while time.perf_counter() - start < min_time / repeats or calls < 1:
-        fn()
-        calls += 1
-    samples = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        for _ in range(calls):
-            fn()
-        samples.append((time.perf_counter() - start) / calls)
-    return statistics.median(samples)
-
-
-def optional(name):
-    try:
-        return __import__(name)
-    except ImportError:
-        return None
-
-
-def report(title: str, adc_time: float | dict[str, float], others: dict[str, float], target: str) -> None:
-    """`adc_time` may be adc's routes by name: each is printed, and the fastest is adc's figure."""
-    routes = adc_time if isinstance(adc_time, dict) else {}
-    adc_time = min(routes.values()) if routes else adc_time
-    print(f"\n{title}\n  adc            {adc_time * 1e3:9.3f} ms")
-    for name, t in routes.items():
-        print(f"    adc {name:30s} {t * 1e3:9.3f} ms")
-    for name, t in others.items():
-        print(f"  {name:14s} {t * 1e3:9.3f} ms   {name}/adc = {t / adc_time:6.2f}x")
-    print(f"  target: {target}")
-
-
-def fastest(peer: str, routes: dict[str, float]) -> dict[str, float]:
-    """A peer's fastest route, as {"peer route": seconds}, for `report`'s alternatives."""
-    name = min(routes, key=routes.get)
-    return {f"{peer} {name}": routes[name]}
 
 
 def bench_sigmoid_shift(m) -> None:
@@ -396,13 +356,15 @@ def bench_jacfwd_scalar(m) -> None:
 def main(argv: list[str]) -> int:
     """Every benchmark, or those named on the command line (e.g. `batch_jacobian hessian`)."""
     kernels = functools.cache(lambda: adc.compile_file(SAMPLES / "kernels.adc"))   # compiled when first used
+    nn = functools.cache(lambda: adc.compile_file(SAMPLES / "nn.adc"))
     benchmarks = {"sigmoid_shift": lambda: bench_sigmoid_shift(kernels()),
                   "mlp_loss": lambda: bench_mlp_loss(kernels()),
                   "mlp_gradient": lambda: bench_mlp_gradient(kernels()), "matmul": bench_matmul,
                   "small_tape": bench_small_tape, "trig": bench_trig,
                   "batch_jacobian": bench_batch_jacobian, "hessian": bench_hessian,
                   "jacobian_w": bench_jacobian_w, "jacfwd_scalar": lambda: bench_jacfwd_scalar(kernels()),
-                  "compile": bench_compile}   # compile_times.py: compile latency in fresh processes
+                  "compile": bench_compile,   # compile_times.py: compile latency in fresh processes
+                  **{name: lambda b=b: b(nn()) for name, b in EVERYDAY.items()}}   # everyday.py: samples/nn.adc
     unknown = [name for name in argv if name not in benchmarks]
     if unknown:
         print(f"unknown benchmark {', '.join(unknown)}; choose from {', '.join(benchmarks)}", file=sys.stderr)
