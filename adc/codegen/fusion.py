@@ -58,6 +58,8 @@ INDEX_MAPS = frozenset({"broadcast", "reshape", "transpose", "slice", "stop_grad
 SOURCES = frozenset({"constant", "dim", "iota"})
 FLAT_SAFE = frozenset({"reshape", "constant", "dim"})
 MAX_FUSED = 64      # ops computed for each element of one loop nest, at most
+RECOMPUTED = 3      # ops per element a value read by several loop nests may cost and still be recomputed
+                    # in each: cheaper than storing and reloading it once it outgrows the caches
 
 
 @dataclass(frozen=True)
@@ -70,6 +72,7 @@ class Plan:
     into: dict[Value, Value]        # value -> the returned reshape of it whose output buffer it fills
     transposed: dict[Value, Value]  # matmul operand -> the buffer a matmul reads it from, transposed
     stored_by: dict[Value, tuple[Value, ...]]   # loop nest root -> the other values its loop stores, in order
+    scattered_into: dict[Value, Value]  # value -> the scatter_add whose buffer it fills before the updates
 
     def is_fused(self, value: Value) -> bool:
         return value not in self.materialized
@@ -137,14 +140,39 @@ def plan(func: Func) -> Plan:
             forced.add(op.operands[0])
     forced.update(_read_apart(func, forced, cheap, uses, users))
     forced.difference_update(transposed)
+    scattered_into = _scatter_bases(func, producers, uses, forced)
     sizes = _bound_loop_bodies(func, forced)
     views, into = _shared_buffers(func, forced)
     readers = _buffer_readers(func, producers, frozenset(forced), views, transposed)
-    stored_by = _shared_loops(func, producers, frozenset(forced), views, into, readers, sizes)
+    stored_by = _shared_loops(func, producers, frozenset(forced), views, into, readers, sizes,
+                              set(scattered_into))
     unbuffered = _unbuffered(func, stored_by, readers)
     stored = {w: kept for w, members in stored_by.items()
               if (kept := tuple(m for m in members if m not in unbuffered))}
-    return Plan(producers, frozenset(forced - unbuffered), views, into, transposed, stored)
+    return Plan(producers, frozenset(forced - unbuffered), views, into, transposed, stored, scattered_into)
+
+
+def _scatter_bases(func: Func, producers: dict[Value, Op], uses: Counter, forced: set[Value]) -> dict[Value, Value]:
+    """The scatter_add bases computed straight into the scatter's buffer (by a loop nest of their own,
+    parallel and vectorized), which then only adds the updates: a base read by nothing else, neither
+    a parameter nor returned, seen through one reshape (a view of it then)."""
+    found: dict[Value, Value] = {}
+    for op in func.ops:
+        if op.name != "scatter_add":
+            continue
+        base = op.operands[0]
+        inner = producers.get(base)
+        if inner is not None and inner.name == "reshape" and uses[base] == 1:
+            base = inner.operands[0]
+        inner = producers.get(base)
+        if (inner is None or inner.name in MATERIALIZING or inner.name in SOURCES or uses[base] != 1
+                or base in func.returns or len(inner.results) != 1):
+            continue
+        forced.add(base)
+        if base is not op.operands[0]:
+            forced.add(op.operands[0])
+        found[base] = op.result
+    return found
 
 
 def _users(func: Func) -> dict[Value, list[Op]]:
@@ -172,15 +200,35 @@ def _read_apart(func: Func, forced: set[Value], cheap: set[Value], uses: Counter
         r = user.result
         return r if r in forced or r in apart else loop.get(r)
 
+    cost = _recompute_costs(func, cheap | forced)
     for op in reversed(func.ops):
         if len(op.results) != 1 or op.result in forced or op.result in cheap:
             continue
         v = op.result
         loops = {loop_of(u) for u in users.get(v, ())}
         loop[v] = loops.pop() if len(loops) == 1 else None
-        if uses[v] > 1 and loop[v] is None:
+        if uses[v] > 1 and loop[v] is None and not (cost[v] <= RECOMPUTED and _read_per_element(v, users, uses)):
             apart.add(v)
     return apart
+
+
+def _recompute_costs(func: Func, cheap: set[Value]) -> dict[Value, int]:
+    """Value -> ops per element to compute it from buffers and cheap values (an upper bound: fused
+    operands that later get a buffer cost less)."""
+    cost: dict[Value, int] = {}
+    for op in func.ops:
+        for r in op.results:
+            cost[r] = 0 if r in cheap else min(1 + sum(cost.get(v, 0) for v in op.operands), RECOMPUTED + 1)
+    return cost
+
+
+def _read_per_element(v: Value, users: dict[Value, list[Op]], uses: Counter) -> bool:
+    """True when every user of v is an elementwise op or a reduction (each can compute v at the
+    element it visits) and v is not returned."""
+    readers = users.get(v, ())
+    return len(readers) == uses[v] and all(
+        len(u.results) == 1 and ("elementwise" in OPS[u.name].traits or "reduction" in OPS[u.name].traits)
+        for u in readers)
 
 
 def _bound_loop_bodies(func: Func, forced: set[Value]) -> dict[Value, int]:
@@ -221,14 +269,14 @@ def _buffer_readers(func: Func, producers: dict[Value, Op], materialized: frozen
 
 
 def _shared_loops(func: Func, producers: dict[Value, Op], materialized: frozenset[Value], views: dict[Value, Value],
-                  into: dict[Value, Value], readers: dict[Value, list[Value]], sizes: dict[Value, int]
-                  ) -> dict[Value, tuple[Value, ...]]:
+                  into: dict[Value, Value], readers: dict[Value, list[Value]], sizes: dict[Value, int],
+                  scatter_bases: set[Value]) -> dict[Value, tuple[Value, ...]]:
     """Which loop nests also store other materialized values (Plan.stored_by): a value v with a loop
     of its own moves into the loop of a later value w when w's loop reads v at each of its
     elements only (through elementwise ops, v of w's shape), no loop or matmul between them reads
     v's buffer, and the merged body stays within MAX_FUSED ops per element."""
     position = {op.result: k for k, op in enumerate(func.ops)}
-    shared = set(views.values()) | set(views) | set(into) | set(into.values())
+    shared = set(views.values()) | set(views) | set(into) | set(into.values()) | scatter_bases
 
     def own_loop(v: Value) -> bool:
         op = producers.get(v)

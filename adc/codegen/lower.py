@@ -187,8 +187,10 @@ def _lower_kernel(llmod: ir.Module, func: Func, vector_bits: int) -> None:
     for value, returned in fusion.into.items():
         em.buffers[value] = em.buffers[returned]
     temps = [op.result for op in func.ops if op.result in fusion.materialized and op.result not in em.buffers
-             and op.result not in fusion.views]
+             and op.result not in fusion.views and op.result not in fusion.scattered_into]
     block = _allocate(em, temps)
+    for value, scatter in fusion.scattered_into.items():
+        em.buffers[value] = em.buffers[scatter]
     filled = set(fusion.into.values())          # returned reshapes whose operand wrote their buffer
     for op in func.ops:
         if op.result in fusion.views:
@@ -625,8 +627,9 @@ def scatter_add_lower(kernel: Emitter, op: Op, dest: ir.Value) -> None:
     fn = outline(kernel.llmod, op.name, 1 + len(leaves))
     em = kernel.nested(fn, fn.args[2], dict(zip(leaves, fn.args[4:])))
     out, dtype, axis = fn.args[3], base.type.dtype, op.attrs["axis"]
-    counted_loop(em.b, i64(0), em.dim(num_elements(base.type.shape)),
-                 lambda i: _copy_element(em, base, op.result, out, i))
+    if op.result not in kernel.plan.scattered_into.values():    # else the base's own loop wrote dest
+        counted_loop(em.b, i64(0), em.dim(num_elements(base.type.shape)),
+                     lambda i: _copy_element(em, base, op.result, out, i))
     n = em.dim(base.type.shape[axis])
     add = _int_or_float("add", "fadd")
 

@@ -75,9 +75,9 @@ def adjoint(func: Func, name: str, funcs: Mapping[str, Func], wanted: Iterable[i
     """The uncleaned VJP of a call-free `func`, named `name`, for the `wanted` params (default all)."""
     b = Builder(funcs, func.loc)
     b.params, b.ops = list(func.params), list(func.ops)
-    cts: dict[Value, Value] = {}
+    cts = Cotangents(b)
     for value, seed_name in zip(func.returns, _cotangent_names(func)):
-        _accumulate(b, cts, value, b.param(seed_name, value.type))
+        cts.add(value, b.param(seed_name, value.type))
     for op in reversed(func.ops):
         _backward(b, op, cts)
     wanted = range(len(func.params)) if wanted is None else set(wanted)
@@ -96,7 +96,7 @@ def cleanup(func: Func, funcs: Mapping[str, Func]) -> Func:
     return func
 
 
-def _backward(b: Builder, op: Op, cts: dict[Value, Value]) -> None:
+def _backward(b: Builder, op: Op, cts: "Cotangents") -> None:
     """Apply op's rule to its results' cotangents and add what it gives to its operands'."""
     incoming = tuple(cts.get(r) for r in op.results)
     if all(ct is None for ct in incoming):
@@ -107,18 +107,60 @@ def _backward(b: Builder, op: Op, cts: dict[Value, Value]) -> None:
     with b.at(op.loc):
         outgoing = rule(b, op, incoming)
         for operand, ct in zip(op.operands, outgoing, strict=True):
-            _accumulate(b, cts, operand, ct, op)
+            cts.add(operand, ct, op)
 
 
-def _accumulate(b: Builder, cts: dict[Value, Value], value: Value, ct: Value | None,
-                op: Op | None = None) -> None:
-    """cts[value] += ct, for float values; None adds nothing."""
-    if ct is None or not value.type.dtype.is_float:
-        return
-    if ct.type != value.type:
-        raise VerifyError(f"the adjoint rule of '{op.name if op else 'return'}' gave a cotangent of "
-                          f"type {ct.type} for a value of type {value.type}")
-    cts[value] = b.op("add", cts[value], ct) if value in cts else ct
+class Cotangents(dict):
+    """Value -> the sum of the cotangents given for it so far, built with `b`.
+
+    A cotangent that is a scatter-add into zeros (the adjoint of a gather, maybe reshaped) is not
+    added to the rest as a whole tensor: its updates are scattered into the other term instead, so
+    the sum costs a few updates, not a buffer of zeros and a pass adding it. That adds the terms in
+    another order, which is the adjoint's choice to make (a cotangent sum has no order of its own)."""
+
+    def __init__(self, b: Builder):
+        super().__init__()
+        self.b = b
+        self._producers: dict[Value, Op] = {}
+        self._indexed = 0
+
+    def add(self, value: Value, ct: Value | None, op: Op | None = None) -> None:
+        """cts[value] += ct, for float values; None adds nothing."""
+        if ct is None or not value.type.dtype.is_float:
+            return
+        if ct.type != value.type:
+            raise VerifyError(f"the adjoint rule of '{op.name if op else 'return'}' gave a cotangent of "
+                              f"type {ct.type} for a value of type {value.type}")
+        self[value] = self._sum(self[value], ct) if value in self else ct
+
+    def _sum(self, x: Value, y: Value) -> Value:
+        for into, other in ((x, y), (y, x)):
+            scatter = self._scatter_into_zeros(other)
+            if scatter is not None:
+                flat = scatter.result.type
+                base = into if into.type == flat else self.b.op("reshape", into, shape=flat.shape)
+                total = self.b.op("scatter_add", base, *scatter.operands[1:], **scatter.attrs)
+                return total if total.type == into.type else self.b.op("reshape", total, shape=into.type.shape)
+        return self.b.op("add", x, y)
+
+    def _scatter_into_zeros(self, value: Value) -> Op | None:
+        """The scatter_add into a constant 0 that makes `value` (directly or reshaped), else None."""
+        op = self._producer(value)
+        if op is not None and op.name == "reshape":
+            op = self._producer(op.operands[0])
+        if op is None or op.name != "scatter_add":
+            return None
+        base = self._producer(op.operands[0])
+        while base is not None and base.name == "broadcast":
+            base = self._producer(base.operands[0])
+        return op if base is not None and base.name == "constant" and base.attrs["value"] == 0 else None
+
+    def _producer(self, value: Value) -> Op | None:
+        ops = self.b.ops
+        for op in ops[self._indexed:]:
+            self._producers.update((r, op) for r in op.results)
+        self._indexed = len(ops)
+        return self._producers.get(value)
 
 
 def _cotangent_names(func: Func) -> list[str]:

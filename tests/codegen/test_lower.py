@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from adc.abi import parse_type
-from adc.codegen.fusion import MAX_FUSED, plan
+from adc.codegen.fusion import MAX_FUSED, RECOMPUTED, plan
 from adc.codegen.lower import lower_module, lower_rules
 from adc.codegen.target import Target
 from adc.errors import CompileError
@@ -416,7 +416,8 @@ def _relu_of_affine(b, x, w, c):
 
 def test_a_value_read_by_elementwise_ops_of_one_loop_is_computed_in_it():
     """relu(x @ w + c): the sum is read by the comparison and the select of one loop (and, squared,
-    summed by a reduction's loop): no buffer of its own. Read by two loops, it gets one."""
+    summed by a reduction's loop): no buffer of its own. Read by two loops, it is recomputed in each
+    while it costs at most RECOMPUTED ops per element, and gets a buffer when it costs more."""
     params = "x: f64[B,I], w: f64[I,O], c: f64[B,O]"
     rng = np.random.default_rng(0)
     x, w, c = rng.standard_normal((4, 3)), rng.standard_normal((3, 5)), rng.standard_normal((4, 5))
@@ -430,11 +431,21 @@ def test_a_value_read_by_elementwise_ops_of_one_loop_is_computed_in_it():
         (got,) = run(module, x, w, c)
         assert_close(got, want, np.float64)
 
-    def two_loops(b, x, w, c):
-        a, r = _relu_of_affine(b, x, w, c)
-        return b.op("reduce_sum", r, axes=[0]), b.op("exp", a)
-    func = next(iter(kernel(params, two_loops)))
-    assert "add" in {op.name for op in func.ops if op.result in plan(func).materialized}
+    def two_loops(b, x, w, c, extra_ops=0):
+        a = b.op("add", b.op("matmul", x, w), c)
+        for _ in range(extra_ops):
+            a = b.op("tanh", a)
+        return b.op("reduce_sum", a, axes=[0]), b.op("exp", a)
+
+    for extra, buffered in ((0, False), (RECOMPUTED, True)):
+        module = kernel(params, lambda b, x, w, c: two_loops(b, x, w, c, extra))
+        func = next(iter(module))
+        assert (func.ops[-3].result in plan(func).materialized) == buffered    # the last add or tanh
+        a = x @ w + c
+        for _ in range(extra):
+            a = np.tanh(a)
+        for got, want in zip(run(module, x, w, c), (a.sum(0), np.exp(a))):
+            assert_close(got, want, np.float64)
 
 
 def test_relu_saving_its_mask_and_result_is_one_loop_storing_both():

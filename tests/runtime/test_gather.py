@@ -12,6 +12,7 @@ import adc
 from adc.codegen.fusion import plan
 from adc.frontend import compile_source
 from adc.ir.interp import run
+from adc.passes.adjoint import vjp
 from adc.passes.batch import batch
 from tests.support.gradcheck import check_vjp
 from tests.support.native import jit_module
@@ -120,6 +121,25 @@ def test_gradients_match_finite_differences_to_second_order():
     idx = np.array([[0, 3, 3], [-1, 2, 0]])                 # repeated and negative indices
     at = np.array([1, 1, -4, 2, 9], np.int32)               # 9 clamps to the last row
     check_vjp(module, "loss", [w, idx, u, at], order=2)
+
+
+SCATTERED = "def f(w: f64[V, D], idx: i64[B], v: f64[B, D]) -> f64:\n    return sum(exp(w)) + sum(w[idx] * v)\n"
+
+
+def test_a_gathers_cotangent_is_scattered_into_the_others_buffer():
+    """d/dw of sum(exp(w)) + sum(w[idx] * v): the gather's cotangent is not a scatter into zeros added
+    to exp(w) ct, but a scatter of its updates into the buffer the loop of exp(w) ct fills."""
+    module = compile_source(SCATTERED, "s.adc")
+    _, gradient = vjp(module, "f", [0])
+    func = gradient.func
+    assert [op.name for op in func.ops].count("scatter_add") == 1 and "add" not in {op.name for op in func.ops}
+    (scatter,) = [op for op in func.ops if op.name == "scatter_add"]
+    assert plan(func).scattered_into == {scatter.operands[0]: scatter.result}
+    w, v, idx = np.arange(12.0).reshape(4, 3), np.ones((5, 3)), np.array([1, 1, 3, -1, 0])
+    m = adc.compile(SCATTERED, "s.adc")
+    expected = np.exp(w)
+    np.add.at(expected, idx, v)
+    np.testing.assert_allclose(adc.grad(m.f, wrt="w")(w, idx, v), expected, rtol=1e-14)
 
 
 def test_compiled_gradient_accumulates_repeated_indices():
