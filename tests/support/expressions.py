@@ -24,7 +24,7 @@ from typing import Callable
 from hypothesis import strategies as st
 
 from tests.support.vocabulary import (BOOL_BINARY, BOOL_UNARY, COMPARISONS, EXTERNS, FLOAT_BINARY, FLOAT_UNARY,
-                                      FLOATS, INPUT_BOUND, INT_BINARY, INT_UNARY, LITERALS, MAX_RANK, MAX_SIZE, NUMPY, REDUCTIONS, Expr, Options,
+                                      FLOATS, INPUT_BOUND, INT_BINARY, INT_UNARY, INTS, LITERALS, MAX_RANK, MAX_SIZE, NUMPY, REDUCTIONS, Expr, Options,
                                       Signature, Type, adc_dims, broadcasts, extent, magnitude, product, py_dims)
 
 
@@ -260,6 +260,31 @@ class Expressions:
         adc = self.pick([f"({a.adc} @ {b.adc})", f"matmul({a.adc}, {b.adc})"])
         return Expr(adc, f"np.matmul({a.py}, {b.py})", t, product(a.bound, b.bound, extent(k)))
 
+    def argreduce(self, t: Type, depth: int) -> Expr:
+        """argmax/argmin along one axis: the first extreme, 0 along an axis empty at run time."""
+        p, d = self.integer(0, t.rank), self.token()
+        a = self.draw(Type(self.pick([x for x in self.dtypes if not (self.options.smooth and x in FLOATS)]
+                                     or self.dtypes), t.shape[:p] + (d,) + t.shape[p:]), depth)
+        name = self.pick(["argmax", "argmin"])
+        axis = self.pick([p, p - t.rank - 1])
+        return Expr(f"{name}({a.adc}, axis={axis})", f"_{name}({a.py}, {p})", t, extent(d))
+
+    def one_hot(self, t: Type, depth: int) -> Expr:
+        """one_hot of integer indices, depth the last dimension of t (zero rows outside [0, depth))."""
+        i = self.draw(Type(self.pick([x for x in self.dtypes if x in INTS]), t.shape[:-1]), depth)
+        return Expr(f"one_hot({i.adc}, {t.shape[-1]}, dtype={t.dtype})",
+                    f"_one_hot({i.py}, {t.shape[-1]}, {NUMPY[t.dtype]})", t, 1.0)
+
+    def augmented(self, t: Type, depth: int) -> Expr:
+        """`tK = a` then `tK += b` (or -=, *=): b broadcasts to tK's type, which does not change."""
+        a = self.assign(self.draw(t, depth))
+        op = self.pick(["+", "-", "*"])
+        b = self.draw(t.of(self.broadcast_pair(t.shape)[self.integer(0, 1)]) if t.rank else t, depth)
+        self.statements.append((f"{a.adc} {op}= {b.adc}", f"{a.py} = {a.py} {op} {b.py}"))
+        bound = product(a.bound, b.bound) if op == "*" else a.bound + b.bound
+        self.scope[self.scope.index(a)] = updated = Expr(a.adc, a.py, t, bound, atom=True)
+        return updated
+
     def cast(self, t: Type, depth: int) -> Expr | None:
         sources = [d for d in self.dtypes if d != t.dtype and self.convertible(d, t.dtype)]
         if not sources:
@@ -441,6 +466,9 @@ FORMS: dict[str, tuple[int, Callable[[Expressions, Type], bool]]] = {
     "reduce": (2, lambda g, t: t.dtype != "bool" and t.rank < MAX_RANK),
     "matmul": (2, lambda g, t: t.is_float),
     "cast": (1, lambda g, t: t.dtype != "bool"),
+    "argreduce": (1, lambda g, t: t.dtype == "i64" and t.rank < MAX_RANK),
+    "one_hot": (1, lambda g, t: t.dtype != "bool" and t.rank >= 1 and any(x in INTS for x in g.dtypes)),
+    "augmented": (1, lambda g, t: t.dtype != "bool"),
     "index": (1, lambda g, t: t.rank < MAX_RANK),
     "slice": (1, lambda g, t: _static(t, lambda d: True)),
     "transpose": (1, lambda g, t: t.rank >= 2),

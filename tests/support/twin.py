@@ -99,6 +99,22 @@ def _cast(x, dtype):
     return np.asarray(x).astype(dtype)
 
 
+def _argmax(x, axis):
+    # adc's index of an axis empty at run time is 0 (NumPy raises)
+    shape = x.shape[:axis] + x.shape[axis + 1:]
+    return np.argmax(x, axis=axis).astype(np.int64) if x.shape[axis] else np.zeros(shape, np.int64)
+
+
+def _argmin(x, axis):
+    shape = x.shape[:axis] + x.shape[axis + 1:]
+    return np.argmin(x, axis=axis).astype(np.int64) if x.shape[axis] else np.zeros(shape, np.int64)
+
+
+def _one_hot(indices, depth, dtype):
+    # tf.one_hot: a zero row for an index outside [0, depth), negative ones included
+    return (np.asarray(indices)[..., None] == np.arange(depth)).astype(dtype)
+
+
 def _erf(x):
     return _ERF(x).astype(np.asarray(x).dtype)
 
@@ -106,7 +122,8 @@ def _erf(x):
 RUNTIME = {"np": np, "_sigmoid": _sigmoid, "_softplus": _softplus, "_relu": _relu, "_elu": _elu,
            "_sum": _sum, "_prod": _prod, "_mean": _mean, "_max": _max, "_min": _min, "_norm": _norm,
            "_logsumexp": _logsumexp, "_softmax": _softmax, "_log_softmax": _log_softmax,
-           "_cast": _cast, "_erf": _erf}
+           "_cast": _cast, "_erf": _erf, "_argmax": _argmax, "_argmin": _argmin, "_one_hot": _one_hot,
+           "pi": np.pi, "e": np.e}
 
 
 class Twin:

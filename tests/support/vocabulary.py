@@ -27,7 +27,7 @@ INPUT_BOUND = {"f32": 2.0, "f64": 2.0, "i32": 3.0, "i64": 3.0, "bool": 1.0}
 # adc's sin/cos/tan are accurate for |x| <= 1e4 (f32) and 1e5 (f64), tests/codegen/test_vecmath.py
 TRIG_LIMIT = 1e3
 EXP_LIMIT = 20.0
-LITERALS = {"f32": ("0.5", "2.0", "(-1.5)", "3"), "f64": ("0.5", "2.0", "(-1.5)", "3"),
+LITERALS = {"f32": ("0.5", "2.0", "(-1.5)", "3", "pi", "(-e)"), "f64": ("0.5", "2.0", "(-1.5)", "3", "pi", "(-e)"),
             "i32": ("2", "(-1)", "3"), "i64": ("2", "(-1)", "3"), "bool": ("True", "False")}
 
 
@@ -114,8 +114,14 @@ class Signature:
     bounds: tuple[float, ...]
 
 
+CONSTANTS = {"pi": math.pi, "e": math.e}   # the language's named constants, in the twin too
+
+
 def magnitude(literal: str) -> float:
-    return 1.0 if literal in ("True", "False") else abs(float(literal.strip("()")))
+    if literal in ("True", "False"):
+        return 1.0
+    text = literal.strip("()").lstrip("-")
+    return CONSTANTS[text] if text in CONSTANTS else abs(float(text))
 
 
 def product(*bounds: float) -> float:
