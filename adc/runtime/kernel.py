@@ -24,7 +24,7 @@ import ctypes
 import functools
 import inspect
 import threading
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
@@ -44,8 +44,12 @@ _UNKNOWN = object()     # a split VJP not asked for yet
 class Kernel:
     """One kernel of a compiled module; call it like a Python function."""
 
-    def __init__(self, signature: KernelSignature, owner: Any):
+    def __init__(self, signature: KernelSignature, owner: Any, recipe: Callable[[], tuple] | None = None):
         self.signature = signature
+        # how another process rebuilds the kernel: called when it is pickled, it gives what
+        # __reduce__ returns — (getitem, (module, name)) for a module's kernel, the transform of its
+        # base kernel for a derivative (module.py, functional.py)
+        self.recipe = recipe
         self._owner = owner  # the native library: keeps it alive as long as the kernel
         self._cfunc = None   # its entry point, asked for on the first call (a JIT module compiles it then)
         self._np_dtypes = tuple(t.dtype.numpy for t in signature.param_types)
@@ -71,6 +75,13 @@ class Kernel:
 
     def __repr__(self) -> str:
         return f"<adc kernel {self.signature}>"
+
+    def __reduce__(self):
+        if self.recipe is None:
+            raise TypeError(f"kernel '{self.signature.name}' cannot be pickled: only the kernels of modules "
+                            f"opened by adc.compile, adc.compile_file or adc.load, and the derivatives "
+                            f"adc.grad, adc.jacobian, adc.hessian and adc.hvp make of them, travel by value")
+        return self.recipe()
 
     def __call__(self, *args, **kwargs):
         if kwargs or len(args) != self._arity:
