@@ -144,7 +144,7 @@ def transformed(transform: str, kernel: Kernel, wrt, mode: str | None = None) ->
     if not isinstance(kernel, Kernel):
         raise TypeError(f"adc.{transform}: expects a compiled adc kernel (e.g. module.f), got "
                         f"{type(kernel).__name__}")
-    wanted = _wanted(transform, kernel, wrt)
+    wanted = parameter_indices(transform, kernel, wrt)
     _check_result(transform, kernel)
     embedded_derivative(kernel)     # a --no-gradients module raises its LookupError
     derivation = DERIVATIONS[transform, mode]
@@ -172,8 +172,8 @@ def _cached(kernel: Kernel, key: tuple, compile_it):
         return cache[key]
 
 
-def _wanted(transform: str, kernel: Kernel, wrt) -> tuple[int, ...]:
-    """`wrt` as parameter indices, each checked to name a float parameter."""
+def parameter_indices(transform: str, kernel: Kernel, wrt) -> tuple[int, ...]:
+    """`wrt` as parameter indices, each checked to name a float parameter (errors name `transform`)."""
     sig = kernel.signature
     if wrt is None:
         return tuple(i for i, t in enumerate(sig.param_types) if t.dtype.is_float)

@@ -101,7 +101,7 @@ class Kernel:
             tensors.append(value)
         sizes = self._lean_dims(tensors) if self._dim_plan != () else []    # (): scalar params only
         if sizes is _SLOW:
-            env = self._bind_dims([t._array for t in tensors])
+            env = self._bind_dims([t._array.shape for t in tensors])
             sizes = [env[s] for s in self.signature.dims]
         if self._constrained:
             self._check_constraints(sizes)
@@ -241,13 +241,25 @@ class Kernel:
                 sizes[slot] = size
         return sizes
 
-    def _bind_dims(self, arrays: list[np.ndarray]) -> dict[str, int]:
+    def bind_shapes(self, shapes) -> dict[str, int]:
+        """The dimension symbols' sizes for arguments of these shapes, after the checks a call makes
+        (ValueError naming the parameter and dimension): shapes checked before the data exists, as
+        adc.dask checks a block's."""
+        for name, ptype, shape in zip(self.signature.param_names, self.signature.param_types, shapes):
+            if len(shape) != ptype.rank:
+                raise ValueError(f"{self._where(name)} expects rank {ptype.rank} ({ptype}), "
+                                 f"got an array of shape {tuple(shape)}")
+        env = self._bind_dims(shapes)
+        self._check_constraints([env[s] for s in self.signature.dims])
+        return env
+
+    def _bind_dims(self, shapes) -> dict[str, int]:
         env: dict[str, int] = {}
         origin: dict[str, str] = {}
         derived = []    # dims such as N+M, checked once the symbols are bound
         sig = self.signature
-        for name, ptype, array in zip(sig.param_names, sig.param_types, arrays):
-            for axis, (dim, size) in enumerate(zip(ptype.shape, array.shape)):
+        for name, ptype, shape in zip(sig.param_names, sig.param_types, shapes):
+            for axis, (dim, size) in enumerate(zip(ptype.shape, shape)):
                 if isinstance(dim, int):
                     if size != dim:
                         raise ValueError(f"{self._where(name)} dimension {axis} must be {dim}, got {size}")
