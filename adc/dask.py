@@ -101,6 +101,7 @@ def gradient(loss_kernel: Kernel, *args, wrt=None, reduce: str = "sum", batch_ax
                              f"blocks; its derivative is per example: use adc.dask.per_example")
     derivative = grad(loss_kernel, wrt=wanted)
     dask, da = _dask()
+    derivative = sent_once(derivative)
     partials = [dask.delayed(_call, pure=True)(derivative, *block) for block in plan.blocks()]
     while len(partials) > 1:
         partials = [dask.delayed(_add, pure=True)(*partials[k:k + split_every])
@@ -230,12 +231,20 @@ class _Plan:
         """`function(*leading, *block arguments)` per block, a tuple with one array per spec, as
         Dask arrays: concatenated along their batch axis, or stacked when they have none."""
         dask, da = _dask()
+        leading = [sent_once(value) for value in leading]
         calls = [dask.delayed(function, pure=True)(*leading, *block) for block in self.blocks()]
         results = []
         for k, ((shape, axis), dtype) in enumerate(zip(specs, dtypes)):
             parts = [da.from_delayed(call[k], shape=shape(b), dtype=dtype) for call, b in zip(calls, self.chunks)]
             results.append(da.stack(parts) if axis is None else da.concatenate(parts, axis=axis))
         return results[0] if len(results) == 1 else tuple(results)
+
+
+def sent_once(value):
+    """A kernel as one value of the graph that its tasks share: pickled once, sent once to each
+    worker, rather than once per task."""
+    dask, _ = _dask()
+    return dask.delayed(value, pure=False) if isinstance(value, Kernel) else value
 
 
 def _as_array(value):

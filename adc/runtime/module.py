@@ -159,7 +159,7 @@ class Module:
         if self.shipment is None:
             raise TypeError(f"module '{self.origin}' cannot be pickled: only modules opened by adc.compile, "
                             f"adc.compile_file or adc.load travel by value")
-        return open_shipment, (self.shipment.kind, self.origin, self.shipment.digest, self.shipment.payload())
+        return open_shipment, (self.shipment.kind, self.origin, self.shipment.digest, self.shipment.payload)
 
     def __repr__(self) -> str:
         body = "".join(f"\n  {k.signature}" for k in self._kernels.values())
@@ -215,14 +215,16 @@ def from_source(text: str, name: str) -> Module:
 @dataclass(frozen=True)
 class Shipment:
     """What a pickled module carries: its source `text`, or the bytes of the shared object at
-    `path`, read when pickled (a file changed since it was loaded is refused). `digest`, the
-    SHA-256 of those bytes (a shared object's is its seal's), names the module in any process."""
+    `path`, read on the first pickle and kept (a file changed since it was loaded is refused).
+    `digest`, the SHA-256 of those bytes (a shared object's is its seal's), names the module in
+    any process."""
 
     kind: str       # "source" or "shared_object"
     digest: str
     text: str | None = None
     path: Path | None = None
 
+    @functools.cached_property
     def payload(self) -> str | bytes:
         if self.kind == "source":
             return self.text
@@ -236,14 +238,12 @@ class Shipment:
 def open_shipment(kind: str, origin: str, digest: str, payload: str | bytes) -> Module:
     """The module a pickle carries, opened once per process: source compiled through the cache,
     a shared object written to a file (`_stored`) and loaded."""
+    if kind == "shared_object" and _sealed_digest(payload) != digest:
+        raise LoadError(f"{origin}: the shared object received is damaged (its digest differs)")
     with _shipped_lock:
         if digest not in _shipped:
-            if kind == "source":
-                _shipped[digest] = from_source(payload, origin)
-            else:
-                if _sealed_digest(payload) != digest:
-                    raise LoadError(f"{origin}: the shared object received is damaged (its digest differs)")
-                _shipped[digest] = _shared_object_module(_stored(digest, payload), origin)
+            _shipped[digest] = (from_source(payload, origin) if kind == "source" else
+                                _shared_object_module(_stored(digest, payload), origin))
         return _shipped[digest]
 
 
