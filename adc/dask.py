@@ -30,7 +30,7 @@ REDUCTIONS = ("sum", "mean")
 
 
 def _dask():
-    """dask, dask.array and dask.delayed, or an ImportError saying how to install them."""
+    """dask and dask.array, or an ImportError saying how to install them."""
     try:
         import dask
         import dask.array as da
@@ -54,32 +54,34 @@ def per_example(kernel: Kernel, *args, wrt=None, batch_axis: int = 0):
     the result is, per entry of wrt, d y_i / d (that parameter): for a parameter p, [B, ..., *p.shape]
     (forward mode, one JVP per element of p: reverse mode would cost the block size squared);
     for a Dask argument x, its batch Jacobian [B, ..., *x.shape[1:]] (tape.batch_jacobian)."""
-    if wrt is None:
-        plan = _Plan("per_example", kernel, args, batch_axis)
-        specs = plan.result_specs(kernel)
-        for i, (_, axis) in enumerate(specs):
-            if axis is None:
-                raise ValueError(f"adc.dask.per_example: result {i} of {kernel.signature} has no batch dimension "
-                                 f"{plan.symbol}, so it is not per example (give wrt= to differentiate {kernel.__name__})")
-        return plan.arrays(_call, (kernel,), specs, _result_dtypes(kernel))
     plan = _Plan("per_example", kernel, args, batch_axis)
+    if wrt is None:
+        return _mapped_derivative(plan, kernel)
     wanted = parameter_indices("dask.per_example", kernel, wrt)
     shared = tuple(i for i in wanted if i not in plan.dask_positions)
     batched = tuple(i for i in wanted if i in plan.dask_positions)
-    y_spec = plan.result_specs(kernel)
-    if len(y_spec) != 1 or y_spec[0][1] != 0:
+    (y_shape, y_axis), = plan.result_specs(kernel) if len(kernel.signature.result_types) == 1 else [(None, None)]
+    if y_axis != 0:
         raise ValueError(f"adc.dask.per_example: {kernel.signature} must return one tensor whose first axis is the "
                          f"batch dimension {plan.symbol}")
     if batched and plan.batch_axis != 0:
         raise ValueError("adc.dask.per_example: batch Jacobians w.r.t. Dask arguments need batch_axis=0")
     derivative = jacobian(kernel, wrt=shared, mode="forward") if shared else None
-    shared_specs = plan.result_specs(derivative) if derivative else []
-    y_shape, _ = y_spec[0]
-    specs = dict(zip(shared, shared_specs))
+    specs = dict(zip(shared, plan.result_specs(derivative))) if shared else {}
     for i in batched:
         specs[i] = (lambda b, i=i: y_shape(b) + plan.block_shape(i, b)[1:], 0)
     return plan.arrays(_per_example_block, (kernel, derivative, shared, batched, wanted),
                        [specs[i] for i in wanted], [kernel.signature.result_types[0].dtype.numpy] * len(wanted))
+
+
+def _mapped_derivative(plan: _Plan, kernel: Kernel):
+    """per_example of a derivative kernel: mapped, once each result is checked to be per example."""
+    specs = plan.result_specs(kernel)
+    for i, (_, axis) in enumerate(specs):
+        if axis is None:
+            raise ValueError(f"adc.dask.per_example: result {i} of {kernel.signature} has no batch dimension "
+                             f"{plan.symbol}, so it is not per example (give wrt= to differentiate {kernel.__name__})")
+    return plan.arrays(_call, (kernel,), specs, _result_dtypes(kernel))
 
 
 def gradient(loss_kernel: Kernel, *args, wrt=None, reduce: str = "sum", batch_axis: int = 0, split_every: int = 8):
@@ -99,16 +101,15 @@ def gradient(loss_kernel: Kernel, *args, wrt=None, reduce: str = "sum", batch_ax
         if i in plan.dask_positions:
             raise ValueError(f"adc.dask.gradient: parameter '{sig.param_names[i]}' is a Dask argument, split in "
                              f"blocks; its derivative is per example: use adc.dask.per_example")
-    derivative = grad(loss_kernel, wrt=wanted)
     dask, da = _dask()
-    derivative = sent_once(derivative)
+    derivative = sent_once(grad(loss_kernel, wrt=wanted))
     partials = [dask.delayed(_call, pure=True)(derivative, *block) for block in plan.blocks()]
     while len(partials) > 1:
         partials = [dask.delayed(_add, pure=True)(*partials[k:k + split_every])
                     for k in range(0, len(partials), split_every)]
     total = partials[0]
     if reduce == "mean":
-        total = dask.delayed(_scale, pure=True)(total, 1.0 / plan.examples)
+        total = dask.delayed(_mean, pure=True)(total, plan.examples)
     grads = tuple(da.from_delayed(total[k], shape=plan.param_shape(i), dtype=sig.param_types[i].dtype.numpy)
                   for k, i in enumerate(wanted))
     return grads[0] if len(grads) == 1 else grads
@@ -280,5 +281,5 @@ def _add(*partials: tuple) -> tuple[np.ndarray, ...]:
     return tuple(np.sum(parts, axis=0) for parts in zip(*partials))
 
 
-def _scale(total: tuple, factor: float) -> tuple[np.ndarray, ...]:
-    return tuple(t * factor for t in total)
+def _mean(total: tuple, examples: int) -> tuple[np.ndarray, ...]:
+    return tuple(t / examples for t in total)
