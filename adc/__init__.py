@@ -20,7 +20,7 @@ from adc.errors import CompileError, ToolchainError, VerifyError
 from adc.runtime.custom_gradient import custom_gradient
 from adc.runtime.forward_accumulator import ForwardAccumulator
 from adc.runtime.functional import grad, hessian, hvp, jacfwd, jacobian, jvp
-from adc.runtime.module import LoadError, Module, load, warn_on_open
+from adc.runtime.module import LoadError, Module, from_source, load, warn_on_open
 from adc.runtime import numpy_interop   # NumPy's functions on Tensors: the adc ops they name
 from adc.runtime.ops import (abs_ as abs, add, argmax, argmin, cast, clip, clip_by_norm, clip_by_value, concat,
                              convert_to_tensor, cos, divide, elu, equal, exp, expm1, floor, gather, greater,
@@ -50,14 +50,11 @@ def compile(source: str, name: str | None = None) -> Module:
     """Compile adc source text in process; `name` labels diagnostics (default '<string>').
     Compiled code is kept in the on-disk cache (docs/architecture.md), so the same source
     compiles once per machine."""
-    from adc import driver      # the compiler (llvmlite) is optional for loading .so files
-
-    return warn_on_open(Module(driver.jit_source(source, name or "<string>"), name or "<string>"), "adc.compile")
+    return warn_on_open(from_source(source, name or "<string>"), "adc.compile")
 
 
 def compile_file(path: str | os.PathLike) -> Module:
     """Compile an .adc file in process."""
-    from adc import driver
+    from adc import driver      # the compiler (llvmlite) is optional for loading .so files
 
-    return warn_on_open(Module(driver.jit_source(driver.read_source(path), str(path)), str(path)),
-                         "adc.compile_file")
+    return warn_on_open(from_source(driver.read_source(path), str(path)), "adc.compile_file")

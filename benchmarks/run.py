@@ -3,6 +3,7 @@
     python benchmarks/run.py                        # all of them
     python benchmarks/run.py batch_jacobian hessian # some
     python benchmarks/run.py compile                # compile latency, fresh processes (compile_times.py)
+    python benchmarks/run.py dask                   # adc.dask: one process, threads, a cluster (dask_bench.py)
 
 Each line prints the median time per call of adc and of the alternatives a user
 would pick (NumPy always; JAX and PyTorch when installed), and the ratio
@@ -353,6 +354,12 @@ def bench_jacfwd_scalar(m) -> None:
            "<= 1.0x JAX jit(jacfwd) (jax/adc >= 1)")
 
 
+def bench_dask() -> None:
+    from dask_bench import bench_dask as bench     # needs the dask extra: imported when asked for
+
+    bench()
+
+
 def main(argv: list[str]) -> int:
     """Every benchmark, or those named on the command line (e.g. `batch_jacobian hessian`)."""
     kernels = functools.cache(lambda: adc.compile_file(SAMPLES / "kernels.adc"))   # compiled when first used
@@ -364,6 +371,7 @@ def main(argv: list[str]) -> int:
                   "batch_jacobian": bench_batch_jacobian, "hessian": bench_hessian,
                   "jacobian_w": bench_jacobian_w, "jacfwd_scalar": lambda: bench_jacfwd_scalar(kernels()),
                   "compile": bench_compile,   # compile_times.py: compile latency in fresh processes
+                  "dask": bench_dask,         # dask_bench.py: adc.dask, one process vs threads vs a cluster
                   **{name: lambda b=b: b(nn()) for name, b in EVERYDAY.items()}}   # everyday.py: samples/nn.adc
     unknown = [name for name in argv if name not in benchmarks]
     if unknown:

@@ -6,7 +6,8 @@ passes and the frontend on the IR; codegen on the IR and the ABI; the compiler
 (adc.compiler: the pipeline) on all of those; the driver (cache, JIT loading, `.so`
 linking) on codegen and the compiler — never on the runtime; the runtime on the ABI
 and, for derivatives, on the driver and the passes' analyses — never on codegen,
-so loading a `.so` needs no llvmlite. The CLI and `adc/__init__` sit on top.
+so loading a `.so` needs no llvmlite. adc.dask (kernels over Dask arrays) sits on the runtime.
+The CLI and `adc/__init__` sit on top.
 Every import counts, function-local ones included, and no two layers import each other.
 """
 import ast
@@ -31,6 +32,7 @@ ALLOWED = {
                    "adc.cpus"),
     "adc.runtime": ("adc.runtime", "adc.ir", "adc.errors", "adc.abi", "adc.cpus", "adc.driver",
                     "adc.passes.example_axis", "adc.passes.expand", "adc.passes.inline"),
+    "adc.dask": ("adc.runtime", "adc.ir"),
 }
 
 

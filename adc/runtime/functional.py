@@ -25,6 +25,7 @@ refuses with its LookupError, as a tape would.
 """
 from __future__ import annotations
 
+import functools
 import threading
 import weakref
 
@@ -46,13 +47,13 @@ DERIVATIONS = {("grad", None): "gradient", ("hvp", None): "hvp", ("jvp", None): 
 
 def grad(kernel: Kernel, wrt=None) -> Kernel:
     """The kernel (x...) -> (d result / d x_i for i in wrt) of a kernel with one scalar float result."""
-    return _transformed("grad", kernel, wrt)
+    return transformed("grad", kernel, wrt)
 
 
 def jacobian(kernel: Kernel, wrt=None, mode: str = "auto") -> Kernel:
     """The kernel (x...) -> (J_i for i in wrt), J_i of shape result.shape + x_i.shape, of a kernel
     with one float result; `mode` "auto", "forward" or "reverse" (see the module's docstring)."""
-    return _transformed("jacobian", kernel, wrt, _mode("jacobian", mode))
+    return transformed("jacobian", kernel, wrt, _mode("jacobian", mode))
 
 
 def jacfwd(kernel: Kernel, wrt=None) -> Kernel:
@@ -65,7 +66,7 @@ def hessian(kernel: Kernel, wrt=0, mode: str = "auto") -> Kernel:
     of a kernel with one scalar float result: forward-over-reverse, or reverse-over-reverse with
     mode="reverse"."""
     _one_parameter("hessian", wrt)
-    return _transformed("hessian", kernel, wrt, _mode("hessian", mode))
+    return transformed("hessian", kernel, wrt, _mode("hessian", mode))
 
 
 def hvp(kernel: Kernel, wrt=0) -> Kernel:
@@ -73,7 +74,7 @@ def hvp(kernel: Kernel, wrt=0) -> Kernel:
     its parameter `wrt` and v of that parameter's type: the JVP of the gradient (forward-over-
     reverse), at the cost of a few gradients, H never formed."""
     _one_parameter("hvp", wrt)
-    return _transformed("hvp", kernel, wrt)
+    return transformed("hvp", kernel, wrt)
 
 
 def jvp(kernel: Kernel, primals, tangents):
@@ -136,15 +137,31 @@ def _one_parameter(transform: str, wrt) -> None:
         raise TypeError(f"adc.{transform}: wrt must be one parameter (an index or a name), got {wrt!r}")
 
 
-def _transformed(transform: str, kernel: Kernel, wrt, mode: str | None = None) -> Kernel:
+def transformed(transform: str, kernel: Kernel, wrt, mode: str | None = None) -> Kernel:
+    """The `transform` ("grad", "jacobian", "hessian", "hvp") of `kernel`, compiled once per
+    (kernel, wrt, mode); pickled, the derivative is this call on its base kernel (which travels by
+    value), so another process derives it again through its compile cache."""
     if not isinstance(kernel, Kernel):
         raise TypeError(f"adc.{transform}: expects a compiled adc kernel (e.g. module.f), got "
                         f"{type(kernel).__name__}")
-    wanted = _wanted(transform, kernel, wrt)
+    wanted = parameter_indices(transform, kernel, wrt)
     _check_result(transform, kernel)
     embedded_derivative(kernel)     # a --no-gradients module raises its LookupError
     derivation = DERIVATIONS[transform, mode]
-    return _cached(kernel, (transform, mode, wanted), lambda: compiled(kernel, derivation, wanted)).kernel
+    return _cached(kernel, (transform, mode, wanted),
+                   lambda: _shippable(compiled(kernel, derivation, wanted), transform, kernel, wanted, mode)).kernel
+
+
+def _shippable(derivative, transform: str, kernel: Kernel, wanted: tuple[int, ...], mode: str | None):
+    """`derivative`, its kernel pickled as `transformed(transform, kernel, wanted, mode)`. It holds
+    its base kernel weakly: the cache above keys on that kernel, and must not keep it alive."""
+    if derivative.kernel is not None:
+        derivative.kernel.recipe = functools.partial(_recipe, transform, weakref.ref(kernel), wanted, mode)
+    return derivative
+
+
+def _recipe(transform: str, kernel: weakref.ref, wanted: tuple[int, ...], mode: str | None) -> tuple:
+    return transformed, (transform, kernel(), wanted, mode)
 
 
 def _cached(kernel: Kernel, key: tuple, compile_it):
@@ -155,8 +172,8 @@ def _cached(kernel: Kernel, key: tuple, compile_it):
         return cache[key]
 
 
-def _wanted(transform: str, kernel: Kernel, wrt) -> tuple[int, ...]:
-    """`wrt` as parameter indices, each checked to name a float parameter."""
+def parameter_indices(transform: str, kernel: Kernel, wrt) -> tuple[int, ...]:
+    """`wrt` as parameter indices, each checked to name a float parameter (errors name `transform`)."""
     sig = kernel.signature
     if wrt is None:
         return tuple(i for i, t in enumerate(sig.param_types) if t.dtype.is_float)

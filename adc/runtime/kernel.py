@@ -24,7 +24,7 @@ import ctypes
 import functools
 import inspect
 import threading
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
@@ -44,8 +44,12 @@ _UNKNOWN = object()     # a split VJP not asked for yet
 class Kernel:
     """One kernel of a compiled module; call it like a Python function."""
 
-    def __init__(self, signature: KernelSignature, owner: Any):
+    def __init__(self, signature: KernelSignature, owner: Any, recipe: Callable[[], tuple] | None = None):
         self.signature = signature
+        # how another process rebuilds the kernel: called when it is pickled, it gives what
+        # __reduce__ returns — (getitem, (module, name)) for a module's kernel, the transform of its
+        # base kernel for a derivative (module.py, functional.py)
+        self.recipe = recipe
         self._owner = owner  # the native library: keeps it alive as long as the kernel
         self._cfunc = None   # its entry point, asked for on the first call (a JIT module compiles it then)
         self._np_dtypes = tuple(t.dtype.numpy for t in signature.param_types)
@@ -72,6 +76,13 @@ class Kernel:
     def __repr__(self) -> str:
         return f"<adc kernel {self.signature}>"
 
+    def __reduce__(self):
+        if self.recipe is None:
+            raise TypeError(f"kernel '{self.signature.name}' cannot be pickled: only the kernels of modules "
+                            f"opened by adc.compile, adc.compile_file or adc.load, and the derivatives "
+                            f"adc.grad, adc.jacobian, adc.hessian and adc.hvp make of them, travel by value")
+        return self.recipe()
+
     def __call__(self, *args, **kwargs):
         if kwargs or len(args) != self._arity:
             args = self._bind(args, kwargs)
@@ -90,7 +101,7 @@ class Kernel:
             tensors.append(value)
         sizes = self._lean_dims(tensors) if self._dim_plan != () else []    # (): scalar params only
         if sizes is _SLOW:
-            env = self._bind_dims([t._array for t in tensors])
+            env = self._bind_dims([t._array.shape for t in tensors])
             sizes = [env[s] for s in self.signature.dims]
         if self._constrained:
             self._check_constraints(sizes)
@@ -231,13 +242,25 @@ class Kernel:
                 sizes[slot] = size
         return sizes
 
-    def _bind_dims(self, arrays: list[np.ndarray]) -> dict[str, int]:
+    def bind_shapes(self, shapes) -> dict[str, int]:
+        """The dimension symbols' sizes for arguments of these shapes, after the checks a call makes
+        (ValueError naming the parameter and dimension): shapes checked before the data exists, as
+        adc.dask checks a block's."""
+        for name, ptype, shape in zip(self.signature.param_names, self.signature.param_types, shapes):
+            if len(shape) != ptype.rank:
+                raise ValueError(f"{self._where(name)} expects rank {ptype.rank} ({ptype}), "
+                                 f"got an array of shape {tuple(shape)}")
+        env = self._bind_dims(shapes)
+        self._check_constraints([env[s] for s in self.signature.dims])
+        return env
+
+    def _bind_dims(self, shapes) -> dict[str, int]:
         env: dict[str, int] = {}
         origin: dict[str, str] = {}
         derived = []    # dims such as N+M, checked once the symbols are bound
         sig = self.signature
-        for name, ptype, array in zip(sig.param_names, sig.param_types, arrays):
-            for axis, (dim, size) in enumerate(zip(ptype.shape, array.shape)):
+        for name, ptype, shape in zip(sig.param_names, sig.param_types, shapes):
+            for axis, (dim, size) in enumerate(zip(ptype.shape, shape)):
                 if isinstance(dim, int):
                     if size != dim:
                         raise ValueError(f"{self._where(name)} dimension {axis} must be {dim}, got {size}")

@@ -11,23 +11,42 @@ compiles only the kernels a program calls.
     m.kernels            # ('dense_relu', 'mlp_loss', ...)
     m.sigmoid_shift(x, 0.5)
     m["sigmoid_shift"]   # the same kernel; item access reaches every kernel, even one named `info`
+
+Modules and their kernels pickle by value, so a Dask worker or another machine runs
+them without the user's files: a module opened from source travels as its text, one
+loaded from a shared object as the file's bytes, each named by a SHA-256 digest
+(`Shipment`). The receiving process opens each digest once — source through the
+compile cache (so a machine compiles it once), a shared object written once per machine
+to a file named by its digest and loaded — and a kernel arrives as (its module, its name).
+
+    pickle.loads(pickle.dumps(m.sigmoid_shift))     # the same kernel, in any process
 """
 from __future__ import annotations
 
 import ctypes
+import functools
+import hashlib
 import inspect
+import operator
 import os
+import tempfile
+import threading
 import warnings
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
 from adc import cpus
-from adc.abi import METADATA_SYMBOL, KernelSignature, MetadataError, ModuleInfo, decode_metadata, read_target
+from adc.abi import (METADATA_SYMBOL, KernelSignature, MetadataError, ModuleInfo, decode_metadata,
+                     read_target, unseal)
 from adc.runtime import derivatives, threads
 from adc.runtime.kernel import Kernel
 
 
 _ABSENT = object()
+_SHA256_SIZE = hashlib.sha256().digest_size     # a seal ends with the SHA-256 of what it seals
+_shipped: dict[str, "Module"] = {}     # digest -> the module this process opened from a pickle
+_shipped_lock = threading.Lock()
 
 
 class LoadError(ValueError):
@@ -86,12 +105,14 @@ class Module:
     `m.kernels`. A kernel named like an attribute of the module (`info`, `ir`, `kernels`, `origin`,
     a method) is reached as `m["info"]` only; adc.compile and adc.load warn about it."""
 
-    def __init__(self, library: NativeLibrary, origin: str):
+    def __init__(self, library: NativeLibrary, origin: str, shipment: Shipment | None = None):
         self._library = library
         self.origin = origin
+        self.shipment = shipment        # what pickle sends; None: a module that cannot leave this process
         info = _read_metadata(library, origin)
         self.info: ModuleInfo = info
-        self._kernels = {sig.name: _kernel(library, sig, origin) for sig in info.kernels}
+        self._kernels = {sig.name: _kernel(library, sig, origin, functools.partial(_by_name, self, sig.name))
+                         for sig in info.kernels}
         vjps = {v.kernel.name: _kernel(library, v.kernel, origin) for v in info.vjps if v.kernel}
         derivatives.register(library, origin, info, vjps, Module)
         try:
@@ -134,15 +155,26 @@ class Module:
     def __dir__(self):
         return sorted(set(super().__dir__()) | set(self._kernels))
 
+    def __reduce__(self):
+        if self.shipment is None:
+            raise TypeError(f"module '{self.origin}' cannot be pickled: only modules opened by adc.compile, "
+                            f"adc.compile_file or adc.load travel by value")
+        return open_shipment, (self.shipment.kind, self.origin, self.shipment.digest, self.shipment.payload)
+
     def __repr__(self) -> str:
         body = "".join(f"\n  {k.signature}" for k in self._kernels.values())
         return f"<adc module '{self.origin}':{body}>"
 
 
-def _kernel(library: NativeLibrary, sig: KernelSignature, origin: str) -> Kernel:
+def _by_name(module: Module, name: str) -> tuple:
+    """How a module's kernel pickles: its module (by value), then item access."""
+    return operator.getitem, (module, name)
+
+
+def _kernel(library: NativeLibrary, sig: KernelSignature, origin: str, recipe=None) -> Kernel:
     if not library.defines(sig.symbol):
         raise LoadError(f"{origin}: kernel '{sig.name}' is listed but its symbol {sig.symbol} is missing")
-    return Kernel(sig, library)
+    return Kernel(sig, library, recipe)
 
 
 def _read_metadata(library: NativeLibrary, origin: str) -> ModuleInfo:
@@ -168,7 +200,83 @@ def _check_cpu(path: Path, target: dict) -> None:
 def load(path: str | os.PathLike) -> Module:
     """Open a shared object written by `adc compile`; no recompilation. LoadError when it is not a
     whole adc module, or was built for CPU features this machine lacks."""
-    return warn_on_open(Module(SharedLibrary(path), str(path)), "adc.load")
+    return warn_on_open(_shared_object_module(Path(path), str(path)), "adc.load")
+
+
+def from_source(text: str, name: str) -> Module:
+    """adc source text compiled in process (through the on-disk cache); `name` labels diagnostics
+    and locates the external libraries the program names."""
+    from adc import driver      # the compiler (llvmlite) is optional for loading .so files
+
+    digest = hashlib.sha256(f"{name}\0{text}".encode("utf-8", "surrogatepass")).hexdigest()
+    return Module(driver.jit_source(text, name), name, Shipment("source", digest, text=text))
+
+
+@dataclass(frozen=True)
+class Shipment:
+    """What a pickled module carries: its source `text`, or the bytes of the shared object at
+    `path`, read on the first pickle and kept (a file changed since it was loaded is refused).
+    `digest`, the SHA-256 of those bytes (a shared object's is its seal's), names the module in
+    any process."""
+
+    kind: str       # "source" or "shared_object"
+    digest: str
+    text: str | None = None
+    path: Path | None = None
+
+    @functools.cached_property
+    def payload(self) -> str | bytes:
+        if self.kind == "source":
+            return self.text
+        data = self.path.read_bytes()
+        if _sealed_digest(data) != self.digest:
+            raise ValueError(f"{self.path}: the shared object changed since it was loaded; load it again "
+                             f"before sending it to another process")
+        return data
+
+
+def open_shipment(kind: str, origin: str, digest: str, payload: str | bytes) -> Module:
+    """The module a pickle carries, opened once per process: source compiled through the cache,
+    a shared object written to a file (`_stored`) and loaded."""
+    if kind == "shared_object" and _sealed_digest(payload) != digest:
+        raise LoadError(f"{origin}: the shared object received is damaged (its digest differs)")
+    with _shipped_lock:
+        if digest not in _shipped:
+            _shipped[digest] = (from_source(payload, origin) if kind == "source" else
+                                _shared_object_module(_stored(digest, payload), origin))
+        return _shipped[digest]
+
+
+def _shared_object_module(path: Path, origin: str) -> Module:
+    library = SharedLibrary(path)
+    with open(path, "rb") as f:
+        f.seek(-_SHA256_SIZE, os.SEEK_END)
+        digest = f.read().hex()
+    return Module(library, origin, Shipment("shared_object", digest, path=path))
+
+
+def _sealed_digest(data: bytes) -> str:
+    """The seal of a shared object's bytes (abi.seal), once it is checked to match them."""
+    try:
+        unseal(data)
+    except MetadataError:
+        return ""
+    return data[-_SHA256_SIZE:].hex()
+
+
+def _stored(digest: str, data: bytes) -> Path:
+    """A file holding a received shared object, named by its digest in this user's folder of the
+    temporary directory, so the processes of a machine write it once (atomically) and share it."""
+    folder = Path(tempfile.gettempdir()) / f"adc-shipped-{os.getuid()}"
+    folder.mkdir(mode=0o700, exist_ok=True)
+    path = folder / f"{digest}.so"
+    if path.is_file() and _sealed_digest(path.read_bytes()) == digest:
+        return path
+    fd, temp = tempfile.mkstemp(dir=folder, prefix=f".{digest[:12]}.", suffix=".tmp")
+    with os.fdopen(fd, "wb") as f:
+        f.write(data)
+    os.replace(temp, path)
+    return path
 
 
 def warn_on_open(module: Module, opener: str) -> Module:

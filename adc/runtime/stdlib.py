@@ -20,7 +20,7 @@ import numpy as np
 
 from adc.ir.types import DType
 from adc.runtime.kernel import Kernel
-from adc.runtime.module import Module
+from adc.runtime.module import from_source
 
 _kernels: dict[tuple, Kernel] = {}
 _lock = threading.Lock()
@@ -36,13 +36,11 @@ compiled = _kernels.get   # (key) -> the kernel if compiled already, else None: 
 
 
 def _compile(key: tuple, source: Callable[[], tuple[str, str]]) -> Kernel:
-    from adc import driver      # the compiler: eager ops need it, loading .so files does not
-
     with _lock:
         if key not in _kernels:
             name, text = source()
             origin = f"<eager {name}>"
-            _kernels[key] = Module(driver.jit_source(text, origin), origin)[name]
+            _kernels[key] = from_source(text, origin)[name]
         return _kernels[key]
 
 

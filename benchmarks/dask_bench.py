@@ -1,0 +1,75 @@
+"""The `dask` benchmark: per-example gradient norms of samples/per_example.adc's MLP, in examples
+per second, by direct kernel calls in one process, and through adc.dask on Dask's synchronous
+and threaded schedulers and on a LocalCluster of two worker processes; the Dask path's overhead
+over direct calls at 100,000-example chunks is the synchronous route's time over the direct one's
+(same work, same thread)."""
+from __future__ import annotations
+
+import statistics
+import time
+from pathlib import Path
+
+import numpy as np
+
+import adc
+
+SAMPLES = Path(__file__).resolve().parent.parent / "samples"
+EXAMPLES, CHUNK = 800_000, 100_000
+PARAMS = ("w1", "b1", "w2")
+
+
+def seconds(fn, repeats: int = 3) -> float:
+    """Median wall time of `repeats` calls, after one warm-up call."""
+    fn()
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def norms_of(grads) -> np.ndarray:
+    """Each example's gradient norm over every parameter, from per-example gradients (NumPy or Dask)."""
+    total = sum((g ** 2).sum(axis=tuple(range(1, g.ndim))) for g in grads)
+    return total ** 0.5
+
+
+def bench_dask() -> None:
+    import dask
+    import dask.array as da
+    from distributed import Client, LocalCluster
+
+    import adc.dask
+
+    m = adc.compile_file(SAMPLES / "per_example.adc")
+    rng = np.random.default_rng(0)
+    x, t = rng.standard_normal((EXAMPLES, 3)), rng.standard_normal(EXAMPLES)
+    params = [rng.standard_normal((3, 5)) * 0.5, np.zeros(5), rng.standard_normal(5) * 0.5]
+    jacobian = adc.jacobian(m.losses, wrt=PARAMS, mode="forward")
+
+    def direct():
+        return np.concatenate([norms_of([np.asarray(g) for g in jacobian(x[k:k + CHUNK], t[k:k + CHUNK], *params)])
+                               for k in range(0, EXAMPLES, CHUNK)])
+
+    def dask_norms(dx, dt):
+        return norms_of(adc.dask.per_example(m.losses, dx, dt, *params, wrt=PARAMS))
+
+    dx, dt = da.from_array(x, chunks=(CHUNK, -1)), da.from_array(t, chunks=CHUNK)
+    reference = direct()
+    routes = {"direct calls, one process": seconds(direct)}
+    for scheduler in ("synchronous", "threads"):
+        assert np.array_equal(dask_norms(dx, dt).compute(scheduler=scheduler), reference)
+        routes[f"adc.dask, {scheduler} scheduler"] = seconds(lambda: dask_norms(dx, dt).compute(scheduler=scheduler))
+    with LocalCluster(n_workers=2, processes=True, threads_per_worker=1, dashboard_address=None) as cluster, \
+            Client(cluster):
+        cx, ct = dask.persist(dx, dt)       # the examples are in the workers' memory, as in this process's
+        assert np.array_equal(dask_norms(cx, ct).compute(), reference)
+        routes["adc.dask, LocalCluster of 2 workers"] = seconds(lambda: dask_norms(cx, ct).compute())
+    print(f"\nPer-example gradient norms, MLP 3-5-1 (samples/per_example.adc), {EXAMPLES:,} examples "
+          f"in {CHUNK:,}-example chunks: examples/s")
+    for name, s in routes.items():
+        print(f"  {name:38s} {EXAMPLES / s:12,.0f} examples/s   {s * 1e3:8.1f} ms")
+    overhead = routes["adc.dask, synchronous scheduler"] / routes["direct calls, one process"]
+    print(f"  Dask path overhead over direct calls (synchronous / direct): {overhead:.3f}x")
+    print("  target: overhead <= 1.2x")
