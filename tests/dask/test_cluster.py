@@ -55,6 +55,16 @@ def test_blockwise_results_and_derivatives_equal_single_process_ones(client, m):
         np.testing.assert_allclose(value, np.asarray(expected) / 1000, rtol=1e-12)    # another order of sums
 
 
+def test_a_batch_jacobian_on_the_cluster_equals_the_closed_form(client):
+    layer = adc.compile("def hidden(x: f64[B, I], w: f64[I, H]) -> f64[B, H]:\n    return tanh(x @ w)\n",
+                        "hidden.adc")
+    x, _, w, _, _ = mlp.data(900)
+    jacobians = adc.dask.per_example(layer.hidden, da.from_array(x, chunks=(CHUNK, -1)), w, wrt="x")
+    h = np.tanh(x @ w)
+    np.testing.assert_allclose(client.compute(jacobians).result(), (1 - h ** 2)[:, :, None] * w.T[None],
+                               rtol=1e-12, atol=1e-14)      # d h_b / d x_b: [B, H, I]
+
+
 def test_every_worker_took_part(client, m):
     x, t, w1, b1, w2 = mlp.data(1200)
     losses = adc.dask.map_kernel(m.losses, *chunked(x, t), w1, b1, w2).persist()
