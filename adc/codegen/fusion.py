@@ -53,7 +53,7 @@ from adc.ir.core import Func, Op, Value
 from adc.ir.ops import OPS
 
 MATERIALIZING = frozenset({"reduce_sum", "reduce_max", "reduce_min", "reduce_prod", "matmul",
-                           "argmax", "argmin", "scatter_add"})
+                           "argmax", "argmin", "scatter_add", "scatter"})
 INDEX_MAPS = frozenset({"broadcast", "reshape", "transpose", "slice", "stop_gradient", "gather"})
 SOURCES = frozenset({"constant", "dim", "iota"})
 FLAT_SAFE = frozenset({"reshape", "constant", "dim"})
@@ -153,12 +153,12 @@ def plan(func: Func) -> Plan:
 
 
 def _scatter_bases(func: Func, producers: dict[Value, Op], uses: Counter, forced: set[Value]) -> dict[Value, Value]:
-    """The scatter_add bases computed straight into the scatter's buffer (by a loop nest of their own,
+    """The scatter_add (and scatter) bases computed straight into the scatter's buffer (by a loop nest of their own,
     parallel and vectorized), which then only adds the updates: a base read by nothing else, neither
     a parameter nor returned, seen through one reshape (a view of it then)."""
     found: dict[Value, Value] = {}
     for op in func.ops:
-        if op.name != "scatter_add":
+        if op.name not in ("scatter_add", "scatter"):
             continue
         base = op.operands[0]
         inner = producers.get(base)

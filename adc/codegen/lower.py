@@ -619,9 +619,10 @@ def gather_lower(em: Emitter, op: Op, idx: Index) -> ir.Value:
 lower_rules["gather"] = gather_lower
 
 
-def scatter_add_lower(kernel: Emitter, op: Op, dest: ir.Value) -> None:
-    # dest = base, then dest[pre, clamped(indices[j]), post] += updates[pre, j, post] in row-major
-    # order on one thread: duplicate indices accumulate in a fixed order, and no two writes race
+def scatter_lower(kernel: Emitter, op: Op, dest: ir.Value) -> None:
+    # dest = base, then dest[pre, clamped(indices[j]), post] += updates[pre, j, post] (scatter: =) in
+    # row-major order on one thread: duplicates accumulate in a fixed order (scatter: the last one
+    # stays), and no two writes race
     base, indices, updates = op.operands
     leaves = kernel.plan.leaves(op)
     fn = outline(kernel.llmod, op.name, 1 + len(leaves))
@@ -637,7 +638,9 @@ def scatter_add_lower(kernel: Emitter, op: Op, dest: ir.Value) -> None:
         k = clamped_index(em, indices, axes[axis:axis + indices.type.rank], n)
         target = em.index(op.result, axes=[*axes[:axis], k, *axes[axis + indices.type.rank:]])
         update = em.value_at(updates, em.index(updates, axes=axes))
-        em.store(out, dtype, target, add(em.b, dtype, em.load(out, dtype, target), update))
+        if op.name == "scatter_add":
+            update = add(em.b, dtype, em.load(out, dtype, target), update)
+        em.store(out, dtype, target, update)
         em.memo.clear()
     with em.b.if_then(em.b.icmp_signed(">", n, i64(0))):
         loop_nest(em.b, [(i64(0), em.dim(d)) for d in updates.type.shape], accumulate)
@@ -650,7 +653,7 @@ def _copy_element(em: Emitter, source: Value, like: Value, out: ir.Value, i: ir.
     em.memo.clear()
 
 
-lower_rules["scatter_add"] = scatter_add_lower
+lower_rules["scatter_add"] = lower_rules["scatter"] = scatter_lower
 
 
 # ---------------------------------------------------------------- reductions and matmul

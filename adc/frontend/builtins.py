@@ -729,9 +729,19 @@ def take_along_axis_expand(cx, a):
 @builtin("scatter_add", "base", "indices", "updates", axis=0)
 def scatter_add_expand(cx, a):
     # np.add.at on a copy of base: duplicate indices accumulate
+    if a.tensor("base").type.dtype is BOOL:
+        raise a.error("base", f"cannot add into {a.tensor('base').type}")
+    return _scatter(cx, a, "scatter_add")
+
+
+@builtin("scatter", "base", "indices", "updates", axis=0)
+def scatter_expand(cx, a):
+    # base[..., indices, ...] = updates on a copy of base: of duplicate indices the last one stays
+    return _scatter(cx, a, "scatter")
+
+
+def _scatter(cx, a, name: str) -> Value:
     base = a.tensor("base")
-    if base.type.dtype is BOOL:
-        raise a.error("base", f"cannot add into {base.type}")
     axis = a.axis("axis", base.type.rank)
     indices = _indices_arg(a, "indices")
     updates = a.tensor("updates", base.type.dtype)
@@ -743,7 +753,7 @@ def scatter_add_expand(cx, a):
     if updates.type != expected:
         raise a.error("updates", f"updates must be {expected} ({base.type} indexed by {indices.type} "
                                  f"along axis {axis}), got {updates.type}")
-    return cx.op("scatter_add", base, indices, updates, axis=axis)
+    return cx.op(name, base, indices, updates, axis=axis)
 
 
 def _broadcasts(t: TensorType, to: TensorType) -> bool:

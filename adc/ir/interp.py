@@ -179,7 +179,7 @@ eval_rules["pad"] = pad_eval
 
 
 def clamped_indices(indices: np.ndarray, n: int) -> np.ndarray:
-    """The index rule of gather and scatter_add (adc/ir/ops.py): a negative index counts from
+    """The index rule of gather, scatter_add and scatter (adc/ir/ops.py): a negative index counts from
     the end once, then every index is clamped to [0, n-1], as native code reads them."""
     wrapped = np.where(indices < 0, indices.astype(np.int64) + n, indices)
     return np.clip(wrapped, 0, max(n - 1, 0))
@@ -207,6 +207,21 @@ def scatter_add_eval(args, attrs, ctx):
 
 
 eval_rules["scatter_add"] = scatter_add_eval
+
+
+def scatter_eval(args, attrs, ctx):
+    # each slice written in row-major order of the indices, so of duplicates the last one stays
+    base, indices, updates = args
+    axis, out = attrs["axis"], np.moveaxis(base.copy(), attrs["axis"], 0)
+    if base.shape[axis]:
+        rows = np.moveaxis(updates, range(axis, axis + indices.ndim), range(indices.ndim))
+        rows = rows.reshape((indices.size,) + out.shape[1:])
+        for k, i in enumerate(clamped_indices(indices, base.shape[axis]).ravel()):
+            out[i] = rows[k]
+    return (np.moveaxis(out, 0, axis),)
+
+
+eval_rules["scatter"] = scatter_eval
 
 
 def _identity_of(fn: Callable, dtype: np.dtype) -> Any:

@@ -405,10 +405,14 @@ _register("gather", "np.take(x, indices, axis): the slices of x along `axis` at 
 
 
 def _scatter_add_rule(types, attrs, funcs):
+    _require(types[0].dtype is not BOOL, f"cannot add into {types[0]}")
+    return _scatter_rule(types, attrs, funcs)
+
+
+def _scatter_rule(types, attrs, funcs):
     base, indices, updates = types
     axis = attrs["axis"]
     _check_indexing(base, indices, axis)
-    _require(base.dtype is not BOOL, f"cannot add into {base}")
     expected = TensorType(base.dtype, gathered_shape(base, indices, axis))
     _require(updates == expected, f"updates must be {expected} ({base} indexed by {indices} along axis {axis}), "
                                   f"got {updates}")
@@ -420,6 +424,11 @@ _register("scatter_add", "base with each slice of updates added at its index alo
           _example("%b: f32[N,M], %i: i64[B], %u: f32[B,M]",
                    "  %0 = scatter_add %b, %i, %u {axis = 0} : f32[N,M]\n  return %0", "f32[N,M]"),
           _scatter_add_rule, 3, ("axis",))
+_register("scatter", "base with each slice of updates written at its index along `axis`; of duplicate "
+          "indices the last in row-major order of the indices wins (index rule above)",
+          _example("%b: f32[N,M], %i: i64[B], %u: f32[B,M]",
+                   "  %0 = scatter %b, %i, %u {axis = 0} : f32[N,M]\n  return %0", "f32[N,M]"),
+          _scatter_rule, 3, ("axis",))
 
 
 # ---------------------------------------------------------------- calls

@@ -16,7 +16,7 @@ from adc.errors import CompileError
 from adc.ir.builder import Builder
 from adc.ir.core import Func, FuncRef, Module, Op, Value
 from adc.ir.ops import OPS
-from adc.ir.types import TensorType
+from adc.ir.types import DType, TensorType, num_elements
 from adc.passes.inline import inline_func
 
 # adjoint_rules[op_name](b, op, cts) -> one cotangent (or None) per operand of `op`
@@ -415,6 +415,30 @@ def scatter_add_adjoint(b, op, cts):
 
 
 adjoint_rules["scatter_add"] = scatter_add_adjoint
+
+
+def scatter_adjoint(b, op, cts):
+    # d scatter(base, i, u): the base's is ct with the written slices zeroed; an update's is ct at its
+    # index when it is the slice that stayed (the last of its duplicates), else 0; none for i
+    base, indices, updates = op.operands
+    ct, axis = cts[0], op.attrs["axis"]
+    zeros = full(b, 0.0, updates.type)
+    stayed = _last_writers(b, indices, base.type.shape[axis], updates.type, axis)
+    return (b.op("scatter", ct, indices, zeros, axis=axis), None,
+            b.op("select", stayed, b.op("gather", ct, indices, axis=axis), zeros))
+
+
+def _last_writers(b: Builder, indices: Value, n, updates: TensorType, axis: int) -> Value:
+    """True at the slices of `updates` a scatter along `axis` keeps: each index's position in row-major
+    order, scattered into n slots, reads back as itself only for the last of its duplicates."""
+    count = num_elements(indices.type.shape)
+    positions = b.op("reshape", b.op("iota", axis=0, dtype=DType.i64, shape=(count,)), shape=indices.type.shape)
+    last = b.op("scatter", full(b, -1, TensorType(DType.i64, (n,))), indices, positions, axis=0)
+    stayed = b.op("eq", b.op("gather", last, indices, axis=0), positions)
+    return b.op("broadcast", stayed, dims=tuple(range(axis, axis + indices.type.rank)), shape=updates.shape)
+
+
+adjoint_rules["scatter"] = scatter_adjoint
 
 
 # ---------------------------------------------------------------- reductions and matmul

@@ -186,23 +186,23 @@ def gather_batch(b, op, args, batched):
 batch_rules["gather"] = gather_batch
 
 
-def scatter_add_batch(b, op, args, batched):
+def scatter_batch(b, op, args, batched):
     # scatter_add(base[s], i, u[s], a) = scatter_add(base, i, u, a+1)[s]; with per-example i[s],
-    # the bases merge into one axis of S*n entries that the offset indices address
+    # the bases merge into one axis of S*n entries that the offset indices address (scatter alike)
     size = batch_dim(args, batched)
     base, indices, updates = [a if flag or k == 1 else with_batch_axis(b, a, size)
                               for k, (a, flag) in enumerate(zip(args, batched))]
     axis = op.attrs["axis"]
     if not batched[1]:
-        return [b.op("scatter_add", base, indices, updates, axis=axis + 1)], [True]
+        return [b.op(op.name, base, indices, updates, axis=axis + 1)], [True]
     n = base.type.shape[axis + 1]
-    merged = b.op("scatter_add", _merge_batch(b, base, axis), _offset_indices(b, indices, n),
+    merged = b.op(op.name, _merge_batch(b, base, axis), _offset_indices(b, indices, n),
                   _move_axis(b, updates, 0, axis), axis=axis)
     split = b.op("reshape", merged, shape=merged.type.shape[:axis] + (size, n) + merged.type.shape[axis + 1:])
     return [_move_axis(b, split, axis, 0)], [True]
 
 
-batch_rules["scatter_add"] = scatter_add_batch
+batch_rules["scatter_add"] = batch_rules["scatter"] = scatter_batch
 
 
 def _move_axis(b: Builder, v: Value, source: int, destination: int) -> Value:

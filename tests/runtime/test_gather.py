@@ -14,7 +14,7 @@ from adc.frontend import compile_source
 from adc.ir.interp import run
 from adc.passes.adjoint import vjp
 from adc.passes.batch import batch
-from tests.support.gradcheck import check_vjp
+from tests.support.gradcheck import check_jvp, check_vjp
 from tests.support.native import jit_module
 
 SOURCE = """\
@@ -110,7 +110,8 @@ GRADIENTS = """\
 def loss(w: f64[V, D], idx: i64[B, S], u: f64[K, D], at: i32[K]) -> f64:
     e = w[idx]
     s = scatter_add(w * w, at, sin(u))
-    return sum(e * e * e) + sum(s * w * 0.5) + sum(take(w, at) * u)
+    r = scatter(exp(w), at, u * u)
+    return sum(e * e * e) + sum(s * w * 0.5) + sum(take(w, at) * u) + sum(r * sin(w))
 """
 
 
@@ -142,6 +143,46 @@ def test_a_gathers_cotangent_is_scattered_into_the_others_buffer():
     np.testing.assert_allclose(adc.grad(m.f, wrt="w")(w, idx, v), expected, rtol=1e-14)
 
 
+def numpy_scatter(base, indices, updates, axis):
+    """base[..., i, ...] = updates slice by slice in row-major order of the indices (the last
+    duplicate stays), indices wrapped once when negative and clamped, as the index rule says."""
+    out = np.moveaxis(base.copy(), axis, 0)
+    n = out.shape[0]
+    rows = np.moveaxis(updates, list(range(axis, axis + indices.ndim)), list(range(indices.ndim)))
+    for k, i in enumerate(indices.ravel()):
+        out[min(max(i + n if i < 0 else i, 0), n - 1)] = rows.reshape((indices.size,) + out.shape[1:])[k]
+    return np.moveaxis(out, 0, axis)
+
+
+@pytest.mark.parametrize("dtype", ["f32", "f64", "i32", "i64", "bool"])
+def test_scatter_keeps_the_last_duplicate_in_native_code_and_the_interpreter(dtype):
+    source = (f"def f(b: {dtype}[N, M], i: i64[J, K], u: {dtype}[N, J, K]) -> {dtype}[N, M]:\n"
+              f"    return scatter(b, i, u, axis=1)\n")
+    rng = np.random.default_rng(4)
+    numpy_dtype = np.dtype({"f32": "float32", "f64": "float64", "i32": "int32", "i64": "int64", "bool": "bool"}[dtype])
+    b, u = (rng.integers(-9, 9, shape).astype(numpy_dtype) for shape in ((3, 5), (3, 2, 4)))
+    i = np.array([[4, 0, 4, -1], [9, -7, 1, 0]])            # duplicates, negatives, out of range both ways
+    want = numpy_scatter(b, i, u, 1)
+    (interpreted,) = run(compile_source(source, "s.adc"), "f", b, i, u)
+    np.testing.assert_array_equal(interpreted, want)
+    np.testing.assert_array_equal(adc.compile(source).f(b, i, u).numpy(), want)
+    empty = adc.compile(source).f(np.zeros((3, 0), numpy_dtype), i, u)        # nothing lands on an empty axis
+    assert empty.shape == (3, 0)
+
+
+def test_scatter_gradients_in_both_modes_give_the_last_duplicate_its_cotangent():
+    module = compile_source("def f(b: f64[N], i: i64[K], u: f64[K]) -> f64[N]:\n    return scatter(b, i, u) ** 2\n",
+                            "s.adc")
+    rng = np.random.default_rng(5)
+    args = [rng.standard_normal(4), np.array([2, 0, 2, -4]), rng.standard_normal(4)]
+    check_vjp(module, "f", args, order=2)
+    check_jvp(module, "f", args)
+    m = adc.compile("def f(b: f64[N], i: i64[K], u: f64[K]) -> f64:\n    return sum(scatter(b, i, u) * 1.5)\n")
+    db, du = adc.grad(m.f, wrt=("b", "u"))(*args)
+    np.testing.assert_array_equal(db.numpy(), [0.0, 1.5, 0.0, 1.5])           # rows 0 and 2 written
+    np.testing.assert_array_equal(du.numpy(), [0.0, 0.0, 1.5, 1.5])           # 2 written again; -4 is row 0 again
+
+
 def test_compiled_gradient_accumulates_repeated_indices():
     m = adc.compile("def f(w: f64[V, D], idx: i64[B]) -> f64:\n    return sum(w[idx] * w[idx])\n", "g.adc")
     w, idx = np.random.default_rng(2).standard_normal((4, 3)), np.array([1, 1, 3, -1, 0])
@@ -151,8 +192,8 @@ def test_compiled_gradient_accumulates_repeated_indices():
 
 
 BATCHED = """\
-def f(x: f64[M, N], idx: i64[K], u: f64[M, K]) -> (f64[M, K], f64[M, N]):
-    return take(x, idx, axis=1) * 2.0, scatter_add(x, idx, u, axis=1)
+def f(x: f64[M, N], idx: i64[K], u: f64[M, K]) -> (f64[M, K], f64[M, N], f64[M, N]):
+    return take(x, idx, axis=1) * 2.0, scatter_add(x, idx, u, axis=1), scatter(x, idx, u, axis=1)
 """
 
 
@@ -242,8 +283,6 @@ def test_take_along_axis_matches_numpy_and_the_index_rule():
 
 
 def test_take_along_axis_gradients_both_modes():
-    from tests.support.gradcheck import check_jvp
-
     module = compile_source(ALONG, "along.adc")
     rng = np.random.default_rng(6)
     args = [rng.standard_normal((3, 5)), np.array([[1, 1, 4], [0, 2, 2], [3, 4, -1]])]
