@@ -97,6 +97,9 @@ class KernelSignature:
     result_types: tuple[TensorType, ...]
     dims: tuple[str, ...]
     constraints: tuple[Dim, ...]
+    # (param position, axis size): an integer parameter a gather or scatter uses as its indices as it
+    # is; a call checks each index lies in [-size, size), as NumPy does, before native code clamps it
+    index_bounds: tuple[tuple[int, Dim], ...] = ()
 
     def __str__(self) -> str:
         params = ", ".join(f"{n}: {t}" for n, t in zip(self.param_names, self.param_types))
@@ -108,7 +111,8 @@ class KernelSignature:
         return {"name": self.name, "symbol": self.symbol,
                 "params": [{"name": n, "type": str(t)} for n, t in zip(self.param_names, self.param_types)],
                 "results": [str(t) for t in self.result_types], "dims": list(self.dims),
-                "constraints": [str(c) for c in self.constraints]}
+                "constraints": [str(c) for c in self.constraints],
+                "index_bounds": [[k, str(d)] for k, d in self.index_bounds]}
 
     @staticmethod
     def from_json(entry: dict) -> "KernelSignature":
@@ -117,7 +121,8 @@ class KernelSignature:
             param_names=tuple(p["name"] for p in entry["params"]),
             param_types=tuple(parse_type(p["type"]) for p in entry["params"]),
             result_types=tuple(parse_type(t) for t in entry["results"]),
-            dims=tuple(entry["dims"]), constraints=tuple(parse_dim(c) for c in entry["constraints"]))
+            dims=tuple(entry["dims"]), constraints=tuple(parse_dim(c) for c in entry["constraints"]),
+            index_bounds=tuple((k, parse_dim(d)) for k, d in entry.get("index_bounds", ())))
 
 
 GRADIENTS_DERIVED, GRADIENTS_EMBEDDED, GRADIENTS_NONE = "derived", "embedded", "none"
@@ -161,7 +166,19 @@ def signature(func: Func) -> KernelSignature:
     """The calling contract of one IR function."""
     return KernelSignature(func.name, KERNEL_PREFIX + func.name,
                            tuple(p.name or f"arg{i}" for i, p in enumerate(func.params)),
-                           func.param_types, func.result_types, func.dim_symbols, constraints(func))
+                           func.param_types, func.result_types, func.dim_symbols, constraints(func),
+                           index_bounds(func))
+
+
+INDEXING_OPS = ("gather", "scatter_add", "scatter")     # (x, indices, ...) {axis}
+
+
+def index_bounds(func: Func) -> tuple[tuple[int, Dim], ...]:
+    """(param position, axis size) for each parameter an indexing op takes as its indices unchanged."""
+    position = {p: k for k, p in enumerate(func.params)}
+    found = {(position[op.operands[1]], op.operands[0].type.shape[op.attrs["axis"]]): None
+             for op in func.ops if op.name in INDEXING_OPS and op.operands[1] in position}
+    return tuple(found)
 
 
 def signatures(module: Module) -> tuple[KernelSignature, ...]:

@@ -105,6 +105,8 @@ class Kernel:
             sizes = [env[s] for s in self.signature.dims]
         if self._constrained:
             self._check_constraints(sizes)
+        if self.signature.index_bounds:
+            self._check_indices(tensors, sizes)
         recording = thread_state.recording
         if recording and self.float_results:
             results = self._recorded_run(recording, args, tensors, sizes, lean)
@@ -287,6 +289,16 @@ class Kernel:
             if evaluate_dim(constraint, env) < 0:
                 shown = ", ".join(f"{s} = {env[s]}" for s in sorted(constraint.symbols))
                 raise ValueError(f"{sig.name}: the shapes need {constraint} >= 0, but {shown}")
+
+    def _check_indices(self, tensors: list[Tensor], sizes: list[int]) -> None:
+        """IndexError, as NumPy raises, for an index parameter with an entry outside [-n, n)."""
+        env = dict(zip(self.signature.dims, sizes))
+        for k, dim in self.signature.index_bounds:
+            values, n = tensors[k]._array, evaluate_dim(dim, env)
+            if values.size and (values.min() < -n or values.max() >= n):
+                bad = values[(values < -n) | (values >= n)].flat[0]
+                raise IndexError(f"{self._where(self.signature.param_names[k])}: index {bad} is out of "
+                                 f"bounds for an axis of size {n} ({dim})")
 
     def _run(self, tensors: list[Tensor], sizes: list[int]) -> tuple[Tensor, ...]:
         """The native call on checked arguments: results allocated, this thread's buffer filled."""
