@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import math
 from dataclasses import dataclass
 from functools import lru_cache
 from types import GeneratorType
@@ -69,6 +70,10 @@ _NUMPY_FUNCTIONS = {
     "minimum": np.minimum, "maximum": np.maximum,
     "lt": np.less, "le": np.less_equal, "gt": np.greater, "ge": np.greater_equal,
     "eq": np.equal, "ne": np.not_equal, "select": np.where, "stop_gradient": np.asarray,
+    "log2": np.log2, "log10": np.log10, "exp2": np.exp2, "cbrt": np.cbrt, "sinh": np.sinh, "cosh": np.cosh,
+    "asinh": np.arcsinh, "acosh": np.arccosh, "atanh": np.arctanh, "atan2": np.arctan2, "hypot": np.hypot,
+    # math's, in f64 (NumPy has none; the driver rounds to the op's dtype)
+    "erf": np.vectorize(math.erf, otypes=[np.float64]), "erfc": np.vectorize(math.erfc, otypes=[np.float64]),
 }
 for _name, _fn in _NUMPY_FUNCTIONS.items():
     eval_rules[_name] = _numpy_rule(_fn)
