@@ -164,6 +164,28 @@ def test_math_functions_at_the_edges(dtype):
         np.testing.assert_allclose(got, want, rtol=4 * np.finfo(dtype).eps, atol=0, err_msg=f)
 
 
+# max ulps from NumPy of the builtins composed of atan2 and sqrt (docs/language.md), (f32, f64)
+COMPOSED_ULPS = {"atan": (1, 2), "asin": (2, 3), "acos": (1, 3)}
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_inverse_trigonometric_ulps(dtype):
+    """atan, asin, acos through atan2: dense over the domain, near +-1 and near 0."""
+    from tests.codegen.test_vecmath import ulp_error
+
+    name = "f32" if dtype is np.float32 else "f64"
+    m = adc.compile("".join(f"def k_{f}(x: {name}[N]) -> {name}[N]:\n    return {f}(x)\n" for f in COMPOSED_ULPS),
+                    "inverse.adc")
+    rng = np.random.default_rng(4)
+    ranges = [(-1, 1), (0.99, 1), (-1, -0.99), (-1e-3, 1e-3), (0.4, 0.6)]
+    x = np.concatenate([rng.uniform(lo, hi, 100_000) for lo, hi in ranges]).astype(dtype)
+    for f, bounds in COMPOSED_ULPS.items():
+        arg = x * 30 if f == "atan" else x
+        want = getattr(np, "arc" + f[1:])(arg.astype(np.float64)).astype(dtype)
+        err = ulp_error(getattr(m, f"k_{f}")(arg).numpy(), want)
+        assert err.max() <= bounds[dtype is np.float64], (f, arg[np.argmax(err)], err.max())
+
+
 def test_float_sums_start_from_plus_zero_as_numpy():
     """An empty sum, or one of -0.0s, was -0.0 (the accumulator's identity) where NumPy gives 0.0."""
     m = adc.compile("def total(x: f64[N]) -> f64:\n    return sum(x)\n"
