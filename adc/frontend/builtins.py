@@ -247,7 +247,7 @@ def builtin(name: str, *params: str, **defaults: object):
 
 PRIMITIVE_UNARY = ("sin", "cos", "tan", "exp", "log", "log1p", "expm1", "sqrt", "rsqrt", "abs", "sign",
                    "tanh", "sigmoid", "round", "floor", "stop_gradient", "log2", "log10", "exp2", "cbrt",
-                   "sinh", "cosh", "asinh", "acosh", "atanh", "erf", "erfc")
+                   "sinh", "cosh", "asinh", "acosh", "atanh", "erf", "erfc", "lgamma", "digamma")
 
 
 def _weak_unary(expand: Callable[[Scope, Value], Value]):

@@ -90,7 +90,7 @@ def _binary_rule(kinds: str):
 
 UNARY_FLOAT = ("sin", "cos", "tan", "exp", "log", "log1p", "expm1", "sqrt", "rsqrt",
                "tanh", "sigmoid", "round", "floor", "log2", "log10", "exp2", "cbrt", "sinh", "cosh",
-               "asinh", "acosh", "atanh", "erf", "erfc")
+               "asinh", "acosh", "atanh", "erf", "erfc", "lgamma", "digamma", "trigamma")
 UNARY_NUMERIC = ("neg", "abs", "sign")
 UNARY_BITS = ("bitwise_not",)
 BINARY_NUMERIC = ("add", "sub", "mul", "minimum", "maximum", "mod", "floor_div")
@@ -108,7 +108,8 @@ _UNARY_SUMMARY = {
     "log2": "base-2 logarithm", "log10": "base-10 logarithm", "exp2": "2**x", "cbrt": "cube root",
     "sinh": "hyperbolic sine", "cosh": "hyperbolic cosine", "asinh": "inverse hyperbolic sine",
     "acosh": "inverse hyperbolic cosine", "atanh": "inverse hyperbolic tangent", "erf": "error function",
-    "erfc": "1 - erf(x), accurate where erf is near 1",
+    "erfc": "1 - erf(x), accurate where erf is near 1", "lgamma": "log |Gamma(x)|",
+    "digamma": "psi(x), the derivative of lgamma", "trigamma": "psi'(x), the derivative of digamma",
     "neg": "-x", "abs": "|x|", "sign": "-1, 0 or 1 (0 for nan stays nan)",
     "bitwise_not": "~x: logical not of bools, bitwise not (-x - 1) of integers",
 }

@@ -376,6 +376,29 @@ def erfc_adjoint(b, op, cts):
 adjoint_rules["erfc"] = erfc_adjoint
 
 
+def lgamma_adjoint(b, op, cts):
+    # d lgamma x = ct*digamma(x)
+    return (b.op("mul", cts[0], b.op("digamma", op.operands[0])),)
+
+
+adjoint_rules["lgamma"] = lgamma_adjoint
+
+
+def digamma_adjoint(b, op, cts):
+    # d digamma x = ct*trigamma(x)
+    return (b.op("mul", cts[0], b.op("trigamma", op.operands[0])),)
+
+
+adjoint_rules["digamma"] = digamma_adjoint
+
+
+def trigamma_adjoint(b, op, cts):
+    raise CompileError("trigamma has no derivative in adc: lgamma is differentiable twice, digamma once", op.loc)
+
+
+adjoint_rules["trigamma"] = trigamma_adjoint
+
+
 def atan2_adjoint(b, op, cts):
     # d atan2(y, x) = ct*x/(x*x + y*y), -ct*y/(x*x + y*y)
     (ct,), (y, x) = cts, op.operands

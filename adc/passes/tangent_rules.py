@@ -61,7 +61,7 @@ tangent_rules["call"] = call_tangent
 
 SELF_ADJOINT = ("neg", "sin", "cos", "tan", "exp", "log", "log1p", "expm1", "sqrt", "rsqrt", "tanh",
                 "sigmoid", "abs", "log2", "log10", "exp2", "cbrt", "sinh", "cosh", "asinh", "acosh", "atanh",
-                "erf", "erfc")
+                "erf", "erfc", "lgamma", "digamma", "trigamma")
 
 
 def self_adjoint_tangent(b, op, tangents):

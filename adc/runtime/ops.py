@@ -412,7 +412,7 @@ for _cls in (Tensor, Variable):
     _cls.__hash__ = None   # == is elementwise, as in TensorFlow: key dicts by id(t)
 
 MATH_FUNCTIONS = ("log2", "log10", "exp2", "cbrt", "sinh", "cosh", "asinh", "acosh", "atanh", "atan", "asin", "acos",
-                  "erf", "erfc")   # adc.math.log2, ...: the builtins of those names
+                  "erf", "erfc", "lgamma", "digamma")   # adc.math.log2, ...: the builtins of those names
 nn = SimpleNamespace(relu=relu, elu=elu, sigmoid=sigmoid, softplus=softplus)
 math_ops = SimpleNamespace(
     sin=sin, cos=cos, tan=tan, exp=exp, log=log, log1p=log1p, expm1=expm1, sqrt=sqrt, rsqrt=rsqrt,

@@ -13,6 +13,7 @@ import re
 import llvmlite.binding as llvm
 import numpy as np
 import pytest
+import scipy.special
 
 from adc.abi import parse_type
 from adc.codegen.fusion import MAX_FUSED, plan
@@ -96,7 +97,8 @@ UNARY = {  # op: (NumPy oracle in float64, input)
     "exp2": (np.exp2, randn(37)), "cbrt": (np.cbrt, randn(37)), "sinh": (np.sinh, randn(37)),
     "cosh": (np.cosh, randn(37)), "asinh": (np.arcsinh, randn(37)), "acosh": (np.arccosh, np.abs(randn(37)) + 1),
     "atanh": (np.arctanh, np.tanh(randn(37))), "erf": (np.vectorize(math.erf), randn(37)),
-    "erfc": (np.vectorize(math.erfc), randn(37)),
+    "erfc": (np.vectorize(math.erfc), randn(37)), "lgamma": (np.vectorize(math.lgamma), np.abs(randn(37)) + 0.1),
+    "digamma": (scipy.special.psi, randn(37) + 0.5), "trigamma": (lambda x: scipy.special.polygamma(1, x), randn(37) + 0.5),
 }
 BINARY = {
     "add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.divide, "pow": np.power,

@@ -15,16 +15,17 @@ import mpmath
 import pytest
 
 from adc.codegen import vecmath
+from adc.ir.interp import eval_rules
 from tests.codegen.llvm_harness import compile_loop
 
 F32, F64 = np.float32, np.float64
 INF, NAN = np.inf, np.nan
 
 
-def _mpmath(fn):
+def _mpmath(fn, clip=np.inf):
     """fn in mpmath (80 bits in `oracle`), rounded to f64: SciPy's erf is 2 ulp off, its erfc 0 from 26.6 on.
-    Arguments beyond +-1000 (where erf and erfc are constant, and mpmath's erfc overflows) are clipped."""
-    return np.frompyfunc(lambda v: float(fn(min(max(v, -1e3), 1e3))), 1, 1)
+    Arguments beyond +-clip (erf, erfc: 1000, where they are constant and mpmath's erfc overflows) are clipped."""
+    return np.frompyfunc(lambda v: float(fn(min(max(v, -clip), clip))), 1, 1)
 
 
 def _sigmoid(x):
@@ -37,7 +38,7 @@ ORACLES = {"exp": np.exp, "log": np.log, "log1p": np.log1p, "expm1": np.expm1, "
            "rsqrt": lambda x: 1 / np.sqrt(x), "abs": np.abs, "sign": np.sign, "round": np.round,
            "floor": np.floor, "pow": np.power, "log2": np.log2, "log10": np.log10, "exp2": np.exp2,
            "sinh": np.sinh, "cosh": np.cosh, "asinh": np.arcsinh, "acosh": np.arccosh, "atanh": np.arctanh,
-           "cbrt": np.cbrt, "erf": _mpmath(mpmath.erf), "erfc": _mpmath(mpmath.erfc), "atan2": np.arctan2,
+           "cbrt": np.cbrt, "erf": _mpmath(mpmath.erf, 1e3), "erfc": _mpmath(mpmath.erfc, 1e3), "atan2": np.arctan2,
            "hypot": np.hypot}
 
 # max ulp error asserted, as documented in each emitter's docstring
@@ -314,6 +315,58 @@ def test_binary_special_values_bit_exact(name, dtype):
     assert not bad.any(), f"{name}[{dtype.__name__}] at {list(zip(y[bad], x[bad]))}: got {got[bad]}, NumPy {want[bad]}"
 
 
+# x > 0: max ulps from mpmath, (f32, f64); below 0 the error is absolute near the roots
+GAMMA_BOUNDS = {"lgamma": (1, 6), "digamma": (1, 4), "trigamma": (1, 4)}
+GAMMA_ORACLES = {"lgamma": _mpmath(lambda v: mpmath.re(mpmath.loggamma(v))), "digamma": _mpmath(mpmath.digamma),
+                 "trigamma": _mpmath(lambda v: mpmath.psi(1, v))}
+
+
+def gamma_oracle(name, x):
+    with np.errstate(all="ignore"), mpmath.workprec(80):
+        return np.asarray(GAMMA_ORACLES[name](x.astype(F64))).astype(F64)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("name", sorted(GAMMA_BOUNDS))
+def test_gamma_family_above_zero(name, dtype):
+    """Every magnitude, and dense near 0, the roots 1 and 2 of lgamma and 1.4616 of digamma."""
+    rng = np.random.default_rng(sum(map(ord, name)))
+    info = np.finfo(dtype)
+    wide = np.minimum(np.exp(rng.uniform(np.log(float(info.smallest_subnormal)), np.log(float(info.max)), 20_000)),
+                      float(info.max))
+    near = [rng.uniform(lo, hi, 5_000) for lo, hi in [(0, 3), (0.9, 1.1), (1.9, 2.1), (1.4, 1.5), (3, 30)]]
+    x = np.concatenate([wide] + near).astype(dtype)
+    err = ulp_error(kernel(name, dtype)(x), gamma_oracle(name, x).astype(dtype))
+    worst = int(np.argmax(err))
+    assert err[worst] <= GAMMA_BOUNDS[name][dtype is F64], (name, x[worst], err[worst])
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("name", sorted(GAMMA_BOUNDS))
+def test_gamma_family_below_zero(name, dtype):
+    """The reflection: an error absolute to the reflection's terms (log pi/sin, pi cot, pi^2/sin^2), away from
+    the poles."""
+    rng = np.random.default_rng(1)
+    x = (rng.integers(-10, 0, 20_000) + rng.uniform(0.01, 0.99, 20_000)).astype(dtype)
+    want = gamma_oracle(name, x)
+    scale = np.maximum(1.0, np.abs(want) if name != "lgamma" else np.abs(np.log(np.pi / np.abs(np.sin(np.pi * x)))))
+    tolerance = 1e-13 if dtype is F64 else 1e-5
+    assert np.max(np.abs(kernel(name, dtype)(x) - want) / scale) <= tolerance
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("name", sorted(GAMMA_BOUNDS))
+def test_gamma_family_special_values(name, dtype):
+    """The interpreter's values (C99's lgamma, SciPy's psi and psi'): poles, +-0, +-inf, nan, bit for bit."""
+    x = np.array([0.0, -0.0, 1.0, 2.0, -1.0, -2.0, -7.0, INF, -INF, NAN, 1e-30, 1e30], dtype)
+    with np.errstate(all="ignore"):
+        (want,) = eval_rules[name]([x], {}, None)
+    got, want = kernel(name, dtype)(x), np.asarray(want).astype(dtype)
+    special = ~np.isfinite(want) | (want == 0) | ~np.isfinite(x)
+    np.testing.assert_array_equal(got[special], want[special])
+    np.testing.assert_allclose(got, want, rtol=1e-14 if dtype is F64 else 1e-6)   # the interpreter's accuracy
+
+
 def test_log2_log10_exp2_exact_at_powers():
     """log2(8) is 3 and exp2(n) is 2^n exactly, as NumPy gives; log10 of the float powers of ten too."""
     for dtype in (F32, F64):
@@ -376,4 +429,4 @@ def test_call_rejects_unknown_names_and_types():
 
 
 def test_every_function_has_a_reference():
-    assert vecmath.FUNCTIONS == set(BOUNDS) | set(BINARY_BOUNDS) | {"pow"}
+    assert vecmath.FUNCTIONS == set(BOUNDS) | set(BINARY_BOUNDS) | set(GAMMA_BOUNDS) | {"pow"}

@@ -38,6 +38,7 @@ CASES = [
     ("acos", X, MN, "acos(tanh(x))", lambda x: np.arccos(np.tanh(x))),
     ("atan2", XV, MN, "atan2(v, x)", lambda x, v: np.arctan2(v, x)), ("hypot", XV, MN, "hypot(x, v)", np.hypot),
     ("pow", XV, MN, "pow(abs(x), v)", lambda x, v: abs(x) ** v),
+    ("lgamma", X, MN, "lgamma(x)", scipy.special.gammaln), ("digamma", X, MN, "digamma(x)", scipy.special.psi),
     ("elu", X, MN, "elu(x)", lambda x: np.where(x > 0, x, np.expm1(np.minimum(x, 0)))),
     ("softplus", X, MN, "softplus(x)", lambda x: np.logaddexp(x, 0)),
     ("minimum", XV, MN, "minimum(x, v)", np.minimum), ("maximum", XV, MN, "maximum(v, x)", lambda x, v: np.maximum(v, x)),

@@ -42,7 +42,8 @@ UNARY = {
     "stop_gradient": (X, lambda v: v),
     "log2": (P, np.log2), "log10": (P, np.log10), "exp2": (X, np.exp2), "cbrt": (X, np.cbrt), "sinh": (X, np.sinh),
     "cosh": (X, np.cosh), "asinh": (X, np.arcsinh), "acosh": (P + 1, np.arccosh), "atanh": (np.tanh(X), np.arctanh),
-    "erf": (X, scipy.special.erf), "erfc": (X, scipy.special.erfc),
+    "erf": (X, scipy.special.erf), "erfc": (X, scipy.special.erfc), "lgamma": (X, scipy.special.gammaln),
+    "digamma": (X, scipy.special.psi), "trigamma": (X, lambda v: scipy.special.polygamma(1, v)),
 }
 BINARY = {
     "add": lambda a, b: a + b, "sub": lambda a, b: a - b, "mul": lambda a, b: a * b, "div": lambda a, b: a / b,

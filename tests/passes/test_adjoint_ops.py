@@ -8,6 +8,7 @@ in test_adjoint.py.
 import numpy as np
 import pytest
 
+from adc.errors import CompileError
 from adc.frontend import compile_source
 from tests.support.gradcheck import check_jacobian, check_vjp
 
@@ -58,6 +59,8 @@ CASES = {
     "atan": ("x", "[3,4]", "atan(x)", "n"),
     "asin": ("x", "[3,4]", "asin(x)", "u"),
     "acos": ("x", "[3,4]", "acos(x)", "u"),
+    "lgamma": ("x", "[3,4]", "lgamma(x * 6.0)", "p"),
+    "lgamma_reflected": ("x", "[3,4]", "lgamma(x)", "f"),
     # binary operators, broadcasting a row, a column and a scalar
     "add": ("x,y", "[3,4]", "x + y", "nn"),
     "sub": ("x,c", "[3,4]", "x - c", "nn"),
@@ -147,6 +150,14 @@ def test_full_jacobian(case):
     params, result, expr, domains = CASES[case]
     module = compile_source(kernel(params, result, expr), f"{case}.adc")
     check_jacobian(module, "f", inputs(params, domains), rtol=1e-5, atol=1e-7)
+
+
+def test_digamma_once_and_the_end_of_the_chain():
+    # d lgamma = digamma, d digamma = trigamma, which has no derivative: a located error says so
+    source = "def f(x: f64[N]) -> f64:\n    return sum(digamma(x))\n"
+    check_vjp(compile_source(source, "psi.adc"), "f", [np.linspace(-2.7, 6.0, 7)], order=1, rtol=1e-5, atol=1e-7)
+    with pytest.raises(CompileError, match="trigamma has no derivative"):
+        check_vjp(compile_source(source, "psi.adc"), "f", [np.linspace(0.5, 6.0, 7)], order=2)
 
 
 def test_symbolic_shapes():

@@ -35,6 +35,9 @@ CASES = [
     ("asinh", X, MN, "asinh(x)", np.arcsinh, WIDE), ("acosh", X, MN, "acosh(x)", np.arccosh, (1, 50)),
     ("atanh", X, MN, "atanh(x)", np.arctanh, UNIT), ("erf", X, MN, "erf(x)", scipy.special.erf, (-5, 5)),
     ("erfc", X, MN, "erfc(x)", scipy.special.erfc, (-5, 9)),
+    ("lgamma", X, MN, "lgamma(x)", scipy.special.gammaln, (0.01, 50)),
+    ("lgamma_reflected", X, MN, "lgamma(x)", scipy.special.gammaln, (-0.99, -0.01)),
+    ("digamma", X, MN, "digamma(x)", scipy.special.psi, (-0.99, 50)),
     ("atan", X, MN, "atan(x)", np.arctan, WIDE), ("asin", X, MN, "asin(x)", np.arcsin, (-1, 1)),
     ("acos", X, MN, "acos(x)", np.arccos, (-1, 1)),
     ("atan2", XV, MN, "atan2(x, v)", np.arctan2, (-3, 3)), ("hypot", XV, MN, "hypot(v, x)", lambda x, v: np.hypot(v, x), WIDE),
@@ -138,7 +141,9 @@ def test_builtin_matches_numpy(compiled, case):
 EDGES = [0.0, -0.0, 1.0, -1.0, 0.5, -0.5, 2.0, -2.0, 1e-30, -1e-30, 1e30, -1e30, np.inf, -np.inf, np.nan]
 MATH = {"log2": np.log2, "log10": np.log10, "exp2": np.exp2, "cbrt": np.cbrt, "sinh": np.sinh, "cosh": np.cosh,
         "asinh": np.arcsinh, "acosh": np.arccosh, "atanh": np.arctanh, "erf": scipy.special.erf,
-        "erfc": scipy.special.erfc, "atan": np.arctan, "asin": np.arcsin, "acos": np.arccos}
+        "erfc": scipy.special.erfc, "atan": np.arctan, "asin": np.arcsin, "acos": np.arccos,
+        "lgamma": np.vectorize(lambda v: np.inf if v <= 0 and v == np.floor(v) else scipy.special.gammaln(v)),
+        "digamma": scipy.special.psi}   # lgamma: C99's, inf at -inf (SciPy's gammaln: -inf)
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])

@@ -98,12 +98,13 @@ CASES.update({f"math_{name}": (getattr(adc.math, name), f, [make]) for name, (f,
     "sinh": (np.sinh, normal(4)), "cosh": (np.cosh, normal(4)), "asinh": (np.arcsinh, normal(4)),
     "acosh": (np.arccosh, lambda r: 1.5 + r.random(4)), "atanh": (np.arctanh, unit), "atan": (np.arctan, normal(4)),
     "asin": (np.arcsin, unit), "acos": (np.arccos, unit), "erf": (scipy.special.erf, normal(4)),
-    "erfc": (scipy.special.erfc, normal(4)),
+    "erfc": (scipy.special.erfc, normal(4)), "lgamma": (scipy.special.gammaln, pos(4)),
+    "digamma": (scipy.special.psi, pos(4)),
 }.items()})
 CASES["math_atan2"] = (adc.math.atan2, np.arctan2, [normal(2, 3), away(3)])
 CASES["math_hypot"] = (adc.math.hypot, np.hypot, [normal(3), away(3)])
 SECOND_ORDER = sorted(set(CASES) - {"matmul_operator", "composition", "reduce_max_axis",
-                                    "reduce_min"})
+                                    "reduce_min", "math_digamma"})   # digamma: differentiable once
 
 
 def inputs(name, seed=0):
