@@ -404,7 +404,8 @@ def _math(name: str) -> LowerRule:
 
 
 for _name in ("exp", "log", "log1p", "expm1", "sin", "cos", "tan", "tanh", "sigmoid", "sqrt", "rsqrt",
-              "round", "floor", "pow"):
+              "round", "floor", "pow", "log2", "log10", "exp2", "cbrt", "sinh", "cosh", "asinh", "acosh",
+              "atanh", "erf", "erfc", "atan2", "hypot", "lgamma", "digamma", "trigamma"):
     lower_rules[_name] = _math(_name)
 
 

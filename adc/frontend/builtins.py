@@ -246,21 +246,55 @@ def builtin(name: str, *params: str, **defaults: object):
 
 
 PRIMITIVE_UNARY = ("sin", "cos", "tan", "exp", "log", "log1p", "expm1", "sqrt", "rsqrt", "abs", "sign",
-                   "tanh", "sigmoid", "round", "floor", "stop_gradient")
+                   "tanh", "sigmoid", "round", "floor", "stop_gradient", "log2", "log10", "exp2", "cbrt",
+                   "sinh", "cosh", "asinh", "acosh", "atanh", "erf", "erfc", "lgamma", "digamma")
 
 
-def _primitive_unary(op: str):
+def _weak_unary(expand: Callable[[Scope, Value], Value]):
     def unary_expand(cx: Scope, a: Args) -> Value | Deferred:
         # of a literal or a dimension, the result is weak like a literal: sin(1.0) in an f64
         # expression is f64, f32 where nothing decides
         if isinstance(a["x"], Value):
-            return cx.op(op, a.tensor("x"))
-        return typed(cx, None, lambda dtype: cx.op(op, a.tensor("x", dtype)))
-    return unary_expand
+            return expand(cx, a.tensor("x"))
+        return typed(cx, None, lambda dtype: expand(cx, a.tensor("x", dtype)))
+    return Builtin(("x",), {}, unary_expand)
+
+
+def _primitive(op: str) -> Callable[[Scope, Value], Value]:
+    return lambda cx, x: cx.op(op, x)
 
 
 for _op in PRIMITIVE_UNARY:
-    builtin_rules[_op] = Builtin(("x",), {}, _primitive_unary(_op))
+    builtin_rules[_op] = _weak_unary(_primitive(_op))
+
+
+def _cosine_side(cx: Scope, x: Value) -> Value:
+    """sqrt((1 - x)(1 + x)) = sqrt(1 - x*x), without the cancellation of 1 - x*x near |x| = 1."""
+    return cx.op("sqrt", cx.elementwise("mul", cx.elementwise("sub", 1, x), cx.elementwise("add", 1, x)))
+
+
+# the inverse trigonometric functions are angles of points, through the one atan2 primitive:
+# atan x = atan2(x, 1), asin x = atan2(x, sqrt(1 - x*x)), acos x = atan2(sqrt(1 - x*x), x); nan
+# outside [-1, 1] (the square root's), and their derivatives fall out of atan2's and sqrt's
+builtin_rules["atan"] = _weak_unary(lambda cx, x: cx.elementwise("atan2", x, 1))
+builtin_rules["asin"] = _weak_unary(lambda cx, x: cx.op("atan2", x, _cosine_side(cx, x)))
+builtin_rules["acos"] = _weak_unary(lambda cx, x: cx.op("atan2", _cosine_side(cx, x), x))
+
+
+@builtin("atan2", "y", "x")
+def atan2_expand(cx, a):
+    return cx.elementwise("atan2", a["y"], a["x"])
+
+
+@builtin("hypot", "x", "y")
+def hypot_expand(cx, a):
+    return cx.elementwise("hypot", a["x"], a["y"])
+
+
+@builtin("pow", "x", "y")
+def pow_expand(cx, a):
+    # pow(x, y) = x ** y
+    return cx.elementwise("pow", a["x"], a["y"])
 
 
 @builtin("relu", "x")

@@ -61,7 +61,7 @@ def elaborate(program: ast.Program) -> Module:
     from adc.frontend.custom_gradient import custom_gradient_names, elaborate_custom_gradient  # builds on this file
 
     defs = _definitions(program)
-    externs = externs_of(program, defs, builtin_rules)
+    externs = externs_of(program, defs)
     gradient_of = {e.gradient: e for e in externs.values() if e.gradient}
     funcs: dict[str, Func] = {name: gradient_declaration(name, e) for name, e in gradient_of.items()}
     order: dict[str, tuple[str, ...]] = {}

@@ -50,11 +50,13 @@ def decorator_of(fdef: ast.FuncDef) -> ast.Decorator | None:
     return None
 
 
-def externs_of(program: ast.Program, kernels: dict[str, ast.FuncDef], builtins) -> dict[str, Extern]:
-    """The module's external functions, each with the kernel `@gradient` attaches to it."""
+def externs_of(program: ast.Program, kernels: dict[str, ast.FuncDef]) -> dict[str, Extern]:
+    """The module's external functions, each with the kernel `@gradient` attaches to it. One may
+    take a builtin's name (`extern def erf`): in its file the name calls the C function, so a
+    program declaring a libm function keeps its meaning when adc gains a builtin of that name."""
     decls: dict[str, ast.ExternDef] = {}
     for e in program.externs:
-        if e.name in decls or e.name in kernels or e.name in builtins:
+        if e.name in decls or e.name in kernels:
             raise CompileError(f"external function '{e.name}' has the name of another function", e.loc)
         decls[e.name] = e
     gradients: dict[str, ast.FuncDef] = {}

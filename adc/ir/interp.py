@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import functools
+import math
 from dataclasses import dataclass
 from functools import lru_cache
 from types import GeneratorType
@@ -69,9 +71,46 @@ _NUMPY_FUNCTIONS = {
     "minimum": np.minimum, "maximum": np.maximum,
     "lt": np.less, "le": np.less_equal, "gt": np.greater, "ge": np.greater_equal,
     "eq": np.equal, "ne": np.not_equal, "select": np.where, "stop_gradient": np.asarray,
+    "log2": np.log2, "log10": np.log10, "exp2": np.exp2, "cbrt": np.cbrt, "sinh": np.sinh, "cosh": np.cosh,
+    "asinh": np.arcsinh, "acosh": np.arccosh, "atanh": np.arctanh, "atan2": np.arctan2, "hypot": np.hypot,
+    # math's, in f64 (NumPy has none; the driver rounds to the op's dtype); lgamma is inf at its poles (C99)
+    "erf": np.vectorize(math.erf, otypes=[np.float64]), "erfc": np.vectorize(math.erfc, otypes=[np.float64]),
+    "lgamma": np.vectorize(lambda v: math.inf if v <= 0 and (math.isinf(v) or v == math.floor(v))
+                           else math.lgamma(v), otypes=[np.float64]),
 }
 for _name, _fn in _NUMPY_FUNCTIONS.items():
     eval_rules[_name] = _numpy_rule(_fn)
+
+
+_BERNOULLI = (1 / 6, -1 / 30, 1 / 42, -1 / 30, 5 / 66, -691 / 2730, 7 / 6, -3617 / 510)   # B_2, B_4, ...
+
+
+def _polygamma(x: np.ndarray, order: int) -> np.ndarray:
+    """psi (order 0) or psi' (order 1) in f64: 10 steps of the recurrence, the asymptotic series at x + 10,
+    the reflection below 0; SciPy's values at the poles (psi: nan, -inf at +0 and +inf at -0; psi': inf) and
+    at -inf (nan)."""
+    x = np.asarray(x, np.float64)
+    negative = x < 0
+    z = np.where(negative, 1 - x, x)
+    w = 1 / (z + 10)
+    steps = sum(1 / (z + i) ** (order + 1) for i in range(10))
+    if order == 0:
+        series = np.log(z + 10) - w / 2 - sum(b / (2 * k) * w ** (2 * k) for k, b in enumerate(_BERNOULLI, 1))
+        y = np.where(negative, series - steps - np.pi / np.tan(np.pi * x), series - steps)
+        y = np.where(negative & (x == np.floor(x)), np.nan, y)
+        return np.where(x == 0, -np.copysign(np.inf, x), y)
+    series = w + w * w / 2 + sum(b * w ** (2 * k + 1) for k, b in enumerate(_BERNOULLI, 1))
+    y = np.where(negative, np.pi ** 2 / np.sin(np.pi * x) ** 2 - series - steps, series + steps)
+    return np.where(negative & (x == np.floor(x)), np.where(x == -np.inf, np.nan, np.inf), y)
+
+
+def polygamma_eval(args, attrs, ctx, order):
+    (x,) = args
+    return (_polygamma(x, order),)
+
+
+eval_rules["digamma"] = functools.partial(polygamma_eval, order=0)
+eval_rules["trigamma"] = functools.partial(polygamma_eval, order=1)
 
 
 def rsqrt_eval(args, attrs, ctx):

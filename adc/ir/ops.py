@@ -89,11 +89,12 @@ def _binary_rule(kinds: str):
 
 
 UNARY_FLOAT = ("sin", "cos", "tan", "exp", "log", "log1p", "expm1", "sqrt", "rsqrt",
-               "tanh", "sigmoid", "round", "floor")
+               "tanh", "sigmoid", "round", "floor", "log2", "log10", "exp2", "cbrt", "sinh", "cosh",
+               "asinh", "acosh", "atanh", "erf", "erfc", "lgamma", "digamma", "trigamma")
 UNARY_NUMERIC = ("neg", "abs", "sign")
 UNARY_BITS = ("bitwise_not",)
 BINARY_NUMERIC = ("add", "sub", "mul", "minimum", "maximum", "mod", "floor_div")
-BINARY_FLOAT = ("div", "pow")
+BINARY_FLOAT = ("div", "pow", "atan2", "hypot")
 BINARY_BITS = ("bitwise_and", "bitwise_or", "bitwise_xor")
 COMPARE = ("lt", "le", "gt", "ge", "eq", "ne")
 # x op y == y op x bit for bit (not maximum/minimum: which of -0.0 and 0.0 they return depends on the order)
@@ -104,11 +105,18 @@ _UNARY_SUMMARY = {
     "log1p": "log(1 + x), accurate near 0", "expm1": "exp(x) - 1, accurate near 0",
     "sqrt": "square root", "rsqrt": "1 / sqrt(x)", "tanh": "hyperbolic tangent",
     "sigmoid": "1 / (1 + exp(-x))", "round": "round half to even", "floor": "largest integer <= x",
+    "log2": "base-2 logarithm", "log10": "base-10 logarithm", "exp2": "2**x", "cbrt": "cube root",
+    "sinh": "hyperbolic sine", "cosh": "hyperbolic cosine", "asinh": "inverse hyperbolic sine",
+    "acosh": "inverse hyperbolic cosine", "atanh": "inverse hyperbolic tangent", "erf": "error function",
+    "erfc": "1 - erf(x), accurate where erf is near 1", "lgamma": "log |Gamma(x)|",
+    "digamma": "psi(x), the derivative of lgamma", "trigamma": "psi'(x), the derivative of digamma",
     "neg": "-x", "abs": "|x|", "sign": "-1, 0 or 1 (0 for nan stays nan)",
     "bitwise_not": "~x: logical not of bools, bitwise not (-x - 1) of integers",
 }
 _BINARY_SUMMARY = {
     "add": "x + y", "sub": "x - y", "mul": "x * y", "div": "x / y", "pow": "x ** y",
+    "atan2": "the angle of the point (y, x) = (first, second operand), in [-pi, pi], as np.arctan2",
+    "hypot": "sqrt(x*x + y*y) without overflow or underflow",
     "minimum": "the smaller of x and y (nan if either is nan)",
     "maximum": "the larger of x and y (nan if either is nan)",
     "mod": "x % y with the sign of y, as np.mod (integers: 0 where y is 0)",

@@ -10,6 +10,7 @@ derivative. Every op a rule emits has a rule here too; every op of
 """
 from __future__ import annotations
 
+import math
 from typing import Callable
 
 from adc.errors import CompileError
@@ -278,6 +279,144 @@ def abs_adjoint(b, op, cts):
 
 
 adjoint_rules["abs"] = abs_adjoint
+
+
+def _log_base_adjoint(ln_base: float) -> AdjointRule:
+    def log_base_adjoint(b, op, cts):
+        # d log_b x = ct/(x ln b)
+        x = op.operands[0]
+        return (b.op("div", cts[0], b.op("mul", x, full(b, ln_base, x.type))),)
+    return log_base_adjoint
+
+
+adjoint_rules["log2"] = _log_base_adjoint(math.log(2.0))
+adjoint_rules["log10"] = _log_base_adjoint(math.log(10.0))
+
+
+def exp2_adjoint(b, op, cts):
+    # d 2**x = ct*ln2*y
+    return (_scaled(b, cts[0], math.log(2.0), op.result),)
+
+
+adjoint_rules["exp2"] = exp2_adjoint
+
+
+def cbrt_adjoint(b, op, cts):
+    # d cbrt x = ct/(3y*y)
+    y = op.result
+    return (b.op("div", cts[0], b.op("mul", full(b, 3.0, y.type), b.op("mul", y, y))),)
+
+
+adjoint_rules["cbrt"] = cbrt_adjoint
+
+
+def sinh_adjoint(b, op, cts):
+    # d sinh x = ct*cosh x
+    return (b.op("mul", cts[0], b.op("cosh", op.operands[0])),)
+
+
+adjoint_rules["sinh"] = sinh_adjoint
+
+
+def cosh_adjoint(b, op, cts):
+    # d cosh x = ct*sinh x
+    return (b.op("mul", cts[0], b.op("sinh", op.operands[0])),)
+
+
+adjoint_rules["cosh"] = cosh_adjoint
+
+
+def asinh_adjoint(b, op, cts):
+    # d asinh x = ct/sqrt(x*x + 1) = ct/hypot(x, 1), finite for every finite x
+    x = op.operands[0]
+    return (b.op("div", cts[0], b.op("hypot", x, full(b, 1.0, x.type))),)
+
+
+adjoint_rules["asinh"] = asinh_adjoint
+
+
+def acosh_adjoint(b, op, cts):
+    # d acosh x = ct/sqrt((x - 1)(x + 1))
+    x = op.operands[0]
+    one = full(b, 1.0, x.type)
+    return (b.op("div", cts[0], b.op("sqrt", b.op("mul", b.op("sub", x, one), b.op("add", x, one)))),)
+
+
+adjoint_rules["acosh"] = acosh_adjoint
+
+
+def atanh_adjoint(b, op, cts):
+    # d atanh x = ct/((1 - x)(1 + x))
+    x = op.operands[0]
+    one = full(b, 1.0, x.type)
+    return (b.op("div", cts[0], b.op("mul", b.op("sub", one, x), b.op("add", one, x))),)
+
+
+adjoint_rules["atanh"] = atanh_adjoint
+
+
+def _gaussian(b: Builder, ct: Value, x: Value, scale: float) -> Value:
+    """ct*scale*exp(-x*x)."""
+    return _scaled(b, ct, scale, b.op("exp", b.op("neg", b.op("mul", x, x))))
+
+
+def erf_adjoint(b, op, cts):
+    # d erf x = ct*2/sqrt(pi)*exp(-x*x)
+    return (_gaussian(b, cts[0], op.operands[0], 2.0 / math.sqrt(math.pi)),)
+
+
+adjoint_rules["erf"] = erf_adjoint
+
+
+def erfc_adjoint(b, op, cts):
+    # d erfc x = -ct*2/sqrt(pi)*exp(-x*x)
+    return (_gaussian(b, cts[0], op.operands[0], -2.0 / math.sqrt(math.pi)),)
+
+
+adjoint_rules["erfc"] = erfc_adjoint
+
+
+def lgamma_adjoint(b, op, cts):
+    # d lgamma x = ct*digamma(x)
+    return (b.op("mul", cts[0], b.op("digamma", op.operands[0])),)
+
+
+adjoint_rules["lgamma"] = lgamma_adjoint
+
+
+def digamma_adjoint(b, op, cts):
+    # d digamma x = ct*trigamma(x)
+    return (b.op("mul", cts[0], b.op("trigamma", op.operands[0])),)
+
+
+adjoint_rules["digamma"] = digamma_adjoint
+
+
+def trigamma_adjoint(b, op, cts):
+    raise CompileError("trigamma has no derivative in adc: lgamma is differentiable twice, digamma once", op.loc)
+
+
+adjoint_rules["trigamma"] = trigamma_adjoint
+
+
+def atan2_adjoint(b, op, cts):
+    # d atan2(y, x) = ct*x/(x*x + y*y), -ct*y/(x*x + y*y)
+    (ct,), (y, x) = cts, op.operands
+    scaled = b.op("div", ct, b.op("add", b.op("mul", x, x), b.op("mul", y, y)))
+    return (b.op("mul", scaled, x), b.op("neg", b.op("mul", scaled, y)))
+
+
+adjoint_rules["atan2"] = atan2_adjoint
+
+
+def hypot_adjoint(b, op, cts):
+    # d hypot(x, y) = ct*x/h, ct*y/h (nan at x = y = 0, where hypot has no derivative)
+    (ct,), (x, y) = cts, op.operands
+    scaled = b.op("div", ct, op.result)
+    return (b.op("mul", scaled, x), b.op("mul", scaled, y))
+
+
+adjoint_rules["hypot"] = hypot_adjoint
 
 
 # ---------------------------------------------------------------- structure

@@ -60,7 +60,8 @@ tangent_rules["call"] = call_tangent
 # ---------------------------------------------------------------- unary elementwise: the adjoint rule
 
 SELF_ADJOINT = ("neg", "sin", "cos", "tan", "exp", "log", "log1p", "expm1", "sqrt", "rsqrt", "tanh",
-                "sigmoid", "abs")
+                "sigmoid", "abs", "log2", "log10", "exp2", "cbrt", "sinh", "cosh", "asinh", "acosh", "atanh",
+                "erf", "erfc", "lgamma", "digamma", "trigamma")
 
 
 def self_adjoint_tangent(b, op, tangents):
@@ -145,14 +146,15 @@ def mod_tangent(b, op, tangents):
 tangent_rules["mod"] = mod_tangent
 
 
-def pow_tangent(b, op, tangents):
-    # d(x**p) = tx*p*x**(p-1) + tp*y*log(x) where x > 0 else 0: the adjoint rule's two factors
-    dx, dp = adjoint_rules["pow"](b, op, (full(b, 1.0, op.result.type),))
-    tx, tp = tangents
-    return (_sum(b, tx and b.op("mul", tx, dx), tp and b.op("mul", tp, dp)),)
+def partials_tangent(b, op, tangents):
+    # d f(x, y) = tx*df/dx + ty*df/dy, the partials being the adjoint rule's cotangents for ct = 1
+    # (pow: p*x**(p-1) and y*log(x) where x > 0 else 0)
+    partials = adjoint_rules[op.name](b, op, (full(b, 1.0, op.result.type),))
+    return (_sum(b, *(t and b.op("mul", t, d) for t, d in zip(tangents, partials))),)
 
 
-tangent_rules["pow"] = pow_tangent
+for _name in ("pow", "atan2", "hypot"):
+    tangent_rules[_name] = partials_tangent
 
 
 def _choose(b: Builder, cond: Value, tx: Value | None, ty: Value | None, like: Value) -> Value:

@@ -173,6 +173,7 @@ maximum, minimum = _make_binary("maximum", "maximum(x, y)"), _make_binary("minim
 less, less_equal = _make_binary("less", "x < y", _BOOL), _make_binary("less_equal", "x <= y", _BOOL)
 greater, greater_equal = _make_binary("greater", "x > y", _BOOL), _make_binary("greater_equal", "x >= y", _BOOL)
 equal, not_equal = _make_binary("equal", "x == y", _BOOL), _make_binary("not_equal", "x != y", _BOOL)
+atan2, hypot = _make_binary("atan2", "atan2(x, y)"), _make_binary("hypot", "hypot(x, y)")
 _general_pow = _make_binary("pow", "x ** y")
 _LITERAL_EXPONENTS = range(-4, 5)   # x ** 2 becomes x * x in the language: exact, and so is its derivative
 _POWERS = {n: f"x ** {n}" for n in _LITERAL_EXPONENTS}
@@ -564,6 +565,8 @@ for _cls in (Tensor, Variable):
         setattr(_cls, _name, _fn)
     _cls.__hash__ = None   # == is elementwise, as in TensorFlow: key dicts by id(t)
 
+MATH_FUNCTIONS = ("log2", "log10", "exp2", "cbrt", "sinh", "cosh", "asinh", "acosh", "atanh", "atan", "asin", "acos",
+                  "erf", "erfc", "lgamma", "digamma")   # adc.math.log2, ...: the builtins of those names
 nn = SimpleNamespace(relu=relu, elu=elu, sigmoid=sigmoid, softplus=softplus, softmax=softmax,
                      log_softmax=log_softmax,
                      sparse_softmax_cross_entropy_with_logits=sparse_softmax_cross_entropy_with_logits)
@@ -574,4 +577,5 @@ math_ops = SimpleNamespace(
     reduce_sum=reduce_sum, reduce_mean=reduce_mean, reduce_max=reduce_max, reduce_min=reduce_min,
     reduce_prod=reduce_prod, reduce_logsumexp=reduce_logsumexp, argmax=argmax, argmin=argmin,
     softmax=softmax, log_softmax=log_softmax, less=less, less_equal=less_equal, greater=greater,
-    greater_equal=greater_equal, equal=equal, not_equal=not_equal)
+    greater_equal=greater_equal, equal=equal, not_equal=not_equal, atan2=atan2, hypot=hypot,
+    **{name: _make_unary(name, name) for name in MATH_FUNCTIONS})

@@ -7,11 +7,13 @@ packs dims/inputs/outputs for the C ABI and runs it.
 from __future__ import annotations
 
 import ctypes
+import math
 import re
 
 import llvmlite.binding as llvm
 import numpy as np
 import pytest
+import scipy.special
 
 from adc.abi import parse_type
 from adc.codegen.fusion import MAX_FUSED, RECOMPUTED, plan
@@ -91,11 +93,17 @@ UNARY = {  # op: (NumPy oracle in float64, input)
     "sqrt": (np.sqrt, np.abs(randn(37))), "rsqrt": (lambda x: 1 / np.sqrt(x), np.abs(randn(37)) + 0.1),
     "round": (np.round, np.array([0.5, 1.5, 2.5, -0.5, -1.5, 2.4, -2.6, 7.0], np.float32)),
     "floor": (np.floor, randn(37) * 4), "stop_gradient": (lambda x: x, randn(37)),
+    "log2": (np.log2, np.abs(randn(37)) + 0.1), "log10": (np.log10, np.abs(randn(37)) + 0.1),
+    "exp2": (np.exp2, randn(37)), "cbrt": (np.cbrt, randn(37)), "sinh": (np.sinh, randn(37)),
+    "cosh": (np.cosh, randn(37)), "asinh": (np.arcsinh, randn(37)), "acosh": (np.arccosh, np.abs(randn(37)) + 1),
+    "atanh": (np.arctanh, np.tanh(randn(37))), "erf": (np.vectorize(math.erf), randn(37)),
+    "erfc": (np.vectorize(math.erfc), randn(37)), "lgamma": (np.vectorize(math.lgamma), np.abs(randn(37)) + 0.1),
+    "digamma": (scipy.special.psi, randn(37) + 0.5), "trigamma": (lambda x: scipy.special.polygamma(1, x), randn(37) + 0.5),
 }
 BINARY = {
     "add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.divide, "pow": np.power,
     "maximum": np.maximum, "minimum": np.minimum, "lt": np.less, "le": np.less_equal, "gt": np.greater,
-    "ge": np.greater_equal, "eq": np.equal, "ne": np.not_equal,
+    "ge": np.greater_equal, "eq": np.equal, "ne": np.not_equal, "atan2": np.arctan2, "hypot": np.hypot,
 }
 
 

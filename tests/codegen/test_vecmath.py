@@ -1,7 +1,8 @@
 """vecmath against NumPy: ulp error over wide and critical ranges, special values bit-exact, vectorization.
 
 The oracle is NumPy in float64 on the same inputs, rounded to the tested type
-(for f64 the oracle's own error, <= 1 ulp, is part of the bound). Where NumPy's
+(for f64 the oracle's own error, <= 1 ulp, is part of the bound); for erf and erfc,
+80-bit mpmath. Where NumPy's
 sin and cos are themselves wrong (the floats nearest to multiples of pi/2, where
 the C library's cos can be off by 10^5 ulp), the oracle is 3000-bit mpmath,
 written down as literals.
@@ -10,13 +11,21 @@ import re
 
 import llvmlite.ir as ir
 import numpy as np
+import mpmath
 import pytest
 
 from adc.codegen import vecmath
+from adc.ir.interp import eval_rules
 from tests.codegen.llvm_harness import compile_loop
 
 F32, F64 = np.float32, np.float64
 INF, NAN = np.inf, np.nan
+
+
+def _mpmath(fn, clip=np.inf):
+    """fn in mpmath (80 bits in `oracle`), rounded to f64: SciPy's erf is 2 ulp off, its erfc 0 from 26.6 on.
+    Arguments beyond +-clip (erf, erfc: 1000, where they are constant and mpmath's erfc overflows) are clipped."""
+    return np.frompyfunc(lambda v: float(fn(min(max(v, -clip), clip))), 1, 1)
 
 
 def _sigmoid(x):
@@ -27,14 +36,20 @@ def _sigmoid(x):
 ORACLES = {"exp": np.exp, "log": np.log, "log1p": np.log1p, "expm1": np.expm1, "sin": np.sin,
            "cos": np.cos, "tan": np.tan, "tanh": np.tanh, "sigmoid": _sigmoid, "sqrt": np.sqrt,
            "rsqrt": lambda x: 1 / np.sqrt(x), "abs": np.abs, "sign": np.sign, "round": np.round,
-           "floor": np.floor, "pow": np.power}
+           "floor": np.floor, "pow": np.power, "log2": np.log2, "log10": np.log10, "exp2": np.exp2,
+           "sinh": np.sinh, "cosh": np.cosh, "asinh": np.arcsinh, "acosh": np.arccosh, "atanh": np.arctanh,
+           "cbrt": np.cbrt, "erf": _mpmath(mpmath.erf, 1e3), "erfc": _mpmath(mpmath.erfc, 1e3), "atan2": np.arctan2,
+           "hypot": np.hypot}
 
 # max ulp error asserted, as documented in each emitter's docstring
 BOUNDS = {
     "exp": (1, 1), "log": (1, 1), "log1p": (2, 2), "expm1": (1, 2), "sin": (1, 1), "cos": (1, 1),
     "tan": (1, 3), "tanh": (1, 2), "sigmoid": (2, 2), "sqrt": (0, 0), "rsqrt": (1, 1),
     "abs": (0, 0), "sign": (0, 0), "round": (0, 0), "floor": (0, 0),
+    "log2": (1, 1), "log10": (1, 2), "exp2": (1, 1), "sinh": (1, 3), "cosh": (1, 2), "asinh": (1, 2),
+    "acosh": (1, 3), "atanh": (1, 2), "cbrt": (1, 3), "erf": (1, 1), "erfc": (1, 2),
 }
+BINARY_BOUNDS = {"atan2": (1, 2), "hypot": (1, 1)}
 
 # dense ranges near each function's critical points, per dtype: (lo, hi)
 CRITICAL = {
@@ -51,20 +66,31 @@ CRITICAL = {
 }
 for _name in ("sqrt", "rsqrt", "abs", "sign", "round", "floor"):
     CRITICAL[_name] = {F32: [(-3, 3)], F64: [(-3, 3)]}
+for _name, _ranges in {
+    "log2": [(0.5, 2), (0, 1e-300)], "log10": [(0.5, 2), (1, 1e20)], "exp2": [(-2, 2), (1020, 1030), (-1080, -1020)],
+    "sinh": [(-2, 2), (-1e-3, 1e-3), (0.9, 1.1), (700, 712)], "cosh": [(-2, 2), (-30, 30), (700, 712)],
+    "asinh": [(-3, 3), (1.9, 2.1), (2**28 - 1e3, 2**28 + 1e3)], "acosh": [(1, 3), (1, 1.01), (1.9, 2.1), (-1, 5)],
+    "atanh": [(-1, 1), (0.49, 0.51), (0.99, 1), (-1e-3, 1e-3)], "cbrt": [(-10, 10), (0, 1e-300)],
+    "erf": [(-3, 3), (0.9, 1.1), (-1e-3, 1e-3), (4, 7)], "erfc": [(-3, 3), (0.4, 0.6), (-1.1, -0.9), (5, 27.3)],
+}.items():
+    # f32 ranges drop what is beyond its range; f32 overflows, underflows and limits come from the f64 ones
+    CRITICAL[_name] = {F64: _ranges, F32: [(lo, hi) for lo, hi in _ranges if max(abs(lo), abs(hi)) < 100]
+                       + {"exp2": [(120, 130), (-150, -120)], "sinh": [(85, 90)], "cosh": [(85, 90)],
+                          "erfc": [(8, 10.1)]}.get(_name, [])}
 
 _kernels = {}
 
 
 def kernel(name, dtype):
     if (name, dtype) not in _kernels:
-        arity = 2 if name == "pow" else 1
+        arity = vecmath.vecmath_rules[name].arity
         _kernels[name, dtype] = compile_loop(lambda b, args: vecmath.call(b, name, args), dtype, arity)
     return _kernels[name, dtype]
 
 
 def oracle(name, dtype, *args):
-    with np.errstate(all="ignore"):
-        return ORACLES[name](*(a.astype(F64) for a in args)).astype(dtype)
+    with np.errstate(all="ignore"), mpmath.workprec(80):
+        return np.asarray(ORACLES[name](*(a.astype(F64) for a in args))).astype(F64).astype(dtype)
 
 
 def ulp_error(got, want):
@@ -196,6 +222,17 @@ SPECIAL_EXTRA = {
     "sigmoid": {F32: [-88.0, -100.0, -103.0, -104.0, 17.0, 20.0], F64: [-708.0, -740.0, -745.0, 37.0, 40.0]},
     "tanh": {F32: [9.0, 10.0, -20.0, 1e-30], F64: [19.0, 20.0, -40.0, 1e-300]},
     "cos": {F32: [92415.18]},   # 2 ulp when r + r^3 S(r^2) was rounded twice
+    "exp2": {F32: [127.9, 128.0, -126.0, -149.0, -150.0, -149.5], F64: [1023.9, 1024.0, -1074.0, -1075.0, -1074.5]},
+    "sinh": {F32: [89.4, 89.5, -89.5, 1e-30], F64: [710.47, 710.48, -710.5, 1e-300]},
+    "cosh": {F32: [89.4, 89.5, -89.5], F64: [710.47, 710.48, -710.5]},
+    "atanh": {F32: [1.0001, -1.5], F64: [1.0000000000000002, -1.5]},
+    "acosh": {F32: [0.9999999, -1.0, 1e30], F64: [0.9999999999999999, -1.0, 1e300]},
+    "asinh": {F32: [1e30, -3e38], F64: [1e300, -1.7e308]},
+    "log2": {F32: [8.0, 1e-45, 0.125], F64: [8.0, 5e-324, 0.125]},
+    "log10": {F32: [1000.0, 1e-45], F64: [1000.0, 5e-324, 1e22]},
+    "cbrt": {F32: [27.0, -8.0, 1e-45], F64: [27.0, -8.0, 5e-324]},
+    "erf": {F32: [4.0, 1e-30], F64: [6.0, 1e-300]},
+    "erfc": {F32: [10.0, 10.1, -10.0], F64: [26.5, 27.2, 27.3, 28.0, -6.0]},
 }
 
 @pytest.mark.parametrize("dtype", DTYPES)
@@ -250,6 +287,110 @@ def test_pow_f64_accuracy():
     assert err.max() <= 2
 
 
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("name", sorted(BINARY_BOUNDS))
+def test_binary_ulp_error(name, dtype):
+    """Pairs of wide magnitudes (every ratio, both signs), and of ordinary ones."""
+    rng = np.random.default_rng(sum(map(ord, name)))
+    x, y = wide_inputs(name, dtype, rng), wide_inputs(name, dtype, rng)
+    near = rng.uniform(-3, 3, (2, 200_000)).astype(dtype)
+    for a, b in ((x, y), (x, x * dtype(0.75)), tuple(near)):
+        err = ulp_error(kernel(name, dtype)(a, b), oracle(name, dtype, a, b))
+        worst = int(np.argmax(err))
+        assert err[worst] <= BINARY_BOUNDS[name][dtype is F64], (name, a[worst], b[worst], err[worst])
+
+
+BINARY_SPECIALS = [0.0, -0.0, 1.0, -1.0, 0.5, -2.5, 1e-40, -1e30, INF, -INF, NAN]
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("name", sorted(BINARY_BOUNDS))
+def test_binary_special_values_bit_exact(name, dtype):
+    """C99's and NumPy's values at signed zeros and infinities: atan2(+-0, -0) = +-pi, hypot(inf, nan) = inf."""
+    y, x = (v.ravel() for v in np.meshgrid(np.array(BINARY_SPECIALS, dtype), np.array(BINARY_SPECIALS, dtype)))
+    got, want = kernel(name, dtype)(y, x), oracle(name, dtype, y, x)
+    err = ulp_error(got, want)
+    exact = ~np.isfinite(x) | ~np.isfinite(y) | (x == 0) | (y == 0)
+    bad = (exact & (err > 0)) | (err > BINARY_BOUNDS[name][dtype is F64])
+    assert not bad.any(), f"{name}[{dtype.__name__}] at {list(zip(y[bad], x[bad]))}: got {got[bad]}, NumPy {want[bad]}"
+
+
+# x > 0: max ulps from mpmath, (f32, f64); below 0 the error is absolute near the roots
+GAMMA_BOUNDS = {"lgamma": (1, 6), "digamma": (1, 4), "trigamma": (1, 4)}
+GAMMA_ORACLES = {"lgamma": _mpmath(lambda v: mpmath.re(mpmath.loggamma(v))), "digamma": _mpmath(mpmath.digamma),
+                 "trigamma": _mpmath(lambda v: mpmath.psi(1, v))}
+
+
+def gamma_oracle(name, x, dtype=F64):
+    with np.errstate(all="ignore"), mpmath.workprec(80):
+        return np.asarray(GAMMA_ORACLES[name](x.astype(F64))).astype(F64).astype(dtype)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("name", sorted(GAMMA_BOUNDS))
+def test_gamma_family_above_zero(name, dtype):
+    """Every magnitude, and dense near 0, the roots 1 and 2 of lgamma and 1.4616 of digamma."""
+    rng = np.random.default_rng(sum(map(ord, name)))
+    info = np.finfo(dtype)
+    wide = np.minimum(np.exp(rng.uniform(np.log(float(info.smallest_subnormal)), np.log(float(info.max)), 20_000)),
+                      float(info.max))
+    near = [rng.uniform(lo, hi, 5_000) for lo, hi in [(0, 3), (0.9, 1.1), (1.9, 2.1), (1.4, 1.5), (3, 30)]]
+    x = np.concatenate([wide] + near).astype(dtype)
+    err = ulp_error(kernel(name, dtype)(x), gamma_oracle(name, x, dtype))
+    worst = int(np.argmax(err))
+    assert err[worst] <= GAMMA_BOUNDS[name][dtype is F64], (name, x[worst], err[worst])
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("name", sorted(GAMMA_BOUNDS))
+def test_gamma_family_below_zero(name, dtype):
+    """The reflection: an error absolute to the reflection's terms (log pi/sin, pi cot, pi^2/sin^2), away from
+    the poles."""
+    rng = np.random.default_rng(1)
+    x = (rng.integers(-10, 0, 20_000) + rng.uniform(0.01, 0.99, 20_000)).astype(dtype)
+    want = gamma_oracle(name, x)
+    scale = np.maximum(1.0, np.abs(want) if name != "lgamma" else np.abs(np.log(np.pi / np.abs(np.sin(np.pi * x)))))
+    tolerance = 1e-13 if dtype is F64 else 1e-5
+    assert np.max(np.abs(kernel(name, dtype)(x) - want) / scale) <= tolerance
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("name", sorted(GAMMA_BOUNDS))
+def test_gamma_family_special_values(name, dtype):
+    """The interpreter's values (C99's lgamma, SciPy's psi and psi'): poles, +-0, +-inf, nan, bit for bit."""
+    x = np.array([0.0, -0.0, 1.0, 2.0, -1.0, -2.0, -7.0, INF, -INF, NAN, 1e-30, 1e30], dtype)
+    with np.errstate(all="ignore"):
+        (want,) = eval_rules[name]([x], {}, None)
+        want = np.asarray(want).astype(dtype)
+    got = kernel(name, dtype)(x)
+    special = ~np.isfinite(want) | (want == 0) | ~np.isfinite(x)
+    np.testing.assert_array_equal(got[special], want[special])
+    np.testing.assert_allclose(got, want, rtol=1e-14 if dtype is F64 else 1e-6)   # the interpreter's accuracy
+
+
+def test_log2_log10_exp2_exact_at_powers():
+    """log2(8) is 3 and exp2(n) is 2^n exactly, as NumPy gives; log10 of the float powers of ten too."""
+    for dtype in (F32, F64):
+        n = np.arange(-149 if dtype is F32 else -1074, 128 if dtype is F32 else 1024).astype(dtype)
+        np.testing.assert_array_equal(kernel("exp2", dtype)(n), np.exp2(n.astype(F64)).astype(dtype))
+        np.testing.assert_array_equal(kernel("log2", dtype)(np.exp2(n.astype(F64)).astype(dtype)), n)
+        tens = np.arange(0, 11 if dtype is F32 else 23).astype(dtype)
+        np.testing.assert_array_equal(kernel("log10", dtype)((10.0 ** tens).astype(dtype)), tens)
+
+
+F64_ONLY = ["log2", "log10", "exp2", "cbrt", "sinh", "cosh", "asinh", "acosh", "atanh", "erf", "erfc", "atan2",
+            "hypot", "lgamma", "digamma", "trigamma"]
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("name", F64_ONLY)
+def test_f64_only_functions_vectorize(name, dtype):
+    """f32 runs their f64 algorithm: a vector loop of doubles either way, with no calls left."""
+    k = kernel(name, dtype)
+    assert re.search(r"^\s*call", k.asm, re.MULTILINE) is None
+    assert "<4 x double>" in k.llvm_ir or "<8 x double>" in k.llvm_ir
+
+
 def test_exp_f32_loop_is_vectorized_and_inlined():
     k = kernel("exp", F32)
     assert "zmm" in k.asm or "ymm" in k.asm
@@ -287,11 +428,11 @@ def test_trig_functions_read_one_constant_table_and_their_fast_variants_none():
 
 def test_call_rejects_unknown_names_and_types():
     _, fn, b = scalar_function(ir.IntType(32))
-    with pytest.raises(ValueError, match="no function 'erf'"):
-        vecmath.call(b, "erf", fn.args)
+    with pytest.raises(ValueError, match="no function 'gamma'"):
+        vecmath.call(b, "gamma", fn.args)
     with pytest.raises(TypeError, match="f32 or f64"):
         vecmath.call(b, "exp", fn.args)
 
 
 def test_every_function_has_a_reference():
-    assert vecmath.FUNCTIONS == set(BOUNDS) | {"pow"}
+    assert vecmath.FUNCTIONS == set(BOUNDS) | set(BINARY_BOUNDS) | set(GAMMA_BOUNDS) | {"pow"}

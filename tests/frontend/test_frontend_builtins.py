@@ -7,6 +7,7 @@ import re
 
 import numpy as np
 import pytest
+import scipy.special
 
 from adc.frontend import compile_source
 from adc.ir.interp import run
@@ -27,6 +28,17 @@ CASES = [
     ("sigmoid", X, MN, "sigmoid(x)", lambda x: 1 / (1 + np.exp(-x))),
     ("round", X, MN, "round(x * 3.0)", lambda x: np.round(x * 3)), ("floor", X, MN, "floor(x)", np.floor),
     ("relu", X, MN, "relu(x)", lambda x: np.maximum(x, 0)),
+    ("log2", X, MN, "log2(abs(x))", lambda x: np.log2(abs(x))), ("log10", X, MN, "log10(abs(x))", lambda x: np.log10(abs(x))),
+    ("exp2", X, MN, "exp2(x)", np.exp2), ("cbrt", X, MN, "cbrt(x)", np.cbrt), ("sinh", X, MN, "sinh(x)", np.sinh),
+    ("cosh", X, MN, "cosh(x)", np.cosh), ("asinh", X, MN, "asinh(x)", np.arcsinh),
+    ("acosh", X, MN, "acosh(abs(x) + 1.0)", lambda x: np.arccosh(abs(x) + 1)),
+    ("atanh", X, MN, "atanh(tanh(x))", lambda x: x), ("erf", X, MN, "erf(x)", scipy.special.erf),
+    ("erfc", X, MN, "erfc(x)", scipy.special.erfc), ("atan", X, MN, "atan(x)", np.arctan),
+    ("asin", X, MN, "asin(tanh(x))", lambda x: np.arcsin(np.tanh(x))),
+    ("acos", X, MN, "acos(tanh(x))", lambda x: np.arccos(np.tanh(x))),
+    ("atan2", XV, MN, "atan2(v, x)", lambda x, v: np.arctan2(v, x)), ("hypot", XV, MN, "hypot(x, v)", np.hypot),
+    ("pow", XV, MN, "pow(abs(x), v)", lambda x, v: abs(x) ** v),
+    ("lgamma", X, MN, "lgamma(x)", scipy.special.gammaln), ("digamma", X, MN, "digamma(x)", scipy.special.psi),
     ("elu", X, MN, "elu(x)", lambda x: np.where(x > 0, x, np.expm1(np.minimum(x, 0)))),
     ("softplus", X, MN, "softplus(x)", lambda x: np.logaddexp(x, 0)),
     ("minimum", XV, MN, "minimum(x, v)", np.minimum), ("maximum", XV, MN, "maximum(v, x)", lambda x, v: np.maximum(v, x)),

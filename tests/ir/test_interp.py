@@ -3,6 +3,7 @@ import warnings
 
 import numpy as np
 import pytest
+import scipy.special
 
 from adc.ir.builder import Builder
 from adc.ir.core import Module
@@ -39,11 +40,16 @@ UNARY = {
     "tanh": (X, np.tanh), "sigmoid": (X, lambda v: 1 / (1 + np.exp(-v))), "round": (X * 3, np.round),
     "floor": (X * 3, np.floor), "neg": (X, lambda v: -v), "abs": (X, np.abs), "sign": (X, np.sign),
     "stop_gradient": (X, lambda v: v),
+    "log2": (P, np.log2), "log10": (P, np.log10), "exp2": (X, np.exp2), "cbrt": (X, np.cbrt), "sinh": (X, np.sinh),
+    "cosh": (X, np.cosh), "asinh": (X, np.arcsinh), "acosh": (P + 1, np.arccosh), "atanh": (np.tanh(X), np.arctanh),
+    "erf": (X, scipy.special.erf), "erfc": (X, scipy.special.erfc), "lgamma": (X, scipy.special.gammaln),
+    "digamma": (X, scipy.special.psi), "trigamma": (X, lambda v: scipy.special.polygamma(1, v)),
 }
 BINARY = {
     "add": lambda a, b: a + b, "sub": lambda a, b: a - b, "mul": lambda a, b: a * b, "div": lambda a, b: a / b,
     "minimum": np.minimum, "maximum": np.maximum, "lt": np.less, "le": np.less_equal,
     "gt": np.greater, "ge": np.greater_equal, "eq": np.equal, "ne": np.not_equal,
+    "atan2": np.arctan2, "hypot": np.hypot,
 }
 A23, B34 = f32(2, 3), f32(3, 4)
 CASES = [(name, [x], [V], {}, ref, 1e-6) for name, (x, ref) in UNARY.items()]

@@ -8,15 +8,18 @@ in test_adjoint.py.
 import numpy as np
 import pytest
 
+from adc.errors import CompileError
 from adc.frontend import compile_source
 from tests.support.gradcheck import check_jacobian, check_vjp
 
-# domains: n normal, p positive (0.5..2), a away from 0 (|x| in 0.2..2), f fractional (away from integers)
+# domains: n normal, p positive (0.5..2), a away from 0 (|x| in 0.2..2), f fractional (away from integers),
+# u inside (-1, 1) (-0.9..0.9)
 DOMAINS = {
     "n": lambda rng, s: rng.standard_normal(s),
     "p": lambda rng, s: rng.uniform(0.5, 2.0, s),
     "a": lambda rng, s: rng.choice([-1.0, 1.0], s) * rng.uniform(0.2, 2.0, s),
     "f": lambda rng, s: rng.integers(-3, 3, s) + rng.uniform(0.2, 0.8, s),
+    "u": lambda rng, s: rng.uniform(-0.9, 0.9, s),
 }
 SHAPES = {"x": (3, 4), "y": (4,), "s": (), "v": (4,), "m": (4, 2), "c": (3, 1), "b": (2, 3, 4), "e": (2, 4, 2)}
 TYPES = {k: "f64" + (f"[{', '.join(map(str, s))}]" if s else "") for k, s in SHAPES.items()}
@@ -42,6 +45,22 @@ CASES = {
     "sign": ("x", "[3,4]", "x * sign(x)", "a"),
     "round": ("x", "[3,4]", "x * round(x)", "f"),
     "floor": ("x", "[3,4]", "x * floor(x)", "f"),
+    "log2": ("x", "[3,4]", "log2(x)", "p"),
+    "log10": ("x", "[3,4]", "log10(x)", "p"),
+    "exp2": ("x", "[3,4]", "exp2(x)", "n"),
+    "cbrt": ("x", "[3,4]", "cbrt(x)", "a"),
+    "sinh": ("x", "[3,4]", "sinh(x)", "n"),
+    "cosh": ("x", "[3,4]", "cosh(x)", "n"),
+    "asinh": ("x", "[3,4]", "asinh(x)", "n"),
+    "acosh": ("x", "[3,4]", "acosh(x + 1.5)", "p"),
+    "atanh": ("x", "[3,4]", "atanh(x)", "u"),
+    "erf": ("x", "[3,4]", "erf(x)", "n"),
+    "erfc": ("x", "[3,4]", "erfc(x)", "n"),
+    "atan": ("x", "[3,4]", "atan(x)", "n"),
+    "asin": ("x", "[3,4]", "asin(x)", "u"),
+    "acos": ("x", "[3,4]", "acos(x)", "u"),
+    "lgamma": ("x", "[3,4]", "lgamma(x * 6.0)", "p"),
+    "lgamma_reflected": ("x", "[3,4]", "lgamma(x)", "f"),
     # binary operators, broadcasting a row, a column and a scalar
     "add": ("x,y", "[3,4]", "x + y", "nn"),
     "sub": ("x,c", "[3,4]", "x - c", "nn"),
@@ -49,6 +68,10 @@ CASES = {
     "div": ("x,y", "[3,4]", "x / y", "na"),
     "pow": ("x,y", "[3,4]", "x ** y", "pn"),
     "pow_const": ("x", "[3,4]", "x ** 3.0 + x ** 0.5", "p"),
+    "pow_builtin": ("x,c", "[3,4]", "pow(x, c)", "pn"),
+    "atan2": ("x,y", "[3,4]", "atan2(x, y)", "na"),
+    "atan2_column": ("x,c", "[3,4]", "atan2(c, x)", "an"),
+    "hypot": ("x,y", "[3,4]", "hypot(x, y)", "na"),
     "square": ("s", "", "s ** 2", "n"),
     "square_builtin": ("x", "[3,4]", "square(x)", "n"),
     "reciprocal": ("x", "[3,4]", "reciprocal(x)", "a"),
@@ -121,12 +144,20 @@ def test_first_and_second_order(case):
     check_vjp(module, "f", inputs(params, domains), order=2, rtol=1e-5, atol=1e-7)
 
 
-@pytest.mark.parametrize("case", ["mul", "div", "pow", "concat", "slice_step", "matmul_vector", "max", "pad",
+@pytest.mark.parametrize("case", ["mul", "div", "pow", "atan2", "hypot", "concat", "slice_step", "matmul_vector", "max", "pad",
                                   "logsumexp", "softmax", "log_softmax"])
 def test_full_jacobian(case):
     params, result, expr, domains = CASES[case]
     module = compile_source(kernel(params, result, expr), f"{case}.adc")
     check_jacobian(module, "f", inputs(params, domains), rtol=1e-5, atol=1e-7)
+
+
+def test_digamma_once_and_the_end_of_the_chain():
+    # d lgamma = digamma, d digamma = trigamma, which has no derivative: a located error says so
+    source = "def f(x: f64[N]) -> f64:\n    return sum(digamma(x))\n"
+    check_vjp(compile_source(source, "psi.adc"), "f", [np.linspace(-2.7, 6.0, 7)], order=1, rtol=1e-5, atol=1e-7)
+    with pytest.raises(CompileError, match="trigamma has no derivative"):
+        check_vjp(compile_source(source, "psi.adc"), "f", [np.linspace(0.5, 6.0, 7)], order=2)
 
 
 def test_symbolic_shapes():

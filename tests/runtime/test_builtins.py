@@ -6,6 +6,7 @@ then run on random inputs for several sizes, zero-size dimensions included.
 """
 import numpy as np
 import pytest
+import scipy.special
 
 import adc
 
@@ -28,6 +29,19 @@ CASES = [
     ("elu", X, MN, "elu(x)", lambda x: np.where(x > 0, x, np.expm1(np.minimum(x, 0))), WIDE),
     ("softplus", X, MN, "softplus(x)", lambda x: np.logaddexp(x, 0), WIDE),
     ("round", X, MN, "round(x)", np.round, WIDE), ("floor", X, MN, "floor(x)", np.floor, WIDE),
+    ("log2", X, MN, "log2(x)", np.log2, POS), ("log10", X, MN, "log10(x)", np.log10, POS),
+    ("exp2", X, MN, "exp2(x)", np.exp2, WIDE), ("cbrt", X, MN, "cbrt(x)", np.cbrt, WIDE),
+    ("sinh", X, MN, "sinh(x)", np.sinh, WIDE), ("cosh", X, MN, "cosh(x)", np.cosh, WIDE),
+    ("asinh", X, MN, "asinh(x)", np.arcsinh, WIDE), ("acosh", X, MN, "acosh(x)", np.arccosh, (1, 50)),
+    ("atanh", X, MN, "atanh(x)", np.arctanh, UNIT), ("erf", X, MN, "erf(x)", scipy.special.erf, (-5, 5)),
+    ("erfc", X, MN, "erfc(x)", scipy.special.erfc, (-5, 9)),
+    ("lgamma", X, MN, "lgamma(x)", scipy.special.gammaln, (0.01, 50)),
+    ("lgamma_reflected", X, MN, "lgamma(x)", scipy.special.gammaln, (-0.99, -0.01)),
+    ("digamma", X, MN, "digamma(x)", scipy.special.psi, (-0.99, 50)),
+    ("atan", X, MN, "atan(x)", np.arctan, WIDE), ("asin", X, MN, "asin(x)", np.arcsin, (-1, 1)),
+    ("acos", X, MN, "acos(x)", np.arccos, (-1, 1)),
+    ("atan2", XV, MN, "atan2(x, v)", np.arctan2, (-3, 3)), ("hypot", XV, MN, "hypot(v, x)", lambda x, v: np.hypot(v, x), WIDE),
+    ("pow_builtin", XV, MN, "pow(abs(x), v)", lambda x, v: np.abs(x) ** v, (-3, 3)),
     ("add", XV, MN, "x + v", np.add, WIDE), ("sub", XV, MN, "x - v", np.subtract, WIDE),
     ("mul", XV, MN, "v * x", np.multiply, WIDE), ("div", XV, MN, "x / (abs(v) + 1.0)", lambda x, v: x / (np.abs(v) + 1), WIDE),
     ("pow", XV, MN, "abs(x) ** v", lambda x, v: np.abs(x) ** v, (-3, 3)),
@@ -122,6 +136,59 @@ def test_builtin_matches_numpy(compiled, case):
         else:
             tol = 3e-6 if dtype is np.float32 else 1e-13
             np.testing.assert_allclose(got, want, rtol=tol * (1 + sizes[1]), atol=tol * (1 + sizes[1]), err_msg=str(sizes))
+
+
+EDGES = [0.0, -0.0, 1.0, -1.0, 0.5, -0.5, 2.0, -2.0, 1e-30, -1e-30, 1e30, -1e30, np.inf, -np.inf, np.nan]
+MATH = {"log2": np.log2, "log10": np.log10, "exp2": np.exp2, "cbrt": np.cbrt, "sinh": np.sinh, "cosh": np.cosh,
+        "asinh": np.arcsinh, "acosh": np.arccosh, "atanh": np.arctanh, "erf": scipy.special.erf,
+        "erfc": scipy.special.erfc, "atan": np.arctan, "asin": np.arcsin, "acos": np.arccos,
+        "lgamma": np.vectorize(lambda v: np.inf if v <= 0 and v == np.floor(v) else scipy.special.gammaln(v)),
+        "digamma": scipy.special.psi}   # lgamma: C99's, inf at -inf (SciPy's gammaln: -inf)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_math_functions_at_the_edges(dtype):
+    """NumPy's values at nan, +-inf, +-0 (signed), the ends of the domains and beyond, in every pair for
+    atan2 and hypot: special results bit for bit, the others within 4 ulps."""
+    name = "f32" if dtype is np.float32 else "f64"
+    m = adc.compile("".join(f"def k_{f}(x: {name}[N]) -> {name}[N]:\n    return {f}(x)\n" for f in MATH)
+                    + "".join(f"def k_{f}(x: {name}[N], y: {name}[N]) -> {name}[N]:\n    return {f}(x, y)\n"
+                              for f in ("atan2", "hypot")), "edges.adc")
+    x = np.array(EDGES, dtype)
+    y, z = (a.ravel() for a in np.meshgrid(x, x))
+    with np.errstate(all="ignore"):
+        checks = [(f, (x,), ref(x.astype(np.float64)).astype(dtype)) for f, ref in MATH.items()]
+        checks += [(f, (y, z), ref(y.astype(np.float64), z.astype(np.float64)).astype(dtype))
+                   for f, ref in (("atan2", np.arctan2), ("hypot", np.hypot))]
+    for f, args, want in checks:
+        got = getattr(m, f"k_{f}")(*args).numpy()
+        special = ~np.isfinite(want) | (want == 0) | (np.abs(want) == 1)
+        np.testing.assert_array_equal(got[special], want[special], err_msg=f)
+        signed = special & ~np.isnan(want)      # a nan's sign bit means nothing
+        np.testing.assert_array_equal(np.signbit(got[signed]), np.signbit(want[signed]), err_msg=f)
+        np.testing.assert_allclose(got, want, rtol=4 * np.finfo(dtype).eps, atol=0, err_msg=f)
+
+
+# max ulps from NumPy of the builtins composed of atan2 and sqrt (docs/language.md), (f32, f64)
+COMPOSED_ULPS = {"atan": (1, 2), "asin": (2, 3), "acos": (1, 3)}
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_inverse_trigonometric_ulps(dtype):
+    """atan, asin, acos through atan2: dense over the domain, near +-1 and near 0."""
+    from tests.codegen.test_vecmath import ulp_error
+
+    name = "f32" if dtype is np.float32 else "f64"
+    m = adc.compile("".join(f"def k_{f}(x: {name}[N]) -> {name}[N]:\n    return {f}(x)\n" for f in COMPOSED_ULPS),
+                    "inverse.adc")
+    rng = np.random.default_rng(4)
+    ranges = [(-1, 1), (0.99, 1), (-1, -0.99), (-1e-3, 1e-3), (0.4, 0.6)]
+    x = np.concatenate([rng.uniform(lo, hi, 100_000) for lo, hi in ranges]).astype(dtype)
+    for f, bounds in COMPOSED_ULPS.items():
+        arg = x * 30 if f == "atan" else x
+        want = getattr(np, "arc" + f[1:])(arg.astype(np.float64)).astype(dtype)
+        err = ulp_error(getattr(m, f"k_{f}")(arg).numpy(), want)
+        assert err.max() <= bounds[dtype is np.float64], (f, arg[np.argmax(err)], err.max())
 
 
 def test_float_sums_start_from_plus_zero_as_numpy():

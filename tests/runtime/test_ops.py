@@ -7,6 +7,7 @@ product) equals the NumPy twin's mixed second difference ⟨u, H v⟩.
 """
 import numpy as np
 import pytest
+import scipy.special
 
 import adc
 
@@ -116,8 +117,20 @@ CASES.update({
     "composition": (lambda x, y: adc.reduce_mean(adc.tanh(x @ y) ** 2 + adc.exp(-x) @ y),
                     lambda x, y: np.mean(np.tanh(x @ y) ** 2 + np.exp(-x) @ y), [normal(2, 3), normal(3, 3)]),
 })
+# adc.math: the elementwise functions without a top-level name
+unit = lambda r: r.uniform(-0.9, 0.9, (4,))
+CASES.update({f"math_{name}": (getattr(adc.math, name), f, [make]) for name, (f, make) in {
+    "log2": (np.log2, pos(4)), "log10": (np.log10, pos(4)), "exp2": (np.exp2, normal(4)), "cbrt": (np.cbrt, away(4)),
+    "sinh": (np.sinh, normal(4)), "cosh": (np.cosh, normal(4)), "asinh": (np.arcsinh, normal(4)),
+    "acosh": (np.arccosh, lambda r: 1.5 + r.random(4)), "atanh": (np.arctanh, unit), "atan": (np.arctan, normal(4)),
+    "asin": (np.arcsin, unit), "acos": (np.arccos, unit), "erf": (scipy.special.erf, normal(4)),
+    "erfc": (scipy.special.erfc, normal(4)), "lgamma": (scipy.special.gammaln, pos(4)),
+    "digamma": (scipy.special.psi, pos(4)),
+}.items()})
+CASES["math_atan2"] = (adc.math.atan2, np.arctan2, [normal(2, 3), away(3)])
+CASES["math_hypot"] = (adc.math.hypot, np.hypot, [normal(3), away(3)])
 SECOND_ORDER = sorted(set(CASES) - {"matmul_operator", "composition", "reduce_max_axis",
-                                    "reduce_min", "array_methods"})
+                                    "reduce_min", "array_methods", "math_digamma"})   # digamma: differentiable once
 
 
 def inputs(name, seed=0):
