@@ -5,7 +5,7 @@ computed on demand, element by element, inside the loop of the value that
 consumes it. A value is materialized when it is
 
 - a parameter (its input buffer) or a returned value (written straight into its output buffer);
-- the result of a reduction, matmul or scatter_add, or an operand of matmul (gemm reads memory) — but a
+- the result of a reduction, scan, matmul or scatter_add, or an operand of matmul (gemm reads memory) — but a
   transpose of the last two axes that only matmuls read is neither computed nor stored: the
   matmul reads its operand's buffer with swapped strides (`transposed`);
 - expanded by a broadcast, or used by several ops (unless they are elementwise ops of one loop
@@ -53,7 +53,7 @@ from adc.ir.core import Func, Op, Value
 from adc.ir.ops import OPS
 
 MATERIALIZING = frozenset({"reduce_sum", "reduce_max", "reduce_min", "reduce_prod", "matmul",
-                           "argmax", "argmin", "scatter_add", "scatter"})
+                           "argmax", "argmin", "scatter_add", "scatter", "cumsum", "cumprod"})
 INDEX_MAPS = frozenset({"broadcast", "reshape", "transpose", "slice", "stop_gradient", "gather"})
 SOURCES = frozenset({"constant", "dim", "iota"})
 FLAT_SAFE = frozenset({"reshape", "constant", "dim"})

@@ -438,6 +438,27 @@ def clip_by_norm_expand(cx, a):
     return cx.elementwise("div", cx.elementwise("mul", t, clip_norm), cx.elementwise("maximum", l2norm, clip_norm))
 
 
+# ---------------------------------------------------------------- scans
+
+
+def _scan(name: str):
+    def scan_expand(cx: Scope, a: Args) -> Value:
+        # np.cumsum / np.cumprod in x's dtype (bools as i64); axis=None scans x flattened, as NumPy's
+        x = a.tensor("x")
+        if x.type.dtype is BOOL:
+            x = cx.op("convert", x, dtype=DType.i64)
+        flat = a["axis"] is None
+        along = cx.reshape(x, (num_elements(x.type.shape),)) if flat else x
+        axis = 0 if flat else a.axis("axis", x.type.rank)
+        return cx.op(name, along, axis=axis, exclusive=a.flag("exclusive"), reverse=a.flag("reverse"))
+    builtin_rules[name] = Builtin(("x", "axis", "exclusive", "reverse"),
+                                  {"axis": None, "exclusive": False, "reverse": False}, scan_expand)
+
+
+for _name in ("cumsum", "cumprod"):
+    _scan(_name)
+
+
 # ---------------------------------------------------------------- softmax family
 
 

@@ -300,6 +300,24 @@ eval_rules["argmax"] = _arg_reduce_rule(np.argmax)
 eval_rules["argmin"] = _arg_reduce_rule(np.argmin)
 
 
+def _scan_rule(fn: Callable, identity: int) -> EvalRule:
+    def rule(args, attrs, ctx):
+        # np.cumsum / np.cumprod in x's dtype; reverse scans the flipped axis, exclusive shifts in
+        # the identity and drops the last element
+        (x,), axis = args, attrs["axis"]
+        flip = (lambda v: np.flip(v, axis)) if attrs["reverse"] else (lambda v: v)
+        out = fn(flip(x), axis=axis, dtype=x.dtype)
+        if attrs["exclusive"]:
+            first = np.full(x.shape[:axis] + (1,) + x.shape[axis + 1:], identity, x.dtype)
+            out = np.concatenate([first, out], axis)[(slice(None),) * axis + (slice(0, x.shape[axis]),)]
+        return (flip(out),)
+    return rule
+
+
+eval_rules["cumsum"] = _scan_rule(np.cumsum, 0)
+eval_rules["cumprod"] = _scan_rule(np.cumprod, 1)
+
+
 def matmul_eval(args, attrs, ctx):
     a, b = args
     return (np.matmul(a, b),)

@@ -368,6 +368,28 @@ for _name, _what in zip(ARG_REDUCTIONS, ("maximum", "minimum")):
               _arg_reduce_rule, 1, ("axes",), traits=("reduction",))
 
 
+# ---------------------------------------------------------------- scans
+
+def _scan_rule(types, attrs, funcs):
+    (t,) = types
+    axis = attrs["axis"]
+    _require(isinstance(axis, int) and not isinstance(axis, bool) and 0 <= axis < t.rank,
+             f"axis {axis!r} out of range for {t}")
+    _require(all(isinstance(attrs[k], bool) for k in ("exclusive", "reverse")),
+             "`exclusive` and `reverse` must be true or false")
+    _require(t.dtype is not BOOL, f"cannot scan {t}")
+    return (t,)
+
+
+SCANS = ("cumsum", "cumprod")
+for _name, _what in zip(SCANS, ("sums", "products")):
+    _register(_name, f"running {_what} along `axis` (np.{_name}): element k combines elements 0..k, or 0..k-1 "
+              "when `exclusive` (the identity first); `reverse` runs from the end",
+              _example("%x: f32[B,N]", f"  %0 = {_name} %x {{axis = 1, exclusive = false, reverse = false}} : f32[B,N]"
+                       "\n  return %0", "f32[B,N]"),
+              _scan_rule, 1, ("axis", "exclusive", "reverse"), traits=("scan",))
+
+
 def _matmul_rule(types, attrs, funcs):
     a, b = types
     _require(a.dtype == b.dtype and a.dtype.is_float, f"expected float operands of one dtype, got {a} and {b}")

@@ -621,6 +621,48 @@ for _name in ("argmax", "argmin"):
     adjoint_rules[_name] = zero_adjoint
 
 
+# ---------------------------------------------------------------- scans
+
+def _scan(b: Builder, name: str, x: Value, op: Op, flip: bool = False) -> Value:
+    """`name` along op's axis, exclusive as op, in op's direction or (flip) the opposite one."""
+    return b.op(name, x, axis=op.attrs["axis"], exclusive=op.attrs["exclusive"], reverse=op.attrs["reverse"] != flip)
+
+
+def cumsum_adjoint(b, op, cts):
+    # d cumsum(x) = cumsum(ct) run the other way: x_j reaches every y_i scanned after it
+    return (_scan(b, "cumsum", cts[0], op, flip=True),)
+
+
+adjoint_rules["cumsum"] = cumsum_adjoint
+
+
+def cumprod_zeros(b: Builder, op: Op) -> tuple[Value, Value, Value, Value]:
+    """(x == 0, the first zero in scan order, x with its zeros replaced by 1, the products of the
+    scan with the first zero replaced by 1): what keeps the derivatives of cumprod exact at zeros.
+    With z the first zero, dy_i/dx_k is y_i/x_k for x_k != 0, the products but x_z for k = z,
+    and 0 at a later zero (its products hold x_z)."""
+    x = op.operands[0]
+    zero, one = full(b, 0.0, x.type), full(b, 1.0, x.type)
+    is_zero = b.op("eq", x, zero)
+    none_before = b.op("cumprod", b.op("select", is_zero, zero, one), axis=op.attrs["axis"], exclusive=True,
+                       reverse=op.attrs["reverse"])
+    first = b.op("bitwise_and", is_zero, b.op("eq", none_before, one))
+    return is_zero, first, b.op("select", is_zero, one, x), _scan(b, "cumprod", b.op("select", first, one, x), op)
+
+
+def cumprod_adjoint(b, op, cts):
+    # d cumprod(x)_k = Σ_{i after k} ct_i dy_i/dx_k: (reverse-scanned ct*y)/x, and at the first zero
+    # the reverse-scanned ct times the products without it (cumprod_zeros)
+    _, first, nonzero, without_first = cumprod_zeros(b, op)
+    ct = cts[0]
+    at_first = _scan(b, "cumsum", b.op("mul", ct, without_first), op, flip=True)
+    elsewhere = b.op("div", _scan(b, "cumsum", b.op("mul", ct, op.result), op, flip=True), nonzero)
+    return (b.op("select", first, at_first, elsewhere),)
+
+
+adjoint_rules["cumprod"] = cumprod_adjoint
+
+
 def matmul_adjoint(b, op, cts):
     # d(A @ B) = ct @ Bᵀ, Aᵀ @ ct (transposes of the last two axes)
     a, m = op.operands

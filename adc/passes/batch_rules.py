@@ -248,6 +248,16 @@ for _name, _opdef in OPS.items():
         batch_rules[_name] = reduce_batch
 
 
+def scan_batch(b, op, args, batched):
+    # scan(x[s], axis) = scan(x, axis+1)[s]
+    return [b.op(op.name, args[0], **{**op.attrs, "axis": op.attrs["axis"] + 1})], [True]
+
+
+for _name, _opdef in OPS.items():
+    if "scan" in _opdef.traits:
+        batch_rules[_name] = scan_batch
+
+
 def matmul_batch(b, op, args, batched):
     # A[s] @ B[s] is a batched matmul; with one side shared, the batch axis is folded into the
     # rows of A ([S*M, K] @ [K, N]) or the columns of B ([M, K] @ [K, S*N]): one large product

@@ -138,6 +138,17 @@ for _name, _opdef in OPS.items():
         example_axis_rules[_name] = reduce_example_axis
 
 
+def scan_example_axis(op, axes):
+    # scanning along the example axis mixes; along another axis it stays
+    (k,) = axes
+    return (MIXED if k == op.attrs["axis"] else k,)
+
+
+for _name, _opdef in OPS.items():
+    if "scan" in _opdef.traits:
+        example_axis_rules[_name] = scan_example_axis
+
+
 def matmul_example_axis(op, axes):
     # (A @ B)[.., m, n] = sum_k A[.., m, k] B[.., k, n]: batch axes and A's rows / B's columns keep
     # the example axis; the contracted axis mixes

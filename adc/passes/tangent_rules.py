@@ -25,7 +25,8 @@ from typing import Callable
 from adc.errors import CompileError
 from adc.ir.builder import Builder
 from adc.ir.core import FuncRef, Op, Value
-from adc.passes.adjoint_rules import NON_DIFFERENTIABLE, adjoint_rules, attached_gradient, full, lift_elementwise
+from adc.passes.adjoint_rules import (NON_DIFFERENTIABLE, adjoint_rules, attached_gradient, cumprod_zeros, full,
+                                      lift_elementwise)
 from adc.passes.transpose import LINEAR_IN, linear_positions, transposed
 
 # tangent_rules[op_name](b, op, tangents) -> one tangent (or None) per result of `op`
@@ -204,6 +205,23 @@ def reduce_prod_tangent(b, op, tangents):
 
 
 tangent_rules["reduce_prod"] = reduce_prod_tangent
+
+
+# ---------------------------------------------------------------- scans (cumsum is in LINEAR_IN)
+
+def cumprod_tangent(b, op, tangents):
+    # d cumprod(x)_i = Σ_{k scanned to i} t_k dy_i/dx_k = y * cumsum(t/x over nonzero x)
+    #                  + (products without the first zero) * cumsum(t at the first zero)   (cumprod_zeros)
+    (t,), x = tangents, op.operands[0]
+    is_zero, first, nonzero, without_first = cumprod_zeros(b, op)
+    zero = full(b, 0.0, x.type)
+    scan = {k: op.attrs[k] for k in ("axis", "exclusive", "reverse")}
+    ratios = b.op("cumsum", b.op("select", is_zero, zero, b.op("div", t, nonzero)), **scan)
+    at_first = b.op("cumsum", b.op("select", first, t, zero), **scan)
+    return (b.op("add", b.op("mul", op.result, ratios), b.op("mul", without_first, at_first)),)
+
+
+tangent_rules["cumprod"] = cumprod_tangent
 
 
 # ---------------------------------------------------------------- custom gradients and external functions

@@ -36,6 +36,7 @@ LINEAR_IN: dict[str, tuple[int, ...] | str] = {
     "neg": (0,), "add": ALL, "sub": ALL, "concat": ALL, "pad": ALL, "convert": (0,),
     "broadcast": (0,), "reshape": (0,), "transpose": (0,), "slice": (0,), "reduce_sum": (0,),
     "gather": (0,), "scatter_add": (0, 2), "scatter": (0, 2), "select": (1, 2),
+    "cumsum": (0,),
 }
 # ops linear in any one of these operands while the others do not depend on the linear inputs
 PRODUCTS: dict[str, tuple[int, ...]] = {"mul": (0, 1), "matmul": (0, 1), "div": (0,)}

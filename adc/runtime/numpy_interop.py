@@ -54,6 +54,14 @@ def _take(a, indices, axis=None):
     return getitem(ops.reshape(a, [-1]) if axis is None else a, (slice(None),) * (axis % a.ndim) + (indices,))
 
 
+def _scan(op):
+    def scan(a, axis=None):
+        # NumPy's axis=None scans the flattened array
+        return op(ops.reshape(a, [-1]), 0) if axis is None else op(a, axis)
+
+    return scan
+
+
 def _expand_dims(a, axis):
     return getitem(a, (slice(None),) * (axis % (a.ndim + 1)) + (None,))
 
@@ -77,6 +85,7 @@ FUNCTIONS = {
     np.argmax: lambda a, axis=None, *, keepdims=False: ops.arg_reduction("argmax", a, axis, keepdims),
     np.argmin: lambda a, axis=None, *, keepdims=False: ops.arg_reduction("argmin", a, axis, keepdims),
     np.take_along_axis: lambda arr, indices, axis: ops.take_along_axis(arr, indices, axis),
+    np.cumsum: _scan(ops.cumsum), np.cumprod: _scan(ops.cumprod),
 }
 
 

@@ -302,6 +302,29 @@ def log_softmax(logits, axis=-1):
     return _along_axis("log_softmax", "log_softmax", logits, axis)
 
 
+def _scan(op: str, x, axis: int, exclusive: bool, reverse: bool):
+    """The language's `op` along `axis`, one kernel per (op, dtype, rank, axis, flags)."""
+    (x,) = _operands(op, (x,))
+    if x.ndim == 0:
+        raise ValueError(f"adc.{op} needs a tensor of rank >= 1, got a scalar")
+    (axis,) = _axes(op, x, axis)
+    flags = (bool(exclusive), bool(reverse))
+    return _unary(op, f"{op}(x, axis={axis}, exclusive={flags[0]}, reverse={flags[1]})", x, "if", None,
+                  (axis, *flags))
+
+
+def cumsum(x, axis=0, exclusive=False, reverse=False):
+    """Running sums along `axis` (tf.math.cumsum): `exclusive` leaves each element out of its own
+    sum (the first is 0), `reverse` sums from the end."""
+    return _scan("cumsum", x, axis, exclusive, reverse)
+
+
+def cumprod(x, axis=0, exclusive=False, reverse=False):
+    """Running products along `axis` (tf.math.cumprod); `exclusive` and `reverse` as cumsum's. Its
+    gradient is exact at zeros."""
+    return _scan("cumprod", x, axis, exclusive, reverse)
+
+
 def arg_reduction(op: str, x, axis, keepdims: bool):
     """The language's argmax/argmin: int64 indices of the first extreme along `axis`, or into the
     flattened tensor when `axis` is None (NumPy's semantics)."""
@@ -576,6 +599,7 @@ math_ops = SimpleNamespace(
     multiply=multiply, divide=divide, pow=pow_, maximum=maximum, minimum=minimum, negative=negative,
     reduce_sum=reduce_sum, reduce_mean=reduce_mean, reduce_max=reduce_max, reduce_min=reduce_min,
     reduce_prod=reduce_prod, reduce_logsumexp=reduce_logsumexp, argmax=argmax, argmin=argmin,
+    cumsum=cumsum, cumprod=cumprod,
     softmax=softmax, log_softmax=log_softmax, less=less, less_equal=less_equal, greater=greater,
     greater_equal=greater_equal, equal=equal, not_equal=not_equal, atan2=atan2, hypot=hypot,
     **{name: _make_unary(name, name) for name in MATH_FUNCTIONS})

@@ -39,3 +39,14 @@ def test_exports_metadata_and_set_num_threads():
     assert text == b'{"abi": 1}'
     assert lib.address("adc_set_num_threads") != 0
     assert lib.address("adc_kernel_missing") == 0
+
+
+def test_a_scan_along_a_leading_axis_runs_its_rows_as_vector_loops():
+    # out[k, :] = out[k-1, :] + x[k, :]: the inner loop is contiguous in both
+    module = kernel("x: f32[N,M]", lambda b, x: b.op("cumsum", x, axis=0, exclusive=False, reverse=False),
+                    name="scan_rows")
+    lib = compile_module(module)
+    assert re.search(r"<(8|16) x float>", lib.llvm_ir), "the scan's rows were not vectorized"
+    x = randn(5, 33)
+    (got,) = call(lib.address("adc_kernel_scan_rows"), module["scan_rows"], x)
+    np.testing.assert_array_equal(got, np.cumsum(x, axis=0))

@@ -10,7 +10,7 @@ import pytest
 
 from adc.errors import CompileError
 from adc.frontend import compile_source
-from tests.support.gradcheck import check_jacobian, check_vjp
+from tests.support.gradcheck import check_jacobian, check_jvp, check_vjp
 
 # domains: n normal, p positive (0.5..2), a away from 0 (|x| in 0.2..2), f fractional (away from integers),
 # u inside (-1, 1) (-0.9..0.9)
@@ -20,6 +20,8 @@ DOMAINS = {
     "a": lambda rng, s: rng.choice([-1.0, 1.0], s) * rng.uniform(0.2, 2.0, s),
     "f": lambda rng, s: rng.integers(-3, 3, s) + rng.uniform(0.2, 0.8, s),
     "u": lambda rng, s: rng.uniform(-0.9, 0.9, s),
+    # z: normal with exact zeros at every fifth position (where products' derivatives must not divide by x)
+    "z": lambda rng, s: rng.standard_normal(s) * (np.arange(np.prod(s, dtype=int)).reshape(s) % 5 != 2),
 }
 SHAPES = {"x": (3, 4), "y": (4,), "s": (), "v": (4,), "m": (4, 2), "c": (3, 1), "b": (2, 3, 4), "e": (2, 4, 2)}
 TYPES = {k: "f64" + (f"[{', '.join(map(str, s))}]" if s else "") for k, s in SHAPES.items()}
@@ -95,6 +97,13 @@ CASES = {
     "max": ("x", "[3]", "max(x, axis=1)", "n"),
     "min": ("b", "[2,4]", "min(b, axis=1)", "n"),
     "prod": ("x", "[4]", "prod(x, axis=0)", "a"),
+    # scans: cumsum is linear; cumprod's derivatives are exact at zeros (one, several, none per row)
+    "cumsum": ("x", "[3,4]", "cumsum(x * x, axis=1)", "n"),
+    "cumsum_flat": ("b", "[24]", "cumsum(b, exclusive=True, reverse=True) ** 2", "n"),
+    "cumprod": ("x", "[3,4]", "cumprod(x, axis=0)", "a"),
+    "cumprod_reverse": ("b", "[2,3,4]", "cumprod(b, axis=1, reverse=True, exclusive=True)", "a"),
+    "cumprod_zeros": ("b", "[2,3,4]", "cumprod(b, axis=2)", "z"),
+    "cumprod_zeros_reverse": ("x", "[3,4]", "cumprod(x, axis=1, exclusive=True, reverse=True)", "z"),
     # the softmax family; integer results (argmax, one_hot of it) carry no cotangent
     "logsumexp": ("x", "[3]", "logsumexp(x, axis=1)", "n"),
     "logsumexp_all": ("b", "[1,1,1]", "logsumexp(b * b, keepdims=True)", "n"),
@@ -144,8 +153,8 @@ def test_first_and_second_order(case):
     check_vjp(module, "f", inputs(params, domains), order=2, rtol=1e-5, atol=1e-7)
 
 
-@pytest.mark.parametrize("case", ["mul", "div", "pow", "atan2", "hypot", "concat", "slice_step", "matmul_vector", "max", "pad",
-                                  "logsumexp", "softmax", "log_softmax"])
+@pytest.mark.parametrize("case", ["mul", "div", "pow", "atan2", "hypot", "concat", "slice_step", "matmul_vector", "max",
+                                  "pad", "logsumexp", "softmax", "log_softmax", "cumsum_flat", "cumprod_zeros"])
 def test_full_jacobian(case):
     params, result, expr, domains = CASES[case]
     module = compile_source(kernel(params, result, expr), f"{case}.adc")
@@ -181,3 +190,15 @@ def test_two_results_and_a_call():
               "def f(x: f64[N], y: f64) -> (f64[N], f64):\n    return g(x) * y, sum(g(x))\n")
     check_vjp(compile_source(source, "two.adc"), "f", [np.linspace(-1, 1, 5), np.array(0.7)],
               order=2, rtol=1e-5, atol=1e-7)
+
+
+def test_cumprod_with_several_zeros_in_a_row():
+    # first order stays exact with any number of zeros along the scan; second order only with at
+    # most one per row (docs/language.md): a later zero's cotangent is built from products holding
+    # the first zero, so it does not vary with that zero
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((3, 4)) * np.array([[1, 0, 1, 0], [0, 1, 0, 0], [0, 0, 0, 0]])
+    for flags in ("", ", exclusive=True", ", reverse=True"):
+        module = compile_source(kernel("x", "[3,4]", f"cumprod(x, axis=1{flags})"), "zeros.adc")
+        check_vjp(module, "f", [x], order=1, rtol=1e-5, atol=1e-7)
+        check_jvp(module, "f", [x], rtol=1e-5, atol=1e-7)

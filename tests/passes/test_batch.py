@@ -27,7 +27,7 @@ SIZES = {"N": 3, "M": 2, "B": 2, "I": 3, "O": 2, "H": 2, "P": 2, "K": 3}
 EXAMPLES = 4
 
 # cases the ops' own examples do not reach: batch axes of matmul, a stretched size-1 axis,
-# padding on several axes, a strided slice, a reduction over the leading axis, integer operands
+# padding on several axes, a strided slice, a reduction or scan over the leading axis, integer operands
 EXTRA_CASES = {
     "matmul_batch_dims": "func @example(%x: f64[P,M,K], %y: f64[P,K,N]) -> f64[P,M,N] {\n"
                          "  %0 = matmul %x, %y : f64[P,M,N]\n  return %0\n}\n",
@@ -50,6 +50,11 @@ EXTRA_CASES = {
                          "  %0 = floor_div %x, %y : i32[N]\n  %1 = mod %x, %y : i32[N]\n  return %0, %1\n}\n",
     "bitwise_int": "func @example(%x: i64[N], %y: i64[N]) -> i64[N] {\n"
                    "  %0 = bitwise_xor %x, %y : i64[N]\n  %1 = bitwise_not %0 : i64[N]\n  return %1\n}\n",
+    "cumsum_leading_reverse": "func @example(%x: f64[B,N]) -> f64[B,N] {\n"
+                              "  %0 = cumsum %x {axis = 0, exclusive = true, reverse = true} : f64[B,N]\n"
+                              "  return %0\n}\n",
+    "cumprod_int": "func @example(%x: i64[M,N]) -> i64[M,N] {\n"
+                   "  %0 = cumprod %x {axis = 1, exclusive = false, reverse = true} : i64[M,N]\n  return %0\n}\n",
 }
 CASES = {**{name: opdef.example for name, opdef in OPS.items()}, **EXTRA_CASES}
 
@@ -58,8 +63,8 @@ def random_array(rng, type: TensorType, sizes, lead=()):
     shape = lead + tuple(d if isinstance(d, int) else d.evaluate(sizes) for d in type.shape)
     if type.dtype.is_float:
         return rng.standard_normal(shape).astype(type.dtype.numpy)
-    if type.dtype.is_int:
-        return rng.integers(-3, 4, shape).astype(type.dtype.numpy)
+    if type.dtype.is_int:   # in range as indices of every axis of SIZES (a call checks index parameters)
+        return rng.integers(-2, 2, shape).astype(type.dtype.numpy)
     return rng.random(shape) < 0.5
 
 

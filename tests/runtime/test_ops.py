@@ -114,6 +114,13 @@ CASES.update({
                         [normal(2, 3)]),
     "take_along_axis": (lambda x: adc.take_along_axis(x, np.array([[1], [0]]), 1) * x,
                         lambda x: np.take_along_axis(x, np.array([[1], [0]]), 1) * x, [normal(2, 3)]),
+    # scans (tf.math.cumsum's arguments; NumPy's np.cumsum flattens when axis is None)
+    "cumsum": (lambda x: adc.math.cumsum(x * x, axis=1), lambda x: np.cumsum(x * x, axis=1), [normal(2, 3)]),
+    "cumsum_exclusive_reverse": (lambda x: adc.math.cumsum(x, axis=0, exclusive=True, reverse=True) ** 2,
+                                 lambda x: (np.cumsum(x[::-1], axis=0)[::-1] - x) ** 2, [normal(3, 2)]),
+    "cumprod": (lambda x: adc.math.cumprod(x, axis=-1), lambda x: np.cumprod(x, axis=-1), [away(2, 4)]),
+    "numpy_cumsum_cumprod": (lambda x: np.cumsum(x) * np.cumprod(x, axis=0).reshape(-1),
+                             lambda x: np.cumsum(x) * np.cumprod(x, axis=0).reshape(-1), [away(3, 2)]),
     "composition": (lambda x, y: adc.reduce_mean(adc.tanh(x @ y) ** 2 + adc.exp(-x) @ y),
                     lambda x, y: np.mean(np.tanh(x @ y) ** 2 + np.exp(-x) @ y), [normal(2, 3), normal(3, 3)]),
 })

@@ -103,18 +103,18 @@ def test_numpy_functions_on_tensors_are_adc_ops_and_recorded():
 def test_a_numpy_function_without_an_adc_op_raises_on_a_watched_tensor():
     x = adc.Variable(np.array([0.5, 1.0, 2.0]))
     with adc.GradientTape():
-        with pytest.raises(TypeError, match="numpy.cumsum has no adc op"):
-            np.cumsum(x)
+        with pytest.raises(TypeError, match="numpy.diff has no adc op"):
+            np.diff(x)
         with pytest.raises(TypeError, match="numpy.arctan has no adc op"):
             np.arctan(x)
         with pytest.raises(TypeError, match="numpy.sin has no adc op"):   # out= is not adc's
             np.sin(x, out=np.empty(3))
         assert np.isnan(x).tolist() == [False, False, False]   # not floating point: nothing to lose
         assert np.shape(x) == (3,) and np.allclose(x, [0.5, 1.0, 2.0])
-        np.testing.assert_array_equal(np.cumsum(adc.constant([1.0, 2.0])), [1.0, 3.0])   # not watched
-    result = np.cumsum(x)   # no tape: NumPy's function on the values
+        np.testing.assert_array_equal(np.diff(adc.constant([1.0, 2.5])), [1.5])   # not watched
+    result = np.diff(x)   # no tape: NumPy's function on the values
     assert type(result) is np.ndarray
-    np.testing.assert_array_equal(result, [0.5, 1.5, 3.5])
+    np.testing.assert_array_equal(result, [0.5, 1.0])
 
 
 def test_numpy_operators_with_an_array_on_the_left_are_recorded():
