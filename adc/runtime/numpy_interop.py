@@ -34,6 +34,11 @@ UFUNCS = {
     np.less: ops.less, np.less_equal: ops.less_equal, np.greater: ops.greater,
     np.greater_equal: ops.greater_equal, np.equal: ops.equal, np.not_equal: ops.not_equal,
     np.square: lambda x: ops.pow_(x, 2), np.positive: lambda x: x,
+    np.log2: ops.math_ops.log2, np.log10: ops.math_ops.log10, np.exp2: ops.math_ops.exp2,
+    np.cbrt: ops.math_ops.cbrt, np.sinh: ops.math_ops.sinh, np.cosh: ops.math_ops.cosh,
+    np.arcsinh: ops.math_ops.asinh, np.arccosh: ops.math_ops.acosh, np.arctanh: ops.math_ops.atanh,
+    np.arctan: ops.math_ops.atan, np.arcsin: ops.math_ops.asin, np.arccos: ops.math_ops.acos,
+    np.arctan2: ops.math_ops.atan2, np.hypot: ops.math_ops.hypot,
 }
 REDUCTIONS = {np.add: ops.reduce_sum, np.multiply: ops.reduce_prod, np.maximum: ops.reduce_max,
               np.minimum: ops.reduce_min}
