@@ -19,7 +19,7 @@ import os
 from adc.errors import CompileError, ToolchainError, VerifyError
 from adc.runtime.custom_gradient import custom_gradient
 from adc.runtime.forward_accumulator import ForwardAccumulator
-from adc.runtime.functional import grad, hessian, hvp, jacfwd, jacobian, jvp
+from adc.runtime.functional import grad, hessian, hvp, jacfwd, jacobian, jvp, value_and_grad
 from adc.runtime.module import LoadError, Module, from_source, load, warn_on_open
 from adc.runtime import numpy_interop   # NumPy's functions on Tensors: the adc ops they name
 from adc.runtime.ops import (abs_ as abs, add, argmax, argmin, cast, clip, clip_by_norm, clip_by_value, concat,
@@ -43,7 +43,7 @@ __all__ = ["__version__", "CompileError", "ForwardAccumulator", "GradientTape", 
            "less", "less_equal", "load", "log", "log1p", "math", "matmul", "maximum", "minimum", "multiply",
            "negative", "nn", "norm", "not_equal", "one_hot", "pow", "reduce_logsumexp", "reduce_max", "reduce_mean", "reduce_min",
            "reduce_prod", "reduce_sum", "relu", "reshape", "round", "rsqrt", "set_num_threads", "sigmoid", "sign", "sin",
-           "softplus", "sqrt", "stack", "stop_gradient", "subtract", "take_along_axis", "tan", "tanh", "transpose", "where"]
+           "softplus", "sqrt", "stack", "stop_gradient", "subtract", "take_along_axis", "tan", "tanh", "transpose", "value_and_grad", "where"]
 
 
 def compile(source: str, name: str | None = None) -> Module:

@@ -248,6 +248,7 @@ DERIVATIONS: dict[str, Callable[..., Derivation]] = {
     "jvp": _jvp(primals=True), "jvp_tangents": _jvp(primals=False),
     "jvp_batched": _composition(compositions.jvp_batched),
     "gradient": _composition(compositions.gradient),
+    "value_and_gradient": _composition(compositions.value_and_gradient),
     "jacobian": _composition(compositions.jacobian, mode="auto"),
     "jacfwd": _composition(compositions.jacobian, mode="forward"),
     "jacrev": _composition(compositions.jacobian, mode="reverse"),

@@ -113,10 +113,13 @@ def bench_cross_entropy(m) -> None:
         return y, tape.gradient(y, variable)
 
     gradient_kernel = adc.grad(m.cross_entropy, wrt="logits")
-    for got_loss, got_grad in (tape_both(), (m.cross_entropy(logits, labels), gradient_kernel(logits, labels))):
+    both_kernel = adc.value_and_grad(m.cross_entropy, wrt="logits")
+    for got_loss, got_grad in (tape_both(), (m.cross_entropy(logits, labels), gradient_kernel(logits, labels)),
+                               both_kernel(logits, labels)):
         np.testing.assert_allclose(got_loss.numpy(), loss, rtol=1e-5)
         np.testing.assert_allclose(got_grad.numpy(), grad, rtol=1e-4, atol=1e-9)
-    routes = {"tape: record + gradient": timed(tape_both),
+    routes = {"adc.value_and_grad": timed(lambda: both_kernel(logits, labels)),
+              "tape: record + gradient": timed(tape_both),
               "loss, then adc.grad": timed(lambda: (m.cross_entropy(logits, labels), gradient_kernel(logits, labels)))}
     others = {"numpy fwd+grad": timed(numpy_both), "memcpy floor": timed(lambda: np.copyto(out, logits))}
     torch = optional("torch")

@@ -87,6 +87,21 @@ def gradient(module: Module, name: str, wanted: Iterable[int] | None = None,
                      "gradient") + (wanted,)
 
 
+def value_and_gradient(module: Module, name: str, wanted: Iterable[int] | None = None
+                       ) -> tuple[Module, Func, tuple[int, ...]]:
+    """(x...) -> (f(x), df/dx_i for i in wanted), named f"{name}_value_and_grad" (made unique): the
+    value and the gradient in one function, whose cleanup computes what they share once (a loss's
+    forward pass, which the gradient recomputes)."""
+    module, grad, wanted = gradient(module, name, wanted)
+    func = module[name]
+    b = Builder(module.funcs, func.loc)
+    params = [b.param(p.name, p.type) for p in func.params]
+    (value,) = b.emit("call", *params, callee=name)
+    grads = b.emit("call", *params, callee=grad.name)
+    return _finished(module, b.finish(unique_name(module, f"{name}_value_and_grad"), [value, *grads], func.loc),
+                     "value_and_gradient") + (wanted,)
+
+
 def jacobian(module: Module, name: str, wanted: Iterable[int] | None = None,
              out_name: str | None = None, mode: str = "auto") -> tuple[Module, Func, tuple[int, ...]]:
     """The function (x...) -> (J_i for i in wanted), J_i of shape result.shape + x_i.shape, of a

@@ -39,7 +39,7 @@ _cache: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()   # Kernel -> {(
 _lock = threading.Lock()
 MODES = ("auto", "forward", "reverse")
 # (transform, mode) -> compiler.DERIVATIONS
-DERIVATIONS = {("grad", None): "gradient", ("hvp", None): "hvp", ("jvp", None): "jvp",
+DERIVATIONS = {("grad", None): "gradient", ("value_and_grad", None): "value_and_gradient", ("hvp", None): "hvp", ("jvp", None): "jvp",
                ("jacobian", "auto"): "jacobian", ("jacobian", "forward"): "jacfwd",
                ("jacobian", "reverse"): "jacrev", ("hessian", "auto"): "hessian",
                ("hessian", "forward"): "hessian", ("hessian", "reverse"): "hessian_reverse"}
@@ -48,6 +48,12 @@ DERIVATIONS = {("grad", None): "gradient", ("hvp", None): "hvp", ("jvp", None): 
 def grad(kernel: Kernel, wrt=None) -> Kernel:
     """The kernel (x...) -> (d result / d x_i for i in wrt) of a kernel with one scalar float result."""
     return transformed("grad", kernel, wrt)
+
+
+def value_and_grad(kernel: Kernel, wrt=None) -> Kernel:
+    """The kernel (x...) -> (result, d result / d x_i for i in wrt) of a kernel with one scalar float
+    result (jax.value_and_grad): one call, the forward work the two share done once."""
+    return transformed("value_and_grad", kernel, wrt)
 
 
 def jacobian(kernel: Kernel, wrt=None, mode: str = "auto") -> Kernel:
@@ -204,6 +210,6 @@ def _check_result(transform: str, kernel: Kernel) -> None:
     if len(results) != 1 or not results[0].dtype.is_float:
         raise ValueError(f"adc.{transform}: {sig.name} must return a single float tensor, it returns "
                          f"{', '.join(str(t) for t in results) or 'nothing'}")
-    if transform in ("grad", "hessian", "hvp") and results[0].rank:
+    if transform in ("grad", "value_and_grad", "hessian", "hvp") and results[0].rank:
         raise ValueError(f"adc.{transform}: {sig.name} must return a scalar, it returns {results[0]}: "
                          f"reduce it, or use adc.jacobian")

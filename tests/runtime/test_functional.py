@@ -52,6 +52,20 @@ def test_grad_matches_the_tape_and_finite_differences(m):
     np.testing.assert_allclose(dw.numpy(), central_difference(lambda v: m.loss(v, x).numpy(), w), rtol=1e-7)
 
 
+def test_value_and_grad_is_the_value_and_the_gradient_in_one_kernel(m):
+    rng = np.random.default_rng(1)
+    w, x = rng.standard_normal(4), rng.standard_normal(4)
+    value, dw = adc.value_and_grad(m.loss, wrt="w")(w, x)
+    assert value.shape == () and float(value) == float(m.loss(w, x))
+    np.testing.assert_array_equal(dw.numpy(), adc.grad(m.loss, wrt="w")(w, x).numpy())
+    assert str(adc.value_and_grad(m.scaled).signature) == \
+        "scaled_value_and_grad(x: f64[N], k: i32, unused: f64) -> (f64, f64[N], f64)"
+    value, dx, dunused = adc.value_and_grad(m.scaled)(np.array([1.0, -2.0]), 3, 0.5)
+    assert (float(value), dx.tolist(), float(dunused)) == (10.0, [4.0, -8.0], 0.0)
+    with pytest.raises(ValueError, match="layer must return a scalar"):
+        adc.value_and_grad(m.layer)
+
+
 def test_wrt_by_name_index_and_sequence(m):
     assert str(adc.grad(m.loss, wrt="w").signature) == "loss_grad(w: f64[N], x: f64[N]) -> f64[N]"
     assert adc.grad(m.loss, wrt=-1).signature.result_types == adc.grad(m.loss, wrt="x").signature.result_types
