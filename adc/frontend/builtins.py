@@ -281,20 +281,17 @@ builtin_rules["asin"] = _weak_unary(lambda cx, x: cx.op("atan2", x, _cosine_side
 builtin_rules["acos"] = _weak_unary(lambda cx, x: cx.op("atan2", _cosine_side(cx, x), x))
 
 
-@builtin("atan2", "y", "x")
-def atan2_expand(cx, a):
-    return cx.elementwise("atan2", a["y"], a["x"])
+def _binary(op: str, first: str, second: str) -> Builtin:
+    """The builtin `op(first, second)`: that elementwise op, with broadcasting and weak literals."""
+    def binary_expand(cx: Scope, a: Args) -> Value | Deferred:
+        return cx.elementwise(op, a[first], a[second])
+    return Builtin((first, second), {}, binary_expand)
 
 
-@builtin("hypot", "x", "y")
-def hypot_expand(cx, a):
-    return cx.elementwise("hypot", a["x"], a["y"])
-
-
-@builtin("pow", "x", "y")
-def pow_expand(cx, a):
-    # pow(x, y) = x ** y
-    return cx.elementwise("pow", a["x"], a["y"])
+# pow(x, y) is x ** y; minimum and maximum propagate nan
+builtin_rules.update({"atan2": _binary("atan2", "y", "x"), "hypot": _binary("hypot", "x", "y"),
+                      "pow": _binary("pow", "x", "y"), "minimum": _binary("minimum", "x", "y"),
+                      "maximum": _binary("maximum", "x", "y")})
 
 
 @builtin("relu", "x")
@@ -350,16 +347,6 @@ def isinf_expand(cx, a):
 def isfinite_expand(cx, a):
     # isfinite(x) = |x| < inf, false for nan (an ordered comparison)
     return cx.elementwise("lt", cx.op("abs", _float_tensor(a, "x")), float("inf"))
-
-
-@builtin("minimum", "x", "y")
-def minimum_expand(cx, a):
-    return cx.elementwise("minimum", a["x"], a["y"])
-
-
-@builtin("maximum", "x", "y")
-def maximum_expand(cx, a):
-    return cx.elementwise("maximum", a["x"], a["y"])
 
 
 @builtin("where", "cond", "a", "b")

@@ -178,14 +178,6 @@ adjoint_rules["convert"] = convert_adjoint
 
 # ---------------------------------------------------------------- elementwise functions
 
-def sin_adjoint(b, op, cts):
-    # d sin x = ct*cos x
-    return (b.op("mul", cts[0], b.op("cos", op.operands[0])),)
-
-
-adjoint_rules["sin"] = sin_adjoint
-
-
 def cos_adjoint(b, op, cts):
     # d cos x = -ct*sin x
     return (b.op("neg", b.op("mul", cts[0], b.op("sin", op.operands[0]))),)
@@ -310,20 +302,17 @@ def cbrt_adjoint(b, op, cts):
 adjoint_rules["cbrt"] = cbrt_adjoint
 
 
-def sinh_adjoint(b, op, cts):
-    # d sinh x = ct*cosh x
-    return (b.op("mul", cts[0], b.op("cosh", op.operands[0])),)
+def _times(derivative: str) -> AdjointRule:
+    """The rule d f x = ct * derivative(x), `derivative` another op."""
+    def times_adjoint(b, op, cts):
+        return (b.op("mul", cts[0], b.op(derivative, op.operands[0])),)
+    return times_adjoint
 
 
-adjoint_rules["sinh"] = sinh_adjoint
-
-
-def cosh_adjoint(b, op, cts):
-    # d cosh x = ct*sinh x
-    return (b.op("mul", cts[0], b.op("sinh", op.operands[0])),)
-
-
-adjoint_rules["cosh"] = cosh_adjoint
+# f: f' as an op (trigamma has no derivative: lgamma is differentiable twice, digamma once)
+DERIVATIVE_OPS = {"sin": "cos", "sinh": "cosh", "cosh": "sinh", "lgamma": "digamma", "digamma": "trigamma"}
+for _name, _derivative in DERIVATIVE_OPS.items():
+    adjoint_rules[_name] = _times(_derivative)
 
 
 def asinh_adjoint(b, op, cts):
@@ -374,22 +363,6 @@ def erfc_adjoint(b, op, cts):
 
 
 adjoint_rules["erfc"] = erfc_adjoint
-
-
-def lgamma_adjoint(b, op, cts):
-    # d lgamma x = ct*digamma(x)
-    return (b.op("mul", cts[0], b.op("digamma", op.operands[0])),)
-
-
-adjoint_rules["lgamma"] = lgamma_adjoint
-
-
-def digamma_adjoint(b, op, cts):
-    # d digamma x = ct*trigamma(x)
-    return (b.op("mul", cts[0], b.op("trigamma", op.operands[0])),)
-
-
-adjoint_rules["digamma"] = digamma_adjoint
 
 
 def trigamma_adjoint(b, op, cts):
