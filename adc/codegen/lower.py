@@ -900,23 +900,42 @@ for _kind in ("sum", "prod"):
 
 
 def matmul_lower(kernel: Emitter, op: Op, dest: ir.Value) -> None:
-    # C[b] = A[b] @ B[b] for every batch position b; the rows of a large C[b] split across threads
+    # C[b] = A[b] @ B[b] for every batch position b: the rows of all the C[b] together split across
+    # threads, so many small products (attention's) share the threads as one large one does
     a, b_ = op.operands
     dtype, shape = a.type.dtype, a.type.shape
     m, k, n = shape[-2], shape[-1], b_.type.shape[-1]
     blk = gemm.blocking(dtype, kernel.vector_bits)
     transposed = kernel.plan.transposed
     rows = _matmul_rows(kernel, blk, m, k, n, a in transposed, b_ in transposed)
-    sizes = [kernel.dim(d) for d in (m * n, m * k, k * n)]
-    work = kernel.b.lshr(kernel.dim(m * k * n), i64(GEMM_WORK_SHIFT))
+    batches = num_elements(shape[:-2])
+    loop = rows if batches == 1 else _batched_rows(kernel, rows, dtype, m, k, n)
+    work = kernel.b.lshr(kernel.dim(batches * m * k * n), i64(GEMM_WORK_SHIFT))
     operands = [kernel.buffers[transposed.get(v, v)] for v in (a, b_)]
+    parallel.call_loop(kernel.b, kernel.head, loop, kernel.dim(batches * m), work, blk.mr,
+                       [kernel.dims_ptr, dest, *operands])
 
-    def call(i: ir.Value) -> None:
-        bases = [kernel.element_ptr(base, dtype, kernel.b.mul(i, size, flags=NOWRAP))
-                 for base, size in zip((dest, *operands), sizes)]
-        parallel.call_loop(kernel.b, kernel.head, rows, kernel.dim(m), work, blk.mr,
-                           [kernel.dims_ptr, *bases])
-    counted_loop(kernel.b, i64(0), kernel.dim(num_elements(shape[:-2])), call)
+
+def _batched_rows(kernel: Emitter, rows: ir.Function, dtype: DType, m: Dim, k: Dim, n: Dim) -> ir.Function:
+    """batched(start, end, dims, C, A, B): rows [start, end) of the batches' C[b] stacked, each batch's
+    share by `rows` on that batch's matrices."""
+    fn = outline(kernel.llmod, "matmul_batched", 3)
+    em = kernel.nested(fn, fn.args[2], {})
+    start, end, dims, c, a, b_ = fn.args
+    m_ = em.dim(m)
+    sizes = [em.dim(d) for d in (m * n, m * k, k * n)]
+
+    def batch(i: ir.Value) -> None:
+        first = em.b.mul(i, m_, flags=NOWRAP)
+        lo = em.b.sub(_intrinsic(em.b, "smax", [start, first], DType.i64), first)
+        hi = em.b.sub(_intrinsic(em.b, "smin", [end, em.b.add(first, m_)], DType.i64), first)
+        bases = [em.element_ptr(base, dtype, em.b.mul(i, size, flags=NOWRAP)) for base, size in zip((c, a, b_), sizes)]
+        em.b.call(rows, [lo, hi, dims, *bases])
+    with em.b.if_then(em.b.icmp_signed("<", start, end)):     # then m > 0: the divisions are defined
+        last = em.b.sdiv(em.b.add(end, em.b.sub(m_, i64(1))), m_)
+        counted_loop(em.b, em.b.sdiv(start, m_), last, batch)
+    em.b.ret_void()
+    return fn
 
 
 def _matmul_rows(kernel: Emitter, blk: gemm.Blocking, m: Dim, k: Dim, n: Dim, transposed_a: bool,

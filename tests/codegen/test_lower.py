@@ -614,3 +614,16 @@ def test_the_batched_matmul_vjp_copies_nothing():
     fusion = plan(func)
     flat_ct, product, result = (op.result for op in func.ops if op.name in ("reshape", "matmul"))
     assert fusion.views == {flat_ct: func.params[1]} and fusion.into == {product: result}
+
+
+@pytest.mark.parametrize("shape", [(3, 0, 4, 5), (0, 3, 4, 5), (3, 4, 0, 5), (5, 7, 3, 9), (64, 300, 17, 33),
+                                   (2, 1000, 64, 50)])
+def test_batched_products_split_their_stacked_rows_across_threads(shape):
+    """C[b] = A[b] @ B[b]: the rows of every C[b] stacked are one parallel range, so a thread's share
+    can start and end inside a batch (64 x 300 rows in chunks of the gemm's row block)."""
+    batches, m, k, n = shape
+    module = kernel("a: f32[B,M,K], w: f32[B,K,N]", lambda b, a, w: b.op("matmul", a, w))
+    a, w = RNG.standard_normal((batches, m, k)).astype(np.float32), RNG.standard_normal((batches, k, n)).astype(np.float32)
+    (got,) = run(module, a, w)
+    assert got.shape == (batches, m, n)
+    np.testing.assert_allclose(got, a.astype(np.float64) @ w, rtol=1e-4, atol=1e-4)
