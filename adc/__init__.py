@@ -22,13 +22,15 @@ from adc.runtime.forward_accumulator import ForwardAccumulator
 from adc.runtime.functional import grad, hessian, hvp, jacfwd, jacobian, jvp, value_and_grad
 from adc.runtime.module import LoadError, Module, from_source, load, warn_on_open
 from adc.runtime import numpy_interop   # NumPy's functions on Tensors: the adc ops they name
-from adc.runtime.ops import (abs_ as abs, add, argmax, argmin, cast, clip, clip_by_norm, clip_by_value, concat,
-                             convert_to_tensor, cos, divide, elu, equal, exp, expm1, floor, gather, greater,
-                             greater_equal, less, less_equal, log, log1p, math_ops as math, matmul,
-                             maximum, minimum, multiply, negative, nn, norm, not_equal, one_hot, pow_ as pow,
-                             reduce_logsumexp, reduce_max, reduce_mean, reduce_min, reduce_prod, reduce_sum, relu, reshape,
+from adc.runtime.axis_ops import (argmax, argmin, gather, one_hot, reduce_logsumexp, take_along_axis)
+from adc.runtime.namespaces import math_ops as math, nn
+from adc.runtime.ops import (abs_ as abs, add, cast, clip, clip_by_norm, clip_by_value, concat,
+                             convert_to_tensor, cos, divide, elu, equal, exp, expm1, floor, greater,
+                             greater_equal, less, less_equal, log, log1p, matmul,
+                             maximum, minimum, multiply, negative, norm, not_equal, pow_ as pow,
+                             reduce_max, reduce_mean, reduce_min, reduce_prod, reduce_sum, relu, reshape,
                              round_ as round, rsqrt, sigmoid, sign, sin, softplus, sqrt, stack,
-                             stop_gradient, subtract, take_along_axis, tan, tanh, transpose, where)
+                             stop_gradient, subtract, tan, tanh, transpose, where)
 from adc.runtime.tape import GradientTape, UnconnectedGradients
 from adc.runtime.tensor import Tensor, constant
 from adc.runtime.threads import set_num_threads

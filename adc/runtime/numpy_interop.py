@@ -19,7 +19,8 @@ import inspect
 
 import numpy as np
 
-from adc.runtime import ops
+from adc.runtime import axis_ops, ops
+from adc.runtime.namespaces import math_ops
 from adc.runtime.indexing import getitem
 from adc.runtime.tape import thread_state
 from adc.runtime.tensor import Tensor
@@ -34,11 +35,11 @@ UFUNCS = {
     np.less: ops.less, np.less_equal: ops.less_equal, np.greater: ops.greater,
     np.greater_equal: ops.greater_equal, np.equal: ops.equal, np.not_equal: ops.not_equal,
     np.square: lambda x: ops.pow_(x, 2), np.positive: lambda x: x,
-    np.log2: ops.math_ops.log2, np.log10: ops.math_ops.log10, np.exp2: ops.math_ops.exp2,
-    np.cbrt: ops.math_ops.cbrt, np.sinh: ops.math_ops.sinh, np.cosh: ops.math_ops.cosh,
-    np.arcsinh: ops.math_ops.asinh, np.arccosh: ops.math_ops.acosh, np.arctanh: ops.math_ops.atanh,
-    np.arctan: ops.math_ops.atan, np.arcsin: ops.math_ops.asin, np.arccos: ops.math_ops.acos,
-    np.arctan2: ops.math_ops.atan2, np.hypot: ops.math_ops.hypot,
+    np.log2: math_ops.log2, np.log10: math_ops.log10, np.exp2: math_ops.exp2,
+    np.cbrt: math_ops.cbrt, np.sinh: math_ops.sinh, np.cosh: math_ops.cosh,
+    np.arcsinh: math_ops.asinh, np.arccosh: math_ops.acosh, np.arctanh: math_ops.atanh,
+    np.arctan: math_ops.atan, np.arcsin: math_ops.asin, np.arccos: math_ops.acos,
+    np.arctan2: math_ops.atan2, np.hypot: math_ops.hypot,
 }
 REDUCTIONS = {np.add: ops.reduce_sum, np.multiply: ops.reduce_prod, np.maximum: ops.reduce_max,
               np.minimum: ops.reduce_min}
@@ -87,10 +88,10 @@ FUNCTIONS = {
     np.where: lambda condition, x, y: ops.where(condition, x, y),
     np.clip: lambda a, a_min, a_max: ops.clip_by_value(a, a_min, a_max),
     np.take: _take, np.expand_dims: _expand_dims, np.squeeze: _squeeze,
-    np.argmax: lambda a, axis=None, *, keepdims=False: ops.arg_reduction("argmax", a, axis, keepdims),
-    np.argmin: lambda a, axis=None, *, keepdims=False: ops.arg_reduction("argmin", a, axis, keepdims),
-    np.take_along_axis: lambda arr, indices, axis: ops.take_along_axis(arr, indices, axis),
-    np.cumsum: _scan(ops.cumsum), np.cumprod: _scan(ops.cumprod),
+    np.argmax: lambda a, axis=None, *, keepdims=False: axis_ops.arg_reduction("argmax", a, axis, keepdims),
+    np.argmin: lambda a, axis=None, *, keepdims=False: axis_ops.arg_reduction("argmin", a, axis, keepdims),
+    np.take_along_axis: lambda arr, indices, axis: axis_ops.take_along_axis(arr, indices, axis),
+    np.cumsum: _scan(axis_ops.cumsum), np.cumprod: _scan(axis_ops.cumprod),
 }
 
 

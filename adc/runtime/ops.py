@@ -12,7 +12,6 @@ other operands (f32 for a float, i32 for an int when alone), as in TensorFlow.
 """
 from __future__ import annotations
 
-from types import SimpleNamespace
 from typing import Sequence
 
 import numpy as np
@@ -37,7 +36,7 @@ def convert_to_tensor(value, dtype=None) -> Tensor:
     return constant(value, dtype)
 
 
-def _operands(op: str, values: Sequence, dtype=None) -> list:
+def operands(op: str, values: Sequence, dtype=None) -> list:
     """Tensors and Variables as they are; other values become Tensors of the operands' dtype."""
     strong = [v.dtype for v in values if isinstance(v, _STRONG)]
     for d in strong:
@@ -62,20 +61,20 @@ def _broadcast_dims(patterns: Sequence[tuple[bool, ...]], prefix: str = "D") -> 
     return [["1" if one else out[rank - len(p) + i] for i, one in enumerate(p)] for p in patterns], out
 
 
-def _check_broadcast(op: str, shapes: Sequence[tuple[int, ...]]) -> None:
+def check_broadcast(op: str, shapes: Sequence[tuple[int, ...]]) -> None:
     try:
         np.broadcast_shapes(*shapes)
     except ValueError:
         raise ValueError(f"adc.{op}: incompatible shapes {' vs. '.join(map(str, shapes))}") from None
 
 
-def _elementwise(op: str, expr: str, names: Sequence[str], operands: Sequence, result_dtype=None):
+def _elementwise(op: str, expr: str, names: Sequence[str], args: Sequence, result_dtype=None):
     """The kernel of (op, dtypes, size-1 dims) computing `expr` of `names` with broadcasting."""
-    shapes = [t.shape for t in operands]
+    shapes = [t.shape for t in args]
     if shapes.count(shapes[0]) != len(shapes):
-        _check_broadcast(op, shapes)
+        check_broadcast(op, shapes)
     patterns = [_ones(s) for s in shapes]
-    dtypes = [t.dtype for t in operands]
+    dtypes = [t.dtype for t in args]
     key = (op, *dtypes, *patterns)
 
     def source():
@@ -92,14 +91,14 @@ def _array(value) -> np.ndarray | None:
     return value._array if kind is Tensor else value._value._array if kind is Variable else None
 
 
-def _unary(op: str, expr: str, x, kinds: str = "f", result_dtype=None, attrs: tuple = ()):
+def unary(op: str, expr: str, x, kinds: str = "f", result_dtype=None, attrs: tuple = ()):
     """One kernel per (op, dtype, rank, attrs): `expr` of x, elementwise."""
     array = _array(x)
     if array is not None:   # a Tensor or Variable whose kernel is compiled: checked when it was
         kernel = stdlib.compiled((op, array.dtype, array.ndim, *attrs))
         if kernel is not None:
             return kernel(x)
-    (x,) = _operands(op, (x,))
+    (x,) = operands(op, (x,))
     if x.dtype.kind not in kinds:
         raise TypeError(f"adc.{op} expects a {'floating' if kinds == 'f' else 'numeric'} tensor, got {x.dtype}")
     key = (op, x.dtype, x.ndim, *attrs)
@@ -112,38 +111,38 @@ def _unary(op: str, expr: str, x, kinds: str = "f", result_dtype=None, attrs: tu
     return stdlib.kernel(key, source)(x)
 
 
-def _make_unary(op: str, builtin: str, kinds: str = "f"):
+def make_unary(op: str, builtin: str, kinds: str = "f"):
     expr = f"{builtin}(x)"
 
-    def unary(x):
-        return _unary(op, expr, x, kinds)
+    def function(x):
+        return unary(op, expr, x, kinds)
 
-    unary.__name__ = unary.__qualname__ = op
-    unary.__doc__ = f"Elementwise {builtin}(x), as the language's builtin."
-    return unary
+    function.__name__ = function.__qualname__ = op
+    function.__doc__ = f"Elementwise {builtin}(x), as the language's builtin."
+    return function
 
 
-sin, cos, tan = _make_unary("sin", "sin"), _make_unary("cos", "cos"), _make_unary("tan", "tan")
-exp, log = _make_unary("exp", "exp"), _make_unary("log", "log")
-log1p, expm1 = _make_unary("log1p", "log1p"), _make_unary("expm1", "expm1")
-sqrt, rsqrt = _make_unary("sqrt", "sqrt"), _make_unary("rsqrt", "rsqrt")
-abs_, sign = _make_unary("abs", "abs", "fi"), _make_unary("sign", "sign", "fi")
-tanh, sigmoid = _make_unary("tanh", "tanh"), _make_unary("sigmoid", "sigmoid")
-relu, elu, softplus = _make_unary("relu", "relu"), _make_unary("elu", "elu"), _make_unary("softplus", "softplus")
-round_, floor = _make_unary("round", "round"), _make_unary("floor", "floor")
-stop_gradient = _make_unary("stop_gradient", "stop_gradient", "fib")
+sin, cos, tan = make_unary("sin", "sin"), make_unary("cos", "cos"), make_unary("tan", "tan")
+exp, log = make_unary("exp", "exp"), make_unary("log", "log")
+log1p, expm1 = make_unary("log1p", "log1p"), make_unary("expm1", "expm1")
+sqrt, rsqrt = make_unary("sqrt", "sqrt"), make_unary("rsqrt", "rsqrt")
+abs_, sign = make_unary("abs", "abs", "fi"), make_unary("sign", "sign", "fi")
+tanh, sigmoid = make_unary("tanh", "tanh"), make_unary("sigmoid", "sigmoid")
+relu, elu, softplus = make_unary("relu", "relu"), make_unary("elu", "elu"), make_unary("softplus", "softplus")
+round_, floor = make_unary("round", "round"), make_unary("floor", "floor")
+stop_gradient = make_unary("stop_gradient", "stop_gradient", "fib")
 stop_gradient.__doc__ = "The identity, whose gradient is zero: a tape does not look through it."
 
 
 def negative(x):
     """-x."""
-    return _unary("negative", "-x", x, "fi")
+    return unary("negative", "-x", x, "fi")
 
 
 def cast(x, dtype):
     """x converted to float32, float64, int32 or int64 (the language's f32(), f64(), ...)."""
     target = numpy_dtype(dtype)
-    return _unary("cast", f"{tensor_type(target, ())}(x)", x, "fib", result_dtype=target, attrs=(target,))
+    return unary("cast", f"{tensor_type(target, ())}(x)", x, "fib", result_dtype=target, attrs=(target,))
 
 
 def _make_binary(op: str, expr: str, result_dtype=None):
@@ -157,10 +156,10 @@ def _make_binary(op: str, expr: str, result_dtype=None):
             if kernel is None:
                 if len(seen) > _SEEN_LIMIT:
                     seen.clear()
-                kernel = seen[signature] = _elementwise(op, expr, ("x", "y"), _operands(op, (x, y)), result_dtype)
+                kernel = seen[signature] = _elementwise(op, expr, ("x", "y"), operands(op, (x, y)), result_dtype)
             return kernel(x, y)
-        operands = _operands(op, (x, y))
-        return _elementwise(op, expr, ("x", "y"), operands, result_dtype)(*operands)
+        args = operands(op, (x, y))
+        return _elementwise(op, expr, ("x", "y"), args, result_dtype)(*args)
 
     binary.__name__ = binary.__qualname__ = op
     binary.__doc__ = f"Elementwise {expr}, with NumPy broadcasting."
@@ -183,7 +182,7 @@ def pow_(x, y):
     """x ** y elementwise; a small integer exponent given as a Python number is written into the kernel."""
     if type(y) in (int, float) and y == int(y) and int(y) in _LITERAL_EXPONENTS:
         n = int(y)
-        return _unary("pow", _POWERS[n], x, "fi", None, (n,))
+        return unary("pow", _POWERS[n], x, "fi", None, (n,))
     return _general_pow(x, y)
 
 
@@ -191,29 +190,29 @@ def multiply(x, y):
     """x * y elementwise, with NumPy broadcasting; `x * x` is the one-input kernel `x ** 2`, so its
     gradient is one call (2 x ct) rather than two cotangents to sum."""
     if x is y and (type(x) is Tensor or type(x) is Variable):
-        return _unary("pow", _POWERS[2], x, "fi", None, (2,))
+        return unary("pow", _POWERS[2], x, "fi", None, (2,))
     return _multiply(x, y)
 
 
 def where(condition, x, y):
     """x where condition is true, else y, with broadcasting (tf.where with x and y)."""
-    (condition,) = _operands("where", (condition,), _BOOL)
+    (condition,) = operands("where", (condition,), _BOOL)
     if condition.dtype != _BOOL:
         raise TypeError(f"adc.where: the condition must be bool, got {condition.dtype}")
-    x, y = _operands("where", (x, y))
+    x, y = operands("where", (x, y))
     return _elementwise("where", "where(c, x, y)", ("c", "x", "y"), (condition, x, y))(condition, x, y)
 
 
 def clip_by_value(t, clip_value_min, clip_value_max):
     """t clipped to [clip_value_min, clip_value_max] elementwise (the language's clip)."""
-    operands = _operands("clip", (t, clip_value_min, clip_value_max))
-    return _elementwise("clip", "clip(x, lo, hi)", ("x", "lo", "hi"), operands)(*operands)
+    args = operands("clip", (t, clip_value_min, clip_value_max))
+    return _elementwise("clip", "clip(x, lo, hi)", ("x", "lo", "hi"), args)(*args)
 
 
 clip = clip_by_value
 
 
-def _axes(op: str, x, axis) -> tuple[int, ...]:
+def axes_of(op: str, x, axis) -> tuple[int, ...]:
     """Axes as sorted non-negative ints; None means all of them."""
     if axis is None:
         return tuple(range(x.ndim))
@@ -224,9 +223,9 @@ def _axes(op: str, x, axis) -> tuple[int, ...]:
     return tuple(sorted({int(a) % max(x.ndim, 1) for a in axes}))
 
 
-def _reduction(op: str, builtin: str, x, axis, keepdims: bool):
-    (x,) = _operands(op, (x,))
-    axes = _axes(op, x, axis)
+def reduction(op: str, builtin: str, x, axis, keepdims: bool):
+    (x,) = operands(op, (x,))
+    axes = axes_of(op, x, axis)
     key = (op, x.dtype, x.ndim, axes, bool(keepdims))
 
     def source():
@@ -240,34 +239,34 @@ def _reduction(op: str, builtin: str, x, axis, keepdims: bool):
 
 
 def reduce_sum(x, axis=None, keepdims=False):
-    return _reduction("reduce_sum", "sum", x, axis, keepdims)
+    return reduction("reduce_sum", "sum", x, axis, keepdims)
 
 
 def reduce_mean(x, axis=None, keepdims=False):
-    return _reduction("reduce_mean", "mean", x, axis, keepdims)
+    return reduction("reduce_mean", "mean", x, axis, keepdims)
 
 
 def reduce_max(x, axis=None, keepdims=False):
-    return _reduction("reduce_max", "max", x, axis, keepdims)
+    return reduction("reduce_max", "max", x, axis, keepdims)
 
 
 def reduce_min(x, axis=None, keepdims=False):
-    return _reduction("reduce_min", "min", x, axis, keepdims)
+    return reduction("reduce_min", "min", x, axis, keepdims)
 
 
 def reduce_prod(x, axis=None, keepdims=False):
-    return _reduction("reduce_prod", "prod", x, axis, keepdims)
+    return reduction("reduce_prod", "prod", x, axis, keepdims)
 
 
 def norm(tensor, axis=None, keepdims=False):
     """The Euclidean norm over `axis` (all axes by default), as tf.norm."""
-    return _reduction("norm", "norm", tensor, axis, keepdims)
+    return reduction("norm", "norm", tensor, axis, keepdims)
 
 
 def clip_by_norm(t, clip_norm, axes=None):
     """t * clip_norm / max(norm(t, axes), clip_norm): TensorFlow's formula, the language's builtin."""
-    t, clip_norm = _operands("clip_by_norm", (t, clip_norm))
-    axis = _axes("clip_by_norm", t, axes)
+    t, clip_norm = operands("clip_by_norm", (t, clip_norm))
+    axis = axes_of("clip_by_norm", t, axes)
     key = ("clip_by_norm", t.dtype, t.ndim, axis)
 
     def source():
@@ -278,172 +277,16 @@ def clip_by_norm(t, clip_norm, axes=None):
     return stdlib.kernel(key, source)(t, clip_norm)
 
 
-def reduce_logsumexp(input_tensor, axis=None, keepdims=False):
-    """log(sum(exp(x))) over `axis`, shifted by the max so that it neither overflows nor underflows."""
-    return _reduction("reduce_logsumexp", "logsumexp", input_tensor, axis, keepdims)
-
-
-def _along_axis(op: str, builtin: str, x, axis: int, result_dtype=None):
-    """`builtin(x, axis=axis)` of one float tensor, one kernel per (op, dtype, rank, axis)."""
-    (x,) = _operands(op, (x,))
-    if x.dtype.kind != "f":
-        raise TypeError(f"adc.{op} expects a floating tensor, got {x.dtype}")
-    (axis,) = _axes(op, x, axis)
-    return _unary(op, f"{builtin}(x, axis={axis})", x, "f", result_dtype, (axis,))
-
-
-def softmax(logits, axis=-1):
-    """exp(x) / sum(exp(x)) along `axis`, computed from x - max(x) (tf.nn.softmax)."""
-    return _along_axis("softmax", "softmax", logits, axis)
-
-
-def log_softmax(logits, axis=-1):
-    """x - logsumexp(x) along `axis` (tf.nn.log_softmax)."""
-    return _along_axis("log_softmax", "log_softmax", logits, axis)
-
-
-def _scan(op: str, x, axis: int, exclusive: bool, reverse: bool):
-    """The language's `op` along `axis`, one kernel per (op, dtype, rank, axis, flags)."""
-    (x,) = _operands(op, (x,))
-    if x.ndim == 0:
-        raise ValueError(f"adc.{op} needs a tensor of rank >= 1, got a scalar")
-    (axis,) = _axes(op, x, axis)
-    flags = (bool(exclusive), bool(reverse))
-    return _unary(op, f"{op}(x, axis={axis}, exclusive={flags[0]}, reverse={flags[1]})", x, "if", None,
-                  (axis, *flags))
-
-
-def cumsum(x, axis=0, exclusive=False, reverse=False):
-    """Running sums along `axis` (tf.math.cumsum): `exclusive` leaves each element out of its own
-    sum (the first is 0), `reverse` sums from the end."""
-    return _scan("cumsum", x, axis, exclusive, reverse)
-
-
-def cumprod(x, axis=0, exclusive=False, reverse=False):
-    """Running products along `axis` (tf.math.cumprod); `exclusive` and `reverse` as cumsum's. Its
-    gradient is exact at zeros."""
-    return _scan("cumprod", x, axis, exclusive, reverse)
-
-
-def arg_reduction(op: str, x, axis, keepdims: bool):
-    """The language's argmax/argmin: int64 indices of the first extreme along `axis`, or into the
-    flattened tensor when `axis` is None (NumPy's semantics)."""
-    (x,) = _operands(op, (x,))
-    if axis is not None:
-        (axis,) = _axes(op, x, axis)
-    key = (op, x.dtype, x.ndim, axis, bool(keepdims))
-
-    def source():
-        dims = [f"D{i}" for i in range(x.ndim)]
-        out = [("1" if keepdims else None) if axis is None or i == axis else d for i, d in enumerate(dims)]
-        result = tensor_type(np.dtype(np.int64), [d for d in out if d is not None])
-        return definition(f"eager_{op}", [("x", tensor_type(x.dtype, dims))], result,
-                          f"{op}(x, axis={axis}, keepdims={bool(keepdims)})")
-
-    return stdlib.kernel(key, source)(x)
-
-
-def argmax(input, axis=None):
-    """The int64 index of the first largest element along `axis` (0 by default, as tf.argmax)."""
-    return arg_reduction("argmax", input, 0 if axis is None else axis, False)
-
-
-def argmin(input, axis=None):
-    """The int64 index of the first smallest element along `axis` (0 by default, as tf.argmin)."""
-    return arg_reduction("argmin", input, 0 if axis is None else axis, False)
-
-
-def _indices(op: str, indices) -> Tensor:
-    (indices,) = _operands(op, (indices,), np.dtype(np.int64))
-    if indices.dtype.kind not in "iu":
-        raise TypeError(f"adc.{op}: indices must be int32 or int64, got {indices.dtype}")
-    return indices
-
-
-def _check_range(op: str, indices: Tensor, n: int, low: int) -> None:
-    """IndexError unless every index is in [low, n), before any kernel runs (NumPy raises too)."""
-    values = indices.numpy()
-    if values.size and (values.min() < low or values.max() >= n):
-        bad = values[(values < low) | (values >= n)].flat[0]
-        raise IndexError(f"adc.{op}: index {bad} is out of bounds for an axis of size {n}")
-
-
-def gather(params, indices, axis=0):
-    """The slices of `params` at `indices` along `axis` (tf.gather, np.take); an index out of
-    range raises IndexError. Its gradient adds repeated slices' cotangents together."""
-    (params,) = _operands("gather", (params,))
-    (axis,) = _axes("gather", params, axis)
-    return getitem(params, (slice(None),) * axis + (_indices("gather", indices),))
-
-
-def take_along_axis(arr, indices, axis):
-    """np.take_along_axis: `indices` has arr's rank and picks along `axis`, broadcasting elsewhere."""
-    (arr,) = _operands("take_along_axis", (arr,))
-    indices = _indices("take_along_axis", indices)
-    (axis,) = _axes("take_along_axis", arr, axis)
-    if indices.ndim != arr.ndim:
-        raise ValueError(f"adc.take_along_axis: indices of rank {indices.ndim} for an array of rank {arr.ndim}")
-    _check_range("take_along_axis", indices, arr.shape[axis], -arr.shape[axis])
-    shapes = [tuple(1 if k == axis else d for k, d in enumerate(s)) for s in (arr.shape, indices.shape)]
-    _check_broadcast("take_along_axis", shapes)
-    key = ("take_along_axis", arr.dtype, indices.dtype, arr.shape, indices.shape, axis)
-
-    def source():
-        x, i = (tensor_type(t.dtype, [str(d) for d in t.shape]) for t in (arr, indices))
-        out = [indices.shape[k] if k == axis else d for k, d in enumerate(np.broadcast_shapes(*shapes))]
-        return definition("eager_take_along_axis", [("x", x), ("i", i)], tensor_type(arr.dtype, [str(d) for d in out]),
-                          f"take_along_axis(x, i, {axis})")
-
-    return stdlib.kernel(key, source)(arr, indices)
-
-
-def one_hot(indices, depth, dtype="f32"):
-    """A new last axis of `depth`: 1 at each index, 0 elsewhere, and a zero row for an index
-    outside [0, depth) (tf.one_hot's defaults)."""
-    indices = _indices("one_hot", indices)
-    depth, target = int(depth), numpy_dtype(dtype)
-    key = ("one_hot", indices.dtype, indices.ndim, depth, target)
-
-    def source():
-        dims = [f"D{i}" for i in range(indices.ndim)]
-        result = tensor_type(target, dims + [str(depth)])
-        return definition("eager_one_hot", [("i", tensor_type(indices.dtype, dims))], result,
-                          f"one_hot(i, {depth}, dtype={tensor_type(target, ())})")
-
-    return stdlib.kernel(key, source)(indices)
-
-
-def sparse_softmax_cross_entropy_with_logits(labels, logits):
-    """-log softmax(logits)[label] per example: `labels` are class indices of logits' shape without
-    its last axis (TensorFlow's name and argument order); a label outside [0, classes) raises."""
-    (logits,) = _operands("sparse_softmax_cross_entropy_with_logits", (logits,))
-    labels = _indices("sparse_softmax_cross_entropy_with_logits", labels)
-    if logits.ndim < 1 or labels.shape != logits.shape[:-1]:
-        raise ValueError(f"adc.sparse_softmax_cross_entropy_with_logits: labels of shape {labels.shape} "
-                         f"for logits of shape {logits.shape} (labels must have logits' shape without the "
-                         f"last axis)")
-    _check_range("sparse_softmax_cross_entropy_with_logits", labels, logits.shape[-1], 0)
-    key = ("sparse_softmax_cross_entropy", labels.dtype, logits.dtype, labels.ndim)
-
-    def source():
-        dims = [f"D{i}" for i in range(labels.ndim)]
-        params = [("labels", tensor_type(labels.dtype, dims)), ("logits", tensor_type(logits.dtype, dims + ["C"]))]
-        body = "logsumexp(logits, axis=-1) - take_along_axis(logits, labels[..., None], -1)[..., 0]"
-        return definition("eager_sparse_softmax_cross_entropy", params, tensor_type(logits.dtype, dims), body)
-
-    return stdlib.kernel(key, source)(labels, logits)
-
-
 def matmul(a, b):
     """The matrix product, as NumPy's matmul (1-D operands, batched when ranks exceed 2)."""
-    a, b = _operands("matmul", (a, b))
+    a, b = operands("matmul", (a, b))
     if a.ndim == 0 or b.ndim == 0:
         raise ValueError("adc.matmul: operands must have rank 1 or more (use multiply for scalars)")
     inner_b = b.shape[-2] if b.ndim > 1 else b.shape[0]
     if a.shape[-1] != inner_b:
         raise ValueError(f"adc.matmul: Matrix size-incompatible: In[0]: {list(a.shape)}, In[1]: {list(b.shape)}")
     batches = [a.shape[:-2], b.shape[:-2]]
-    _check_broadcast("matmul", batches)
+    check_broadcast("matmul", batches)
     patterns = [_ones(s) for s in batches]
     key = ("matmul", a.dtype, a.ndim, b.ndim, *patterns)
 
@@ -460,7 +303,7 @@ def matmul(a, b):
 
 def transpose(a, perm=None):
     """Axes permuted by `perm` (reversed by default)."""
-    (a,) = _operands("transpose", (a,))
+    (a,) = operands("transpose", (a,))
     perm = tuple(range(a.ndim))[::-1] if perm is None else tuple(int(p) for p in perm)
     if sorted(perm) != list(range(a.ndim)):
         raise ValueError(f"adc.transpose: perm {list(perm)} is not a permutation of the {a.ndim} axes")
@@ -477,7 +320,7 @@ def transpose(a, perm=None):
 
 def reshape(tensor, shape):
     """The same elements in a new shape; one entry may be -1. Compiled per (input, output) shape."""
-    (tensor,) = _operands("reshape", (tensor,))
+    (tensor,) = operands("reshape", (tensor,))
     try:
         new_shape = np.empty(tensor.shape, np.bool_).reshape(shape).shape if tensor.size else tuple(shape)
     except ValueError:
@@ -495,9 +338,9 @@ def reshape(tensor, shape):
 
 def concat(values, axis):
     """The tensors of `values` joined along `axis`; the other dims must agree."""
-    values = _operands("concat", list(values))
+    values = operands("concat", list(values))
     rank = values[0].ndim
-    axis = _axes("concat", values[0], axis)[0]
+    axis = axes_of("concat", values[0], axis)[0]
     rest = {t.shape[:axis] + t.shape[axis + 1:] for t in values}
     if len(rest) != 1 or any(t.ndim != rank for t in values):
         raise ValueError(f"adc.concat: shapes {[t.shape for t in values]} differ outside axis {axis}")
@@ -515,7 +358,7 @@ def concat(values, axis):
 
 def stack(values, axis=0):
     """The tensors of `values` (all of one shape) stacked along a new axis."""
-    values = _operands("stack", list(values))
+    values = operands("stack", list(values))
     if len({t.shape for t in values}) != 1:
         raise ValueError(f"adc.stack: shapes {[t.shape for t in values]} differ")
     rank = values[0].ndim
@@ -587,19 +430,3 @@ for _cls in (Tensor, Variable):
     for _name, _fn in {**OPERATORS, **METHODS}.items():
         setattr(_cls, _name, _fn)
     _cls.__hash__ = None   # == is elementwise, as in TensorFlow: key dicts by id(t)
-
-MATH_FUNCTIONS = ("log2", "log10", "exp2", "cbrt", "sinh", "cosh", "asinh", "acosh", "atanh", "atan", "asin", "acos",
-                  "erf", "erfc", "lgamma", "digamma")   # adc.math.log2, ...: the builtins of those names
-nn = SimpleNamespace(relu=relu, elu=elu, sigmoid=sigmoid, softplus=softplus, softmax=softmax,
-                     log_softmax=log_softmax,
-                     sparse_softmax_cross_entropy_with_logits=sparse_softmax_cross_entropy_with_logits)
-math_ops = SimpleNamespace(
-    sin=sin, cos=cos, tan=tan, exp=exp, log=log, log1p=log1p, expm1=expm1, sqrt=sqrt, rsqrt=rsqrt,
-    abs=abs_, sign=sign, tanh=tanh, sigmoid=sigmoid, round=round_, floor=floor, add=add, subtract=subtract,
-    multiply=multiply, divide=divide, pow=pow_, maximum=maximum, minimum=minimum, negative=negative,
-    reduce_sum=reduce_sum, reduce_mean=reduce_mean, reduce_max=reduce_max, reduce_min=reduce_min,
-    reduce_prod=reduce_prod, reduce_logsumexp=reduce_logsumexp, argmax=argmax, argmin=argmin,
-    cumsum=cumsum, cumprod=cumprod,
-    softmax=softmax, log_softmax=log_softmax, less=less, less_equal=less_equal, greater=greater,
-    greater_equal=greater_equal, equal=equal, not_equal=not_equal, atan2=atan2, hypot=hypot,
-    **{name: _make_unary(name, name) for name in MATH_FUNCTIONS})
