@@ -428,15 +428,21 @@ def clip_by_norm_expand(cx, a):
 # ---------------------------------------------------------------- scans
 
 
+def _along_axis(cx: Scope, a: Args, bools_as: DType) -> tuple[Value, Value, int, bool]:
+    """x (bools converted to `bools_as`), what to work along (x flattened when axis=None, as NumPy
+    does), the axis, and whether x was flattened."""
+    x = a.tensor("x")
+    if x.type.dtype is BOOL:
+        x = cx.op("convert", x, dtype=bools_as)
+    flat = a["axis"] is None
+    along = cx.reshape(x, (num_elements(x.type.shape),)) if flat else x
+    return x, along, 0 if flat else a.axis("axis", x.type.rank), flat
+
+
 def _scan(name: str):
     def scan_expand(cx: Scope, a: Args) -> Value:
         # np.cumsum / np.cumprod in x's dtype (bools as i64); axis=None scans x flattened, as NumPy's
-        x = a.tensor("x")
-        if x.type.dtype is BOOL:
-            x = cx.op("convert", x, dtype=DType.i64)
-        flat = a["axis"] is None
-        along = cx.reshape(x, (num_elements(x.type.shape),)) if flat else x
-        axis = 0 if flat else a.axis("axis", x.type.rank)
+        _, along, axis, _ = _along_axis(cx, a, DType.i64)
         return cx.op(name, along, axis=axis, exclusive=a.flag("exclusive"), reverse=a.flag("reverse"))
     builtin_rules[name] = Builtin(("x", "axis", "exclusive", "reverse"),
                                   {"axis": None, "exclusive": False, "reverse": False}, scan_expand)
@@ -505,12 +511,7 @@ def log_softmax_expand(cx, a):
 def _arg_reduction(name: str):
     def arg_reduce_expand(cx: Scope, a: Args) -> Value:
         # axis=None: the index into the flattened tensor, as NumPy's; bools compare as 0 and 1
-        x = a.tensor("x")
-        if x.type.dtype is BOOL:
-            x = cx.op("convert", x, dtype=DType.i32)
-        flat = a["axis"] is None
-        axis = 0 if flat else a.axis("axis", x.type.rank)
-        along = cx.reshape(x, (num_elements(x.type.shape),)) if flat else x
+        x, along, axis, flat = _along_axis(cx, a, DType.i32)
         if along.type.shape[axis] == 0:
             raise a.error("x", f"{'' if flat else f'axis {axis} of '}{x.type} is empty, so it has no first "
                                f"{name[3:]}imum")
