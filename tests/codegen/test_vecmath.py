@@ -133,8 +133,9 @@ DTYPES = [pytest.param(F32, id="f32"), pytest.param(F64, id="f64")]
 def test_ulp_error_wide_and_critical(name, dtype):
     rng = np.random.default_rng(sum(map(ord, name)))
     bound = BOUNDS[name][dtype is F64]
-    assert_ulps(name, dtype, wide_inputs(name, dtype, rng), bound)
-    assert_ulps(name, dtype, critical_inputs(name, dtype, rng), bound)
+    exact = name in ("erf", "erfc")     # mpmath's oracle takes ~50 us a value: a tenth of the samples
+    assert_ulps(name, dtype, wide_inputs(name, dtype, rng, 20_000 if exact else 200_000), bound)
+    assert_ulps(name, dtype, critical_inputs(name, dtype, rng, 5_000 if exact else 50_000), bound)
 
 
 def test_trig_near_multiples_of_half_pi():
@@ -332,9 +333,10 @@ def test_gamma_family_above_zero(name, dtype):
     """Every magnitude, and dense near 0, the roots 1 and 2 of lgamma and 1.4616 of digamma."""
     rng = np.random.default_rng(sum(map(ord, name)))
     info = np.finfo(dtype)
-    wide = np.minimum(np.exp(rng.uniform(np.log(float(info.smallest_subnormal)), np.log(float(info.max)), 20_000)),
+    # mpmath's oracle is slow (trigamma's most): a few thousand values per region
+    wide = np.minimum(np.exp(rng.uniform(np.log(float(info.smallest_subnormal)), np.log(float(info.max)), 5_000)),
                       float(info.max))
-    near = [rng.uniform(lo, hi, 5_000) for lo, hi in [(0, 3), (0.9, 1.1), (1.9, 2.1), (1.4, 1.5), (3, 30)]]
+    near = [rng.uniform(lo, hi, 1_500) for lo, hi in [(0, 3), (0.9, 1.1), (1.9, 2.1), (1.4, 1.5), (3, 30)]]
     x = np.concatenate([wide] + near).astype(dtype)
     err = ulp_error(kernel(name, dtype)(x), gamma_oracle(name, x, dtype))
     worst = int(np.argmax(err))
@@ -347,7 +349,7 @@ def test_gamma_family_below_zero(name, dtype):
     """The reflection: an error absolute to the reflection's terms (log pi/sin, pi cot, pi^2/sin^2), away from
     the poles."""
     rng = np.random.default_rng(1)
-    x = (rng.integers(-10, 0, 20_000) + rng.uniform(0.01, 0.99, 20_000)).astype(dtype)
+    x = (rng.integers(-10, 0, 5_000) + rng.uniform(0.01, 0.99, 5_000)).astype(dtype)
     want = gamma_oracle(name, x)
     scale = np.maximum(1.0, np.abs(want) if name != "lgamma" else np.abs(np.log(np.pi / np.abs(np.sin(np.pi * x)))))
     tolerance = 1e-13 if dtype is F64 else 1e-5
