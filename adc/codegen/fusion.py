@@ -5,12 +5,16 @@ computed on demand, element by element, inside the loop of the value that
 consumes it. A value is materialized when it is
 
 - a parameter (its input buffer) or a returned value (written straight into its output buffer);
-- the result of a reduction, scan, matmul or scatter_add, or an operand of matmul (gemm reads memory) — but a
+- the result of a reduction, scan, matmul or scatter, or an operand of matmul (gemm reads memory) — but a
   transpose of the last two axes that only matmuls read is neither computed nor stored: the
   matmul reads its operand's buffer with swapped strides (`transposed`);
+- the base of a scatter that nothing else reads: its own (parallel) loop nest writes it straight
+  into the scatter's buffer, and the scatter then only adds or writes its updates (`scattered_into`);
 - expanded by a broadcast, or used by several ops (unless they are elementwise ops of one loop
-  nest, which computes it once per element), unless it is cheap to recompute (a load through
-  an index map, a constant, a dimension, an iota);
+  nest, which computes it once per element, or elementwise ops and reductions reading it at their
+  element when it costs at most `RECOMPUTED` ops: each loop recomputes it, cheaper than storing
+  and reloading it), unless it is cheap to recompute (a load through an index map, a constant,
+  a dimension, an iota);
 - the root of a fused computation of more than `MAX_FUSED` ops: a loop body is
   bounded, so LLVM's time on it (superlinear in its size) and lowering's recursion
   (one level per fused op) do not grow with the program, and a `**` chain of 200
