@@ -22,6 +22,8 @@ from typing import Callable
 import numpy as np
 
 _ERF = np.vectorize(math.erf, otypes=[np.float64])
+_ERFC = np.vectorize(math.erfc, otypes=[np.float64])
+_LGAMMA = np.vectorize(math.lgamma, otypes=[np.float64])
 
 
 def _sigmoid(x):
@@ -119,10 +121,18 @@ def _erf(x):
     return _ERF(x).astype(np.asarray(x).dtype)
 
 
+def _erfc(x):
+    return _ERFC(x).astype(np.asarray(x).dtype)
+
+
+def _lgamma(x):
+    return _LGAMMA(x).astype(np.asarray(x).dtype)
+
+
 RUNTIME = {"np": np, "_sigmoid": _sigmoid, "_softplus": _softplus, "_relu": _relu, "_elu": _elu,
            "_sum": _sum, "_prod": _prod, "_mean": _mean, "_max": _max, "_min": _min, "_norm": _norm,
            "_logsumexp": _logsumexp, "_softmax": _softmax, "_log_softmax": _log_softmax,
-           "_cast": _cast, "_erf": _erf, "_argmax": _argmax, "_argmin": _argmin, "_one_hot": _one_hot,
+           "_cast": _cast, "_erf": _erf, "_erfc": _erfc, "_lgamma": _lgamma, "_argmax": _argmax, "_argmin": _argmin, "_one_hot": _one_hot,
            "pi": np.pi, "e": np.e}
 
 
