@@ -59,6 +59,7 @@ class Kernel:
         self._result_plan = tuple((t.dtype.numpy, _static_shape(t), _shape_plan(t, signature.dims), t)
                                   for t in signature.result_types)
         self._constrained = bool(signature.constraints)
+        self._checks_indices = bool(signature.index_bounds)
         static = [(shape, dtype) for dtype, shape, _, _ in self._result_plan if shape is not None and all(shape)]
         self._one_result = static[0] if len(static) == len(self._result_plan) == 1 else None
         self._result_slot = len(signature.dims) + len(signature.param_types)
@@ -105,7 +106,7 @@ class Kernel:
             sizes = [env[s] for s in self.signature.dims]
         if self._constrained:
             self._check_constraints(sizes)
-        if self.signature.index_bounds:
+        if self._checks_indices:
             self._check_indices(tensors, sizes)
         recording = thread_state.recording
         if recording and self.float_results:
