@@ -171,7 +171,7 @@ def with_vjps(module: Module) -> tuple[Module, tuple[VjpEntry, ...]]:
     kernel the adjoint pass rejects (e.g. an external function with no gradient) gets an entry
     saying why, and the module still compiles."""
     full, entries = module, []
-    parts = {name for pair in module.custom_gradients().values() for name in pair}
+    parts = module.parts()
     for func in module:
         if func.name in parts or not any(t.dtype.is_float for t in func.result_types):
             continue    # a custom gradient's forward or backward, or never recorded on a tape

@@ -18,6 +18,9 @@ from typing import Any, Iterator, Mapping
 from adc.errors import Location
 from adc.ir.types import TensorType
 
+# control-flow op -> the attributes naming its region functions (the op rules: adc/ir/ops.py)
+REGION_ATTRS = {"for": ("body",), "while": ("cond", "body"), "if": ("then_branch", "else_branch")}
+
 
 class Value:
     """An SSA value of one `TensorType`; `name` is a hint kept for parameters."""
@@ -109,6 +112,20 @@ class Func:
                     seen.setdefault(s, None)
         return tuple(seen)
 
+    @property
+    def free_symbols(self) -> tuple[str, ...]:
+        """Dimension symbols its ops use that its parameters do not bind: none in a kernel; in a
+        region function (a loop body, a branch), its parent's, which its parent supplies."""
+        bound = set(self.dim_symbols)
+        seen: dict[str, None] = {}
+        for op in self.ops:
+            for v in op.results:
+                for d in v.type.shape:
+                    for s in sorted(getattr(d, "symbols", ())):
+                        if s not in bound:
+                            seen.setdefault(s, None)
+        return tuple(seen)
+
     def signature(self) -> str:
         params = ", ".join(f"{p.name}: {p.type}" for p in self.params)
         results = [str(t) for t in self.result_types]
@@ -151,6 +168,13 @@ class Module:
         parts of a `@custom_gradient` kernel, which are not kernels a user calls."""
         return {func.name: (str(op.attrs["forward"]), str(op.attrs["backward"]))
                 for func in self for op in func.ops if op.name == "custom_gradient"}
+
+    def parts(self) -> set[str]:
+        """The functions that are parts of others rather than kernels a user calls: the forwards and
+        backwards of custom gradients, and the regions of control-flow ops (bodies, branches)."""
+        named = {name for pair in self.custom_gradients().values() for name in pair}
+        return named | {str(op.attrs[key]) for func in self for op in func.ops
+                        for key in REGION_ATTRS.get(op.name, ())}
 
     def replace(self, *funcs: Func) -> "Module":
         """A new module with `funcs` substituted (or appended) by name."""

@@ -341,6 +341,32 @@ def custom_gradient_eval(args, attrs, ctx):
 eval_rules["custom_gradient"] = custom_gradient_eval
 
 
+def for_eval(args, attrs, ctx):
+    body, k = ctx.module[attrs["body"]], attrs["carried"]
+    count, carried, captured = int(args[0]), tuple(args[1:1 + k]), tuple(args[1 + k:])
+    for i in range(count):
+        carried = yield _run_func(ctx.module, body, (np.int64(i), *carried, *captured), ctx.dims)
+    return carried
+
+
+def while_eval(args, attrs, ctx):
+    cond, body, k = ctx.module[attrs["cond"]], ctx.module[attrs["body"]], attrs["carried"]
+    carried, captured = tuple(args[:k]), tuple(args[k:])
+    while bool((yield _run_func(ctx.module, cond, (*carried, *captured), ctx.dims))[0]):
+        carried = yield _run_func(ctx.module, body, (*carried, *captured), ctx.dims)
+    return carried
+
+
+def if_eval(args, attrs, ctx):
+    branch = attrs["then_branch"] if bool(args[0]) else attrs["else_branch"]
+    return (yield _run_func(ctx.module, ctx.module[branch], args[1:], ctx.dims))
+
+
+eval_rules["for"] = for_eval
+eval_rules["while"] = while_eval
+eval_rules["if"] = if_eval
+
+
 def extern_call_eval(args, attrs, ctx):
     # the C function itself, found in the process (libm is loaded by Python), element by element
     fn = c_function(attrs["symbol"], attrs["library"], args[0].dtype, len(args))
@@ -376,8 +402,10 @@ def run(module: Module, name: str, *args) -> tuple[np.ndarray, ...]:
     return tuple(np.array(r) for r in results)
 
 
-def _run_func(module: Module, func: Func, args: Sequence[Any]) -> tuple[np.ndarray, ...]:
-    arrays, dims = bind_arguments(func, args)
+def _run_func(module: Module, func: Func, args: Sequence[Any],
+              parent_dims: Mapping[str, int] | None = None) -> tuple[np.ndarray, ...]:
+    """Run `func`; a region function (`parent_dims` given) runs with its parent's dimension symbols."""
+    arrays, dims = bind_arguments(func, args) if parent_dims is None else (list(args), parent_dims)
     env: dict[Value, np.ndarray] = dict(zip(func.params, arrays))
     ctx = Context(dims, module)
     for op in func.ops:

@@ -550,6 +550,96 @@ _register("extern_call", "the C function `symbol` of shared object `library` (\"
           _extern_call_rule, None, ("gradient", "library", "symbol"), traits=("elementwise",))
 
 
+# ---------------------------------------------------------------- control flow
+#
+# Structured control flow, with each region a function of the module named by an attribute
+# (XLA's While and Conditional do the same): every pass that works on functions works inside
+# regions, and a region's IR prints, parses and verifies like any function. A region function
+# shares its parent's dimension symbols: its parameters have exactly the types of the op's
+# operands, and symbols its parameters do not bind are the parent's (Func.free_symbols).
+
+I64_SCALAR = TensorType(I64)
+BOOL_SCALAR = TensorType(BOOL)
+
+
+def _signature_text(types) -> str:
+    return f"({', '.join(map(str, types))})"
+
+
+def _check_region(funcs, attrs, key: str, params: Sequence[TensorType], results: Sequence[TensorType] | None):
+    """The region function `attrs[key]`, checked to take `params` (and return `results`)."""
+    region = _callee(funcs, attrs, key)
+    _require(region.param_types == tuple(params),
+             f"@{region.name} ({key}) must take {_signature_text(params)}, got {region.signature()}")
+    if results is not None:
+        _require(region.result_types == tuple(results),
+                 f"@{region.name} ({key}) must return {_signature_text(results)}, got {region.signature()}")
+    return region
+
+
+def _carried_count(attrs, operands: Sequence[TensorType]) -> int:
+    k = attrs["carried"]
+    _require(isinstance(k, int) and not isinstance(k, bool) and 0 <= k <= len(operands),
+             f"`carried` must be in 0..{len(operands)}, got {k!r}")
+    return k
+
+
+def _for_rule(types, attrs, funcs):
+    # operands: the trip count, the k carried values' initial values, then the captured values;
+    # body(iteration, carried..., captured...) -> carried...
+    _require(len(types) >= 1 and types[0] == I64_SCALAR, f"the trip count must be an i64 scalar, got "
+                                                         f"{types[0] if types else 'nothing'}")
+    operands = tuple(types[1:])
+    k = _carried_count(attrs, operands)
+    _check_region(funcs, attrs, "body", (I64_SCALAR,) + operands, operands[:k])
+    return operands[:k]
+
+
+_register("for", "run `body` for iterations 0 .. count-1 (none when count <= 0), threading the `carried` "
+          "values from one iteration to the next; the other operands are read by every iteration",
+          "func @step(%i: i64, %acc: f32[N], %x: f32[N]) -> f32[N] {\n  %0 = add %acc, %x : f32[N]\n"
+          "  return %0\n}\n\n"
+          "func @example(%n: i64, %x: f32[N]) -> f32[N] {\n"
+          "  %0 = for %n, %x, %x {body = @step, carried = 1} : f32[N]\n  return %0\n}\n",
+          _for_rule, None, ("body", "carried"), traits=("control_flow",))
+
+
+def _while_rule(types, attrs, funcs):
+    # operands: the k carried values' initial values, then the captured values;
+    # cond(carried..., captured...) -> bool, body(carried..., captured...) -> carried...
+    k = _carried_count(attrs, types)
+    _check_region(funcs, attrs, "cond", types, (BOOL_SCALAR,))
+    _check_region(funcs, attrs, "body", types, types[:k])
+    return tuple(types[:k])
+
+
+_register("while", "run `body` on the `carried` values while `cond` holds; the other operands are read "
+          "by every iteration",
+          "func @below(%x: f32, %limit: f32) -> bool {\n  %0 = lt %x, %limit : bool\n  return %0\n}\n\n"
+          "func @double(%x: f32, %limit: f32) -> f32 {\n  %0 = add %x, %x : f32\n  return %0\n}\n\n"
+          "func @example(%x: f32, %limit: f32) -> f32 {\n"
+          "  %0 = while %x, %limit {body = @double, carried = 1, cond = @below} : f32\n  return %0\n}\n",
+          _while_rule, None, ("body", "carried", "cond"), traits=("control_flow",))
+
+
+def _if_rule(types, attrs, funcs):
+    # operands: the condition, then the values both branches read; each branch takes those values
+    _require(len(types) >= 1 and types[0] == BOOL_SCALAR,
+             f"the condition must be a bool scalar, got {types[0] if types else 'nothing'}")
+    then = _check_region(funcs, attrs, "then_branch", types[1:], None)
+    _check_region(funcs, attrs, "else_branch", types[1:], then.result_types)
+    return then.result_types
+
+
+_register("if", "the results of `then_branch` when the condition holds, else of `else_branch`; only the "
+          "branch taken runs",
+          "func @twice(%x: f32[N]) -> f32[N] {\n  %0 = add %x, %x : f32[N]\n  return %0\n}\n\n"
+          "func @same(%x: f32[N]) -> f32[N] {\n  return %x\n}\n\n"
+          "func @example(%c: bool, %x: f32[N]) -> f32[N] {\n"
+          "  %0 = if %c, %x {else_branch = @same, then_branch = @twice} : f32[N]\n  return %0\n}\n",
+          _if_rule, None, ("else_branch", "then_branch"), traits=("control_flow",))
+
+
 def infer_types(name: str, operand_types: Sequence[TensorType], attrs: Mapping[str, Any],
                 funcs: Mapping[str, Any]) -> tuple[TensorType, ...]:
     """Run the type rule of op `name`; raises TypeRuleError on misuse."""
