@@ -150,6 +150,43 @@ class AugAssign:
 
 
 @dataclass(frozen=True)
+class IndexAssign:
+    """`y[i] = v`: rebinds y to a copy of y with the indexed part replaced (a functional update)."""
+
+    target: Name
+    items: tuple["Expr | Slice | EllipsisItem", ...]
+    value: Expr
+    loc: Location
+
+
+@dataclass(frozen=True)
+class For:
+    """`for i in range(...)`: the names the body assigns that exist before the loop are its carried state."""
+
+    target: Name
+    iterable: Expr
+    body: tuple["Stmt", ...]
+    loc: Location
+
+
+@dataclass(frozen=True)
+class While:
+    cond: Expr
+    body: tuple["Stmt", ...]
+    loc: Location
+
+
+@dataclass(frozen=True)
+class If:
+    """`if c: ... else: ...` on a scalar bool; `elif` is an If in the else branch."""
+
+    cond: Expr
+    then: tuple["Stmt", ...]
+    otherwise: tuple["Stmt", ...]
+    loc: Location
+
+
+@dataclass(frozen=True)
 class Return:
     values: tuple[Expr, ...]
     loc: Location
@@ -183,7 +220,7 @@ class FuncDef:
     decorators: tuple[Decorator, ...] = ()
 
 
-Stmt = Union[Assign, AugAssign, Return, Docstring, FuncDef]
+Stmt = Union[Assign, AugAssign, IndexAssign, For, While, If, Return, Docstring, FuncDef]
 
 
 @dataclass(frozen=True)

@@ -58,7 +58,7 @@ CONSTANTS = {"pi": math.pi, "e": math.e, "inf": math.inf, "nan": math.nan}
 def elaborate(program: ast.Program) -> Module:
     """The IR module of a parsed program, functions in source order (a custom gradient's
     forward and backward just before its kernel)."""
-    from adc.frontend.custom_gradient import custom_gradient_names, elaborate_custom_gradient  # builds on this file
+    from adc.frontend.custom_gradient import elaborate_custom_gradient  # builds on this file
 
     defs = _definitions(program)
     externs = externs_of(program, defs)
@@ -67,13 +67,13 @@ def elaborate(program: ast.Program) -> Module:
     order: dict[str, tuple[str, ...]] = {}
     for name in _callees_first(defs):
         fdef, decorator = defs[name], decorator_of(defs[name])
+        before = set(funcs)
         if decorator is not None and decorator.name == "custom_gradient":
             made = elaborate_custom_gradient(fdef, defs, funcs, externs)
             funcs.update((f.name, f) for f in made)
-            order[name] = custom_gradient_names(name) + (name,)
-            continue
-        funcs[name] = KernelElaborator(fdef, defs, funcs, externs).run()
-        order[name] = (name,)
+        else:
+            funcs[name] = KernelElaborator(fdef, defs, funcs, externs).run()
+        order[name] = tuple(n for n in funcs if n not in before)     # regions first, in the order made
         if name in gradient_of:
             check_gradient(fdef, funcs[name], gradient_of[name])
     return Module({n: funcs[n] for f in program.funcs for n in order[f.name]}, program.filename)
@@ -149,7 +149,9 @@ class KernelElaborator(Scope):
         super().__init__(Builder(funcs, fdef.loc))
         self.fdef, self.defs, self.funcs, self.externs = fdef, defs, funcs, externs or {}
         self.env: dict[str, object] = {}
+        self.assigned_at: dict[str, Location] = {}     # where each name was last assigned
         self.dims: dict[str, SymDim] = {}
+        self.region_names = RegionNames(fdef.name, defs)
 
     def run(self) -> Func:
         self.bind_params()
@@ -219,17 +221,45 @@ class KernelElaborator(Scope):
             if isinstance(stmt, ast.Docstring):
                 if i != 0:
                     raise CompileError("a string can only be the kernel's docstring, its first statement", stmt.loc)
-            elif isinstance(stmt, ast.Assign):
-                self.assign(stmt)
-            elif isinstance(stmt, ast.AugAssign):
-                self.aug_assign(stmt)
-            elif isinstance(stmt, ast.FuncDef):
-                self.nested_def(stmt)
-            else:
+            elif isinstance(stmt, ast.Return):
                 if i != len(stmts) - 1:
                     raise CompileError("unreachable statement after return", stmts[i + 1].loc)
                 return self.returns(stmt, declared)
+            else:
+                self.statement(stmt)
         raise CompileError(f"kernel '{self.fdef.name}' has no return statement", self.fdef.loc)
+
+    def statements(self, stmts: tuple[ast.Stmt, ...]) -> None:
+        """The statements of a loop body or a branch: no return, no docstring, no def."""
+        for stmt in stmts:
+            if isinstance(stmt, (ast.Return, ast.Docstring)):
+                what = "return" if isinstance(stmt, ast.Return) else "a docstring"
+                raise CompileError(f"{what} cannot be inside for, while or if; assign the value and "
+                                   "return it after the statement", stmt.loc)
+            self.statement(stmt)
+
+    def statement(self, stmt: ast.Stmt) -> None:
+        from adc.frontend import control_flow        # builds on this file
+
+        if isinstance(stmt, ast.Assign):
+            self.assign(stmt)
+        elif isinstance(stmt, ast.AugAssign):
+            self.aug_assign(stmt)
+        elif isinstance(stmt, ast.IndexAssign):
+            self.assigned_at[stmt.target.id] = stmt.loc
+            self.env[stmt.target.id] = control_flow.index_assign(self, stmt)
+        elif isinstance(stmt, ast.FuncDef):
+            self.nested_def(stmt)
+        else:
+            control_flow.STATEMENTS[type(stmt)](self, stmt)
+
+    def lookup(self, name: str) -> object:
+        """The value `name` is bound to, or MISSING; a region looks in its parent too (capturing)."""
+        return self.env.get(name, MISSING)
+
+    def peek(self, name: str) -> object:
+        """As lookup, but without capturing anything: what a trial elaboration reads."""
+        return self.env.get(name, MISSING)
 
     def nested_def(self, stmt: ast.FuncDef) -> None:
         raise CompileError(f"a nested def is only allowed in a @custom_gradient kernel, as its backward; "
@@ -237,6 +267,8 @@ class KernelElaborator(Scope):
 
     def assign(self, stmt: ast.Assign) -> None:
         value = self.expr(stmt.value)
+        for target in stmt.targets:
+            self.assigned_at[target.id] = stmt.loc
         if len(stmt.targets) == 1:
             if isinstance(value, Results):
                 raise CompileError(f"'{stmt.value.func}' returns {len(value)} values; unpack them into "
@@ -255,9 +287,10 @@ class KernelElaborator(Scope):
         """`x op= e` rebinds x to `x op e`, which must keep the type of x: a tensor keeps its dtype and
         shape (as NumPy's in-place operators), a weakly typed number may take a dtype but no axes."""
         name = stmt.target.id
-        if name not in self.env:
+        old = self.lookup(name)
+        if old is MISSING or isinstance(old, Unbound):
             raise CompileError(f"'{name}' must be assigned before '{stmt.op}='", stmt.target.loc)
-        old = self.env[name]
+        self.assigned_at[name] = stmt.loc
         new = self.expr(ast.BinOp(stmt.op, stmt.target, stmt.value, stmt.loc))
         tensor_changed = isinstance(old, Value) and not (isinstance(new, Value) and new.type == old.type)
         number_grew = isinstance(old, (int, float, SymDim)) and isinstance(new, Value) and new.type.rank > 0
@@ -309,8 +342,11 @@ class KernelElaborator(Scope):
         return items
 
     def expr_Name(self, e: ast.Name):
-        if e.id in self.env:
-            return self.env[e.id]
+        value = self.lookup(e.id)
+        if isinstance(value, Unbound):
+            raise CompileError(value.message, e.loc)
+        if value is not MISSING:
+            return value
         if e.id == "None":          # axis=None, perm=None: the default, spelled out
             return None
         if e.id in self.dims:
@@ -555,6 +591,31 @@ class KernelElaborator(Scope):
         gradient = [FuncRef(extern.gradient)] if extern.gradient else []
         return self.b.op("extern_call", *(self.broadcast(v, shape) for v in operands), gradient=gradient,
                          library=extern.library, symbol=e.func)
+
+
+MISSING = object()      # what lookup returns for a name bound to nothing
+
+
+@dataclasses.dataclass(frozen=True)
+class Unbound:
+    """A name with no value where it is used: a loop counter after its loop, a name assigned only
+    inside a loop or in one branch; `message` says which."""
+
+    message: str
+
+
+class RegionNames:
+    """Fresh names for the region functions of one kernel (`f_for0`, `f_if1`...), distinct from
+    every kernel of the program."""
+
+    def __init__(self, kernel: str, defs: dict[str, ast.FuncDef]):
+        self.kernel, self.defs, self.count = kernel, defs, 0
+
+    def fresh(self, kind: str, funcs: dict[str, Func]) -> str:
+        while True:
+            name, self.count = f"{self.kernel}_{kind}{self.count}", self.count + 1
+            if name not in self.defs and name not in funcs:
+                return name
 
 
 def _is_new_axis(item) -> bool:

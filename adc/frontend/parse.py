@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import ast as pyast
 import dataclasses
+import keyword as pykeyword
 import re
 from functools import lru_cache
 from pathlib import Path
@@ -25,7 +26,7 @@ from lark.visitors import Transformer_NonRecursive
 from adc.errors import CompileError, Location
 from adc.frontend import ast
 
-STRAIGHT_LINE_ONLY = ("if", "elif", "else", "for", "while", "with", "try", "except", "lambda", "break",
+UNSUPPORTED_STATEMENTS = ("with", "try", "except", "lambda", "break",
                       "continue", "pass", "import", "from", "class", "yield", "global", "assert", "del")
 
 # How tokens are named in messages, by terminal name.
@@ -118,11 +119,14 @@ def _syntax_error(err: UnexpectedInput, text: str, filename: str) -> CompileErro
         name, name_col = untyped
         return CompileError(f"parameter '{name}' needs a type, e.g. {name}: f32[N]",
                             Location(filename, line, name_col, text))
-    keyword = _control_flow_keyword(text, line)
+    if isinstance(err, UnexpectedToken) and "NAME" in err.expected and pykeyword.iskeyword(str(err.token)):
+        return CompileError(f"'{err.token}' is a Python keyword; it cannot name a value",
+                            Location(filename, line, col, text))
+    keyword = _unsupported_statement(text, line)
     if keyword is not None:
         kw_line, kw_col = keyword
-        return CompileError(f"'{_word_at(text, kw_line, kw_col)}' is not supported: "
-                            "kernels are straight-line code (no if/for/while)", Location(filename, kw_line, kw_col, text))
+        return CompileError(f"'{_word_at(text, kw_line, kw_col)}' is not supported: the statements of a kernel "
+                            "are assignments, for, while, if and return", Location(filename, kw_line, kw_col, text))
     if _opens_block(text, line) and col == _indent_col(text, line):
         return CompileError("expected an indented block", Location(filename, line, col, text))
     return CompileError(_syntax_message(err), Location(filename, line, col, text))
@@ -211,12 +215,13 @@ def _end_position(text: str) -> tuple[int, int]:
     return len(lines), len(lines[-1]) + 1
 
 
-def _control_flow_keyword(text: str, line: int) -> tuple[int, int] | None:
-    """The (line, col) of an if/for/while... opening `line` or the nearest code line above it."""
+def _unsupported_statement(text: str, line: int) -> tuple[int, int] | None:
+    """The (line, col) of a Python keyword adc has no statement for (with, try, break...) opening
+    `line` or the nearest code line above it."""
     lines = text.split("\n")
     for number in range(min(line, len(lines)), max(line - 2, 0), -1):
         match = re.match(r"\s*([A-Za-z_]+)\b", lines[number - 1])
-        if match and match.group(1) in STRAIGHT_LINE_ONLY:
+        if match and match.group(1) in UNSUPPORTED_STATEMENTS:
             return number, match.start(1) + 1
     return None
 
@@ -289,6 +294,33 @@ class ToAst(Transformer_NonRecursive):
     def aug_assign(self, meta, children):
         target, op, value = children
         return ast.AugAssign(ast.Name(str(target), self._tok_loc(target)), str(op)[:-1], value, self._loc(meta))
+
+    def index_assign(self, meta, children):
+        target, *items, value = children
+        name = ast.Name(str(target), self._tok_loc(target))
+        return ast.IndexAssign(name, tuple(_located(i, self._loc(meta)) for i in items if i is not None), value,
+                               self._loc(meta))
+
+    def for_stmt(self, meta, children):
+        target, iterable, body = children
+        return ast.For(ast.Name(str(target), self._tok_loc(target)), iterable, body, self._loc(meta))
+
+    def while_stmt(self, meta, children):
+        cond, body = children
+        return ast.While(cond, body, self._loc(meta))
+
+    def if_stmt(self, meta, children):
+        cond, then, *elifs, otherwise = children
+        for elif_cond, elif_body, loc in reversed(elifs):
+            otherwise = (ast.If(elif_cond, elif_body, otherwise or (), loc),)
+        return ast.If(cond, then, otherwise or (), self._loc(meta))
+
+    def elif_clause(self, meta, children):
+        cond, body = children
+        return cond, body, self._loc(meta)
+
+    def else_clause(self, meta, children):
+        return children[0]
 
     def targets(self, meta, children):
         return tuple(ast.Name(str(t), self._tok_loc(t)) for t in children if t is not None)
