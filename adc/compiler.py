@@ -161,8 +161,9 @@ def _inlined(module: Module, name: str) -> Module:
     """Function `name` of a SEPARATE_PIPELINE module with its callees inlined and optimized again,
     with what it still references (the gradients of external functions): its work grows with
     what `name` reaches, not with the module."""
-    kernel = inline_func(module[name], module)
-    return run_pipeline(module.replace(kernel).reachable(name), CLEANUP)
+    funcs = dict(module.funcs)
+    kernel = inline_func(module[name], module, funcs)
+    return run_pipeline(Module(funcs, module.name).replace(kernel).reachable(name), CLEANUP)
 
 
 def with_vjps(module: Module) -> tuple[Module, tuple[VjpEntry, ...]]:

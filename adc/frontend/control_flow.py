@@ -99,6 +99,7 @@ class RegionElaborator(KernelElaborator):
 
 def for_statement(cx: KernelElaborator, stmt: ast.For) -> None:
     start, count, step = _range(cx, stmt.iterable)
+    checkpoint = _checkpoint(cx, stmt.iterable)
     carried = _carried(cx, stmt.body, exclude=stmt.target.id, loc=stmt.loc)
     types = _carried_types(cx, carried, lambda trial: _run_for_body(trial, stmt, start, step, trial.b.param(
         "i", TensorType(I64))))
@@ -110,7 +111,8 @@ def for_statement(cx: KernelElaborator, stmt: ast.For) -> None:
     results = _carried_results(body, types, stmt.loc)
     func = body.function("for", [iteration, *params], results, stmt.loc)
     with cx.b.at(stmt.loc):
-        outs = cx.b.emit("for", count, *inits, *body.captures.outer, body=FuncRef(func.name), carried=len(types))
+        outs = cx.b.emit("for", count, *inits, *body.captures.outer, body=FuncRef(func.name), carried=len(types),
+                         checkpoint=checkpoint)
     _bind_after(cx, types, outs, body, stmt.body, "loop", stmt.loc)
     cx.env[stmt.target.id] = Unbound(f"the loop counter '{stmt.target.id}' is only defined inside its loop "
                                      f"(line {stmt.loc.line})")
@@ -129,7 +131,7 @@ def _run_for_body(body: RegionElaborator, stmt: ast.For, start: object, step: in
 def _range(cx: KernelElaborator, e: ast.Expr) -> tuple[object, Value, int]:
     """(start, trip count, step) of `range(stop)`, `range(start, stop)`, `range(start, stop, step)`:
     start and stop integers, dimensions or integer scalars, step a nonzero static integer."""
-    if not isinstance(e, ast.Call) or e.func != "range" or e.keywords or not 1 <= len(e.args) <= 3:
+    if not isinstance(e, ast.Call) or e.func != "range" or not 1 <= len(e.args) <= 3:
         raise CompileError("a for loop runs over range(stop), range(start, stop) or range(start, stop, step)",
                            e.loc)
     args = []
@@ -153,6 +155,20 @@ def _range(cx: KernelElaborator, e: ast.Expr) -> tuple[object, Value, int]:
                          cx.constant(step, I64))
         count = cx.op("maximum", span, cx.constant(0, I64))
     return start, count, step
+
+
+def _checkpoint(cx: KernelElaborator, e: ast.Call) -> int:
+    """`range(..., checkpoint=k)`: reverse mode stores every k-th state (0, the default: k = ceil(sqrt(n)))."""
+    k = 0
+    for kw in e.keywords:
+        if kw.name != "checkpoint":
+            raise CompileError(f"range() has no argument named '{kw.name}'; it takes start, stop, step and "
+                               "checkpoint=", kw.loc)
+        k = cx.expr(kw.value)
+        if type(k) is not int or k < 0:
+            raise CompileError(f"checkpoint= must be an integer literal k >= 1 (store every k-th state) or 0 "
+                               f"(the default policy), got {describe(k)}", kw.value.loc)
+    return k
 
 
 def while_statement(cx: KernelElaborator, stmt: ast.While) -> None:

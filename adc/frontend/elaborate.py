@@ -70,10 +70,11 @@ def elaborate(program: ast.Program) -> Module:
         before = set(funcs)
         if decorator is not None and decorator.name == "custom_gradient":
             made = elaborate_custom_gradient(fdef, defs, funcs, externs)
-            funcs.update((f.name, f) for f in made)
         else:
-            funcs[name] = KernelElaborator(fdef, defs, funcs, externs).run()
-        order[name] = tuple(n for n in funcs if n not in before)     # regions first, in the order made
+            made = [KernelElaborator(fdef, defs, funcs, externs).run()]
+        regions = [n for n in funcs if n not in before]           # in the order made
+        funcs.update((f.name, f) for f in made)
+        order[name] = (*regions, *(f.name for f in made))
         if name in gradient_of:
             check_gradient(fdef, funcs[name], gradient_of[name])
     return Module({n: funcs[n] for f in program.funcs for n in order[f.name]}, program.filename)

@@ -60,3 +60,9 @@ class Builder:
 
     def finish(self, name: str, returns: list[Value] | tuple[Value, ...], loc: Location | None = None) -> Func:
         return Func(name, tuple(self.params), tuple(self.ops), tuple(returns), loc or self.loc)
+
+
+def full(b: Builder, value: float, type: TensorType) -> Value:
+    """A tensor of `type` holding `value` everywhere (a broadcast scalar constant)."""
+    scalar = b.op("constant", dtype=type.dtype, value=value)
+    return b.op("broadcast", scalar, dims=[], shape=type.shape) if type.rank else scalar

@@ -19,7 +19,7 @@ from adc.errors import Location
 from adc.ir.types import TensorType
 
 # control-flow op -> the attributes naming its region functions (the op rules: adc/ir/ops.py)
-REGION_ATTRS = {"for": ("body",), "while": ("cond", "body"), "if": ("then_branch", "else_branch")}
+REGION_ATTRS = {"for": ("body",), "scan": ("body",), "while": ("cond", "body"), "if": ("then_branch", "else_branch")}
 
 
 class Value:

@@ -327,7 +327,11 @@ eval_rules["matmul"] = matmul_eval
 
 
 def call_eval(args, attrs, ctx):
-    return (yield _run_func(ctx.module, ctx.module[attrs["callee"]], args))
+    # a callee's symbols bind to its arguments'; a symbol its params do not bind (a region function
+    # called by another region) is the caller's
+    callee = ctx.module[attrs["callee"]]
+    _, bound = bind_arguments(callee, args)
+    return (yield _run_func(ctx.module, callee, args, {**ctx.dims, **bound}))
 
 
 eval_rules["call"] = call_eval
@@ -349,6 +353,21 @@ def for_eval(args, attrs, ctx):
     return carried
 
 
+def scan_eval(args, attrs, ctx):
+    body, k, axis = ctx.module[attrs["body"]], attrs["carried"], attrs["axis"]
+    count, carried, captured = max(int(args[0]), 0), tuple(args[1:1 + k]), tuple(args[1 + k:])
+    ctx.dims[attrs["length"]] = count       # the symbol the op binds, for the types after it
+    rows = body.result_types[k:]
+    stacks: list[list[np.ndarray]] = [[] for _ in rows]
+    for i in range(count):
+        results = yield _run_func(ctx.module, body, (np.int64(i), *carried, *captured), ctx.dims)
+        carried = results[:k]
+        for stack, row in zip(stacks, results[k:]):
+            stack.append(row)
+    empty = [np.empty(ctx.shape(t.shape[:axis] + (0,) + t.shape[axis:]), t.dtype.numpy) for t in rows]
+    return (*carried, *(np.stack(s, axis=axis) if s else e for s, e in zip(stacks, empty)))
+
+
 def while_eval(args, attrs, ctx):
     cond, body, k = ctx.module[attrs["cond"]], ctx.module[attrs["body"]], attrs["carried"]
     carried, captured = tuple(args[:k]), tuple(args[k:])
@@ -363,6 +382,7 @@ def if_eval(args, attrs, ctx):
 
 
 eval_rules["for"] = for_eval
+eval_rules["scan"] = scan_eval
 eval_rules["while"] = while_eval
 eval_rules["if"] = if_eval
 
@@ -405,7 +425,7 @@ def run(module: Module, name: str, *args) -> tuple[np.ndarray, ...]:
 def _run_func(module: Module, func: Func, args: Sequence[Any],
               parent_dims: Mapping[str, int] | None = None) -> tuple[np.ndarray, ...]:
     """Run `func`; a region function (`parent_dims` given) runs with its parent's dimension symbols."""
-    arrays, dims = bind_arguments(func, args) if parent_dims is None else (list(args), parent_dims)
+    arrays, dims = bind_arguments(func, args) if parent_dims is None else (list(args), dict(parent_dims))
     env: dict[Value, np.ndarray] = dict(zip(func.params, arrays))
     ctx = Context(dims, module)
     for op in func.ops:

@@ -584,13 +584,20 @@ def _carried_count(attrs, operands: Sequence[TensorType]) -> int:
     return k
 
 
-def _for_rule(types, attrs, funcs):
-    # operands: the trip count, the k carried values' initial values, then the captured values;
-    # body(iteration, carried..., captured...) -> carried...
+def _loop_operands(types, attrs) -> tuple[tuple[TensorType, ...], int]:
+    # operands: the trip count, the k carried values' initial values, then the captured values
     _require(len(types) >= 1 and types[0] == I64_SCALAR, f"the trip count must be an i64 scalar, got "
                                                          f"{types[0] if types else 'nothing'}")
     operands = tuple(types[1:])
-    k = _carried_count(attrs, operands)
+    return operands, _carried_count(attrs, operands)
+
+
+def _for_rule(types, attrs, funcs):
+    # body(iteration, carried..., captured...) -> carried...; `checkpoint` is how reverse mode
+    # stores the carried values: 0 (the default policy), or every k-th state for k >= 1
+    operands, k = _loop_operands(types, attrs)
+    _require(isinstance(attrs["checkpoint"], int) and attrs["checkpoint"] >= 0,
+             f"`checkpoint` must be 0 (the default policy) or a segment length k >= 1, got {attrs['checkpoint']!r}")
     _check_region(funcs, attrs, "body", (I64_SCALAR,) + operands, operands[:k])
     return operands[:k]
 
@@ -600,8 +607,35 @@ _register("for", "run `body` for iterations 0 .. count-1 (none when count <= 0),
           "func @step(%i: i64, %acc: f32[N], %x: f32[N]) -> f32[N] {\n  %0 = add %acc, %x : f32[N]\n"
           "  return %0\n}\n\n"
           "func @example(%n: i64, %x: f32[N]) -> f32[N] {\n"
-          "  %0 = for %n, %x, %x {body = @step, carried = 1} : f32[N]\n  return %0\n}\n",
-          _for_rule, None, ("body", "carried"), traits=("control_flow",))
+          "  %0 = for %n, %x, %x {body = @step, carried = 1, checkpoint = 0} : f32[N]\n  return %0\n}\n",
+          _for_rule, None, ("body", "carried", "checkpoint"), traits=("control_flow",))
+
+
+def _scan_rule(types, attrs, funcs):
+    # a for loop whose body also returns values stacked along a new axis of `length`, a dimension
+    # symbol the op binds to the trip count (clamped at 0); the axis is at `axis` of each stacked value.
+    # body(iteration, carried..., captured...) -> (carried..., per-iteration values...)
+    operands, k = _loop_operands(types, attrs)
+    length, axis = attrs["length"], attrs["axis"]
+    _require(isinstance(length, str) and length.isidentifier(), f"`length` must name a dimension, got {length!r}")
+    body = _check_region(funcs, attrs, "body", (I64_SCALAR,) + operands, None)
+    _require(body.result_types[:k] == operands[:k],
+             f"@{body.name} (body) must return the carried {_signature_text(operands[:k])} first, got {body.signature()}")
+    rows = body.result_types[k:]
+    _require(isinstance(axis, int) and all(0 <= axis <= r.rank for r in rows),
+             f"`axis` {axis!r} is out of range for the stacked values {_signature_text(rows)}")
+    size = SymDim.symbol(length)
+    return operands[:k] + tuple(r.with_shape(r.shape[:axis] + (size,) + r.shape[axis:]) for r in rows)
+
+
+_register("scan", "a for loop that also stacks the values its body returns after the carried ones, along a "
+          "new axis of `length`, a dimension symbol it binds to the trip count (what reverse mode stores)",
+          "func @step(%i: i64, %acc: f32[N], %x: f32[N]) -> (f32[N], f32[N]) {\n  %0 = add %acc, %x : f32[N]\n"
+          "  return %0, %acc\n}\n\n"
+          "func @example(%n: i64, %x: f32[N]) -> f32[N] {\n"
+          "  %0, %1 = scan %n, %x, %x {axis = 0, body = @step, carried = 1, length = \"L\"} : f32[N], f32[L,N]\n"
+          "  return %0\n}\n",
+          _scan_rule, None, ("axis", "body", "carried", "length"), traits=("control_flow",))
 
 
 def _while_rule(types, attrs, funcs):
@@ -616,9 +650,10 @@ def _while_rule(types, attrs, funcs):
 _register("while", "run `body` on the `carried` values while `cond` holds; the other operands are read "
           "by every iteration",
           "func @below(%x: f32, %limit: f32) -> bool {\n  %0 = lt %x, %limit : bool\n  return %0\n}\n\n"
-          "func @double(%x: f32, %limit: f32) -> f32 {\n  %0 = add %x, %x : f32\n  return %0\n}\n\n"
+          "func @increment(%x: f32, %limit: f32) -> f32 {\n  %0 = constant {dtype = f32, value = 1.0} : f32\n"
+          "  %1 = add %x, %0 : f32\n  return %1\n}\n\n"
           "func @example(%x: f32, %limit: f32) -> f32 {\n"
-          "  %0 = while %x, %limit {body = @double, carried = 1, cond = @below} : f32\n  return %0\n}\n",
+          "  %0 = while %x, %limit {body = @increment, carried = 1, cond = @below} : f32\n  return %0\n}\n",
           _while_rule, None, ("body", "carried", "cond"), traits=("control_flow",))
 
 

@@ -4,7 +4,8 @@
 - every op is registered, and its result types are what its type rule derives;
 - every op carries a location when `require_locations` is set;
 - returned values are defined; calls name functions of the module;
-- result types only use dimension symbols bound by the parameters.
+- result types only use dimension symbols bound by the parameters;
+- a symbol a `scan` binds is bound nowhere else in the function.
 
 Failures raise `VerifyError` naming the pass (when given), the function, the op
 and what was expected versus found.
@@ -33,6 +34,7 @@ def verify_func(func: Func, funcs, pass_name: str | None = None, require_locatio
             fail(f"parameter {p!r} appears twice")
         defined.add(p)
     bound = set(func.dim_symbols)
+    params_bind = set(bound)
     for op in func.ops:
         for i, v in enumerate(op.operands):
             if v not in defined:
@@ -45,6 +47,11 @@ def verify_func(func: Func, funcs, pass_name: str | None = None, require_locatio
         if expected != found:
             fail(f"'{op.name}' at {op.loc}: expected result types {', '.join(map(str, expected))}, "
                  f"found {', '.join(map(str, found))}")
+        if op.name == "scan":
+            length = op.attrs["length"]
+            if length in bound:
+                fail(f"'scan' at {op.loc} binds dimension {length}, which is already bound")
+            bound.add(length)
         if require_locations and op.loc is None:
             fail(f"'{op.name}' has no location")
         for r in op.results:
@@ -54,6 +61,6 @@ def verify_func(func: Func, funcs, pass_name: str | None = None, require_locatio
     for v in func.returns:
         if v not in defined:
             fail("a returned value is not defined")
-        unbound = v.type.symbols - bound
+        unbound = v.type.symbols - params_bind
         if unbound:
             fail(f"result type {v.type} uses unbound dimension {', '.join(sorted(unbound))}")

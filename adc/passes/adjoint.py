@@ -34,6 +34,7 @@ from adc.passes.adjoint_rules import adjoint_rules
 from adc.passes.cse import cse_func
 from adc.passes.dce import eliminate_dead_code_func
 from adc.passes.inline import inline_func
+from adc.passes.regions import call_free, fresh_name
 from adc.passes.simplify import simplify_func
 
 CLEANUP_ROUNDS = 4      # simplify exposes work for cse and back; two rounds usually reach the fixed point
@@ -64,11 +65,12 @@ def vjp(module: Module, name: str, wanted: Iterable[int] | None = None) -> tuple
     if name not in module.funcs:
         raise CompileError(f"no function @{name} to differentiate in {module.name} "
                            f"(functions: {', '.join(module.funcs) or 'none'})")
-    primal = inline_func(module[name], module)
-    grad = adjoint(primal, unique_name(module, f"{name}_vjp"), module.funcs, wanted)
-    func = cleanup(grad.func, module.funcs)
-    verify_func(func, module.funcs, pass_name="adjoint")
-    return module.replace(func), Gradient(func, grad.wrt)
+    funcs = dict(module.funcs)          # inlining copies regions, rules add region functions
+    primal = inline_func(module[name], module, funcs)
+    grad = adjoint(primal, unique_name(module, f"{name}_vjp"), funcs, wanted)
+    func = cleanup(grad.func, funcs)
+    verify_func(func, funcs, pass_name="adjoint")
+    return Module(funcs, module.name).replace(func), Gradient(func, grad.wrt)
 
 
 def adjoint(func: Func, name: str, funcs: Mapping[str, Func], wanted: Iterable[int] | None = None) -> Gradient:
@@ -83,6 +85,15 @@ def adjoint(func: Func, name: str, funcs: Mapping[str, Func], wanted: Iterable[i
     wanted = range(len(func.params)) if wanted is None else set(wanted)
     wrt = tuple(i for i, p in enumerate(func.params) if p in cts and i in wanted)
     return Gradient(b.finish(name, [cts[func.params[i]] for i in wrt], func.loc), wrt)
+
+
+def region_vjp(funcs: dict[str, Func], name: str, wanted: Iterable[int]) -> Gradient:
+    """The cleaned VJP of region function `name` w.r.t. its `wanted` params (those connected to a
+    result: `wrt`), added to `funcs` (the calling pass's own copy)."""
+    grad = adjoint(call_free(funcs, name), fresh_name(funcs, f"{name}_vjp"), funcs, wanted)
+    func = cleanup(grad.func, funcs)
+    funcs[func.name] = func
+    return Gradient(func, grad.wrt)
 
 
 def cleanup(func: Func, funcs: Mapping[str, Func]) -> Func:

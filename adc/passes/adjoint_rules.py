@@ -14,10 +14,11 @@ import math
 from typing import Callable
 
 from adc.errors import CompileError
-from adc.ir.builder import Builder
+from adc.ir.builder import Builder, full
 from adc.ir.core import Func, FuncRef, Module, Op, Value
 from adc.ir.ops import OPS
 from adc.ir.types import DType, TensorType, num_elements
+from adc.passes.adjoint_control_flow import for_adjoint, if_adjoint, scan_adjoint, while_adjoint
 from adc.passes.inline import inline_func
 
 # adjoint_rules[op_name](b, op, cts) -> one cotangent (or None) per operand of `op`
@@ -27,12 +28,6 @@ from adc.passes.inline import inline_func
 # A returned None is "no contribution": the pass adds nothing for that operand.
 AdjointRule = Callable[[Builder, Op, tuple["Value | None", ...]], tuple["Value | None", ...]]
 adjoint_rules: dict[str, AdjointRule] = {}
-
-
-def full(b: Builder, value: float, type: TensorType) -> Value:
-    """A tensor of `type` holding `value` everywhere (a broadcast scalar constant)."""
-    scalar = b.op("constant", dtype=type.dtype, value=value)
-    return b.op("broadcast", scalar, dims=[], shape=type.shape) if type.rank else scalar
 
 
 def _scaled(b: Builder, ct: Value, value: float, x: Value) -> Value:
@@ -681,7 +676,7 @@ def attached_gradient(b: Builder, op: Op) -> Func:
         raise CompileError(f"no gradient for external function '{symbol}': attach one with @gradient({symbol})",
                            op.loc)
     (name,) = op.attrs["gradient"]
-    return inline_func(b.funcs[name], Module(dict(b.funcs)))
+    return inline_func(b.funcs[name], Module(dict(b.funcs)), b.funcs)
 
 
 def lift_elementwise(b: Builder, func: Func, args: tuple[Value, ...]) -> tuple[Value, ...]:
@@ -705,3 +700,11 @@ def _lifted(b: Builder, func: Func, op: Op, operands: list[Value], shape) -> tup
         return (operands[0],)
     raise CompileError(f"the gradient @{func.name} of an external function must be elementwise, "
                        f"but it uses '{op.name}'", op.loc)
+
+
+# ---------------------------------------------------------------- control flow (adjoint_control_flow.py)
+
+adjoint_rules["if"] = if_adjoint
+adjoint_rules["for"] = for_adjoint
+adjoint_rules["while"] = while_adjoint
+adjoint_rules["scan"] = scan_adjoint

@@ -27,11 +27,12 @@ from adc.errors import CompileError
 from adc.ir.builder import Builder
 from adc.ir.core import Func, Module, Op, Value
 from adc.ir.trampoline import trampoline
-from adc.ir.types import SymDim
+from adc.ir.types import Dim, SymDim
 from adc.ir.verify import verify_func
 from adc.passes.adjoint import unique_name, cleanup
 from adc.passes.batch_rules import batch_rules, with_batch_axis
 from adc.passes.inline import inline_func
+from adc.passes.regions import call_free, fresh_name
 
 
 def batch(module: Module, name: str, batched: Sequence[bool], name_out: str | None = None,
@@ -50,14 +51,15 @@ def _batch(module: Module, name: str, batched: Sequence[bool], name_out: str | N
     if name not in module.funcs:
         raise CompileError(f"no function @{name} to batch in {module.name} "
                            f"(functions: {', '.join(module.funcs) or 'none'})")
-    func = inline_func(module[name], module)
+    funcs = dict(module.funcs)      # rules may add batched callees (custom_gradient) and regions
+    func = inline_func(module[name], module, funcs)
     flags = list(batched)
     if len(flags) != len(func.params):
         raise ValueError(f"@{name} has {len(func.params)} params but {len(flags)} batched flags were given")
     if not any(flags):
         raise ValueError(f"batching @{name} needs at least one batched param")
-    funcs = dict(module.funcs)      # rules may add batched callees (custom_gradient)
-    out = yield from _batch_func(func, flags, name_out or unique_name(module, f"{name}_batched"), funcs, axis_name)
+    size = SymDim.symbol(_fresh_symbol(set(func.dim_symbols), axis_name))
+    out = yield from _batch_func(func, flags, name_out or unique_name(module, f"{name}_batched"), funcs, size)
     out = cleanup(out, funcs)
     verify_func(out, funcs, pass_name="batch")
     return Module(funcs, module.name).replace(out), out
@@ -76,8 +78,19 @@ def batch_callees(funcs: dict[str, Func], names: Sequence[str]):
     return batched
 
 
-def _batch_func(func: Func, flags: list[bool], name: str, funcs: dict[str, Func], axis_name: str):
-    size = SymDim.symbol(_fresh_symbol(set(func.dim_symbols), axis_name))
+def batch_region(funcs: dict[str, Func], name: str, flags: Sequence[bool], size: Dim):
+    """Add to `funcs` (a pass's own copy) region function `name` batched along `size`, the batch
+    axis of the function it is a region of (a region shares its parent's symbols); its params
+    flagged True and all its results get that axis. A generator for the trampoline, as the
+    control-flow batch rules are."""
+    func = call_free(funcs, name)
+    out = yield from _batch_func(func, list(flags), fresh_name(funcs, f"{name}_batched"), funcs, size)
+    out = cleanup(out, funcs)
+    funcs[out.name] = out
+    return out
+
+
+def _batch_func(func: Func, flags: list[bool], name: str, funcs: dict[str, Func], size: Dim):
     b = Builder(funcs, func.loc)
     values: dict[Value, Value] = {}      # original value -> its version in the batched function
     batched: set[Value] = set()          # the versions that carry the batch axis

@@ -18,7 +18,8 @@ from adc.errors import CompileError
 from adc.ir.builder import Builder
 from adc.ir.core import FuncRef, Op, Value
 from adc.ir.ops import OPS
-from adc.ir.types import I64, Dim, SymDim
+from adc.ir.types import I32, I64, Dim, SymDim
+from adc.passes.regions import build_region, like
 
 # batch_rules[op_name](b, op, args, batched) -> (results, results_batched)
 #   b:       the builder of the batched function, stamped with op.loc by the pass
@@ -47,8 +48,8 @@ def with_batch_axis(b: Builder, value: Value, size: Dim) -> Value:
     return b.op("broadcast", value, dims=list(range(1, len(shape) + 1)), shape=(size,) + shape)
 
 
-def _all_batched(b: Builder, args: list[Value], batched: list[bool]) -> list[Value]:
-    size = batch_dim(args, batched)
+def _all_batched(b: Builder, args: list[Value], batched: list[bool], size: Dim | None = None) -> list[Value]:
+    size = batch_dim(args, batched) if size is None else size
     return [a if flag else with_batch_axis(b, a, size) for a, flag in zip(args, batched)]
 
 
@@ -290,3 +291,94 @@ def _fold_columns(b: Builder, x: Value, y: Value) -> Value:
 
 
 batch_rules["matmul"] = matmul_batch
+
+
+# ---------------------------------------------------------------- control flow
+#
+# A region is batched along its parent's batch axis (batch.batch_region). A loop carries every value
+# batched (a shared initial value is broadcast: it may mix with batched ones in the body). Where the
+# examples disagree on how long to run (a batched trip count, a while condition), the loop runs
+# until every example is done, and an example whose own loop has ended keeps its values. An if on a
+# batched condition runs both branches and selects per example.
+
+def _kept_unless(b: Builder, active: Value, new, old) -> list[Value]:
+    """Per example, `new` where `active` (bool[NB]) holds, else `old`."""
+    return [b.op("select", _across(b, active, o.type.shape), n, o) for n, o in zip(new, old)]
+
+
+def _across(b: Builder, mask: Value, shape) -> Value:
+    """bool[NB] broadcast along the leading axis to `shape`."""
+    return mask if tuple(shape) == mask.type.shape else b.op("broadcast", mask, dims=[0], shape=tuple(shape))
+
+
+def loop_batch(b, op, args, batched):
+    # for and scan; a scan stacks batched rows, so its stacking axis moves one to the right
+    from adc.passes.batch import batch_region     # the pass itself batches the body
+
+    k, size = op.attrs["carried"], batch_dim(args, batched)
+    count, carried, captured = args[0], _all_batched(b, args[1:1 + k], batched[1:1 + k], size), args[1 + k:]
+    body = yield batch_region(b.funcs, op.attrs["body"], [False] + [True] * k + batched[1 + k:], size)
+    region = FuncRef(body.name)
+    if batched[0]:      # per-example trip counts
+        params = like(body.params) + [Value(count.type, "count")]
+
+        def masked(inner: Builder) -> list[Value]:
+            active = inner.op("lt", inner.op("broadcast", params[0], dims=[], shape=(size,)), params[-1])
+            new = inner.emit("call", *params[:-1], callee=region)
+            return _kept_unless(inner, active, new[:k], params[1:1 + k]) + list(new[k:])
+
+        region = build_region(b.funcs, f"{body.name}_masked", params, masked, op.loc)
+        captured, count = [*captured, count], b.op("reduce_max", count, axes=[0])
+    attrs = {**op.attrs, "body": region}
+    if op.name == "scan":
+        attrs["axis"] += 1
+    results = b.emit(op.name, count, *carried, *captured, **attrs)
+    return list(results), [True] * len(results)
+
+
+def while_batch(b, op, args, batched):
+    from adc.passes.batch import batch_region     # the pass itself batches the regions
+
+    k, size = op.attrs["carried"], batch_dim(args, batched)
+    carried, captured = _all_batched(b, args[:k], batched[:k], size), args[k:]
+    flags = [True] * k + batched[k:]
+    cond = yield batch_region(b.funcs, op.attrs["cond"], flags, size)
+    body = yield batch_region(b.funcs, op.attrs["body"], flags, size)
+
+    def any_running(inner: Builder) -> list[Value]:
+        (running,) = inner.emit("call", *inner.params, callee=FuncRef(cond.name))
+        most = inner.op("reduce_max", inner.op("convert", running, dtype=I32), axes=[0])
+        return [inner.op("gt", most, inner.op("constant", dtype=I32, value=0))]
+
+    def masked(inner: Builder) -> list[Value]:
+        (running,) = inner.emit("call", *inner.params, callee=FuncRef(cond.name))
+        new = inner.emit("call", *inner.params, callee=FuncRef(body.name))
+        return _kept_unless(inner, running, new, inner.params[:k])
+
+    results = b.emit("while", *carried, *captured, **{
+        **op.attrs, "body": build_region(b.funcs, f"{body.name}_masked", like(body.params), masked, op.loc),
+        "cond": build_region(b.funcs, f"{cond.name}_any", like(cond.params), any_running, op.loc)})
+    return list(results), [True] * k
+
+
+def if_batch(b, op, args, batched):
+    from adc.passes.batch import batch_region     # the pass itself batches the branches
+
+    size, captured, flags = batch_dim(args, batched), args[1:], batched[1:]
+    if batched[0]:      # both branches are called, with every operand batched (the calls bind the axis)
+        captured, flags = _all_batched(b, captured, flags, size), [True] * len(captured)
+    then = yield batch_region(b.funcs, op.attrs["then_branch"], flags, size)
+    otherwise = yield batch_region(b.funcs, op.attrs["else_branch"], flags, size)
+    if not batched[0]:
+        results = b.emit("if", args[0], *captured, then_branch=FuncRef(then.name),
+                         else_branch=FuncRef(otherwise.name))
+        return list(results), [True] * len(results)
+    taken = b.emit("call", *captured, callee=FuncRef(then.name))
+    other = b.emit("call", *captured, callee=FuncRef(otherwise.name))
+    return _kept_unless(b, args[0], taken, other), [True] * len(taken)
+
+
+batch_rules["for"] = loop_batch
+batch_rules["scan"] = loop_batch
+batch_rules["while"] = while_batch
+batch_rules["if"] = if_batch

@@ -193,9 +193,10 @@ def _single_result(module: Module, name: str, what: str, wanted) -> tuple[Func, 
 def _finished(module: Module, func: Func, pass_name: str) -> tuple[Module, Func]:
     """`func` with the calls the composition made inlined, cleaned up, its sums over one-hot seeds made
     gathers (adc/passes/one_hot.py), verified, added to `module`."""
-    func = cleanup(one_hot_func(cleanup(inline_func(func, module), module.funcs), module.funcs), module.funcs)
-    verify_func(func, module.funcs, pass_name=pass_name)
-    return module.replace(func), func
+    funcs = dict(module.funcs)          # inlining copies regions
+    func = cleanup(one_hot_func(cleanup(inline_func(func, module, funcs), funcs), funcs), funcs)
+    verify_func(func, funcs, pass_name=pass_name)
+    return Module(funcs, module.name).replace(func), func
 
 
 def identity_seeds(b: Builder, type: TensorType) -> Value:

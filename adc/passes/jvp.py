@@ -33,6 +33,7 @@ from adc.ir.verify import verify_func
 from adc.passes.adjoint import cleanup, unique_name
 from adc.passes.adjoint_rules import full
 from adc.passes.inline import inline_func
+from adc.passes.regions import call_free, fresh_name
 from adc.passes.tangent_rules import tangent_rules
 
 
@@ -56,8 +57,8 @@ def jvp(module: Module, name: str, wanted: Iterable[int] | None = None,
     if name not in module.funcs:
         raise CompileError(f"no function @{name} to differentiate in {module.name} "
                            f"(functions: {', '.join(module.funcs) or 'none'})")
-    funcs = dict(module.funcs)          # rules may add functions (transposed custom gradients)
-    primal = inline_func(module[name], module)
+    funcs = dict(module.funcs)          # rules may add functions (transposed custom gradients, regions)
+    primal = inline_func(module[name], module, funcs)
     tangent = forward(primal, unique_name(module, f"{name}_jvp"), funcs, wanted, primals)
     func = cleanup(tangent.func, funcs)
     verify_func(func, funcs, pass_name="jvp")
@@ -81,6 +82,13 @@ def forward(func: Func, name: str, funcs: Mapping[str, Func], wanted: Iterable[i
         outs = [tangents[v] if v in tangents else full(b, 0.0, v.type) for v in (func.returns[i] for i in outputs)]
     returns = (list(func.returns) if primals else []) + outs
     return Tangent(b.finish(name, returns, func.loc), wrt, outputs, primals)
+
+
+def region_jvp(funcs: dict[str, Func], name: str, wanted: Iterable[int]) -> Func:
+    """The cleaned JVP of region function `name` w.r.t. its `wanted` params, primal results first,
+    not yet added to `funcs` (a control-flow rule arranges its params first)."""
+    tangent = forward(call_free(funcs, name), fresh_name(funcs, f"{name}_jvp"), funcs, wanted)
+    return cleanup(tangent.func, funcs)
 
 
 def _push(b: Builder, op: Op, tangents: dict[Value, Value]) -> None:

@@ -239,7 +239,8 @@ def dim_simplify(op, operands, rw):
 simplify_rules["dim"] = dim_simplify
 
 
-_NOT_FOLDED = frozenset({"call", "custom_gradient", "stop_gradient"})   # calls run functions of the module
+# calls and control flow run functions of the module
+_NOT_FOLDED = frozenset({"call", "custom_gradient", "stop_gradient", "for", "while", "if"})
 
 
 def _fold(op: Op, operands: Sequence[Value], rw: Rewriter) -> Value | None:

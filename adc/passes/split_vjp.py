@@ -8,7 +8,9 @@ ops of "primal results + VJP" by whether they depend on a cotangent:
   primal results and the residuals — their values the backward reads;
 - `{name}_bwd(x..., residuals..., ct...) -> (dx for x in wrt)`: the ops that do, reading
   residuals from params. Ops that cost nothing once fused (constants, dims, broadcasts,
-  reshapes, transposes) are recomputed there: their operands are saved instead.
+  reshapes, transposes) are recomputed there: their operands are saved instead; so are
+  the ops making values whose size only the op knows (a loop's stored states, `scan`), which
+  no kernel can return — the backward runs the recording loop again.
 
 The tape calls the forward while recording and keeps the residuals, so `gradient()` runs the
 backward alone (adc/runtime/tape.py). Both are ordinary, verified IR, like every pass's output.
@@ -51,11 +53,12 @@ def split_vjp(module: Module, name: str, wanted: Iterable[int] | None = None) ->
     if name not in module.funcs:
         raise CompileError(f"no function @{name} to differentiate in {module.name} "
                            f"(functions: {', '.join(module.funcs) or 'none'})")
-    primal = inline_func(module[name], module)
-    grad = adjoint(primal, name, module.funcs, wanted)
+    funcs = dict(module.funcs)          # inlining copies regions, rules add region functions
+    primal = inline_func(module[name], module, funcs)
+    grad = adjoint(primal, name, funcs, wanted)
     n_params = len(primal.params)
     both = cleanup(Func(name, grad.func.params, grad.func.ops, primal.returns + grad.func.returns, primal.loc),
-                   module.funcs)
+                   funcs)
     params, cotangents = both.params[:n_params], both.params[n_params:]
     results, grads = both.returns[:len(primal.returns)], both.returns[len(primal.returns):]
     tangent, saved, recomputed = _partition(both, params, cotangents, grads)
@@ -66,14 +69,13 @@ def split_vjp(module: Module, name: str, wanted: Iterable[int] | None = None) ->
     backward_ops = [Op(op.name, tuple(residual_params.get(v, v) for v in op.operands), op.attrs, op.results, op.loc)
                     for op in both.ops if op in recomputed or op in tangent]
     fwd_name, bwd_name = unique_name(module, f"{name}_fwd"), unique_name(module, f"{name}_bwd")
-    forward = cleanup(Func(fwd_name, params, tuple(forward_ops), results + tuple(residuals), primal.loc),
-                      module.funcs)
+    forward = cleanup(Func(fwd_name, params, tuple(forward_ops), results + tuple(residuals), primal.loc), funcs)
     backward = cleanup(Func(bwd_name, params + tuple(residual_params.values()) + cotangents,
                             tuple(backward_ops), tuple(residual_params.get(v, v) for v in grads), primal.loc),
-                       module.funcs)
+                       funcs)
     for func in (forward, backward):
-        verify_func(func, module.funcs, pass_name="split_vjp")
-    extended = module.replace(forward, backward)
+        verify_func(func, funcs, pass_name="split_vjp")
+    extended = Module(funcs, module.name).replace(forward, backward)
     needed = {**extended.reachable(fwd_name).funcs, **extended.reachable(bwd_name).funcs}
     return Module({n: f for n, f in extended.funcs.items() if n in needed}, module.name), \
         SplitVjp(forward, backward, grad.wrt)
@@ -92,12 +94,13 @@ def _partition(func: Func, params, cotangents, grads) -> tuple[set[Op], set[Valu
         else:
             producers.update((v, op) for v in op.results)
     read = [v for op in tangent for v in op.operands if v not in depends] + [v for v in grads if v not in depends]
+    bound = set(func.dim_symbols)
     saved: set[Value] = set()
     recomputed: set[Op] = set()
     while read:
         value = read.pop()
         op = producers.get(value)
-        if op is not None and op.name in RECOMPUTED:
+        if op is not None and (op.name in RECOMPUTED or not value.type.symbols <= bound):
             if op not in recomputed:
                 recomputed.add(op)
                 read.extend(op.operands)

@@ -12,7 +12,9 @@ Three families need no rule of their own:
 - an op linear in some operands (`LINEAR_IN`: sums, structure, gathers) maps their
   tangents through itself, zeros standing in for symbolic-zero tangents;
 - a custom gradient's backward is linear in its cotangents, so its JVP is the
-  transpose of the backward (adc/passes/transpose.py).
+  transpose of the backward (adc/passes/transpose.py);
+- a control-flow op becomes the same op over (value, tangent) pairs, its regions
+  differentiated by the pass itself (adc/passes/regions.py).
 
     %0 = mul %x, %y : f64[N]      tangents %tx, %ty    ==>    %1 = mul %tx, %y : f64[N]
                                                                %2 = mul %x, %ty : f64[N]
@@ -27,6 +29,7 @@ from adc.ir.builder import Builder
 from adc.ir.core import FuncRef, Op, Value
 from adc.passes.adjoint_rules import (NON_DIFFERENTIABLE, adjoint_rules, attached_gradient, cumprod_zeros, full,
                                       lift_elementwise)
+from adc.passes.regions import add_region, extend, unused_params
 from adc.passes.transpose import LINEAR_IN, linear_positions, transposed
 
 # tangent_rules[op_name](b, op, tangents) -> one tangent (or None) per result of `op`
@@ -249,3 +252,78 @@ def extern_call_tangent(b, op, tangents):
 
 tangent_rules["extern_call"] = extern_call_tangent
 
+
+
+# ---------------------------------------------------------------- control flow
+#
+# The op over (value, tangent) pairs replaces the primal one (regions.extend): each region is its
+# JVP w.r.t. the operands that move, and a loop carries the tangent of each float carried value
+# next to it, zeros where the initial value has none (a carried value may start constant and
+# move once it mixes with one that does).
+
+def _moving(tangents, start: int) -> list[int]:
+    return [j for j, t in enumerate(tangents[start:]) if t is not None]
+
+
+def loop_tangent(b, op, tangents):
+    # for and scan: a scan's body also returns the values it stacks, whose tangents it stacks too
+    from adc.passes.jvp import region_jvp     # the pass differentiates the body
+
+    k = op.attrs["carried"]
+    count, inits, captured = op.operands[0], op.operands[1:1 + k], op.operands[1 + k:]
+    floats = [j for j in range(k) if inits[j].type.dtype.is_float]
+    moving = _moving(tangents, 1 + k)
+    rows = b.funcs[op.attrs["body"]].result_types[k:]
+    body = region_jvp(b.funcs, op.attrs["body"], [1 + j for j in floats] + [1 + k + j for j in moving])
+    n, f, p, r = len(op.operands), len(floats), body.params, body.returns
+    s = len(rows)
+    params = [*p[:1 + k], *p[n:n + f], *p[1 + k:n], *p[n + f:]]
+    returns = [*r[:k], *r[k + s:k + s + f], *r[k:k + s], *r[k + s + f:]]
+    region = add_region(b.funcs, body.name, params, body, returns)
+    seeds = [_zero_if_none(b, tangents[1 + j], inits[j]) for j in floats]
+    outs = extend(b, op, [count, *inits, *seeds, *captured, *(tangents[1 + k + j] for j in moving)],
+                  {**op.attrs, "body": FuncRef(region.name), "carried": k + f},
+                  own=[*range(k), *range(k + f, k + f + s)])
+    found = dict(zip(floats, outs[:f]))
+    row_tangents = iter(outs[f:])
+    return tuple(found.get(j) for j in range(k)) + tuple(next(row_tangents) if t.dtype.is_float else None
+                                                         for t in rows)
+
+
+def while_tangent(b, op, tangents):
+    from adc.passes.jvp import region_jvp     # the pass differentiates the body
+
+    k = op.attrs["carried"]
+    inits, captured = op.operands[:k], op.operands[k:]
+    floats = [j for j in range(k) if inits[j].type.dtype.is_float]
+    moving = _moving(tangents, k)
+    body = region_jvp(b.funcs, op.attrs["body"], floats + [k + j for j in moving])
+    n, p = len(op.operands), body.params
+    params = [*p[:k], *p[n:n + len(floats)], *p[k:n], *p[n + len(floats):]]
+    region = add_region(b.funcs, body.name, params, body)
+    cond = b.funcs[op.attrs["cond"]]
+    extra = unused_params([v.type for v in p[n:]])
+    cond_params = [*cond.params[:k], *extra[:len(floats)], *cond.params[k:], *extra[len(floats):]]
+    cond_region = add_region(b.funcs, f"{cond.name}_jvp", cond_params, cond)
+    seeds = [_zero_if_none(b, tangents[j], inits[j]) for j in floats]
+    outs = extend(b, op, [*inits, *seeds, *captured, *(tangents[k + j] for j in moving)],
+                  {**op.attrs, "body": FuncRef(region.name), "carried": k + len(floats),
+                   "cond": FuncRef(cond_region.name)})
+    found = dict(zip(floats, outs))
+    return tuple(found.get(j) for j in range(k))
+
+
+def if_tangent(b, op, tangents):
+    from adc.passes.jvp import region_jvp     # the pass differentiates the branches
+
+    moving = _moving(tangents, 1)
+    branches = {key: region_jvp(b.funcs, op.attrs[key], moving) for key in ("then_branch", "else_branch")}
+    names = {key: FuncRef(add_region(b.funcs, f.name, f.params, f).name) for key, f in branches.items()}
+    outs = iter(extend(b, op, [*op.operands, *(tangents[1 + j] for j in moving)], names))
+    return tuple(next(outs) if r.type.dtype.is_float else None for r in op.results)
+
+
+tangent_rules["for"] = loop_tangent
+tangent_rules["scan"] = loop_tangent
+tangent_rules["while"] = while_tangent
+tangent_rules["if"] = if_tangent

@@ -66,7 +66,7 @@ def transposed(funcs: dict[str, Func], name: str, n_linear: int, loc: Location |
     calling pass's own copy) as f"{name}_transpose" (made unique). CompileError, located at the
     offending op (and mentioning `loc`'s call), when `name` is not linear in those params."""
     module = Module(funcs)
-    func = inline_func(funcs[name], module)
+    func = inline_func(funcs[name], module, funcs)
     linear = tuple(range(len(func.params) - n_linear, len(func.params)))
     _check_linear(func, {func.params[i] for i in linear}, loc)
     grad = adjoint(func, unique_name(module, f"{name}_transpose"), funcs, linear)

@@ -1,0 +1,291 @@
+"""Reverse mode through control flow: the adjoint rules of `if`, `for` and `while`.
+
+An `if` becomes an `if` of its branches' VJPs, which return the cotangents of every float value
+the branches read (zeros where a branch does not read one), so both take and give the same.
+
+A loop runs its body's VJP over the iterations backwards, each step reading the carried values
+the iteration started from. Checkpointing bounds what is stored: the iterations are cut into
+segments of K; the forward (a `scan` that replaces the primal loop, so it runs once) stores the
+state at the start of each segment; the backward takes the segments from the last, recomputes a
+segment's states from its snapshot (a `scan` of its first K-1 steps) and runs the VJP steps over
+them backwards. That stores ceil(n/K) + K - 1 states and recomputes at most one forward. K is the
+loop's `checkpoint` (`range(n, checkpoint=k)`): k >= 1 as given (1: every state stored, nothing
+recomputed); 0, the default: every state while n states take at most STORE_ALL_BYTES, else
+K = ceil(sqrt(n)), at most 2 sqrt(n) states. Every choice gives the same gradient.
+
+A `while` first counts its iterations (the loop, carrying a counter too, replaces the primal one),
+then is reversed as a `for` of that count whose body ignores its iteration number.
+
+    %0 = for %n, %x, %w {body = @step, carried = 1, checkpoint = 0}       ==>
+    %K = ...segment length...           %s = (n + K - 1) / K
+    %0, %snaps = scan %s, %x, %w, %n, %K {body = @step_segment, length = "T0", ...}   (the forward)
+    %dx, %dw = for %s, %ct, %zeros, %snaps, %w, %n, %K, %s {body = @step_segment_vjp, ...}
+"""
+from __future__ import annotations
+
+from contextlib import contextmanager
+from typing import Iterator, Sequence
+
+from adc.errors import CompileError
+from adc.ir.builder import Builder, full
+from adc.ir.core import Func, FuncRef, Op, Value
+from adc.ir.types import BOOL, F64, I64, DType, TensorType, num_elements
+from adc.passes.regions import build_region, extend, like
+
+STORE_ALL_BYTES = 256 * 2 ** 20
+ELEMENT_BYTES = {DType.f32: 4, DType.f64: 8, DType.i32: 4, DType.i64: 8, DType.bool: 1}
+COUNTER = TensorType(I64)
+
+
+def if_adjoint(b: Builder, op: Op, cts):
+    captured = op.operands[1:]
+    floats = [j for j, v in enumerate(captured) if v.type.dtype.is_float]
+    seeds = [_zeros(b, r.type) if ct is None else ct for ct, r in zip(cts, op.results)]
+    branches = {key: _padded_vjp(b.funcs, op.attrs[key], [v.type for v in captured], floats)
+                for key in ("then_branch", "else_branch")}
+    outs = iter(b.emit("if", op.operands[0], *captured, *seeds, **branches))
+    return (None,) + tuple(next(outs) if j in floats else None for j in range(len(captured)))
+
+
+def for_adjoint(b: Builder, op: Op, cts):
+    k = op.attrs["carried"]
+    count, inits, captured = op.operands[0], op.operands[1:1 + k], op.operands[1 + k:]
+    with _in_place_of(b, op):
+        n = b.op("maximum", count, b.op("constant", dtype=I64, value=0))
+    return (None,) + _reverse(b, op, n, inits, captured, op.attrs["body"], op.attrs["checkpoint"], cts)
+
+
+def while_adjoint(b: Builder, op: Op, cts):
+    k = op.attrs["carried"]
+    inits, captured = op.operands[:k], op.operands[k:]
+    cond, body = FuncRef(op.attrs["cond"]), FuncRef(op.attrs["body"])
+    params = like(inits) + [Value(COUNTER, "count")] + like(captured)
+
+    def counting_cond(inner: Builder) -> list[Value]:
+        p = inner.params
+        return list(inner.emit("call", *p[:k], *p[k + 1:], callee=cond))
+
+    def counting_body(inner: Builder) -> list[Value]:
+        p = inner.params
+        step = inner.emit("call", *p[:k], *p[k + 1:], callee=body)
+        return [*step, inner.op("add", p[k], inner.op("constant", dtype=I64, value=1))]
+
+    with _in_place_of(b, op, replace=True):
+        zero = b.op("constant", dtype=I64, value=0)
+        (n,) = extend(b, op, [*inits, zero, *captured],
+                      {"body": build_region(b.funcs, f"{body}_counting", params, counting_body, op.loc),
+                       "carried": k + 1,
+                       "cond": build_region(b.funcs, f"{cond}_counting", like(params), counting_cond, op.loc)})
+    step_params = [Value(COUNTER, "i")] + like(inits) + like(captured)
+    as_for = build_region(b.funcs, f"{body}_step", step_params,
+                          lambda inner: list(inner.emit("call", *step_params[1:], callee=body)), op.loc)
+    return _reverse(b, None, n, inits, captured, str(as_for), 0, cts)
+
+
+def scan_adjoint(b: Builder, op: Op, cts):
+    raise CompileError("reverse mode over a loop's recorded states (the adjoint of an adjoint through a loop) is "
+                       "not supported; take second derivatives forward-over-reverse (adc.hessian, adc.hvp, jacfwd "
+                       "of a gradient)", op.loc)
+
+
+# ---------------------------------------------------------------- loop reversal
+
+@contextmanager
+def _in_place_of(b: Builder, op: Op, replace: bool = False) -> Iterator[None]:
+    """Ops emitted inside the block go before `op`; with `replace`, in its place (they must define
+    its results)."""
+    index = next(k for k, o in enumerate(b.ops) if o is op)
+    after = b.ops[index + 1 if replace else index:]
+    del b.ops[index:]
+    try:
+        yield
+    finally:
+        b.ops.extend(after)
+
+
+def _reverse(b: Builder, primal: Op | None, n: Value, inits: Sequence[Value], captured: Sequence[Value],
+             body: str, checkpoint: int, cts) -> tuple[Value | None, ...]:
+    """The cotangents of `inits` and `captured` of the loop running `body` n times (module
+    docstring). A `primal` for loop is replaced by the recording scan; without one (a while),
+    the scan runs after the counting loop."""
+    k, m = len(inits), len(captured)
+    floats = [j for j in range(k) if inits[j].type.dtype.is_float]
+    cap_floats = [j for j in range(m) if captured[j].type.dtype.is_float]
+    if not floats and not cap_floats:
+        return (None,) * (k + m)
+    loc, length = b.loc, fresh_symbol(b.params, b.ops, "T")     # before `b` is cut at `primal`
+    with _in_place_of(b, primal, replace=True) if primal is not None else _at_end():
+        segment = _segment_length(b, n, inits, checkpoint)
+        one = b.op("constant", dtype=I64, value=1)
+        segments = b.op("floor_div", b.op("add", n, b.op("sub", segment, one)), segment)
+        record = _recording_region(b, body, inits, captured, loc)
+        operands = [segments, *inits, *captured, n, segment]
+        attrs = {"axis": 0, "body": record, "carried": k, "length": length}
+        if primal is not None:
+            snapshots = extend(b, primal, operands, attrs, name="scan")
+        else:
+            snapshots = b.emit("scan", *operands, **attrs)[k:]
+    seeds = [_zeros(b, inits[j].type) if cts[j] is None else cts[j] for j in floats]
+    sums = [_zeros(b, captured[j].type) for j in cap_floats]
+    back = _segment_vjp(b, body, inits, captured, floats, cap_floats, snapshots, loc)
+    outs = b.emit("for", segments, *seeds, *sums, *snapshots, *captured, n, segment, segments, body=back,
+                  carried=len(floats) + len(cap_floats), checkpoint=0)
+    found = {**dict(zip(floats, outs)), **{k + j: v for j, v in zip(cap_floats, outs[len(floats):])}}
+    return tuple(found.get(j) for j in range(k + m))
+
+
+@contextmanager
+def _at_end() -> Iterator[None]:
+    yield
+
+
+def _segment_length(b: Builder, n: Value, inits: Sequence[Value], checkpoint: int) -> Value:
+    """K: `checkpoint` when >= 1; else 1 while n states fit STORE_ALL_BYTES, else ceil(sqrt(n))."""
+    if checkpoint >= 1:
+        return b.op("constant", dtype=I64, value=checkpoint)
+    size = sum(num_elements(v.type.shape) * ELEMENT_BYTES[v.type.dtype] for v in inits)
+    state = b.op("dim", dtype=I64, value=size) if not isinstance(size, int) else b.op("constant", dtype=I64,
+                                                                                       value=size)
+    fits = b.op("le", b.op("mul", n, state), b.op("constant", dtype=I64, value=STORE_ALL_BYTES))
+    root = b.op("neg", b.op("floor", b.op("neg", b.op("sqrt", b.op("convert", n, dtype=F64)))))
+    root = b.op("maximum", b.op("convert", root, dtype=I64), b.op("constant", dtype=I64, value=1))
+    return b.op("select", fits, b.op("constant", dtype=I64, value=1), root)
+
+
+def _shifted_region(b: Builder, body: str, inits, captured, loc, stacked: bool) -> FuncRef:
+    """(j, carried..., captured..., start) -> body(start + j, carried..., captured...), then (`stacked`)
+    the new carried values again, as the rows a scan stacks."""
+    params = [Value(COUNTER, "j"), *like(inits), *like(captured), Value(COUNTER, "start")]
+
+    def build(inner: Builder) -> list[Value]:
+        i = inner.op("add", params[-1], params[0])
+        new = list(inner.emit("call", i, *params[1:-1], callee=FuncRef(body)))
+        return new + new if stacked else new
+
+    return build_region(b.funcs, f"{body}_{'recompute' if stacked else 'from'}", params, build, loc)
+
+
+def _recording_region(b: Builder, body: str, inits, captured, loc) -> FuncRef:
+    """The recording scan's body: (s, carried..., captured..., n, K) runs segment s, returning the
+    carried values after it, then those it started from (the snapshot)."""
+    k = len(inits)
+    params = [Value(COUNTER, "segment"), *like(inits), *like(captured), Value(COUNTER, "n"), Value(COUNTER, "K")]
+    shifted = _shifted_region(b, body, inits, captured, loc, stacked=False)
+
+    def build(inner: Builder) -> list[Value]:
+        start, length = _segment_bounds(inner, params[0], params[-2], params[-1])
+        after = inner.emit("for", length, *params[1:-2], start, body=shifted, carried=k, checkpoint=0)
+        return [*after, *params[1:1 + k]]
+
+    return build_region(b.funcs, f"{body}_segment", params, build, loc)
+
+
+def _segment_bounds(b: Builder, s: Value, n: Value, segment: Value) -> tuple[Value, Value]:
+    """(start, length) of segment s: K iterations from s*K, fewer for the last."""
+    start = b.op("mul", s, segment)
+    return start, b.op("minimum", segment, b.op("sub", n, start))
+
+
+def _segment_vjp(b: Builder, body: str, inits, captured, floats, cap_floats, snapshots, loc) -> FuncRef:
+    """The backward's body: (t, cts..., sums..., snapshots..., captured..., n, K, segments) takes
+    segment segments-1-t: recomputes its states from its snapshot, then runs the VJP steps over
+    them backwards, returning the carried values' cotangents and the captured values' sums."""
+    k, f, g = len(inits), len(floats), len(cap_floats)
+    params = [Value(COUNTER, "t"), *_cotangent_params(inits, captured, floats, cap_floats),
+              *like(snapshots, [f"snapshot{j}" for j in range(k)]), *like(captured),
+              Value(COUNTER, "n"), Value(COUNTER, "K"), Value(COUNTER, "segments")]
+    recompute = _shifted_region(b, body, inits, captured, loc, stacked=True)
+
+    def build(inner: Builder) -> list[Value]:
+        t, n, segment, segments = params[0], *params[-3:]
+        one = inner.op("constant", dtype=I64, value=1)
+        s = inner.op("sub", inner.op("sub", segments, one), t)
+        start, length = _segment_bounds(inner, s, n, segment)
+        first = [inner.op("gather", snap, s, axis=0) for snap in params[1 + f + g:1 + f + g + k]]
+        cap = params[1 + f + g + k:-3]
+        steps = inner.op("maximum", inner.op("sub", length, one), inner.op("constant", dtype=I64, value=0))
+        states = inner.emit("scan", steps, *first, *cap, start, axis=0, body=recompute, carried=k,
+                            length=fresh_symbol(params, inner.ops, "S"))[k:]
+        step = _step_vjp(b, body, inits, captured, floats, cap_floats, states, loc)
+        return list(inner.emit("for", length, *params[1:1 + f + g], *first, *states, *cap, start, length,
+                               body=step, carried=f + g, checkpoint=0))
+
+    return build_region(b.funcs, f"{body}_segment_vjp", params, build, loc)
+
+
+def _cotangent_params(inits, captured, floats, cap_floats) -> list[Value]:
+    """The carried cotangents of the float carried values and the sums of the float captured ones."""
+    return [*like([inits[j] for j in floats], [f"ct{j}" for j in floats]),
+            *like([captured[j] for j in cap_floats], [f"sum{j}" for j in cap_floats])]
+
+
+def _step_vjp(b: Builder, body: str, inits, captured, floats, cap_floats, states, loc) -> FuncRef:
+    """One backward step: (u, cts..., sums..., first..., states..., captured..., start, length) takes
+    iteration j = length-1-u of the segment, from the state it started from (the snapshot `first`
+    when j is 0, else the recomputed state j-1), and applies the body's VJP there."""
+    from adc.passes.adjoint import region_vjp       # the pass differentiates the body
+
+    k, f, g = len(inits), len(floats), len(cap_floats)
+    grad = region_vjp(b.funcs, body, [1 + j for j in floats] + [1 + k + j for j in cap_floats])
+    params = [Value(COUNTER, "u"), *_cotangent_params(inits, captured, floats, cap_floats),
+              *like(inits, [f"first{j}" for j in range(k)]), *like(states, [f"states{j}" for j in range(k)]),
+              *like(captured), Value(COUNTER, "start"), Value(COUNTER, "length")]
+
+    def build(inner: Builder) -> list[Value]:
+        u, cts, sums = params[0], params[1:1 + f], params[1 + f:1 + f + g]
+        first, rows = params[1 + f + g:1 + f + g + k], params[1 + f + g + k:1 + f + g + 2 * k]
+        cap, start, length = params[1 + f + g + 2 * k:-2], params[-2], params[-1]
+        one, zero = inner.op("constant", dtype=I64, value=1), inner.op("constant", dtype=I64, value=0)
+        j = inner.op("sub", inner.op("sub", length, one), u)
+        previous = inner.op("maximum", inner.op("sub", j, one), zero)
+        at_start = inner.op("eq", j, zero)
+        carried = [inner.op("select", _everywhere(inner, at_start, x.type), x,
+                            inner.op("gather", stack, previous, axis=0)) for x, stack in zip(first, rows)]
+        seeds = dict(zip(floats, cts))
+        ct_in = [seeds[c] if c in seeds else _zeros(inner, inits[c].type) for c in range(k)]
+        grads = dict(zip(grad.wrt, inner.emit("call", inner.op("add", start, j), *carried, *cap, *ct_in,
+                                              callee=FuncRef(grad.func.name))))
+        new_cts = [grads[1 + c] if 1 + c in grads else _zeros(inner, inits[c].type) for c in floats]
+        new_sums = [inner.op("add", total, grads[1 + k + c]) if 1 + k + c in grads else total
+                    for total, c in zip(sums, cap_floats)]
+        return new_cts + new_sums
+
+    return build_region(b.funcs, f"{body}_step_vjp", params, build, loc)
+
+
+# ---------------------------------------------------------------- helpers
+
+def _padded_vjp(funcs: dict[str, Func], name: str, types: Sequence[TensorType], floats: list[int]) -> FuncRef:
+    """The VJP of branch `name` w.r.t. every float param (`floats`), zeros for those it does not
+    read, so both branches of an if return the same cotangents."""
+    from adc.passes.adjoint import region_vjp       # the pass differentiates the branch
+
+    grad = region_vjp(funcs, name, floats)
+    if list(grad.wrt) == floats:
+        return FuncRef(grad.func.name)
+    params = like(grad.func.params)
+
+    def build(inner: Builder) -> list[Value]:
+        found = dict(zip(grad.wrt, inner.emit("call", *params, callee=FuncRef(grad.func.name))))
+        return [found[j] if j in found else _zeros(inner, types[j]) for j in floats]
+
+    return build_region(funcs, f"{grad.func.name}_all", params, build, grad.func.loc)
+
+
+def _zeros(b: Builder, t: TensorType) -> Value:
+    return full(b, False if t.dtype is BOOL else 0.0 if t.dtype.is_float else 0, t)
+
+
+def _everywhere(b: Builder, flag: Value, t: TensorType) -> Value:
+    """The bool scalar `flag` at every position of a `t` tensor."""
+    return b.op("broadcast", flag, dims=[], shape=t.shape) if t.rank else flag
+
+
+def fresh_symbol(values: Sequence[Value], ops: Sequence[Op], base: str) -> str:
+    """A dimension symbol none of `values` or `ops` uses or binds: `base`, `base1`, ..."""
+    taken = {s for v in values for s in v.type.symbols}
+    taken |= {s for op in ops for r in op.results for s in r.type.symbols}
+    candidate, n = base, 1
+    while candidate in taken:
+        candidate, n = f"{base}{n}", n + 1
+    return candidate
