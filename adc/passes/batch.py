@@ -32,7 +32,7 @@ from adc.ir.verify import verify_func
 from adc.passes.adjoint import unique_name, cleanup
 from adc.passes.batch_rules import batch_rules, with_batch_axis
 from adc.passes.inline import inline_func
-from adc.passes.regions import call_free, fresh_name
+from adc.passes.regions import call_free, fresh_name, symbols_within
 
 
 def batch(module: Module, name: str, batched: Sequence[bool], name_out: str | None = None,
@@ -58,7 +58,7 @@ def _batch(module: Module, name: str, batched: Sequence[bool], name_out: str | N
         raise ValueError(f"@{name} has {len(func.params)} params but {len(flags)} batched flags were given")
     if not any(flags):
         raise ValueError(f"batching @{name} needs at least one batched param")
-    size = SymDim.symbol(_fresh_symbol(set(func.dim_symbols), axis_name))
+    size = SymDim.symbol(_fresh_symbol(symbols_within(funcs, func), axis_name))
     out = yield from _batch_func(func, flags, name_out or unique_name(module, f"{name}_batched"), funcs, size)
     out = cleanup(out, funcs)
     verify_func(out, funcs, pass_name="batch")

@@ -148,14 +148,21 @@ def _renamed(dims: dict[str, Dim]) -> dict[str, Dim]:
     return {} if all(d == SymDim.symbol(s) for s, d in dims.items()) else dims
 
 
+def _substitute(d: Dim, dims: Mapping[str, Dim]) -> Dim:
+    """`d` with the symbols `dims` binds replaced; the others (a region's parent's, a scan's) kept."""
+    if not isinstance(d, SymDim):
+        return d
+    return substitute(d, {s: dims.get(s, SymDim.symbol(s)) for s in d.symbols})
+
+
 def _substitute_type(t: TensorType, dims: Mapping[str, Dim]) -> TensorType:
-    return t.with_shape(substitute(d, dims) for d in t.shape)
+    return t.with_shape(_substitute(d, dims) for d in t.shape)
 
 
 def _substitute_attr(value: Any, dims: Mapping[str, Dim]) -> Any:
     """Every symbolic dimension in an attribute, at any nesting depth, is a dimension to rename."""
     if isinstance(value, SymDim):
-        return substitute(value, dims)
+        return _substitute(value, dims)
     if isinstance(value, tuple):
         return tuple(_substitute_attr(v, dims) for v in value)
     return value

@@ -10,7 +10,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 from adc.errors import Location
 from adc.ir.builder import Builder
-from adc.ir.core import Attrs, Func, FuncRef, Module, Op, Value
+from adc.ir.core import REGION_ATTRS, Attrs, Func, FuncRef, Module, Op, Value
 from adc.ir.ops import infer_types
 from adc.ir.types import TensorType
 from adc.passes.inline import inline_func
@@ -22,6 +22,22 @@ def fresh_name(funcs: Mapping[str, Func], base: str) -> str:
     while candidate in funcs:
         candidate, n = f"{base}{n}", n + 1
     return candidate
+
+
+def symbols_within(funcs: Mapping[str, Func], func: Func) -> set[str]:
+    """Every dimension symbol `func` and the regions it reaches use or bind: what a new symbol of
+    `func` (a batch axis) must differ from, as its regions share its symbols."""
+    found: set[str] = set()
+    stack, seen = [func], set()
+    while stack:
+        f = stack.pop()
+        found.update(f.dim_symbols, f.free_symbols)
+        for op in f.ops:
+            for key in REGION_ATTRS.get(op.name, ()):
+                if op.attrs[key] not in seen:
+                    seen.add(op.attrs[key])
+                    stack.append(funcs[op.attrs[key]])
+    return found
 
 
 def call_free(funcs: dict[str, Func], name: str) -> Func:
