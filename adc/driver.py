@@ -44,7 +44,7 @@ from typing import TYPE_CHECKING, Callable
 
 from adc import compile_log
 from adc.abi import (ADC_VERSION, GRADIENTS_EMBEDDED, GRADIENTS_NONE, KERNEL_PREFIX, RUNTIME_SET_NUM_THREADS,
-                     SET_NUM_THREADS_SYMBOL, ModuleInfo, decode_metadata, seal_file)
+                     SET_NUM_THREADS_SYMBOL, ModuleInfo, decode_metadata, runtime_symbols, seal_file)
 from adc.codegen.cache import Cache
 from adc.errors import CompileError, Location
 from adc.ir.core import Module
@@ -174,12 +174,11 @@ def _externs():
 
 def runtime_object(target: Target) -> bytes:
     """The runtime library's object code for `target`: from the cache, else compiled once and stored."""
-    from adc.codegen import emit, runtime_library
+    def build() -> bytes:
+        from adc.codegen import emit, runtime_library    # llvmlite.ir and the code generator: on a miss only
 
-    return _cached(cache_key(target, "runtime"), "runtime library",
-                   lambda: emit.emit_object(runtime_library.runtime_module(target), target, "runtime library",
-                                            unroll=True),
-                   namespace="runtime")
+        return emit.emit_object(runtime_library.runtime_module(target), target, "runtime library", unroll=True)
+    return _cached(cache_key(target, "runtime"), "runtime library", build, namespace="runtime")
 
 
 # ---------------------------------------------------------------- in-process compilation
@@ -193,10 +192,10 @@ def load_object(object_code: bytes, target: Target) -> JitLibrary:
 
 
 def _install_runtime(target: Target) -> None:
-    from adc.codegen import jit, runtime_library
+    from adc.codegen import jit
 
     if not jit.runtime_installed():
-        jit.install_runtime(runtime_object(target), target, runtime_library.exported_symbols())
+        jit.install_runtime(runtime_object(target), target, runtime_symbols())
 
 
 def host_target() -> Target:
