@@ -60,10 +60,20 @@ RUNTIME_SET_NUM_THREADS = "adc_rt_set_num_threads"  # void (i32 n); n <= 0: one 
 RUNTIME_GET_NUM_THREADS = "adc_rt_get_num_threads"  # i32 ()
 
 
+RUNTIME_GEMM_DTYPES = (DType.f32, DType.f64)
+
+
 def runtime_gemm_symbol(dtype: str) -> str:
     """`void adc_rt_gemm_<dtype>(i64 M, i64 N, i64 K, T* A, i64 rsa, i64 csa, T* B, i64 rsb, i64 csb, T* C)`:
     C = A @ B with A[i, p] at A[i*rsa + p*csa], B[p, j] at B[p*rsb + j*csb]; C row-major."""
     return f"{RUNTIME_PREFIX}gemm_{dtype}"
+
+
+def runtime_symbols() -> tuple[str, ...]:
+    """The runtime library's functions kernel modules may call (what the JIT publishes: known
+    without importing the code generator that defines them)."""
+    return (*(runtime_gemm_symbol(str(dtype)) for dtype in RUNTIME_GEMM_DTYPES),
+            RUNTIME_PARALLEL_FOR, RUNTIME_SET_NUM_THREADS, RUNTIME_GET_NUM_THREADS)
 SEAL_MAGIC = b"ADCSEAL1"
 TARGET_MAGIC = b"ADCTARG1"  # ends the JSON target record before the seal (see seal_file)
 SEAL_SIZE = len(SEAL_MAGIC) + hashlib.sha256().digest_size

@@ -2,8 +2,9 @@
 
 Each stage is a small function so the CLI can stop after any of them
 (`adc ir --emit ...`); the driver (driver.py) runs them on a cache miss, and
-only then imports this module with the frontend, the passes and lowering
-behind it, so a warm process never loads them.
+only then imports this module with the passes and lowering behind it, so a
+warm process never loads them; the language frontend is imported by `elaborate`
+only, so a process deriving kernels from cached IR never loads it.
 
     module = elaborate(source, "k.adc")                   # verified IR, with locations
     sources = kernel_sources(module)                      # metadata, optimized IR text, kernel digests
@@ -25,7 +26,6 @@ from adc.abi import GRADIENTS_DERIVED, GRADIENTS_EMBEDDED, VjpEntry, encode_meta
 from adc.codegen import lower
 from adc.codegen.target import Target
 from adc.errors import CompileError
-from adc.frontend import compile_source
 from adc.ir.core import Func, Module
 from adc.ir.parser import parse_module
 from adc.ir.printer import format_functions, format_module
@@ -80,7 +80,10 @@ class Options:
 
 
 def elaborate(source: str, filename: str) -> Module:
-    """Parse and elaborate: the verified IR of the program, with locations."""
+    """Parse and elaborate: the verified IR of the program, with locations. The language frontend is
+    imported here (~20 ms): a process that only derives, optimizes or lowers cached IR never loads it."""
+    from adc.frontend import compile_source
+
     with compile_log.stage(filename, "elaborate"):
         return compile_source(source, filename)
 

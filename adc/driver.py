@@ -9,12 +9,15 @@ object (codegen/aot.py).
 
 Object code is kept in the on-disk cache (codegen/cache.py), keyed by what it is
 compiled from, the target and the versions of everything that compiles it
-(`fingerprint`), so a second process never runs LLVM:
+(`fingerprint`, `llvm_versions`), so a second process never runs LLVM. A JIT
+module's manifest (its metadata and optimized IR, see JitModule) is IR, not
+machine code: its key holds adc's fingerprint but neither the target nor LLVM's
+version (`ir_key`):
 
     jit_source(text, "k.adc")                  # key: the source text and file   -> a JitModule
     jit(ir_module)                             # key: the IR text                -> a JitModule
     derive(ir_text, "k.adc", "vjp", "f", None) # key: the IR text and the request -> a JitModule
-    JitModule.address("adc_kernel_f")          # key: a digest of f and all it calls -> object code
+    JitModule.address("adc_kernel_f")          # key: a digest of f and all it calls, the target -> object code
     runtime_object(target)                     # the shared runtime library, once per target
 
 `derive` runs a composition of passes (compiler.DERIVATIONS: the VJP, the batched
@@ -22,7 +25,10 @@ VJP, the JVP, the gradient, the Jacobians, the Hessian, the Hessian-vector produ
 a kernel) on the IR a compiled module carries; its key is the request, so a warm
 derivation parses no IR. The
 pipeline itself (compiler.py: frontend, passes, lowering) is imported on the first
-miss only, so a process whose code is all cached starts in milliseconds.
+miss only, so a process whose code is all cached starts in milliseconds. LLVM
+(llvmlite.binding, its library and the codegen modules built on it: ~35 ms) is
+imported when object code is first needed, on a kernel's first call: opening a
+module whose manifest is cached loads none of it.
 """
 from __future__ import annotations
 
@@ -34,21 +40,19 @@ import threading
 from dataclasses import dataclass
 from itertools import repeat
 from pathlib import Path
-from typing import Callable
-
-import llvmlite
-import llvmlite.binding as llvm
+from typing import TYPE_CHECKING, Callable
 
 from adc import compile_log
 from adc.abi import (ADC_VERSION, GRADIENTS_EMBEDDED, GRADIENTS_NONE, KERNEL_PREFIX, RUNTIME_SET_NUM_THREADS,
-                     SET_NUM_THREADS_SYMBOL, ModuleInfo, decode_metadata, seal_file)
-from adc.codegen import emit, externs, runtime_library
+                     SET_NUM_THREADS_SYMBOL, ModuleInfo, decode_metadata, runtime_symbols, seal_file)
 from adc.codegen.cache import Cache
-from adc.codegen.jit import JitLibrary, install_runtime, runtime_address, runtime_installed
-from adc.codegen.target import Target
 from adc.errors import CompileError, Location
 from adc.ir.core import Module
 from adc.ir.printer import format_module
+
+if TYPE_CHECKING:       # imported where object code is made or loaded (see the module docstring)
+    from adc.codegen.jit import JitLibrary
+    from adc.codegen.target import Target
 
 compile_log.enable_from_environment()
 
@@ -66,6 +70,13 @@ def read_source(path: str | os.PathLike) -> str:
                            Location(str(path), line, col, data.decode("utf-8", "replace"))) from None
 
 
+def require_llvm() -> None:
+    """ImportError when llvmlite, which makes and loads all object code, cannot be imported: for
+    callers that can do without compiling (a shared object's embedded gradients) to ask before
+    anything is derived, since the driver itself imports it only on a kernel's first call."""
+    import llvmlite.binding  # noqa: F401
+
+
 def _compiler():
     """The compile pipeline, imported on the first cache miss (see the module docstring)."""
     from adc import compiler
@@ -77,21 +88,39 @@ def _compiler():
 
 @functools.lru_cache(maxsize=None)
 def fingerprint() -> str:
-    """What compiles the code, as text: adc's version and sources, llvmlite's and LLVM's versions.
-    The sources count by name, size and modification time (as Python's own bytecode cache does):
-    a changed compiler never reuses another's entries, version bump or not."""
+    """What compiles the IR, as text: adc's version and sources. The sources count by name, size
+    and modification time (as Python's own bytecode cache does): a changed compiler never reuses
+    another's entries, version bump or not."""
     digest = hashlib.sha256()
     package = Path(__file__).resolve().parent
     for path in sorted(package.rglob("*")):
         if path.suffix in (".py", ".lark"):
             stat = path.stat()
             digest.update(f"{path.relative_to(package)}\0{stat.st_size}\0{stat.st_mtime_ns}\0".encode())
-    llvm_version = ".".join(map(str, llvm.llvm_version_info))
-    return f"adc {ADC_VERSION} {digest.hexdigest()[:16]} llvmlite {llvmlite.__version__} llvm {llvm_version}"
+    return f"adc {ADC_VERSION} {digest.hexdigest()[:16]}"
+
+
+@functools.lru_cache(maxsize=None)
+def llvm_versions() -> str:
+    """What else compiles object code: llvmlite's and LLVM's versions."""
+    import llvmlite
+    import llvmlite.binding as llvm
+
+    return f"llvmlite {llvmlite.__version__} llvm {'.'.join(map(str, llvm.llvm_version_info))}"
+
+
+def ir_key(*parts: str) -> str:
+    """The key of IR compiled from `parts` (a manifest): IR depends on adc only."""
+    return _digest(fingerprint(), parts)
 
 
 def cache_key(target: Target, *parts: str) -> str:
-    digest = hashlib.sha256(f"{fingerprint()}\0{target.key()}".encode())
+    """The key of object code compiled from `parts` for `target`."""
+    return _digest(f"{fingerprint()}\0{llvm_versions()}\0{target.key()}", parts)
+
+
+def _digest(compiler: str, parts: tuple[str, ...]) -> str:
+    digest = hashlib.sha256(compiler.encode())
     for part in parts:
         digest.update(b"\0" + part.encode("utf-8", "surrogatepass"))   # invalid text is reported by the parser
     return digest.hexdigest()
@@ -125,7 +154,8 @@ def _cached_manifest(key: str, subject: str, build: Callable[[], dict]) -> dict:
 
     def accept(data: bytes) -> bool:
         manifest.update(json.loads(data))
-        return externs.bind(manifest.get("externs", ()))
+        pairs = manifest.get("externs", ())
+        return not pairs or _externs().bind(pairs)
 
     def encoded() -> bytes:
         manifest.clear()
@@ -135,25 +165,44 @@ def _cached_manifest(key: str, subject: str, build: Callable[[], dict]) -> dict:
     return manifest
 
 
+def _externs():
+    """codegen/externs.py, which loads LLVM: only for modules calling external functions."""
+    from adc.codegen import externs
+
+    return externs
+
+
 def runtime_object(target: Target) -> bytes:
     """The runtime library's object code for `target`: from the cache, else compiled once and stored."""
-    return _cached(cache_key(target, "runtime"), "runtime library",
-                   lambda: emit.emit_object(runtime_library.runtime_module(target), target, "runtime library",
-                                            unroll=True),
-                   namespace="runtime")
+    def build() -> bytes:
+        from adc.codegen import emit, runtime_library    # llvmlite.ir and the code generator: on a miss only
+
+        return emit.emit_object(runtime_library.runtime_module(target), target, "runtime library", unroll=True)
+    return _cached(cache_key(target, "runtime"), "runtime library", build, namespace="runtime")
 
 
 # ---------------------------------------------------------------- in-process compilation
 
 def load_object(object_code: bytes, target: Target) -> JitLibrary:
     """Link object code into this process, after the runtime library it calls."""
+    from adc.codegen.jit import JitLibrary
+
     _install_runtime(target)
     return JitLibrary(object_code, target)
 
 
 def _install_runtime(target: Target) -> None:
-    if not runtime_installed():
-        install_runtime(runtime_object(target), target, runtime_library.exported_symbols())
+    from adc.codegen import jit
+
+    if not jit.runtime_installed():
+        jit.install_runtime(runtime_object(target), target, runtime_symbols())
+
+
+def host_target() -> Target:
+    """This machine's target, for the JIT: the first thing object code needs, so what imports LLVM."""
+    from adc.codegen.target import Target
+
+    return Target.host()
 
 
 class JitModule:
@@ -164,16 +213,15 @@ class JitModule:
     kernel and all it calls (`compiler.KernelSources`); `address(symbol)` loads the kernel's
     object code from the cache, or compiles the kernel from the IR text, the first time it is
     asked for. So opening a module of twenty kernels compiles none, and a process pays LLVM only
-    for the kernels it calls. JIT modules share the process's runtime library, so
-    `adc_set_num_threads` is the runtime's.
+    for the kernels it calls, and loads LLVM on the first call. JIT modules share the process's
+    runtime library, so `adc_set_num_threads` is the runtime's.
     """
 
-    def __init__(self, manifest: dict, target: Target):
+    def __init__(self, manifest: dict):
         self._metadata = manifest["metadata"]
         self._name = json.loads(self._metadata)["module"]
         self._ir: str = manifest["ir"]
         self._kernels: dict[str, str] = manifest["kernels"]
-        self._target = target
         self._loaded: dict[str, JitLibrary] = {}
         self._lock = threading.Lock()
 
@@ -185,18 +233,21 @@ class JitModule:
 
     def address(self, symbol: str) -> int:
         if symbol == SET_NUM_THREADS_SYMBOL:
-            _install_runtime(self._target)
+            from adc.codegen.jit import runtime_address
+
+            _install_runtime(host_target())
             return runtime_address(RUNTIME_SET_NUM_THREADS)
         if symbol not in self._kernels:
             return 0
         with self._lock:
             if symbol not in self._loaded:
-                self._loaded[symbol] = load_object(self._kernel_object(symbol), self._target)
+                target = host_target()
+                self._loaded[symbol] = load_object(self._kernel_object(symbol, target), target)
             return self._loaded[symbol].address(symbol)
 
-    def _kernel_object(self, symbol: str) -> bytes:
-        return _cached(_kernel_key(symbol, self._kernels[symbol], self._target), f"{self._name}: {symbol}",
-                       lambda: kernel_object(symbol, self._ir, self._name, self._target))
+    def _kernel_object(self, symbol: str, target: Target) -> bytes:
+        return _cached(_kernel_key(symbol, self._kernels[symbol], target), f"{self._name}: {symbol}",
+                       lambda: kernel_object(symbol, self._ir, self._name, target))
 
 
 def _kernel_key(symbol: str, digest: str, target: Target) -> str:
@@ -207,12 +258,15 @@ def _kernel_key(symbol: str, digest: str, target: Target) -> str:
 
 def kernel_object(symbol: str, ir_text: str, module_name: str, target: Target) -> bytes:
     """Compile one kernel from its module's `KernelSources.ir` text (also in a worker process)."""
+    from adc.codegen import emit
+
     name = symbol[len(KERNEL_PREFIX):]
     llvm_module = _compiler().lower_kernel(ir_text, module_name, name, target)
     return emit.emit_object(llvm_module, target, f"{module_name}: {name}")
 
 
 def _manifest(module: Module) -> dict:
+    externs = _externs()
     externs.resolve(module)
     sources = _compiler().kernel_sources(module)
     return {"metadata": sources.metadata, "externs": externs.symbols(module), "ir": sources.ir,
@@ -221,19 +275,16 @@ def _manifest(module: Module) -> dict:
 
 def jit_source(source: str, filename: str) -> JitModule:
     """adc source text as a JIT module (cached by the text, the file's absolute path — external
-    libraries are found relative to it — and the target). Every error in the program is reported
-    here; machine code is made on each kernel's first call."""
-    target = Target.host()
-    key = cache_key(target, "source", os.path.abspath(filename), source)
-    return JitModule(_cached_manifest(key, filename, lambda: _manifest(_compiler().elaborate(source, filename))),
-                     target)
+    libraries are found relative to it). Every error in the program is reported here; machine code
+    is made on each kernel's first call."""
+    key = ir_key("source", os.path.abspath(filename), source)
+    return JitModule(_cached_manifest(key, filename, lambda: _manifest(_compiler().elaborate(source, filename))))
 
 
 def jit(module: Module) -> JitModule:
-    """An IR module as a JIT module (cached by its IR text and the target)."""
-    target = Target.host()
-    key = cache_key(target, "ir", module.name, format_module(module))
-    return JitModule(_cached_manifest(key, module.name, lambda: _manifest(module)), target)
+    """An IR module as a JIT module (cached by its IR text)."""
+    key = ir_key("ir", module.name, format_module(module))
+    return JitModule(_cached_manifest(key, module.name, lambda: _manifest(module)))
 
 
 # ---------------------------------------------------------------- derived kernels
@@ -257,8 +308,7 @@ def derive(ir_text: str, module_name: str, derivation: str, kernel: str,
            wanted: tuple[int, ...] | None = None) -> Derived:
     """A derivative of `kernel` from the IR text a compiled module carries, as a JIT module.
     Cached by the request (IR text, derivation, kernel, wanted), so a warm call parses nothing."""
-    target = Target.host()
-    key = cache_key(target, "derive", module_name, ir_text, json.dumps([derivation, kernel, wanted]))
+    key = ir_key("derive", module_name, ir_text, json.dumps([derivation, kernel, wanted]))
 
     def build() -> dict:
         made = _compiler().derive(ir_text, module_name, derivation, kernel, wanted)
@@ -271,7 +321,7 @@ def derive(ir_text: str, module_name: str, derivation: str, kernel: str,
         return {**found, **_manifest(made.module)}
 
     manifest = _cached_manifest(key, f"{module_name}: {derivation} of {kernel}", build)
-    library = JitModule(manifest, target) if "kernels" in manifest else None
+    library = JitModule(manifest) if "kernels" in manifest else None
     return Derived(library, manifest["function"], tuple(manifest["wrt"]), tuple(manifest["passthrough"] or ()),
                    manifest.get("forward"))
 
@@ -285,7 +335,10 @@ def write_shared_object(module: Module, out_path: str | os.PathLike, gradients: 
     `adc.load` differentiates without the compiler. Kernels are compiled one LLVM module each, cached by
     their code and all it calls, the ones not cached in parallel processes (see `_compile_kernels`)."""
     from adc.codegen import aot     # the linker's driver: only `adc compile` needs it (5 ms at every start)
+    from adc.codegen import emit
+    from adc.codegen.target import Target
 
+    externs = _externs()
     externs.resolve(module)
     target = target or Target.host(pic=True)
     compiler = _compiler()

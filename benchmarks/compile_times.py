@@ -23,7 +23,8 @@ the min-max spread are printed (compile times on a 2-core machine are noisy).
 The rows (the children are the `child_*` functions below, run as
 `python compile_times.py child NAME ARGS`; each prints its timings as JSON):
 
-1. adc.compile_file("samples/kernels.adc"), timed after `import adc`.
+1. adc.compile_file("samples/kernels.adc"), timed after `import adc` (warm, it loads no LLVM:
+   the first kernel call does, ~30 ms).
 2. The first mlp_loss gradient (B=256, 784->512->10 f32, adc.Variable params):
    tape recording + tape.gradient, after an untimed compile_file in the same process.
    Recorded by one tape, the call runs the forward half of mlp_loss's split VJP and the gradient
@@ -31,7 +32,8 @@ The rows (the children are the `child_*` functions below, run as
      first-ever  empty folder: the untimed compile_file builds the kernels module, so the timed
                  gradient compiles the runtime library and the halves, the compiler already imported
      cold        runtime library and the kernels module cached (a folder primed by the forward
-                 compile only): the timed gradient imports the compiler and compiles the halves
+                 compile only): the timed gradient loads LLVM (compile_file opens a cached module
+                 without it), imports the compiler and compiles the halves
      warm        the halves are cached too
 3. Cold start across shapes: in one process, the clock started before compile_file,
    Σ of compile_file and the first gradient at B = 256, 1, 7, 1000 (one VJP serves

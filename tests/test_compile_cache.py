@@ -1,6 +1,7 @@
-"""The compile cache across processes: a second process runs no LLVM, concurrent compiles are safe,
-a damaged entry is rebuilt, ADC_CACHE=0 writes nothing, derived kernels are cached too; a kernel's
-object code is shared by the modules where it calls the same code, and by no other."""
+"""The compile cache across processes: a second process runs no LLVM (and opening a cached module
+loads none), concurrent compiles are safe, a damaged entry is rebuilt, ADC_CACHE=0 writes nothing,
+derived kernels are cached too; a kernel's object code is shared by the modules where it calls the
+same code, and by no other."""
 from __future__ import annotations
 
 import logging
@@ -70,6 +71,13 @@ def test_a_second_process_loads_from_the_cache_without_llvm(cache_dir):
     assert "cache hit" in second.stderr
     assert "llvm-optimize" not in second.stderr and "elaborate" not in second.stderr
     assert second.stdout.split() [-3:] == ["compiler", "not", "imported"]
+
+
+def test_opening_a_cached_module_loads_no_llvm(cache_dir):
+    run(COMPILE_AND_RUN, cache_dir)
+    code = (f"import sys, adc\nadc.compile_file({str(SAMPLES / 'kernels.adc')!r})\n"
+            f"print(sorted(name for name in sys.modules if name.startswith('llvmlite')))")
+    assert run(code, cache_dir).stdout.split() == ["[]"]      # LLVM is loaded on a kernel's first call
 
 
 def test_derived_kernels_are_cached_too(cache_dir):

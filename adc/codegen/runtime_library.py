@@ -20,24 +20,16 @@ from __future__ import annotations
 
 import llvmlite.ir as ir
 
-from adc.abi import RUNTIME_GET_NUM_THREADS, RUNTIME_PARALLEL_FOR, RUNTIME_SET_NUM_THREADS, runtime_gemm_symbol
+from adc.abi import RUNTIME_GEMM_DTYPES
 from adc.codegen import gemm, parallel
 from adc.codegen.target import Target
-from adc.ir.types import DType
-
-GEMM_DTYPES = (DType.f32, DType.f64)
-
-
-def exported_symbols() -> tuple[str, ...]:
-    """The functions kernel modules may call."""
-    return (*(runtime_gemm_symbol(str(dtype)) for dtype in GEMM_DTYPES),
-            RUNTIME_PARALLEL_FOR, RUNTIME_SET_NUM_THREADS, RUNTIME_GET_NUM_THREADS)
 
 
 def runtime_module(target: Target) -> ir.Module:
-    """The LLVM module of the runtime library for `target` (its vector width shapes the gemm tiles)."""
+    """The LLVM module of the runtime library for `target` (its vector width shapes the gemm tiles),
+    defining `abi.runtime_symbols()`."""
     module = ir.Module(name="adc_runtime")
-    for dtype in GEMM_DTYPES:
+    for dtype in RUNTIME_GEMM_DTYPES:
         gemm.define_gemm(module, gemm.blocking(dtype, target.vector_bits))
     parallel.define_runtime(module)
     return module

@@ -132,6 +132,7 @@ def compiled(kernel, derivation: str, wanted: tuple[int, ...] | None, why_compil
 
 def _driver():
     from adc import driver      # optional here: a deployment may load .so files only
+    driver.require_llvm()
     return driver
 
 
