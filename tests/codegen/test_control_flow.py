@@ -19,7 +19,7 @@ from adc.compiler import kernel_sources
 from adc.ir import interp
 from adc.ir.parser import parse_module
 from adc.ir.verify import verify
-from tests.codegen.test_lower import call, compile_module
+from tests.codegen.test_lower import KERNEL, call, compile_module
 from tests.support.native import jit_module
 
 RNG = np.random.default_rng(1)
@@ -150,6 +150,42 @@ func @k(%n: i64, %y: f32[N], %w: f32[N,N], %x: f32[N,1], %h: f32[N]) -> f32[N] {
 }
 """
 
+# a body calling a function, inlined into the body when the kernel is compiled
+CALL_IN_BODY = """
+func @scaled(%v: f32[N], %c: f32) -> f32[N] {
+  %0 = broadcast %c {dims = [], shape = [N]} : f32[N]
+  %1 = mul %v, %0 : f32[N]
+  return %1
+}
+
+func @decay(%i: i64, %v: f32[N], %c: f32) -> f32[N] {
+  %0 = call %v, %c {callee = @scaled} : f32[N]
+  %1 = tanh %0 : f32[N]
+  return %1
+}
+
+func @k(%n: i64, %v: f32[N], %c: f32) -> f32[N] {
+  %0 = for %n, %v, %c {body = @decay, carried = 1} : f32[N]
+  return %0
+}
+"""
+
+# a body whose temporary (N^3 elements) cannot be allocated for a large N
+HUGE_TEMPORARY = """
+func @big(%i: i64, %t: f32) -> f32 {
+  %0 = iota {axis = 0, dtype = f32, shape = [N,N,N]} : f32[N,N,N]
+  %1 = cumsum %0 {axis = 0, exclusive = false, reverse = false} : f32[N,N,N]
+  %2 = reduce_max %1 {axes = [0, 1, 2]} : f32
+  return %2
+}
+
+func @k(%n: i64, %t: f32, %x: f32[N]) -> f32 {
+  %0 = for %n, %t {body = @big, carried = 1} : f32
+  %1 = exp %0 : f32
+  return %1
+}
+"""
+
 
 def module_of(text: str):
     module = parse_module(text, "control_flow")
@@ -211,6 +247,23 @@ def test_a_body_with_matmul_gather_and_scatter(n):
     both_routes(LINEAR, np.int64(n), np.zeros(size, np.float32),
                 RNG.standard_normal((size, size)).astype(np.float32),
                 RNG.standard_normal((size, 1)).astype(np.float32), RNG.standard_normal(size).astype(np.float32))
+
+
+def test_calls_inside_a_body_are_inlined():
+    module = module_of(CALL_IN_BODY)
+    args = np.int64(3), RNG.standard_normal(7).astype(np.float32), np.float32(1.5)
+    np.testing.assert_allclose(jit_module(module).k(*args), interp.run(module, "k", *args)[0], rtol=1e-6)
+
+
+def test_a_body_that_cannot_allocate_fails_its_kernel():
+    module = module_of(HUGE_TEMPORARY)
+    lib = compile_module(module)
+    dims, x = np.array([1 << 17], np.int64), np.zeros(1 << 17, np.float32)
+    inputs = (ctypes.c_void_p * 3)(np.array(2, np.int64).ctypes.data, np.array(0, np.float32).ctypes.data,
+                                   x.ctypes.data)
+    out = np.zeros((), np.float32)
+    outputs = (ctypes.c_void_p * 1)(out.ctypes.data)
+    assert KERNEL(lib.address("adc_kernel_k"))(dims.ctypes.data, inputs, outputs) == 1
 
 
 def test_regions_are_internal_functions_lowered_once():
