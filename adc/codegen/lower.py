@@ -85,12 +85,7 @@ def _lower_checked(llmod: ir.Module, module: Module, func: Func, vector_bits: in
         if op.name not in lower_rules:
             raise CompileError(f"codegen has no lowering for op '{op.name}' in @{func.name}"
                                + (" (run the inliner first)" if op.name == "call" else ""), op.loc)
-    if region:
-        fn = _lower_kernel(llmod, module, func, vector_bits, REGION_PREFIX + func.name,
-                           module.region_symbols(func.name))
-        fn.linkage = "internal"
-        return fn
-    return _lower_kernel(llmod, module, func, vector_bits, f"adc_kernel_{func.name}", func.dim_symbols)
+    return _lower_kernel(llmod, module, func, vector_bits, region)
 
 
 def _define_metadata(llmod: ir.Module, metadata: str) -> None:
@@ -124,30 +119,23 @@ class Emitter:
         self.memo: dict[tuple[Value, Index], ir.Value] = {}
         self.outside_fast_range: ir.Value | None = None   # an i1 slot while emitting a fast version
         self.used_fast_math = False
-        self.temporaries: ir.Value | None = None    # the kernel's block of temporaries, freed on every return
         self.spares: dict[Value, ir.Value] = {}     # a loop's carried result -> its second buffer
+        self.scratch: dict[str, ir.Value] = {}      # a region it runs -> the part of its block for the region's
 
     def nested(self, fn: ir.Function, dims: ir.Value, buffers: dict[Value, ir.Value]) -> "Emitter":
         """The emitter of a function outlined from this one (a loop nest, a matmul's rows)."""
         return Emitter(self.llmod, self.module, self.func, self.plan, fn, dims, self.symbol_order, buffers,
                        self.vector_bits)
 
-    def region(self, name: str) -> tuple[ir.Function, ir.Value]:
-        """Region function `name`, lowered once per LLVM module, and the dims to call it with: the
-        values of its symbols (Module.region_symbols) from this function's, stored once per call
-        of this function."""
+    def region(self, name: str) -> tuple[ir.Function, ir.Value, ir.Value]:
+        """Region function `name`, lowered once per LLVM module; the dims to call it with, the values
+        of its symbols (Module.region_symbols) from this function's, stored once per call of this
+        function; and the block its temporaries are carved from, to pass after its outputs."""
         fn = self.llmod.globals.get(REGION_PREFIX + name)
         if fn is None:
             fn = _lower_checked(self.llmod, self.module, self.module[name], self.vector_bits, region=True)
         symbols = [self.symbols[s] for s in self.module.region_symbols(name)]
-        return fn, stack_array(self.head, self.head, I64, symbols)
-
-    def call_region(self, fn: ir.Function, dims: ir.Value, inputs: ir.Value, outputs: ir.Value) -> None:
-        """fn(dims, inputs, outputs); its failure (1: a temporary not allocated) is this function's."""
-        status = self.b.call(fn, [dims, inputs, outputs])
-        with self.b.if_then(self.b.icmp_signed("!=", status, ir.Constant(I32, 0)), likely=False):
-            _free(self, self.temporaries)
-            self.b.ret(status)
+        return fn, stack_array(self.head, self.head, I64, symbols), self.scratch[name]
 
     def bytes_of(self, value: Value) -> ir.Value:
         size = self.dim(num_elements(value.type.shape))
@@ -205,8 +193,11 @@ class Emitter:
 
 # ---------------------------------------------------------------- kernels
 
-def _lower_kernel(llmod: ir.Module, module: Module, func: Func, vector_bits: int, symbol: str,
-                  symbols: tuple[str, ...]) -> ir.Function:
+def _lower_kernel(llmod: ir.Module, module: Module, func: Func, vector_bits: int, region: bool) -> ir.Function:
+    """A kernel, or a region function: internal, its dims Module.region_symbols, and its block of
+    temporaries passed by its parent after its outputs (a loop allocates nothing per iteration)."""
+    symbol, symbols = ((REGION_PREFIX + func.name, module.region_symbols(func.name)) if region
+                       else (f"adc_kernel_{func.name}", func.dim_symbols))
     fn = ir.Function(llmod, ir.FunctionType(I32, [PTR, PTR, PTR]), symbol)
     # The entry is glue (dims, allocations, calls of the outlined nests, once per call): LLVM skips
     # optimizing it, which took 35 of the mlp_loss VJP's ~95 ms of optimization; a call of an
@@ -223,12 +214,7 @@ def _lower_kernel(llmod: ir.Module, module: Module, func: Func, vector_bits: int
         em.buffers.setdefault(v, dest)
     for value, returned in fusion.into.items():
         em.buffers[value] = em.buffers[returned]
-    temps = [r for op in func.ops for r in op.results if r in fusion.materialized and r not in em.buffers
-             and r not in fusion.views and r not in fusion.scattered_into]
-    spares = [r for op in func.ops if op.name in CARRYING for r in op.results]
-    em.temporaries, pointers = _allocate(em, temps + spares)
-    em.buffers.update(zip(temps, pointers))
-    em.spares = dict(zip(spares, pointers[len(temps):]))
+    block = _place_temporaries(em, _load_pointer(em.head, outputs, len(func.returns)) if region else None)
     for value, scatter in fusion.scattered_into.items():
         em.buffers[value] = em.buffers[scatter]
     filled = set(fusion.into.values())          # returned reshapes whose operand wrote their buffer
@@ -243,7 +229,10 @@ def _lower_kernel(llmod: ir.Module, module: Module, func: Func, vector_bits: int
     for v, dest in zip(func.returns, destinations):
         if em.buffers[v] is not dest:
             _emit_loop(em, v, dest, copy=True)
-    _free(em, em.temporaries)
+    if region:
+        fn.linkage = "internal"
+    elif block is not None:
+        em.b.call(_libc(em.llmod, "free", ir.VoidType(), [PTR]), [block])
     em.b.ret(ir.Constant(I32, 0))
     return fn
 
@@ -257,27 +246,58 @@ def _libc(llmod: ir.Module, name: str, ret: ir.Type, args: list[ir.Type]) -> ir.
     return existing if existing is not None else ir.Function(llmod, ir.FunctionType(ret, args), name)
 
 
-def _allocate(em: Emitter, temps: list[Value]) -> tuple[ir.Value | None, list[ir.Value]]:
-    """A buffer for each temporary, at an aligned offset of one block, and the block: one allocation
-    to check and one to free (LLVM's time on a check and a free per temporary grows with the square
-    of their number); the kernel returns 1 when the block cannot be allocated."""
-    if not temps:
-        return None, []
+def _place_temporaries(em: Emitter, given: ir.Value | None) -> ir.Value | None:
+    """Give each temporary, spare and region block of `em`'s function its part of one block: the
+    `given` one (a region's, from its parent) or, in a kernel, one allocated here, which it returns
+    (to free) unless it needs none."""
+    temps, spares = _block_contents(em.func, em.plan)
+    sizes = _block_sizes(em, em.func, em.plan)
+    total, offsets = _layout(em, sizes)
+    owned = _allocate(em, total) if given is None and sizes else None
+    block = given if given is not None else owned
+    pointers = [em.b.gep(block, [offset], source_etype=I8, inbounds=True) for offset in offsets]
+    em.buffers.update(zip(temps, pointers))
+    em.spares = dict(zip(spares, pointers[len(temps):]))
+    em.scratch = dict(zip(em.func.regions(), pointers[len(temps) + len(spares):]))
+    return owned
+
+
+def _block_contents(func: Func, fusion: Plan) -> tuple[list[Value], list[Value]]:
+    """The values a function's block of temporaries holds: the materialized ones with no buffer of
+    their own (a parameter's, an output, a view, a scatter's), and its loops' carried results,
+    whose spare buffers are there."""
+    own = set(func.returns) | set(fusion.into) | set(fusion.views) | set(fusion.scattered_into)
+    temps = [r for op in func.ops for r in op.results if r in fusion.materialized and r not in own]
+    return temps, [r for op in func.ops if op.name in CARRYING for r in op.results]
+
+
+def _block_sizes(em: Emitter, func: Func, fusion: Plan) -> list[ir.Value]:
+    """The bytes of each part of `func`'s block, from `em`'s symbols: its temporaries and spares,
+    then the block of each region it runs, which that region's calls share."""
+    temps, spares = _block_contents(func, fusion)
+    regions = [em.module[name] for name in func.regions()]
+    return ([em.bytes_of(v) for v in temps + spares]
+            + [_layout(em, _block_sizes(em, r, plan(r)))[0] for r in regions])
+
+
+def _layout(em: Emitter, sizes: list[ir.Value]) -> tuple[ir.Value, list[ir.Value]]:
+    """The total size of parts of `sizes` bytes and their offsets, each aligned."""
     total, offsets = i64(0), []
-    for v in temps:
-        size = em.bytes_of(v)
+    for size in sizes:
         offsets.append(total)
         total = em.b.add(total, em.b.and_(em.b.add(size, i64(ALIGNMENT - 1)), i64(-ALIGNMENT)), flags=NOWRAP)
+    return total, offsets
+
+
+def _allocate(em: Emitter, total: ir.Value) -> ir.Value:
+    """A kernel's one block of temporaries (its regions' included): one allocation to check and one
+    to free (LLVM's time on a check and a free per temporary grows with the square of their
+    number); the kernel returns 1 when it cannot be allocated."""
     block = em.b.call(_libc(em.llmod, "aligned_alloc", PTR, [I64, I64]), [i64(ALIGNMENT), total])
     failed = em.b.and_(em.b.icmp_unsigned("==", block, ir.Constant(PTR, None)), em.b.icmp_unsigned("!=", total, i64(0)))
     with em.b.if_then(failed, likely=False):
         em.b.ret(ir.Constant(I32, 1))
-    return block, [em.b.gep(block, [offset], source_etype=I8, inbounds=True) for offset in offsets]
-
-
-def _free(em: Emitter, block: ir.Value | None) -> None:
-    if block is not None:
-        em.b.call(_libc(em.llmod, "free", ir.VoidType(), [PTR]), [block])
+    return block
 
 
 def _compute_into(em: Emitter, value: Value, dest: ir.Value) -> None:

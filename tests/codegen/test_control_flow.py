@@ -170,7 +170,7 @@ func @k(%n: i64, %v: f32[N], %c: f32) -> f32[N] {
 }
 """
 
-# a body whose temporary (N^3 elements) cannot be allocated for a large N
+# a body with a temporary of N^3 elements, which cannot be allocated for a large N
 HUGE_TEMPORARY = """
 func @big(%i: i64, %t: f32) -> f32 {
   %0 = iota {axis = 0, dtype = f32, shape = [N,N,N]} : f32[N,N,N]
@@ -256,6 +256,7 @@ def test_calls_inside_a_body_are_inlined():
 
 
 def test_a_body_that_cannot_allocate_fails_its_kernel():
+    # the body's temporaries are part of the kernel's block, allocated once
     module = module_of(HUGE_TEMPORARY)
     lib = compile_module(module)
     dims, x = np.array([1 << 17], np.int64), np.zeros(1 << 17, np.float32)
@@ -278,8 +279,10 @@ def test_regions_are_internal_functions_lowered_once():
 
 
 def test_a_loop_iteration_stores_its_index_and_calls_the_body():
-    # all else (the dims array, the pointer arrays, the initial copies) is done before the loop
+    # all else (the dims array, the pointer arrays, the initial copies, the body's temporaries) is
+    # done before the loop
     llvm = str(lower_module(module_of(FOR), "{}", Target.host().vector_bits))
+    assert llvm.count("call ptr @\"aligned_alloc\"") == 1
     kernel = llvm[llvm.index('define i32 @"adc_kernel_k"'):]
     (body,) = re.findall(r"^loop\.body:\n((?:  .*\n)*)", kernel[:kernel.index("\n}\n") + 1], re.MULTILINE)
     assert body.count("call ") == 1 and body.count("store ") == 1
