@@ -192,7 +192,10 @@ def index_bounds(func: Func) -> tuple[tuple[int, Dim], ...]:
 
 
 def signatures(module: Module) -> tuple[KernelSignature, ...]:
-    return tuple(signature(f) for f in module)
+    """The kernels of `module`: every function but the regions of control-flow ops, which only
+    their parent runs."""
+    regions = module.regions()
+    return tuple(signature(f) for f in module if f.name not in regions)
 
 
 def encode_metadata(module: Module, ir_text: str, gradients: str = GRADIENTS_DERIVED,

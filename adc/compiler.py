@@ -124,17 +124,18 @@ def kernel_sources(module: Module, gradients: str = GRADIENTS_DERIVED) -> Kernel
     optimized = optimize(full, pipeline=SEPARATE_PIPELINE)
     texts = format_functions(optimized)
     digests = _inlined_digests(optimized, texts)
+    regions = optimized.regions()
     return KernelSources(metadata, _remember("\n".join(texts.values()), optimized),
-                         {signature(f).symbol: digests[f.name] for f in optimized})
+                         {signature(f).symbol: digests[f.name] for f in optimized if f.name not in regions})
 
 
 def _inlined_digests(module: Module, texts: dict[str, str]) -> dict[str, str]:
-    """Per function, a digest of its text and of the digests of the functions it calls: it changes
-    whenever any code inlined into the function when it is compiled does, and each text is hashed
-    once (a text per kernel of all it calls would grow with the square of a chain's length). The
-    functions it only names (the gradients of external functions, which may name each other) are
-    not compiled into it."""
-    calls = {f.name: callees(f) for f in module}
+    """Per function, a digest of its text and of the digests of the functions it calls or runs as
+    regions: it changes whenever any code compiled into the function's object code does, and each
+    text is hashed once (a text per kernel of all it calls would grow with the square of a chain's
+    length). The functions it only names (the gradients of external functions, which may name each
+    other) are not compiled into it."""
+    calls = {f.name: callees(f) + f.regions() for f in module}
     try:
         callees_first = tuple(TopologicalSorter(calls).static_order())
     except CycleError as err:
@@ -161,12 +162,17 @@ def lower_kernel(ir_text: str, module_name: str, name: str, target: Target) -> l
 
 
 def _inlined(module: Module, name: str) -> Module:
-    """Function `name` of a SEPARATE_PIPELINE module with its callees inlined and optimized again,
-    with what it still references (the gradients of external functions): its work grows with
-    what `name` reaches, not with the module."""
+    """Function `name` of a SEPARATE_PIPELINE module and the region functions it runs, transitively,
+    each with its callees inlined (the copies of regions inlining makes included), optimized again,
+    with what they still reference (the gradients of external functions): its work grows with what
+    `name` reaches, not with the module."""
     funcs = dict(module.funcs)
-    kernel = inline_func(module[name], module, funcs)
-    return run_pipeline(Module(funcs, module.name).replace(kernel).reachable(name), CLEANUP)
+    inlined, pending = {}, [name]
+    while pending:
+        func = inline_func(funcs[pending.pop()], Module(dict(funcs)), funcs)
+        inlined[func.name] = func
+        pending += (r for r in func.regions() if r not in inlined)
+    return run_pipeline(Module(funcs, module.name).replace(*inlined.values()).reachable(name), CLEANUP)
 
 
 def with_vjps(module: Module) -> tuple[Module, tuple[VjpEntry, ...]]:

@@ -5,6 +5,8 @@ computed on demand, element by element, inside the loop of the value that
 consumes it. A value is materialized when it is
 
 - a parameter (its input buffer) or a returned value (written straight into its output buffer);
+- a result of a control-flow op (for, while, if) or one of its operands: the region functions it
+  runs read and write buffers;
 - the result of a reduction, scan, matmul or scatter, or an operand of matmul (gemm reads memory) — but a
   transpose of the last two axes that only matmuls read is neither computed nor stored: the
   matmul reads its operand's buffer with swapped strides (`transposed`);
@@ -56,8 +58,9 @@ from functools import cached_property
 from adc.ir.core import Func, Op, Value
 from adc.ir.ops import OPS
 
+CONTROL_FLOW = frozenset(name for name, op in OPS.items() if "control_flow" in op.traits)
 MATERIALIZING = frozenset({"reduce_sum", "reduce_max", "reduce_min", "reduce_prod", "matmul",
-                           "argmax", "argmin", "scatter_add", "scatter", "cumsum", "cumprod"})
+                           "argmax", "argmin", "scatter_add", "scatter", "cumsum", "cumprod"}) | CONTROL_FLOW
 INDEX_MAPS = frozenset({"broadcast", "reshape", "transpose", "slice", "stop_gradient", "gather"})
 SOURCES = frozenset({"constant", "dim", "iota"})
 FLAT_SAFE = frozenset({"reshape", "constant", "dim"})
@@ -127,7 +130,7 @@ def _flat_op(op: Op) -> bool:
 
 
 def plan(func: Func) -> Plan:
-    producers = {op.result: op for op in func.ops}
+    producers = {r: op for op in func.ops for r in op.results}
     users = _users(func)
     uses = Counter({v: len(ops) for v, ops in users.items()})
     uses.update(func.returns)
@@ -135,7 +138,9 @@ def plan(func: Func) -> Plan:
     transposed = _transposed_operands(func, users)
     for op in func.ops:
         if op.name in MATERIALIZING:
-            forced.add(op.result)
+            forced.update(op.results)
+        if op.name in CONTROL_FLOW:
+            forced.update(op.operands)
         if op.name == "matmul":
             forced.update(transposed.get(v, v) for v in op.operands)
     cheap = _cheap_values(func, forced)
@@ -242,7 +247,7 @@ def _bound_loop_bodies(func: Func, forced: set[Value]) -> dict[Value, int]:
     computation takes per element."""
     size: dict[Value, int] = {}         # ops computed per element of each fused value
     for op in func.ops:
-        if op.name == "matmul":         # reads its operands' buffers
+        if op.name == "matmul" or op.name in CONTROL_FLOW:     # read their operands' buffers
             continue
         fused = sorted((v for v in dict.fromkeys(op.operands) if v in size and v not in forced), key=size.get,
                        reverse=True)
@@ -263,12 +268,14 @@ def _buffer_readers(func: Func, producers: dict[Value, Op], materialized: frozen
     for op in func.ops:
         if op.name == "matmul":
             read = [transposed.get(v, v) for v in op.operands]
+        elif op.name in CONTROL_FLOW:
+            read = op.operands
         elif op.result in materialized and op.result not in views:
             read = _leaves([op], producers, materialized)
         else:
             continue
         for v in read:
-            readers.setdefault(v, []).append(op.result)
+            readers.setdefault(v, []).extend(op.results)
     return readers
 
 
@@ -279,20 +286,19 @@ def _shared_loops(func: Func, producers: dict[Value, Op], materialized: frozense
     of its own moves into the loop of a later value w when w's loop reads v at each of its
     elements only (through elementwise ops, v of w's shape), no loop or matmul between them reads
     v's buffer, and the merged body stays within MAX_FUSED ops per element."""
-    position = {op.result: k for k, op in enumerate(func.ops)}
+    position = {r: k for k, op in enumerate(func.ops) for r in op.results}
     shared = set(views.values()) | set(views) | set(into) | set(into.values()) | scatter_bases
 
     def own_loop(v: Value) -> bool:
         op = producers.get(v)
-        return (op is not None and v in materialized and op.name not in MATERIALIZING and v not in shared
-                and len(op.results) == 1)
+        return op is not None and v in materialized and op.name not in MATERIALIZING and v not in shared
 
     stored_by: dict[Value, tuple[Value, ...]] = {}
     size: dict[Value, int] = {}         # the loops so far -> ops per element
     for op in func.ops:
-        w = op.result
-        if not own_loop(w):
+        if len(op.results) != 1 or not own_loop(op.result):
             continue
+        w = op.result
         members, size[w] = [], sizes.get(w, 0)
         while True:
             candidates = [v for v in _read_at_each_element(op, members, producers, materialized)
@@ -356,9 +362,9 @@ def _transposed_operands(func: Func, users: dict[Value, list[Op]]) -> dict[Value
     """Transposes of the last two axes that only matmuls read: no loop and no buffer, the matmul
     reads the transpose's operand with swapped strides (the VJP of a matmul is made of them)."""
     found = {}
-    for op in func.ops:
+    for op in (op for op in func.ops if op.name == "transpose"):
         rank = op.result.type.rank
-        if (op.name == "transpose" and rank >= 2 and op.result not in func.returns
+        if (rank >= 2 and op.result not in func.returns
                 and tuple(op.attrs["perm"]) == (*range(rank - 2), rank - 1, rank - 2)
                 and all(user.name == "matmul" for user in users.get(op.result, ()))):
             found[op.result] = op.operands[0]

@@ -38,6 +38,15 @@ def i64(n: int) -> ir.Constant:
     return ir.Constant(I64, n)
 
 
+def stack_array(head: ir.IRBuilder, b: ir.IRBuilder, etype: ir.Type, values: Sequence[ir.Value]) -> ir.Value:
+    """An array of `values` (of `etype`) on the stack, as an opaque pointer: allocated by `head` (in
+    the entry block, so once per call), filled by `b`."""
+    array = head.bitcast(head.alloca(etype, size=max(1, len(values))), PTR)
+    for k, v in enumerate(values):
+        b.store(v, b.gep(array, [i64(k)], source_etype=etype))
+    return array
+
+
 def evaluate_dim(b: ir.IRBuilder, d: Dim, symbols: dict[str, ir.Value]) -> ir.Value:
     """A dimension polynomial as i64 arithmetic over the symbols' run-time values."""
     if not isinstance(d, SymDim):

@@ -29,10 +29,11 @@ from typing import Callable
 
 import llvmlite.ir as ir
 
-from adc.codegen import division, gemm, parallel, vecmath
-from adc.codegen.fusion import MATERIALIZING, Plan, plan
+from adc.codegen import control_flow, division, gemm, parallel, vecmath
+from adc.codegen.control_flow import CARRYING
+from adc.codegen.fusion import CONTROL_FLOW, MATERIALIZING, Plan, plan
 from adc.codegen.loops import (I1, I8, I32, I64, NOWRAP, PTR, Index, counted_loop, evaluate_dim,
-                               i64, if_then_else, loop_nest, outline)
+                               i64, if_then_else, loop_nest, outline, stack_array)
 from adc.errors import CompileError
 from adc.ir.core import Func, Module, Op, Value
 from adc.ir.types import DType, Dim, num_elements
@@ -45,6 +46,7 @@ REGISTER_TYPES = {DType.f32: ir.FloatType(), DType.f64: ir.DoubleType(), DType.i
                   DType.i64: I64, DType.bool: I1}
 MEMORY_TYPES = {**REGISTER_TYPES, DType.bool: I8}
 ELEMENT_BYTES = {DType.f32: 4, DType.f64: 8, DType.i32: 4, DType.i64: 8, DType.bool: 1}
+REGION_PREFIX = "adc.region."      # + a region function's name: its internal LLVM function
 INT_SUFFIX = {DType.f32: "f32", DType.f64: "f64", DType.i32: "i32", DType.i64: "i64"}
 
 
@@ -52,8 +54,10 @@ def lower_module(module: Module, metadata: str, vector_bits: int) -> ir.Module:
     """The LLVM module of an inlined, verified IR module, with its metadata and `adc_set_num_threads`
     (a shared object); `vector_bits` (Target.vector_bits) shapes the register tiles of matrix products."""
     llmod = ir.Module(name=module.name)
+    regions = module.regions()
     for func in module:
-        _lower_checked(llmod, func, vector_bits)
+        if func.name not in regions:
+            _lower_checked(llmod, module, func, vector_bits)
     _define_metadata(llmod, metadata)
     parallel.define_set_num_threads(llmod)
     return llmod
@@ -70,16 +74,18 @@ def lower_metadata(metadata: str) -> ir.Module:
 def lower_kernel(module: Module, name: str, vector_bits: int) -> ir.Module:
     """The LLVM module of kernel `name` alone: what the JIT compiles on the kernel's first call."""
     llmod = ir.Module(name=f"{module.name}:{name}")
-    _lower_checked(llmod, module[name], vector_bits)
+    _lower_checked(llmod, module, module[name], vector_bits)
     return llmod
 
 
-def _lower_checked(llmod: ir.Module, func: Func, vector_bits: int) -> None:
+def _lower_checked(llmod: ir.Module, module: Module, func: Func, vector_bits: int,
+                   region: bool = False) -> ir.Function:
+    """The kernel `adc_kernel_<name>`, or the internal function of a region (`Emitter.region`)."""
     for op in func.ops:
         if op.name not in lower_rules:
             raise CompileError(f"codegen has no lowering for op '{op.name}' in @{func.name}"
                                + (" (run the inliner first)" if op.name == "call" else ""), op.loc)
-    _lower_kernel(llmod, func, vector_bits)
+    return _lower_kernel(llmod, module, func, vector_bits, region)
 
 
 def _define_metadata(llmod: ir.Module, metadata: str) -> None:
@@ -95,27 +101,45 @@ class Emitter:
     """Emission state of one LLVM function: symbol values, buffers, and the elements computed so far.
 
     Dimension values are computed in the entry block (`self.head`) so that every
-    loop of the function can use them.
+    loop of the function can use them. `dims` holds the values of `symbols`, in
+    order: a kernel's dim_symbols, a region's Module.region_symbols.
     """
 
-    def __init__(self, llmod: ir.Module, func: Func, fusion: Plan, fn: ir.Function, dims: ir.Value,
-                 buffers: dict[Value, ir.Value], vector_bits: int):
-        self.llmod, self.func, self.plan, self.buffers, self.dims_ptr = llmod, func, fusion, buffers, dims
-        self.vector_bits = vector_bits
+    def __init__(self, llmod: ir.Module, module: Module, func: Func, fusion: Plan, fn: ir.Function,
+                 dims: ir.Value, symbols: tuple[str, ...], buffers: dict[Value, ir.Value], vector_bits: int):
+        self.llmod, self.module, self.func, self.plan, self.buffers = llmod, module, func, fusion, buffers
+        self.dims_ptr, self.symbol_order, self.vector_bits = dims, symbols, vector_bits
         entry, body = fn.append_basic_block("dims"), fn.append_basic_block("body")
         self.head = ir.IRBuilder(entry)
         self.head.position_before(self.head.branch(body))
         self.b = ir.IRBuilder(body)
         self.symbols = {name: self.head.load(self.head.gep(dims, [i64(k)], source_etype=I64), typ=I64)
-                        for k, name in enumerate(func.dim_symbols)}
+                        for k, name in enumerate(symbols)}
         self._dims: dict[Dim, ir.Value] = {}
         self.memo: dict[tuple[Value, Index], ir.Value] = {}
         self.outside_fast_range: ir.Value | None = None   # an i1 slot while emitting a fast version
         self.used_fast_math = False
+        self.spares: dict[Value, ir.Value] = {}     # a loop's carried result -> its second buffer
+        self.scratch: dict[str, ir.Value] = {}      # a region it runs -> the part of its block for the region's
 
     def nested(self, fn: ir.Function, dims: ir.Value, buffers: dict[Value, ir.Value]) -> "Emitter":
         """The emitter of a function outlined from this one (a loop nest, a matmul's rows)."""
-        return Emitter(self.llmod, self.func, self.plan, fn, dims, buffers, self.vector_bits)
+        return Emitter(self.llmod, self.module, self.func, self.plan, fn, dims, self.symbol_order, buffers,
+                       self.vector_bits)
+
+    def region(self, name: str) -> tuple[ir.Function, ir.Value, ir.Value]:
+        """Region function `name`, lowered once per LLVM module; the dims to call it with, the values
+        of its symbols (Module.region_symbols) from this function's, stored once per call of this
+        function; and the block its temporaries are carved from, to pass after its outputs."""
+        fn = self.llmod.globals.get(REGION_PREFIX + name)
+        if fn is None:
+            fn = _lower_checked(self.llmod, self.module, self.module[name], self.vector_bits, region=True)
+        symbols = [self.symbols[s] for s in self.module.region_symbols(name)]
+        return fn, stack_array(self.head, self.head, I64, symbols), self.scratch[name]
+
+    def bytes_of(self, value: Value) -> ir.Value:
+        size = self.dim(num_elements(value.type.shape))
+        return self.b.mul(size, i64(ELEMENT_BYTES[value.type.dtype]), flags=NOWRAP)
 
     def dim(self, d: Dim) -> ir.Value:
         if d not in self._dims:
@@ -169,8 +193,12 @@ class Emitter:
 
 # ---------------------------------------------------------------- kernels
 
-def _lower_kernel(llmod: ir.Module, func: Func, vector_bits: int) -> None:
-    fn = ir.Function(llmod, ir.FunctionType(I32, [PTR, PTR, PTR]), f"adc_kernel_{func.name}")
+def _lower_kernel(llmod: ir.Module, module: Module, func: Func, vector_bits: int, region: bool) -> ir.Function:
+    """A kernel, or a region function: internal, its dims Module.region_symbols, and its block of
+    temporaries passed by its parent after its outputs (a loop allocates nothing per iteration)."""
+    symbol, symbols = ((REGION_PREFIX + func.name, module.region_symbols(func.name)) if region
+                       else (f"adc_kernel_{func.name}", func.dim_symbols))
+    fn = ir.Function(llmod, ir.FunctionType(I32, [PTR, PTR, PTR]), symbol)
     # The entry is glue (dims, allocations, calls of the outlined nests, once per call): LLVM skips
     # optimizing it, which took 35 of the mlp_loss VJP's ~95 ms of optimization; a call of an
     # 8-element kernel measured no slower (paired runs, within noise).
@@ -178,7 +206,7 @@ def _lower_kernel(llmod: ir.Module, func: Func, vector_bits: int) -> None:
     fn.attributes.add("optnone")
     dims, inputs, outputs = fn.args
     fusion = plan(func)
-    em = Emitter(llmod, func, fusion, fn, dims, {}, vector_bits)
+    em = Emitter(llmod, module, func, fusion, fn, dims, symbols, {}, vector_bits)
     for k, p in enumerate(func.params):
         em.buffers[p] = _load_pointer(em.head, inputs, k)
     destinations = [_load_pointer(em.head, outputs, k) for k in range(len(func.returns))]
@@ -186,14 +214,14 @@ def _lower_kernel(llmod: ir.Module, func: Func, vector_bits: int) -> None:
         em.buffers.setdefault(v, dest)
     for value, returned in fusion.into.items():
         em.buffers[value] = em.buffers[returned]
-    temps = [op.result for op in func.ops if op.result in fusion.materialized and op.result not in em.buffers
-             and op.result not in fusion.views and op.result not in fusion.scattered_into]
-    block = _allocate(em, temps)
+    block = _place_temporaries(em, _load_pointer(em.head, outputs, len(func.returns)) if region else None)
     for value, scatter in fusion.scattered_into.items():
         em.buffers[value] = em.buffers[scatter]
     filled = set(fusion.into.values())          # returned reshapes whose operand wrote their buffer
     for op in func.ops:
-        if op.result in fusion.views:
+        if op.name in CONTROL_FLOW:
+            lower_rules[op.name](em, op, [em.buffers[r] for r in op.results])
+        elif op.result in fusion.views:
             em.buffers[op.result] = em.buffers[fusion.views[op.result]]
         elif (op.result in fusion.materialized and op.result not in func.params and op.result not in filled
               and fusion.has_own_loop(op.result)):
@@ -201,8 +229,12 @@ def _lower_kernel(llmod: ir.Module, func: Func, vector_bits: int) -> None:
     for v, dest in zip(func.returns, destinations):
         if em.buffers[v] is not dest:
             _emit_loop(em, v, dest, copy=True)
-    _free(em, block)
+    if region:
+        fn.linkage = "internal"
+    elif block is not None:
+        em.b.call(_libc(em.llmod, "free", ir.VoidType(), [PTR]), [block])
     em.b.ret(ir.Constant(I32, 0))
+    return fn
 
 
 def _load_pointer(b: ir.IRBuilder, array: ir.Value, k: int) -> ir.Value:
@@ -214,29 +246,58 @@ def _libc(llmod: ir.Module, name: str, ret: ir.Type, args: list[ir.Type]) -> ir.
     return existing if existing is not None else ir.Function(llmod, ir.FunctionType(ret, args), name)
 
 
-def _allocate(em: Emitter, temps: list[Value]) -> ir.Value | None:
-    """Every temporary, at an aligned offset of one block: one allocation to check and one to free
-    (LLVM's time on a check and a free per temporary grows with the square of their number);
-    returns 1 when the block cannot be allocated."""
-    if not temps:
-        return None
+def _place_temporaries(em: Emitter, given: ir.Value | None) -> ir.Value | None:
+    """Give each temporary, spare and region block of `em`'s function its part of one block: the
+    `given` one (a region's, from its parent) or, in a kernel, one allocated here, which it returns
+    (to free) unless it needs none."""
+    temps, spares = _block_contents(em.func, em.plan)
+    sizes = _block_sizes(em, em.func, em.plan)
+    total, offsets = _layout(em, sizes)
+    owned = _allocate(em, total) if given is None and sizes else None
+    block = given if given is not None else owned
+    pointers = [em.b.gep(block, [offset], source_etype=I8, inbounds=True) for offset in offsets]
+    em.buffers.update(zip(temps, pointers))
+    em.spares = dict(zip(spares, pointers[len(temps):]))
+    em.scratch = dict(zip(em.func.regions(), pointers[len(temps) + len(spares):]))
+    return owned
+
+
+def _block_contents(func: Func, fusion: Plan) -> tuple[list[Value], list[Value]]:
+    """The values a function's block of temporaries holds: the materialized ones with no buffer of
+    their own (a parameter's, an output, a view, a scatter's), and its loops' carried results,
+    whose spare buffers are there."""
+    own = set(func.returns) | set(fusion.into) | set(fusion.views) | set(fusion.scattered_into)
+    temps = [r for op in func.ops for r in op.results if r in fusion.materialized and r not in own]
+    return temps, [r for op in func.ops if op.name in CARRYING for r in op.results]
+
+
+def _block_sizes(em: Emitter, func: Func, fusion: Plan) -> list[ir.Value]:
+    """The bytes of each part of `func`'s block, from `em`'s symbols: its temporaries and spares,
+    then the block of each region it runs, which that region's calls share."""
+    temps, spares = _block_contents(func, fusion)
+    regions = [em.module[name] for name in func.regions()]
+    return ([em.bytes_of(v) for v in temps + spares]
+            + [_layout(em, _block_sizes(em, r, plan(r)))[0] for r in regions])
+
+
+def _layout(em: Emitter, sizes: list[ir.Value]) -> tuple[ir.Value, list[ir.Value]]:
+    """The total size of parts of `sizes` bytes and their offsets, each aligned."""
     total, offsets = i64(0), []
-    for v in temps:
-        size = em.b.mul(em.dim(num_elements(v.type.shape)), i64(ELEMENT_BYTES[v.type.dtype]), flags=NOWRAP)
+    for size in sizes:
         offsets.append(total)
         total = em.b.add(total, em.b.and_(em.b.add(size, i64(ALIGNMENT - 1)), i64(-ALIGNMENT)), flags=NOWRAP)
+    return total, offsets
+
+
+def _allocate(em: Emitter, total: ir.Value) -> ir.Value:
+    """A kernel's one block of temporaries (its regions' included): one allocation to check and one
+    to free (LLVM's time on a check and a free per temporary grows with the square of their
+    number); the kernel returns 1 when it cannot be allocated."""
     block = em.b.call(_libc(em.llmod, "aligned_alloc", PTR, [I64, I64]), [i64(ALIGNMENT), total])
     failed = em.b.and_(em.b.icmp_unsigned("==", block, ir.Constant(PTR, None)), em.b.icmp_unsigned("!=", total, i64(0)))
     with em.b.if_then(failed, likely=False):
         em.b.ret(ir.Constant(I32, 1))
-    for v, offset in zip(temps, offsets):
-        em.buffers[v] = em.b.gep(block, [offset], source_etype=I8, inbounds=True)
     return block
-
-
-def _free(em: Emitter, block: ir.Value | None) -> None:
-    if block is not None:
-        em.b.call(_libc(em.llmod, "free", ir.VoidType(), [PTR]), [block])
 
 
 def _compute_into(em: Emitter, value: Value, dest: ir.Value) -> None:
@@ -306,7 +367,9 @@ def _emit_loop(kernel: Emitter, value: Value, dest: ir.Value, copy: bool) -> Non
 # result inside the loop of its consumer, reading operands with
 # `em.value_at(operand, operand_index)`. Buffer rules, for the ops in
 # fusion.MATERIALIZING, are `rule(em, op, dest) -> None` and fill the result
-# buffer `dest` from the kernel function.
+# buffer `dest` from the kernel function; those of the control-flow ops, which
+# may have several results, take a list of buffers, one per result
+# (control_flow.py).
 
 LowerRule = Callable[..., object]
 lower_rules: dict[str, LowerRule] = {}
@@ -974,3 +1037,8 @@ def extern_call_lower(em: Emitter, op: Op, idx: Index) -> ir.Value:
 
 
 lower_rules["extern_call"] = extern_call_lower
+
+
+lower_rules["for"] = control_flow.for_lower
+lower_rules["while"] = control_flow.while_lower
+lower_rules["if"] = control_flow.if_lower

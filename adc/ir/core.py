@@ -138,6 +138,11 @@ class Func:
         return tuple(r for op in self.ops for value in op.attrs.values()
                      for r in (value if isinstance(value, tuple) else (value,)) if isinstance(r, FuncRef))
 
+    def regions(self) -> tuple[str, ...]:
+        """The region functions its control-flow ops run (bodies, conditions, branches), each once,
+        in order of appearance."""
+        return tuple(dict.fromkeys(str(op.attrs[key]) for op in self.ops for key in REGION_ATTRS.get(op.name, ())))
+
 
 @dataclass(eq=False)
 class Module:
@@ -173,8 +178,21 @@ class Module:
         """The functions that are parts of others rather than kernels a user calls: the forwards and
         backwards of custom gradients, and the regions of control-flow ops (bodies, branches)."""
         named = {name for pair in self.custom_gradients().values() for name in pair}
-        return named | {str(op.attrs[key]) for func in self for op in func.ops
-                        for key in REGION_ATTRS.get(op.name, ())}
+        return named | self.regions()
+
+    def regions(self) -> set[str]:
+        """The region functions of its control-flow ops: run by their parent, never called alone."""
+        return {name for func in self for name in func.regions()}
+
+    def region_symbols(self, name: str) -> tuple[str, ...]:
+        """The dimension symbols region function `name` reads from its parent, in the order its
+        parent passes them: those its params bind, its free symbols, then those its own regions
+        read that it does not have (Func.free_symbols sees only its own ops' types)."""
+        region = self.funcs[name]
+        found = dict.fromkeys(region.dim_symbols + region.free_symbols)
+        for inner in region.regions():
+            found.update(dict.fromkeys(self.region_symbols(inner)))
+        return tuple(found)
 
     def replace(self, *funcs: Func) -> "Module":
         """A new module with `funcs` substituted (or appended) by name."""

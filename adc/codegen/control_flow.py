@@ -1,0 +1,121 @@
+"""Lowering of the control-flow ops (for, while, if): loops and branches in a kernel's glue.
+
+Each region function (a body, a condition, a branch) is lowered once per LLVM
+module into an internal function of the kernel ABI, `i32 (ptr dims, ptr inputs,
+ptr outputs)`, with its own fused, outlined loop nests (`Emitter.region`); its
+dims are its parent's symbols it reads (Module.region_symbols), and after its
+outputs comes the block its temporaries are carved from, a part of its parent's:
+a kernel allocates once, however many iterations its loops run, so a region
+never fails. The glue of the parent calls it: once for `if`, once per iteration
+for the loops, whose carried values alternate between two sets of buffers, the
+results' and spares:
+
+    %0 = for %n, %init, %x {body = @step, carried = 1} : f32[N]
+      ──▶  a, b = n odd ? (spare, out) : (out, spare);  a = init
+           for i in [0, n): step(dims, [&i, i odd ? b : a, x], [i odd ? a : b, scratch])
+           (n iterations end in set n % 2: `out`)
+
+Every pointer array is filled before the loop, so an iteration stores its index,
+selects two arrays and calls the body.
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Sequence
+
+import llvmlite.ir as ir
+
+from adc.codegen.loops import I1, I8, I64, PTR, counted_loop, i64, stack_array
+from adc.ir.core import Op, Value
+from adc.ir.types import DType
+
+if TYPE_CHECKING:
+    from adc.codegen.lower import Emitter
+
+CARRYING = frozenset({"for", "while"})      # the ops whose results get a spare buffer (Emitter.spares)
+
+
+def for_lower(em: Emitter, op: Op, dests: list[ir.Value]) -> None:
+    # body(i, carried..., captured...) -> carried, for i in [0, count)
+    k = op.attrs["carried"]
+    count, inits, captured = op.operands[0], op.operands[1:1 + k], op.operands[1 + k:]
+    body, dims, scratch = em.region(op.attrs["body"])
+    n = em.load(em.buffers[count], DType.i64, em.index(count))
+    odd = em.b.and_(em.b.icmp_signed(">", n, i64(0)), em.b.trunc(n, I1))
+    iteration = em.head.alloca(I64)
+    calls = _alternating_calls(em, op, dests, inits, odd, [iteration], captured, scratch)
+
+    def step(i: ir.Value) -> None:
+        em.b.store(i, iteration)
+        em.b.call(body, [dims, *_select(em, em.b.trunc(i, I1), calls)])
+    counted_loop(em.b, i64(0), n, step)
+
+
+def while_lower(em: Emitter, op: Op, dests: list[ir.Value]) -> None:
+    # body(carried..., captured...) -> carried while cond(carried..., captured...); an odd number of
+    # iterations ends in the spares, copied to the results
+    k = op.attrs["carried"]
+    inits, captured = op.operands[:k], op.operands[k:]
+    (cond, cond_dims, cond_scratch), (body, body_dims, scratch) = map(em.region, (op.attrs["cond"], op.attrs["body"]))
+    calls = _alternating_calls(em, op, dests, inits, ir.Constant(I1, 0), [], captured, scratch)
+    holds, odd = em.head.alloca(I8), em.head.alloca(I1)
+    verdict = _pointer_array(em, [holds, cond_scratch])
+    em.b.store(ir.Constant(I1, 0), odd)
+    header, block, exit_ = (em.b.append_basic_block(name) for name in ("while.cond", "while.body", "while.exit"))
+    em.b.branch(header)
+    em.b.position_at_end(header)
+    parity = em.b.load(odd, typ=I1)
+    inputs, outputs = _select(em, parity, calls)
+    em.b.call(cond, [cond_dims, inputs, verdict])
+    em.b.cbranch(em.b.icmp_unsigned("!=", em.b.load(holds, typ=I8), ir.Constant(I8, 0)), block, exit_)
+    em.b.position_at_end(block)
+    em.b.call(body, [body_dims, inputs, outputs])
+    em.b.store(em.b.not_(parity), odd)
+    em.b.branch(header)
+    em.b.position_at_end(exit_)
+    with em.b.if_then(em.b.load(odd, typ=I1)):
+        for r, dest in zip(op.results, dests):
+            _copy(em, dest, em.spares[r], r)
+
+
+def if_lower(em: Emitter, op: Op, dests: list[ir.Value]) -> None:
+    # then_branch(captured...) if pred else else_branch(captured...), into the results
+    pred, captured = op.operands[0], op.operands[1:]
+    inputs = _pointer_array(em, [em.buffers[v] for v in captured])
+    with em.b.if_else(em.load(em.buffers[pred], DType.bool, em.index(pred))) as (then, otherwise):
+        for branch, key in ((then, "then_branch"), (otherwise, "else_branch")):
+            with branch:
+                fn, dims, scratch = em.region(op.attrs[key])
+                em.b.call(fn, [dims, inputs, _pointer_array(em, [*dests, scratch])])
+
+
+def _alternating_calls(em: Emitter, op: Op, dests: list[ir.Value], inits: Sequence[Value], odd: ir.Value,
+                       leading: list[ir.Value], captured: Sequence[Value],
+                       scratch: ir.Value) -> list[tuple[ir.Value, ir.Value]]:
+    """(inputs, outputs) of a loop body's even and odd iterations: iteration j reads the carried
+    values from set j % 2 and writes them into the other. Set 0 gets the initial values; it is the
+    spares when `odd`, so that an odd number of iterations ends in the results."""
+    spares = [em.spares[r] for r in op.results]
+    first = [em.b.select(odd, spare, dest) for spare, dest in zip(spares, dests)]
+    second = [em.b.select(odd, dest, spare) for spare, dest in zip(spares, dests)]
+    for init, buffer in zip(inits, first):
+        _copy(em, buffer, em.buffers[init], init)
+    reads = [em.buffers[v] for v in captured]
+    return [(_pointer_array(em, [*leading, *current, *reads]), _pointer_array(em, [*following, scratch]))
+            for current, following in ((first, second), (second, first))]
+
+
+def _select(em: Emitter, odd: ir.Value, calls: list[tuple[ir.Value, ir.Value]]) -> tuple[ir.Value, ir.Value]:
+    (even_in, even_out), (odd_in, odd_out) = calls
+    return em.b.select(odd, odd_in, even_in), em.b.select(odd, odd_out, even_out)
+
+
+def _pointer_array(em: Emitter, pointers: list[ir.Value]) -> ir.Value:
+    return stack_array(em.head, em.b, PTR, pointers)
+
+
+def _copy(em: Emitter, dest: ir.Value, source: ir.Value, like: Value) -> None:
+    """dest = source, both buffers of `like`'s type."""
+    name = "llvm.memcpy.p0.p0.i64"
+    memcpy = em.llmod.globals.get(name) or ir.Function(em.llmod, ir.FunctionType(ir.VoidType(), [PTR, PTR, I64, I1]),
+                                                       name)
+    em.b.call(memcpy, [dest, source, em.bytes_of(like), ir.Constant(I1, 0)])
