@@ -20,34 +20,86 @@ selects two arrays and calls the body.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING, Callable, Sequence
 
 import llvmlite.ir as ir
 
-from adc.codegen.loops import I1, I8, I64, PTR, counted_loop, i64, stack_array
+from adc.codegen.loops import I1, I8, I32, I64, PTR, counted_loop, i64, stack_array
 from adc.ir.core import Op, Value
-from adc.ir.types import DType
+from adc.ir.types import DType, num_elements
 
 if TYPE_CHECKING:
     from adc.codegen.lower import Emitter
 
-CARRYING = frozenset({"for", "while"})      # the ops whose results get a spare buffer (Emitter.spares)
+CARRYING = frozenset({"for", "scan", "while"})    # their carried results get a spare buffer (Emitter.spares)
 
 
 def for_lower(em: Emitter, op: Op, dests: list[ir.Value]) -> None:
-    # body(i, carried..., captured...) -> carried, for i in [0, count)
+    # body(i, carried..., captured...) -> carried, for i in [0, count); a scan's body also returns
+    # rows, stacked along a new axis of the trip count: written in place when the axis is the
+    # first, else copied from a row buffer, its parts `stride` apart
     k = op.attrs["carried"]
     count, inits, captured = op.operands[0], op.operands[1:1 + k], op.operands[1 + k:]
     body, dims, scratch = em.region(op.attrs["body"])
-    n = em.load(em.buffers[count], DType.i64, em.index(count))
-    odd = em.b.and_(em.b.icmp_signed(">", n, i64(0)), em.b.trunc(n, I1))
+    loaded = em.load(em.buffers[count], DType.i64, em.index(count))
+    n = em.b.select(em.b.icmp_signed(">", loaded, i64(0)), loaded, i64(0))
+    stacks = _stacks(em, op, n)
+    odd = em.b.trunc(n, I1)
     iteration = em.head.alloca(I64)
-    calls = _alternating_calls(em, op, dests, inits, odd, [iteration], captured, scratch)
+    calls = _alternating_calls(em, op, dests[:k], inits, odd, [iteration], captured, scratch,
+                               [row for row, _ in stacks])
 
     def step(i: ir.Value) -> None:
         em.b.store(i, iteration)
-        em.b.call(body, [dims, *_select(em, em.b.trunc(i, I1), calls)])
+        inputs, outputs = _select(em, em.b.trunc(i, I1), calls)
+        for j, (row, write) in enumerate(stacks):
+            if row is None:         # written in place: the row i of the stack
+                em.b.store(write(i), em.b.gep(outputs, [i64(k + j)], source_etype=PTR))
+        _call(em, body, [dims, inputs, outputs])
+        for row, write in stacks:
+            if row is not None:
+                write(i)
     counted_loop(em.b, i64(0), n, step)
+
+
+def _stacks(em: Emitter, op: Op, n: ir.Value) -> list[tuple[ir.Value | None, Callable[[ir.Value], object]]]:
+    """A scan's stacked results, each allocated for `n` rows (the symbol it binds is `n`), as (the
+    row buffer its body writes, or None when it writes into the stack; what puts row i in place)."""
+    if op.name != "scan":
+        return []
+    em.bind(op.attrs["length"], n)
+    k, axis = op.attrs["carried"], op.attrs["axis"]
+    found = []
+    for stacked in op.results[k:]:
+        shape = stacked.type.shape
+        stack = em.allocate(em.bytes_of(stacked))
+        em.buffers[stacked] = stack
+        inner = em.bytes(shape[axis + 1:], stacked.type.dtype)
+        if axis == 0:
+            found.append((None, lambda i, stack=stack, inner=inner: em.b.gep(stack, [em.b.mul(i, inner)],
+                                                                              source_etype=I8)))
+            continue
+        outer = em.dim(num_elements(shape[:axis]))     # the parts of a row, `inner` bytes each
+        row = em.allocate(em.b.mul(outer, inner))
+        found.append((row, lambda i, stack=stack, row=row, inner=inner, outer=outer:
+                      _scatter_row(em, stack, row, i, n, inner, outer)))
+    return found
+
+
+def _scatter_row(em: Emitter, stack: ir.Value, row: ir.Value, i: ir.Value, n: ir.Value, inner: ir.Value,
+                 outer: ir.Value) -> None:
+    """Row i of a stack whose axis of n rows has `outer` parts before it: part o of the row, `inner`
+    bytes, goes to (o n + i) inner."""
+    def part(o: ir.Value) -> None:
+        source = em.b.gep(row, [em.b.mul(o, inner)], source_etype=I8)
+        dest = em.b.gep(stack, [em.b.mul(em.b.add(em.b.mul(o, n), i), inner)], source_etype=I8)
+        _memcpy(em, dest, source, inner)
+    counted_loop(em.b, i64(0), outer, part)
+
+
+def _call(em: Emitter, fn: ir.Function, args: list[ir.Value]) -> None:
+    """Call a region function; its nonzero status (a scan's stack it could not allocate) is returned."""
+    em.fail_if(em.b.icmp_signed("!=", em.b.call(fn, args), ir.Constant(I32, 0)))
 
 
 def while_lower(em: Emitter, op: Op, dests: list[ir.Value]) -> None:
@@ -65,10 +117,10 @@ def while_lower(em: Emitter, op: Op, dests: list[ir.Value]) -> None:
     em.b.position_at_end(header)
     parity = em.b.load(odd, typ=I1)
     inputs, outputs = _select(em, parity, calls)
-    em.b.call(cond, [cond_dims, inputs, verdict])
+    _call(em, cond, [cond_dims, inputs, verdict])
     em.b.cbranch(em.b.icmp_unsigned("!=", em.b.load(holds, typ=I8), ir.Constant(I8, 0)), block, exit_)
     em.b.position_at_end(block)
-    em.b.call(body, [body_dims, inputs, outputs])
+    _call(em, body, [body_dims, inputs, outputs])
     em.b.store(em.b.not_(parity), odd)
     em.b.branch(header)
     em.b.position_at_end(exit_)
@@ -85,22 +137,24 @@ def if_lower(em: Emitter, op: Op, dests: list[ir.Value]) -> None:
         for branch, key in ((then, "then_branch"), (otherwise, "else_branch")):
             with branch:
                 fn, dims, scratch = em.region(op.attrs[key])
-                em.b.call(fn, [dims, inputs, _pointer_array(em, [*dests, scratch])])
+                _call(em, fn, [dims, inputs, _pointer_array(em, [*dests, scratch])])
 
 
 def _alternating_calls(em: Emitter, op: Op, dests: list[ir.Value], inits: Sequence[Value], odd: ir.Value,
-                       leading: list[ir.Value], captured: Sequence[Value],
-                       scratch: ir.Value) -> list[tuple[ir.Value, ir.Value]]:
+                       leading: list[ir.Value], captured: Sequence[Value], scratch: ir.Value,
+                       rows: Sequence[ir.Value | None] = ()) -> list[tuple[ir.Value, ir.Value]]:
     """(inputs, outputs) of a loop body's even and odd iterations: iteration j reads the carried
-    values from set j % 2 and writes them into the other. Set 0 gets the initial values; it is the
-    spares when `odd`, so that an odd number of iterations ends in the results."""
-    spares = [em.spares[r] for r in op.results]
+    values from set j % 2 and writes them into the other (then a scan's `rows`, None for a row
+    each iteration points at itself). Set 0 gets the initial values; it is the spares when `odd`,
+    so that an odd number of iterations ends in the results."""
+    spares = [em.spares[r] for r in op.results[:len(dests)]]
     first = [em.b.select(odd, spare, dest) for spare, dest in zip(spares, dests)]
     second = [em.b.select(odd, dest, spare) for spare, dest in zip(spares, dests)]
     for init, buffer in zip(inits, first):
         _copy(em, buffer, em.buffers[init], init)
     reads = [em.buffers[v] for v in captured]
-    return [(_pointer_array(em, [*leading, *current, *reads]), _pointer_array(em, [*following, scratch]))
+    placed = [ir.Constant(PTR, None) if row is None else row for row in rows]
+    return [(_pointer_array(em, [*leading, *current, *reads]), _pointer_array(em, [*following, *placed, scratch]))
             for current, following in ((first, second), (second, first))]
 
 
@@ -115,7 +169,11 @@ def _pointer_array(em: Emitter, pointers: list[ir.Value]) -> ir.Value:
 
 def _copy(em: Emitter, dest: ir.Value, source: ir.Value, like: Value) -> None:
     """dest = source, both buffers of `like`'s type."""
+    _memcpy(em, dest, source, em.bytes_of(like))
+
+
+def _memcpy(em: Emitter, dest: ir.Value, source: ir.Value, size: ir.Value) -> None:
     name = "llvm.memcpy.p0.p0.i64"
     memcpy = em.llmod.globals.get(name) or ir.Function(em.llmod, ir.FunctionType(ir.VoidType(), [PTR, PTR, I64, I1]),
                                                        name)
-    em.b.call(memcpy, [dest, source, em.bytes_of(like), ir.Constant(I1, 0)])
+    em.b.call(memcpy, [dest, source, size, ir.Constant(I1, 0)])

@@ -121,6 +121,8 @@ class Emitter:
         self.used_fast_math = False
         self.spares: dict[Value, ir.Value] = {}     # a loop's carried result -> its second buffer
         self.scratch: dict[str, ir.Value] = {}      # a region it runs -> the part of its block for the region's
+        self.bound: set[str] = set()                # the symbols its scans have bound so far (their trip counts)
+        self.owned: list[ir.Value] = []             # slots of the buffers it allocated, freed when it returns
 
     def nested(self, fn: ir.Function, dims: ir.Value, buffers: dict[Value, ir.Value]) -> "Emitter":
         """The emitter of a function outlined from this one (a loop nest, a matmul's rows)."""
@@ -134,14 +136,47 @@ class Emitter:
         fn = self.llmod.globals.get(REGION_PREFIX + name)
         if fn is None:
             fn = _lower_checked(self.llmod, self.module, self.module[name], self.vector_bits, region=True)
-        symbols = [self.symbols[s] for s in self.module.region_symbols(name)]
-        return fn, stack_array(self.head, self.head, I64, symbols), self.scratch[name]
+        names = self.module.region_symbols(name)
+        symbols = [self.symbols[s] for s in names]
+        filler = self.b if self.bound.intersection(names) else self.head     # a bound symbol: known from here on
+        return fn, stack_array(self.head, filler, I64, symbols), self.scratch[name]
+
+    def bind(self, symbol: str, value: ir.Value) -> None:
+        """A scan binds `symbol` to its trip count: dimensions using it are computed where used."""
+        self.symbols[symbol] = value
+        self.bound.add(symbol)
+
+    def allocate(self, size: ir.Value) -> ir.Value:
+        """A buffer of `size` bytes, freed when the function returns; it returns 1 if there is none."""
+        slot = self.head.alloca(PTR)
+        self.head.store(ir.Constant(PTR, None), slot)
+        self.owned.append(slot)
+        buffer = self.b.call(_libc(self.llmod, "aligned_alloc", PTR, [I64, I64]),
+                             [i64(ALIGNMENT), self.b.and_(self.b.add(size, i64(ALIGNMENT - 1)), i64(-ALIGNMENT))])
+        self.b.store(buffer, slot)
+        self.fail_if(self.b.and_(self.b.icmp_unsigned("==", buffer, ir.Constant(PTR, None)),
+                                 self.b.icmp_unsigned("!=", size, i64(0))))
+        return buffer
+
+    def fail_if(self, failed: ir.Value) -> None:
+        """Return 1 when `failed`, freeing what the function allocated."""
+        with self.b.if_then(failed, likely=False):
+            self.release()
+            self.b.ret(ir.Constant(I32, 1))
+
+    def release(self) -> None:
+        for slot in self.owned:
+            self.b.call(_libc(self.llmod, "free", ir.VoidType(), [PTR]), [self.b.load(slot, typ=PTR)])
 
     def bytes_of(self, value: Value) -> ir.Value:
-        size = self.dim(num_elements(value.type.shape))
-        return self.b.mul(size, i64(ELEMENT_BYTES[value.type.dtype]), flags=NOWRAP)
+        return self.bytes(value.type.shape, value.type.dtype)
+
+    def bytes(self, shape: tuple[Dim, ...], dtype: DType) -> ir.Value:
+        return self.b.mul(self.dim(num_elements(shape)), i64(ELEMENT_BYTES[dtype]), flags=NOWRAP)
 
     def dim(self, d: Dim) -> ir.Value:
+        if self.bound and self.bound.intersection(getattr(d, "symbols", ())):
+            return evaluate_dim(self.b, d, self.symbols)
         if d not in self._dims:
             self._dims[d] = evaluate_dim(self.head, d, self.symbols)
         return self._dims[d]
@@ -214,13 +249,13 @@ def _lower_kernel(llmod: ir.Module, module: Module, func: Func, vector_bits: int
         em.buffers.setdefault(v, dest)
     for value, returned in fusion.into.items():
         em.buffers[value] = em.buffers[returned]
-    block = _place_temporaries(em, _load_pointer(em.head, outputs, len(func.returns)) if region else None)
+    _place_temporaries(em, _load_pointer(em.head, outputs, len(func.returns)) if region else None)
     for value, scatter in fusion.scattered_into.items():
         em.buffers[value] = em.buffers[scatter]
     filled = set(fusion.into.values())          # returned reshapes whose operand wrote their buffer
     for op in func.ops:
         if op.name in CONTROL_FLOW:
-            lower_rules[op.name](em, op, [em.buffers[r] for r in op.results])
+            lower_rules[op.name](em, op, [em.buffers.get(r) for r in op.results])     # a scan allocates its stacks
         elif op.result in fusion.views:
             em.buffers[op.result] = em.buffers[fusion.views[op.result]]
         elif (op.result in fusion.materialized and op.result not in func.params and op.result not in filled
@@ -231,8 +266,7 @@ def _lower_kernel(llmod: ir.Module, module: Module, func: Func, vector_bits: int
             _emit_loop(em, v, dest, copy=True)
     if region:
         fn.linkage = "internal"
-    elif block is not None:
-        em.b.call(_libc(em.llmod, "free", ir.VoidType(), [PTR]), [block])
+    em.release()
     em.b.ret(ir.Constant(I32, 0))
     return fn
 
@@ -246,20 +280,23 @@ def _libc(llmod: ir.Module, name: str, ret: ir.Type, args: list[ir.Type]) -> ir.
     return existing if existing is not None else ir.Function(llmod, ir.FunctionType(ret, args), name)
 
 
-def _place_temporaries(em: Emitter, given: ir.Value | None) -> ir.Value | None:
+def _place_temporaries(em: Emitter, given: ir.Value | None) -> None:
     """Give each temporary, spare and region block of `em`'s function its part of one block: the
-    `given` one (a region's, from its parent) or, in a kernel, one allocated here, which it returns
-    (to free) unless it needs none."""
+    `given` one (a region's, from its parent) or, in a kernel, one allocated here (unless it needs
+    none), freed when the kernel returns."""
     temps, spares = _block_contents(em.func, em.plan)
     sizes = _block_sizes(em, em.func, em.plan)
     total, offsets = _layout(em, sizes)
     owned = _allocate(em, total) if given is None and sizes else None
     block = given if given is not None else owned
+    if owned is not None:
+        slot = em.head.alloca(PTR)
+        em.b.store(owned, slot)
+        em.owned.append(slot)
     pointers = [em.b.gep(block, [offset], source_etype=I8, inbounds=True) for offset in offsets]
     em.buffers.update(zip(temps, pointers))
     em.spares = dict(zip(spares, pointers[len(temps):]))
     em.scratch = dict(zip(em.func.regions(), pointers[len(temps) + len(spares):]))
-    return owned
 
 
 def _block_contents(func: Func, fusion: Plan) -> tuple[list[Value], list[Value]]:
@@ -267,8 +304,10 @@ def _block_contents(func: Func, fusion: Plan) -> tuple[list[Value], list[Value]]
     their own (a parameter's, an output, a view, a scatter's), and its loops' carried results,
     whose spare buffers are there."""
     own = set(func.returns) | set(fusion.into) | set(fusion.views) | set(fusion.scattered_into)
-    temps = [r for op in func.ops for r in op.results if r in fusion.materialized and r not in own]
-    return temps, [r for op in func.ops if op.name in CARRYING for r in op.results]
+    bound = set(func.bound_symbols)         # a scan's stacks, whose size its trip count gives, are its own
+    temps = [r for op in func.ops for r in op.results
+             if r in fusion.materialized and r not in own and not r.type.symbols & bound]
+    return temps, [r for op in func.ops if op.name in CARRYING for r in op.results[:op.attrs["carried"]]]
 
 
 def _block_sizes(em: Emitter, func: Func, fusion: Plan) -> list[ir.Value]:
@@ -1040,5 +1079,6 @@ lower_rules["extern_call"] = extern_call_lower
 
 
 lower_rules["for"] = control_flow.for_lower
+lower_rules["scan"] = control_flow.for_lower
 lower_rules["while"] = control_flow.while_lower
 lower_rules["if"] = control_flow.if_lower

@@ -114,17 +114,23 @@ class Func:
 
     @property
     def free_symbols(self) -> tuple[str, ...]:
-        """Dimension symbols its ops use that its parameters do not bind: none in a kernel; in a
-        region function (a loop body, a branch), its parent's, which its parent supplies."""
-        bound = set(self.dim_symbols)
+        """Dimension symbols its ops use (in types and attributes) that neither its parameters nor
+        its own ops (a scan's length) bind: none in a kernel; in a region function (a loop body, a
+        branch), its parent's, which its parent supplies."""
+        bound = set(self.dim_symbols) | set(self.bound_symbols)
         seen: dict[str, None] = {}
         for op in self.ops:
-            for v in op.results:
-                for d in v.type.shape:
-                    for s in sorted(getattr(d, "symbols", ())):
-                        if s not in bound:
-                            seen.setdefault(s, None)
+            dims = [d for v in op.results for d in v.type.shape] + list(_dims_in(op.attrs.values()))
+            for d in dims:
+                for s in sorted(getattr(d, "symbols", ())):
+                    if s not in bound:
+                        seen.setdefault(s, None)
         return tuple(seen)
+
+    @property
+    def bound_symbols(self) -> tuple[str, ...]:
+        """The dimension symbols its ops bind: each scan's length (the trip count of its loop)."""
+        return tuple(op.attrs["length"] for op in self.ops if op.name == "scan")
 
     def signature(self) -> str:
         params = ", ".join(f"{p.name}: {p.type}" for p in self.params)
@@ -142,6 +148,17 @@ class Func:
         """The region functions its control-flow ops run (bodies, conditions, branches), each once,
         in order of appearance."""
         return tuple(dict.fromkeys(str(op.attrs[key]) for op in self.ops for key in REGION_ATTRS.get(op.name, ())))
+
+
+def _dims_in(values) -> Iterator[Any]:
+    """The dimensions among attribute values, at any nesting depth (`shape = [N, 2]`, `value = N`)."""
+    stack = list(values)
+    while stack:
+        value = stack.pop()
+        if isinstance(value, tuple):
+            stack.extend(value)
+        elif hasattr(value, "symbols"):
+            yield value
 
 
 @dataclass(eq=False)
@@ -192,7 +209,7 @@ class Module:
         found = dict.fromkeys(region.dim_symbols + region.free_symbols)
         for inner in region.regions():
             found.update(dict.fromkeys(self.region_symbols(inner)))
-        return tuple(found)
+        return tuple(s for s in found if s not in region.bound_symbols)
 
     def replace(self, *funcs: Func) -> "Module":
         """A new module with `funcs` substituted (or appended) by name."""
