@@ -21,6 +21,7 @@ import numpy as np
 import adc
 from compile_times import bench_compile
 from everyday import BENCHMARKS as EVERYDAY
+from loops_bench import BENCHMARKS as LOOPS, bench_loop_memory
 from timing import fastest, optional, report, timed
 
 SAMPLES = Path(__file__).resolve().parent.parent / "samples"
@@ -364,6 +365,7 @@ def main(argv: list[str]) -> int:
     """Every benchmark, or those named on the command line (e.g. `batch_jacobian hessian`)."""
     kernels = functools.cache(lambda: adc.compile_file(SAMPLES / "kernels.adc"))   # compiled when first used
     nn = functools.cache(lambda: adc.compile_file(SAMPLES / "nn.adc"))
+    loops = functools.cache(lambda: adc.compile_file(SAMPLES / "loops.adc"))
     benchmarks = {"sigmoid_shift": lambda: bench_sigmoid_shift(kernels()),
                   "mlp_loss": lambda: bench_mlp_loss(kernels()),
                   "mlp_gradient": lambda: bench_mlp_gradient(kernels()), "matmul": bench_matmul,
@@ -372,7 +374,9 @@ def main(argv: list[str]) -> int:
                   "jacobian_w": bench_jacobian_w, "jacfwd_scalar": lambda: bench_jacfwd_scalar(kernels()),
                   "compile": bench_compile,   # compile_times.py: compile latency in fresh processes
                   "dask": bench_dask,         # dask_bench.py: adc.dask, one process vs threads vs a cluster
-                  **{name: lambda b=b: b(nn()) for name, b in EVERYDAY.items()}}   # everyday.py: samples/nn.adc
+                  **{name: lambda b=b: b(nn()) for name, b in EVERYDAY.items()},   # everyday.py: samples/nn.adc
+                  **{name: lambda b=b: b(loops()) for name, b in LOOPS.items()},   # loops_bench.py: samples/loops.adc
+                  "loop_memory": bench_loop_memory}
     unknown = [name for name in argv if name not in benchmarks]
     if unknown:
         print(f"unknown benchmark {', '.join(unknown)}; choose from {', '.join(benchmarks)}", file=sys.stderr)

@@ -34,6 +34,7 @@ from adc.passes.adjoint_rules import adjoint_rules
 from adc.passes.cse import cse_func
 from adc.passes.dce import eliminate_dead_code_func
 from adc.passes.inline import inline_func
+from adc.passes.prune_loops import prune_loops
 from adc.passes.regions import call_free, fresh_name
 from adc.passes.simplify import simplify_func
 
@@ -55,26 +56,31 @@ def passthrough(vjp_func: Func, n_results: int) -> tuple[int | None, ...]:
     return tuple(cotangents.index(v) if v in cotangents else None for v in vjp_func.returns)
 
 
-def vjp(module: Module, name: str, wanted: Iterable[int] | None = None) -> tuple[Module, Gradient]:
+def vjp(module: Module, name: str, wanted: Iterable[int] | None = None,
+        primals: bool = False) -> tuple[Module, Gradient]:
     """The VJP of function `name`: inline calls, differentiate, clean up (simplify, cse, dce),
     verify. Returns the input module plus the new function (named f"{name}_vjp", made unique
     if taken) and the Gradient record. Never mutates `module`.
 
     `wanted` limits the cotangents to those params (default: all): the work only the others
-    need is then removed by dead-code elimination — a tape asks for the inputs it tracks."""
+    need is then removed by dead-code elimination — a tape asks for the inputs it tracks.
+    With `primals`, the function returns the primal results first: what the gradient computes of
+    them anyway (a loop reversed runs the loop once) is not computed again."""
     if name not in module.funcs:
         raise CompileError(f"no function @{name} to differentiate in {module.name} "
                            f"(functions: {', '.join(module.funcs) or 'none'})")
     funcs = dict(module.funcs)          # inlining copies regions, rules add region functions
     primal = inline_func(module[name], module, funcs)
-    grad = adjoint(primal, unique_name(module, f"{name}_vjp"), funcs, wanted)
+    grad = adjoint(primal, unique_name(module, f"{name}_vjp"), funcs, wanted, primals)
     func = cleanup(grad.func, funcs)
     verify_func(func, funcs, pass_name="adjoint")
     return Module(funcs, module.name).replace(func), Gradient(func, grad.wrt)
 
 
-def adjoint(func: Func, name: str, funcs: Mapping[str, Func], wanted: Iterable[int] | None = None) -> Gradient:
-    """The uncleaned VJP of a call-free `func`, named `name`, for the `wanted` params (default all)."""
+def adjoint(func: Func, name: str, funcs: Mapping[str, Func], wanted: Iterable[int] | None = None,
+            primals: bool = False) -> Gradient:
+    """The uncleaned VJP of a call-free `func`, named `name`, for the `wanted` params (default all),
+    returning `func`'s results first with `primals`."""
     b = Builder(funcs, func.loc)
     b.params, b.ops = list(func.params), list(func.ops)
     cts = Cotangents(b)
@@ -84,7 +90,8 @@ def adjoint(func: Func, name: str, funcs: Mapping[str, Func], wanted: Iterable[i
         _backward(b, op, cts)
     wanted = range(len(func.params)) if wanted is None else set(wanted)
     wrt = tuple(i for i, p in enumerate(func.params) if p in cts and i in wanted)
-    return Gradient(b.finish(name, [cts[func.params[i]] for i in wrt], func.loc), wrt)
+    returns = (list(func.returns) if primals else []) + [cts[func.params[i]] for i in wrt]
+    return Gradient(b.finish(name, returns, func.loc), wrt)
 
 
 def region_vjp(funcs: dict[str, Func], name: str, wanted: Iterable[int]) -> Gradient:
@@ -96,11 +103,12 @@ def region_vjp(funcs: dict[str, Func], name: str, wanted: Iterable[int]) -> Grad
     return Gradient(func, grad.wrt)
 
 
-def cleanup(func: Func, funcs: Mapping[str, Func]) -> Func:
-    """simplify, cse and dce, repeated until the function stops changing."""
+def cleanup(func: Func, funcs: dict[str, Func]) -> Func:
+    """simplify, cse, dce and the pruning of loops, repeated until the function stops changing
+    (`funcs`, the calling pass's own copy, gets the pruned loops' bodies)."""
     text = format_func(func)
     for _ in range(CLEANUP_ROUNDS):
-        func = eliminate_dead_code_func(cse_func(simplify_func(func, funcs)))
+        func = prune_loops(eliminate_dead_code_func(cse_func(simplify_func(func, funcs))), funcs)
         text, previous = format_func(func), text
         if text == previous:
             break

@@ -73,33 +73,33 @@ def gradient(module: Module, name: str, wanted: Iterable[int] | None = None,
     """(x...) -> (df/dx_i for i in wanted) of a function with one scalar float result: its VJP at
     cotangent 1 (named f"{name}_grad", or `out_name`; made unique). Returns module, function and
     wanted (default: every float param; one with no path to the result gets zeros)."""
-    func, wanted = _single_result(module, name, "gradient", wanted)
-    result = func.result_types[0]
-    if result.rank:
-        raise CompileError(f"the gradient of @{name} needs a scalar result, it returns {result}: "
-                           f"differentiate a reduction of it, or take its Jacobian", func.loc)
-    module, grad = vjp(module, name, wanted)
-    b = Builder(module.funcs, func.loc)
-    params = [b.param(p.name, p.type) for p in func.params]
-    cts = b.emit("call", *params, full(b, 1.0, result), callee=grad.func.name) if grad.wrt else ()
-    grads = [cts[grad.wrt.index(i)] if i in grad.wrt else full(b, 0.0, params[i].type) for i in wanted]
-    return _finished(module, b.finish(unique_name(module, out_name or f"{name}_grad"), grads, func.loc),
-                     "gradient") + (wanted,)
+    return _value_and_gradient(module, name, wanted, out_name or f"{name}_grad", "gradient", value=False)
 
 
 def value_and_gradient(module: Module, name: str, wanted: Iterable[int] | None = None
                        ) -> tuple[Module, Func, tuple[int, ...]]:
     """(x...) -> (f(x), df/dx_i for i in wanted), named f"{name}_value_and_grad" (made unique): the
-    value and the gradient in one function, whose cleanup computes what they share once (a loss's
-    forward pass, which the gradient recomputes)."""
-    module, grad, wanted = gradient(module, name, wanted)
-    func = module[name]
+    value and the gradient in one function, the VJP's own replay of the forward giving the value
+    (a loop reversed runs once)."""
+    return _value_and_gradient(module, name, wanted, f"{name}_value_and_grad", "value_and_gradient", value=True)
+
+
+def _value_and_gradient(module: Module, name: str, wanted: Iterable[int] | None, out_name: str, pass_name: str,
+                        value: bool) -> tuple[Module, Func, tuple[int, ...]]:
+    """The VJP of a scalar function at cotangent 1, with the function's value first if `value`."""
+    func, wanted = _single_result(module, name, "gradient", wanted)
+    result = func.result_types[0]
+    if result.rank:
+        raise CompileError(f"the gradient of @{name} needs a scalar result, it returns {result}: "
+                           f"differentiate a reduction of it, or take its Jacobian", func.loc)
+    module, grad = vjp(module, name, wanted, primals=value)
     b = Builder(module.funcs, func.loc)
     params = [b.param(p.name, p.type) for p in func.params]
-    (value,) = b.emit("call", *params, callee=name)
-    grads = b.emit("call", *params, callee=grad.name)
-    return _finished(module, b.finish(unique_name(module, f"{name}_value_and_grad"), [value, *grads], func.loc),
-                     "value_and_gradient") + (wanted,)
+    outs = b.emit("call", *params, full(b, 1.0, result), callee=grad.func.name) if grad.wrt or value else ()
+    cts = outs[1:] if value else outs
+    grads = [cts[grad.wrt.index(i)] if i in grad.wrt else full(b, 0.0, params[i].type) for i in wanted]
+    returns = [outs[0], *grads] if value else grads
+    return _finished(module, b.finish(unique_name(module, out_name), returns, func.loc), pass_name) + (wanted,)
 
 
 def jacobian(module: Module, name: str, wanted: Iterable[int] | None = None,

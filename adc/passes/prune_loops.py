@@ -1,0 +1,85 @@
+"""Dead carried values: a loop keeps only the carried values something needs.
+
+Dead code elimination drops an op none of whose results is used, but a loop whose results are
+used in part still computes all its carried values, each iteration. This pass drops a carried
+value (and a scan's stacked row) whose result is unused and that no kept one, nor a while's
+condition, depends on through the body; then the captured values the kept ones no longer read.
+The body loses the matching parameters and results, under a new name. The adjoint of a loop
+computes the cotangents of every float value it reads, which makes such values: a gradient
+w.r.t. the weights of an RNN need not accumulate the one w.r.t. its inputs.
+
+    %0, %1 = for %n, %h, %acc, %w {body = @step, carried = 2, ...}     (%1 unused, %h does not read %acc)
+      ==>  %0 = for %n, %h, %w {body = @step_pruned, carried = 1, ...}
+"""
+from __future__ import annotations
+
+from adc.ir.core import Attrs, Func, FuncRef, Op, Value
+from adc.passes.dce import eliminate_dead_code_func
+from adc.passes.regions import fresh_name
+
+LOOPS = {"for": 1, "scan": 1, "while": 0}      # loop -> parameters of its body before the carried ones
+
+
+def prune_loops(func: Func, funcs: dict[str, Func]) -> Func:
+    """`func` with its loops' dead carried values dropped (new bodies added to `funcs`)."""
+    used = set(func.returns)
+    kept: list[Op] = []
+    for op in reversed(func.ops):
+        if op.name in LOOPS and any(r in used for r in op.results):
+            op = _pruned(op, used, funcs)
+        kept.append(op)
+        used.update(op.operands)
+    if all(a is b for a, b in zip(reversed(kept), func.ops)):
+        return func
+    return Func(func.name, func.params, tuple(reversed(kept)), func.returns, func.loc)
+
+
+def _pruned(op: Op, used: set[Value], funcs: dict[str, Func]) -> Op:
+    lead, k = LOOPS[op.name], op.attrs["carried"]
+    body = funcs[op.attrs["body"]]
+    wanted = [j for j, r in enumerate(op.results) if r in used]       # carried values, then stacked rows
+    live = {j for j in wanted if j < k}
+    cond_reads = _reads(funcs[op.attrs["cond"]], [0]) if op.name == "while" else set()
+    while True:         # a kept carried value needs the carried values its update reads
+        needed = cond_reads | _reads(body, sorted(live) + [j for j in wanted if j >= k], funcs)
+        grown = live | {p - lead for p in needed if lead <= p < lead + k}
+        if grown == live:
+            break
+        live = grown
+    captured = [p for p in range(lead + k, len(body.params)) if p in needed]
+    carried = sorted(live)
+    rows = [j for j in wanted if j >= k]
+    if len(carried) == k and len(captured) == len(body.params) - lead - k and len(rows) == len(op.results) - k:
+        return op
+    params = list(range(lead)) + [lead + j for j in carried] + captured
+    attrs = dict(op.attrs, carried=len(carried),
+                 body=_region(funcs, body, params, [body.returns[j] for j in carried + rows]))
+    if op.name == "while":
+        cond = funcs[op.attrs["cond"]]
+        attrs["cond"] = _region(funcs, cond, params, list(cond.returns))
+    operands = tuple(op.operands[p] for p in params)       # a body's parameters match the operands
+    return Op(op.name, operands, Attrs(attrs), tuple(op.results[j] for j in carried + rows), op.loc)
+
+
+def _region(funcs: dict[str, Func], region: Func, params: list[int], returns: list[Value]) -> FuncRef:
+    trimmed = Func(fresh_name(funcs, f"{region.name}_pruned"), tuple(region.params[p] for p in params), region.ops,
+                   tuple(returns), region.loc)
+    pruned = eliminate_dead_code_func(prune_loops(eliminate_dead_code_func(trimmed), funcs))
+    funcs[pruned.name] = pruned
+    return FuncRef(pruned.name)
+
+
+def _reads(func: Func, results: list[int], funcs: dict[str, Func] | None = None) -> set[int]:
+    """The indices of the parameters `func`'s `results` are computed from; with `funcs`, after the
+    loops inside it are pruned to what those results need (a loop's result reads all its operands)."""
+    if funcs is not None:
+        func = prune_loops(Func(func.name, func.params, func.ops, tuple(func.returns[j] for j in results), func.loc),
+                           funcs)
+        results = list(range(len(func.returns)))
+    reads: dict[Value, set[int]] = {p: {k} for k, p in enumerate(func.params)}
+    for op in func.ops:
+        sources = set().union(*(reads[v] for v in op.operands)) if op.operands else set()
+        for r in op.results:
+            reads[r] = sources
+    return set().union(*(reads[func.returns[j]] for j in results)) if results else set()
+
