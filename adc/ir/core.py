@@ -198,8 +198,16 @@ class Module:
         return named | self.regions()
 
     def regions(self) -> set[str]:
-        """The region functions of its control-flow ops: run by their parent, never called alone."""
-        return {name for func in self for name in func.regions()}
+        """The region functions of its control-flow ops and the functions they call, transitively:
+        run by their parent (sharing its symbols), never called alone."""
+        found, stack = set(), [name for func in self for name in func.regions()]
+        while stack:
+            name = stack.pop()
+            if name not in found:
+                found.add(name)
+                func = self.funcs[name]
+                stack += [*func.regions(), *(str(op.attrs["callee"]) for op in func.ops if op.name == "call")]
+        return found
 
     def region_symbols(self, name: str) -> tuple[str, ...]:
         """The dimension symbols region function `name` reads from its parent, in the order its
