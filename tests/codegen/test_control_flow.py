@@ -186,6 +186,39 @@ func @k(%n: i64, %t: f32, %x: f32[N]) -> f32 {
 }
 """
 
+# a scan stacking the state before each step, and a 2-row copy of it; a second loop reads the
+# stacks back (the pattern of a loop's adjoint), so they come out through a sum
+SCAN = """
+func @record(%i: i64, %x: f32[N], %w: f32[N]) -> (f32[N], f32[N], f32[2,N]) {
+  %0 = mul %x, %w : f32[N]
+  %1 = convert %i {dtype = f32} : f32
+  %2 = broadcast %1 {dims = [], shape = [N]} : f32[N]
+  %3 = add %0, %2 : f32[N]
+  %4 = reshape %x {shape = [1,N]} : f32[1,N]
+  %5 = broadcast %4 {dims = [0,1], shape = [2,N]} : f32[2,N]
+  return %3, %x, %5
+}
+
+func @replay(%j: i64, %acc: f32[N], %rows: f32[L,N], %cols: f32[L,2,N]) -> f32[N] {
+  %0 = gather %rows, %j {axis = 0} : f32[N]
+  %1 = gather %cols, %j {axis = 0} : f32[2,N]
+  %2 = reduce_sum %1 {axes = [0]} : f32[N]
+  %3 = add %acc, %0 : f32[N]
+  %4 = add %3, %2 : f32[N]
+  return %4
+}
+
+func @k(%n: i64, %x: f32[N], %w: f32[N]) -> (f32[N], f32[N]) {
+  %0, %1, %2 = scan %n, %x, %w {axis = 0, body = @record, carried = 1, length = "L"} : f32[N], f32[L,N], f32[L,2,N]
+  %3 = constant {dtype = f32, value = 0.0} : f32
+  %4 = broadcast %3 {dims = [], shape = [N]} : f32[N]
+  %5 = constant {dtype = i64, value = 0} : i64
+  %6 = maximum %n, %5 : i64
+  %7 = for %6, %4, %1, %2 {body = @replay, carried = 1, checkpoint = 0} : f32[N]
+  return %0, %7
+}
+"""
+
 
 def module_of(text: str):
     module = parse_module(text, "control_flow")
@@ -315,3 +348,22 @@ def test_whole_module_object_links(tmp_path):
                driver.runtime_object(target)]
     aot.link_shared_object(objects, tmp_path / "while.so")
     assert ctypes.CDLL(str(tmp_path / "while.so")).adc_kernel_k
+
+
+@pytest.mark.parametrize("n", [0, 1, 2, 5, -1])
+def test_scan_stacks_rows_a_later_loop_reads(n):
+    both_routes(SCAN, np.int64(n), RNG.standard_normal(4).astype(np.float32),
+                RNG.standard_normal(4).astype(np.float32))
+
+
+@pytest.mark.parametrize("n", [0, 3])
+def test_scan_stacks_along_a_later_axis(n):
+    """Batched (adc.passes.batch), a scan stacks along axis 1: each row's parts are copied apart."""
+    from adc.passes.batch import batch
+
+    batched, func = batch(module_of(SCAN), "k", [False, True, False])
+    x, w = RNG.standard_normal((3, 4)).astype(np.float32), RNG.standard_normal(4).astype(np.float32)
+    want = interp.run(batched, func.name, np.int64(n), x, w)
+    got = getattr(jit_module(batched.reachable(func.name)), func.name)(np.int64(n), x, w)
+    for g, v in zip(got, want, strict=True):
+        np.testing.assert_allclose(np.asarray(g), v, rtol=1e-6)
