@@ -124,7 +124,7 @@ def kernel_sources(module: Module, gradients: str = GRADIENTS_DERIVED) -> Kernel
     optimized = optimize(full, pipeline=SEPARATE_PIPELINE)
     texts = format_functions(optimized)
     digests = _inlined_digests(optimized, texts)
-    regions = optimized.regions()
+    regions = full.regions()        # as the metadata lists them (expansion makes custom gradients calls)
     return KernelSources(metadata, _remember("\n".join(texts.values()), optimized),
                          {signature(f).symbol: digests[f.name] for f in optimized if f.name not in regions})
 

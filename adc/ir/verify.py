@@ -4,7 +4,8 @@
 - every op is registered, and its result types are what its type rule derives;
 - every op carries a location when `require_locations` is set;
 - returned values are defined; calls name functions of the module;
-- result types only use dimension symbols bound by the parameters;
+- result types only use dimension symbols bound by the parameters (a region's may use its
+  parent's);
 - a symbol a `scan` binds is bound nowhere else in the function.
 
 Failures raise `VerifyError` naming the pass (when given), the function, the op
@@ -18,11 +19,14 @@ from adc.ir.ops import TypeRuleError, infer_types
 
 
 def verify(module: Module, pass_name: str | None = None, require_locations: bool = False) -> None:
+    regions = module.regions()
     for func in module:
-        verify_func(func, module.funcs, pass_name, require_locations)
+        verify_func(func, module.funcs, pass_name, require_locations, region=func.name in regions)
 
 
-def verify_func(func: Func, funcs, pass_name: str | None = None, require_locations: bool = False) -> None:
+def verify_func(func: Func, funcs, pass_name: str | None = None, require_locations: bool = False,
+                region: bool = False) -> None:
+    """Check `func`; a `region` (a loop body, a branch) may return types of its parent's symbols."""
     where = f"after pass '{pass_name}': " if pass_name else ""
 
     def fail(message: str) -> None:
@@ -62,5 +66,5 @@ def verify_func(func: Func, funcs, pass_name: str | None = None, require_locatio
         if v not in defined:
             fail("a returned value is not defined")
         unbound = v.type.symbols - params_bind
-        if unbound:
+        if unbound and not region:
             fail(f"result type {v.type} uses unbound dimension {', '.join(sorted(unbound))}")

@@ -19,6 +19,7 @@ continuous derivatives on guarded domains, and no float value reaching a bool or
 from __future__ import annotations
 
 import math
+import re
 from typing import Callable
 
 from hypothesis import strategies as st
@@ -166,10 +167,13 @@ class Expressions:
         return Expr(value, value, t.of(()), magnitude(value), atom=True)
 
     def apply(self, functions, operands: list[Expr], t: Type) -> Expr | None:
-        usable = [f for f in functions if f.applies([e.bound for e in operands], self.options.smooth)]
+        # a builtin named like an extern function the program declares would call that function
+        usable = [f for f in functions if f.applies([e.bound for e in operands], self.options.smooth)
+                  and not set(_called(f.adc)) & self.externs]
         if not usable:
             return None
         f = self.pick(usable)
+        self.externs.update(f"builtin {name}" for name in _called(f.adc) if name in EXTERNS)
         operands = [self.hoist(e) if f.adc.count(f"{{{i}}}") > 1 else e for i, e in enumerate(operands)]
         return Expr(f.adc.format(*(e.adc for e in operands)), f.py.format(*(e.py for e in operands)), t,
                     f.bound(*(e.bound for e in operands)))
@@ -284,6 +288,34 @@ class Expressions:
         bound = product(a.bound, b.bound) if op == "*" else a.bound + b.bound
         self.scope[self.scope.index(a)] = updated = Expr(a.adc, a.py, t, bound, atom=True)
         return updated
+
+    def loop(self, t: Type, depth: int) -> Expr:
+        """`tK = a`, then `for _ in range(c): tK = tanh(b)` (b may read tK; c in 0..3): a carried value,
+        bounded by tanh however many times the body runs."""
+        a = self.assign(self.draw(t, depth))
+        count = self.integer(0, 3)
+        b = self.draw(t, depth)
+        self.statements.append((f"for _ in range({count}):\n        {a.adc} = tanh({b.adc})",
+                                f"for _ in range({count}):\n        {a.py} = np.tanh({b.py})"))
+        self.scope[self.scope.index(a)] = updated = Expr(a.adc, a.py, t, max(a.bound, 1.0) if count else a.bound,
+                                                         atom=True)
+        return updated
+
+    def branch(self, t: Type, depth: int) -> Expr:
+        """`if c: tK = a else: tK = b` on a scalar comparison c of two drawn scalars."""
+        scalar = Type(self.dtypes[0], ())
+        left, right = self.draw(scalar, depth), self.draw(scalar, depth)
+        a, b = self.draw(t, depth), self.draw(t, depth)
+        name = f"t{self._names}"
+        self._names += 1
+        op = self.pick(["<", ">="])
+        self.statements.append((f"if {left.adc} {op} {right.adc}:\n        {name} = {a.adc}\n    else:\n"
+                                f"        {name} = {b.adc}",
+                                f"if {left.py} {op} {right.py}:\n        {name} = {a.py}\n    else:\n"
+                                f"        {name} = {b.py}"))
+        v = Expr(name, name, t, max(a.bound, b.bound), atom=True)
+        self.scope.append(v)
+        return v
 
     def cast(self, t: Type, depth: int) -> Expr | None:
         sources = [d for d in self.dtypes if d != t.dtype and self.convertible(d, t.dtype)]
@@ -428,7 +460,8 @@ class Expressions:
         return Expr(f"clip({e.adc}, -3, 3)", f"np.clip({e.py}, -3, 3)", e.type, 3.0)
 
     def extern(self, t: Type, depth: int) -> Expr | None:
-        usable = [e for e in EXTERNS.values() if e.dtype == t.dtype and (e.smooth or not self.options.smooth)]
+        usable = [e for e in EXTERNS.values() if e.dtype == t.dtype and (e.smooth or not self.options.smooth)
+                  and not any(f"builtin {name}" in self.externs for name in (e.name, *e.calls))]
         if not usable:
             return None
         ext = self.pick(usable)
@@ -438,6 +471,10 @@ class Expressions:
         self.externs.add(ext.name)
         return Expr(f"{ext.name}({', '.join(a.adc for a in args)})", ext.py.format(*(a.py for a in args)), t,
                     ext.bound(*(a.bound for a in args)))
+
+
+def _called(template: str) -> list[str]:
+    return re.findall(r"([A-Za-z_][A-Za-z_0-9]*)\(", template)
 
 
 def unify(pattern, shape) -> dict | None:
@@ -469,6 +506,8 @@ FORMS: dict[str, tuple[int, Callable[[Expressions, Type], bool]]] = {
     "argreduce": (1, lambda g, t: t.dtype == "i64" and t.rank < MAX_RANK),
     "one_hot": (1, lambda g, t: t.dtype != "bool" and t.rank >= 1 and any(x in INTS for x in g.dtypes)),
     "augmented": (1, lambda g, t: t.dtype != "bool"),
+    "loop": (1, lambda g, t: t.is_float),
+    "branch": (1, lambda g, t: g.dtypes[0] in FLOATS),
     "index": (1, lambda g, t: t.rank < MAX_RANK),
     "slice": (1, lambda g, t: _static(t, lambda d: True)),
     "transpose": (1, lambda g, t: t.rank >= 2),

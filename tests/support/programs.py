@@ -106,7 +106,9 @@ def programs(draw, options: Options = Options()) -> Program:
 
 
 def _with_callees(externs: set[str]) -> set[str]:
-    return externs | {c for name in externs for c in EXTERNS[name].calls}
+    """The extern functions used (the set also notes the builtins used that share a name with one)."""
+    used = {name for name in externs if name in EXTERNS}
+    return used | {c for name in used for c in EXTERNS[name].calls}
 
 
 def _kernel(draw, options: Options, name: str, dtypes, callables, externs, results: int):
