@@ -31,7 +31,7 @@ from adc.frontend import ast
 from adc.frontend.builtins import Deferred, Results, describe, index_tensor, is_static
 from adc.frontend.elaborate import MISSING, KernelElaborator, Unbound
 from adc.ir.core import Func, FuncRef, Value
-from adc.ir.types import BOOL, F32, I64, DType, SymDim, TensorType
+from adc.ir.types import BOOL, F32, I64, SymDim, TensorType
 
 class Captures:
     """The outer tensors sibling regions read, in order of first use: the op's operands after its

@@ -29,11 +29,10 @@ from typing import Iterator, Sequence
 from adc.errors import CompileError
 from adc.ir.builder import Builder, full
 from adc.ir.core import Func, FuncRef, Op, Value
-from adc.ir.types import BOOL, F64, I64, DType, TensorType, num_elements
+from adc.ir.types import BOOL, F64, I64, TensorType, num_elements
 from adc.passes.regions import build_region, extend, like
 
 STORE_ALL_BYTES = 256 * 2 ** 20
-ELEMENT_BYTES = {DType.f32: 4, DType.f64: 8, DType.i32: 4, DType.i64: 8, DType.bool: 1}
 COUNTER = TensorType(I64)
 
 
@@ -143,7 +142,7 @@ def _segment_length(b: Builder, n: Value, inits: Sequence[Value], checkpoint: in
     """K: `checkpoint` when >= 1; else 1 while n states fit STORE_ALL_BYTES, else ceil(sqrt(n))."""
     if checkpoint >= 1:
         return b.op("constant", dtype=I64, value=checkpoint)
-    size = sum(num_elements(v.type.shape) * ELEMENT_BYTES[v.type.dtype] for v in inits)
+    size = sum(num_elements(v.type.shape) * v.type.dtype.numpy.itemsize for v in inits)
     state = b.op("dim", dtype=I64, value=size) if not isinstance(size, int) else b.op("constant", dtype=I64,
                                                                                        value=size)
     fits = b.op("le", b.op("mul", n, state), b.op("constant", dtype=I64, value=STORE_ALL_BYTES))
