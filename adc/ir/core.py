@@ -1,8 +1,9 @@
 """The IR: values, ops, functions and modules — the one data structure of adc.
 
 Values are identified by object identity (names are assigned when printing);
-an `Op` defines its result values; a `Func` is a straight-line SSA body with
-parameters and returned values. Passes build new ops rather than mutate old
+an `Op` defines its result values; a `Func` is a list of SSA ops with parameters
+and returned values, control flow being ops whose bodies and branches are
+functions of the module (regions). Passes build new ops rather than mutate old
 ones, so an IR object, once built, is never changed.
 
     func @square(%x: f32[N]) -> f32[N] {
@@ -86,7 +87,7 @@ class Op:
 
 @dataclass(eq=False)
 class Func:
-    """A kernel: parameters, a straight-line body of ops, returned values."""
+    """A kernel or a region: parameters, a list of ops (loops and branches among them), returned values."""
 
     name: str
     params: tuple[Value, ...]

@@ -1,7 +1,7 @@
 """Inlining: replace every `call` by the callee's body, recursively.
 
 Runs first in the default pipeline so that simplify, cse and codegen see one
-straight-line body per kernel. The callee's dimension symbols are bound to the
+call-free body per kernel. The callee's dimension symbols are bound to the
 caller's dimensions (`bind_dims`) and substituted in result types and in every
 dimension-valued attribute (`shape`, `start`, `stop`, the `value` of `dim`).
 Inlined ops keep their own locations; all functions are kept.
