@@ -63,7 +63,7 @@ def bench_rnn(m) -> None:
             return value, torch.autograd.grad(value, tw)
 
         tl, tg = torch_both()
-        np.testing.assert_allclose(float(tl), loss, rtol=1e-4)
+        np.testing.assert_allclose(float(tl.detach()), loss, rtol=1e-4)
         others.update(fastest("torch", {"autograd over a loop": timed(torch_both, min_time=1.0, repeats=5)}))
     report(f"Elman RNN loss + gradient, T={t}, B={b}, H={h}, f32", routes, others,
            "<= 1.0x the best peer (peer/adc >= 1)")

@@ -2,7 +2,7 @@
 
 Runs first in the default pipeline, before inlining: once a program is no longer
 differentiated, a custom-gradient node is just its forward computation, and the
-inliner then makes it straight-line code like any call. Differentiation happens
+inliner then copies it into its caller like any call. Differentiation happens
 before this pass (adc/passes/adjoint.py keeps the node, whose adjoint rule calls
 the user's backward). The node's results are exactly the forward's, so uses are
 unchanged; the backward function is kept (it is an ordinary kernel).
