@@ -23,7 +23,7 @@ then is reversed as a `for` of that count whose body ignores its iteration numbe
 """
 from __future__ import annotations
 
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from typing import Iterator, Sequence
 
 from adc.errors import CompileError
@@ -113,7 +113,7 @@ def _reverse(b: Builder, primal: Op | None, n: Value, inits: Sequence[Value], ca
     if not floats and not cap_floats:
         return (None,) * (k + m)
     loc, length = b.loc, fresh_symbol(b.params, b.ops, "T")     # before `b` is cut at `primal`
-    with _in_place_of(b, primal, replace=True) if primal is not None else _at_end():
+    with _in_place_of(b, primal, replace=True) if primal is not None else nullcontext():
         segment = _segment_length(b, n, inits, checkpoint)
         one = b.op("constant", dtype=I64, value=1)
         segments = b.op("floor_div", b.op("add", n, b.op("sub", segment, one)), segment)
@@ -131,11 +131,6 @@ def _reverse(b: Builder, primal: Op | None, n: Value, inits: Sequence[Value], ca
                   carried=len(floats) + len(cap_floats), checkpoint=0)
     found = {**dict(zip(floats, outs)), **{k + j: v for j, v in zip(cap_floats, outs[len(floats):])}}
     return tuple(found.get(j) for j in range(k + m))
-
-
-@contextmanager
-def _at_end() -> Iterator[None]:
-    yield
 
 
 def _segment_length(b: Builder, n: Value, inits: Sequence[Value], checkpoint: int) -> Value:

@@ -226,7 +226,7 @@ def module_of(text: str):
     return module
 
 
-def both_routes(text: str, *args) -> None:
+def assert_routes_agree(text: str, *args) -> None:
     """lower_module and the driver's per-kernel JIT agree with the interpreter on kernel @k."""
     module = module_of(text)
     want = interp.run(module, "k", *args)
@@ -246,38 +246,38 @@ def for_args(n: int, size: int = 5):
 
 @pytest.mark.parametrize("n", [0, 1, 2, 7, -3])
 def test_for_threads_carried_values_of_several_types(n):
-    both_routes(FOR, *for_args(n))
+    assert_routes_agree(FOR, *for_args(n))
 
 
 def test_for_over_an_empty_axis():
-    both_routes(FOR, *for_args(4, size=0))
+    assert_routes_agree(FOR, *for_args(4, size=0))
 
 
 @pytest.mark.parametrize("n", [0, 3])
 def test_a_body_reads_a_symbol_its_params_do_not_bind(n):
-    both_routes(FREE_SYMBOL, np.int64(n), np.float32(1.5), np.zeros(6, np.float32))
+    assert_routes_agree(FREE_SYMBOL, np.int64(n), np.float32(1.5), np.zeros(6, np.float32))
 
 
 @pytest.mark.parametrize("n", [0, 1, 4])
 def test_nested_loops(n):
-    both_routes(NESTED, np.int64(n), np.float32(0.5), np.float32(1.25), np.zeros(4, np.float32))
+    assert_routes_agree(NESTED, np.int64(n), np.float32(0.5), np.float32(1.25), np.zeros(4, np.float32))
 
 
 @pytest.mark.parametrize("scale,limit", [(1.0, 1e9), (1.0, 0.5), (100.0, 0.01), (3.0, 1.0)])
 def test_while_runs_a_data_dependent_number_of_times(scale, limit):
-    both_routes(WHILE, scale * RNG.standard_normal(6), np.float64(limit))
+    assert_routes_agree(WHILE, scale * RNG.standard_normal(6), np.float64(limit))
 
 
 @pytest.mark.parametrize("c", [True, False])
 def test_if_runs_the_branch_taken(c):
-    both_routes(IF, np.bool_(c), RNG.standard_normal(5).astype(np.float32),
+    assert_routes_agree(IF, np.bool_(c), RNG.standard_normal(5).astype(np.float32),
                 RNG.standard_normal(5).astype(np.float32))
 
 
 @pytest.mark.parametrize("n", [0, 3, 6, 9])
 def test_a_body_with_matmul_gather_and_scatter(n):
     size = 6
-    both_routes(LINEAR, np.int64(n), np.zeros(size, np.float32),
+    assert_routes_agree(LINEAR, np.int64(n), np.zeros(size, np.float32),
                 RNG.standard_normal((size, size)).astype(np.float32),
                 RNG.standard_normal((size, 1)).astype(np.float32), RNG.standard_normal(size).astype(np.float32))
 
@@ -352,7 +352,7 @@ def test_whole_module_object_links(tmp_path):
 
 @pytest.mark.parametrize("n", [0, 1, 2, 5, -1])
 def test_scan_stacks_rows_a_later_loop_reads(n):
-    both_routes(SCAN, np.int64(n), RNG.standard_normal(4).astype(np.float32),
+    assert_routes_agree(SCAN, np.int64(n), RNG.standard_normal(4).astype(np.float32),
                 RNG.standard_normal(4).astype(np.float32))
 
 
