@@ -120,7 +120,6 @@ def _elaborated(compiler, driver, path: str):
 def _cmd_ir(args, driver) -> int:
     from adc import compiler
     from adc.codegen import emit
-    from adc.codegen.target import Target
     from adc.ir.printer import format_func, format_module
     from adc.passes.adjoint import vjp
     from adc.passes.jacobian import jacobian
@@ -140,7 +139,7 @@ def _cmd_ir(args, driver) -> int:
         optimized = compiler.optimize(module, options)
         text = format_module(optimized if args.emit == "opt" else module)
     else:
-        target = Target.host()
+        target = driver.host_target()
         llvm_module = compiler.to_llvm(module, target, options)
         text = (emit.emit_llvm if args.emit == "llvm" else emit.emit_assembly)(llvm_module, target)
     sys.stdout.write(text)

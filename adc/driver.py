@@ -40,7 +40,7 @@ import threading
 from dataclasses import dataclass
 from itertools import repeat
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Callable, NamedTuple
 
 from adc import compile_log
 from adc.abi import (ADC_VERSION, GRADIENTS_EMBEDDED, GRADIENTS_NONE, KERNEL_PREFIX, RUNTIME_SET_NUM_THREADS,
@@ -51,6 +51,7 @@ from adc.ir.core import Module
 from adc.ir.printer import format_module
 
 if TYPE_CHECKING:       # imported where object code is made or loaded (see the module docstring)
+    from adc.codegen.dynamic import DynamicLibrary
     from adc.codegen.jit import JitLibrary
     from adc.codegen.target import Target
 
@@ -71,10 +72,13 @@ def read_source(path: str | os.PathLike) -> str:
 
 
 def require_llvm() -> None:
-    """ImportError when llvmlite, which makes and loads all object code, cannot be imported: for
-    callers that can do without compiling (a shared object's embedded gradients) to ask before
-    anything is derived, since the driver itself imports it only on a kernel's first call."""
-    import llvmlite.binding  # noqa: F401
+    """ImportError when llvmlite, which makes object code, is not installed: for callers that can do
+    without compiling (a shared object's embedded gradients) to ask before anything is derived.
+    It is looked up, not imported: a process whose code is all cached never loads it."""
+    import importlib.util
+
+    if importlib.util.find_spec("llvmlite") is None:
+        raise ImportError("No module named 'llvmlite'")
 
 
 def _compiler():
@@ -116,7 +120,7 @@ def ir_key(*parts: str) -> str:
 
 def cache_key(target: Target, *parts: str) -> str:
     """The key of object code compiled from `parts` for `target`."""
-    return _digest(f"{fingerprint()}\0{llvm_versions()}\0{target.key()}", parts)
+    return _digest(f"{fingerprint()}\0{_host().compiler}\0{target.key()}", parts)
 
 
 def _digest(compiler: str, parts: tuple[str, ...]) -> str:
@@ -181,28 +185,159 @@ def runtime_object(target: Target) -> bytes:
     return _cached(cache_key(target, "runtime"), "runtime library", build, namespace="runtime")
 
 
-# ---------------------------------------------------------------- in-process compilation
+# ---------------------------------------------------------------- in-process loading
 
-def load_object(object_code: bytes, target: Target) -> JitLibrary:
-    """Link object code into this process, after the runtime library it calls."""
+_runtime = None                 # this process's runtime library, loaded once (see _runtime_library)
+_runtime_lock = threading.Lock()
+_published = False              # whether LLVM's linker knows the runtime library's functions
+_loads = 0
+
+
+def load_count() -> int:
+    """How many kernels this process has loaded (a kernel is loaded once for every size)."""
+    return _loads
+
+
+def runtime_library():
+    """The runtime library every JIT kernel of this process calls, loaded on first use: the shared
+    object the cache keeps (its symbols global, so kernels loaded as shared objects bind to it),
+    else — cache off, no C compiler to link one — its object code through MCJIT."""
+    global _runtime
+    with _runtime_lock:
+        if _runtime is None:
+            target = host_target()
+            _runtime = _shared_runtime(target) or _jit_library(runtime_object(target), target)
+        return _runtime
+
+
+def _shared_runtime(target: Target) -> DynamicLibrary | None:
+    from adc.codegen.dynamic import DynamicLibrary
+
+    cache = open_cache()
+    if cache is None:
+        return None
+    key = cache_key(target, "runtime", "shared object")
+    path = cache.locate("runtime", key)
+    if path is None:
+        compile_log.event("runtime library", f"cache miss {key[:12]} (shared object)")
+        image = _link([runtime_object(target)], runtime_symbols(), "runtime library", runtime_loaded=False)
+        if image is None:
+            return None
+        cache.put("runtime", key, image)
+        path = cache.locate("runtime", key)
+    try:
+        return DynamicLibrary(path, runtime=True) if path else None
+    except OSError:
+        return None
+
+
+def _link(objects: list[bytes], exports, subject: str, runtime_loaded: bool = True) -> bytes | None:
+    """A shared object linked from `objects` (see aot.link_shared_object), or None when this
+    machine cannot link one (no C compiler): the JIT then keeps to object code."""
+    import tempfile
+
+    from adc.codegen import aot
+    from adc.errors import ToolchainError
+
+    with tempfile.TemporaryDirectory(prefix="adc-") as folder:
+        out = Path(folder) / "library.so"
+        try:
+            with compile_log.stage(subject, "link"):
+                aot.link_shared_object(objects, out, exports=exports, runtime_loaded=runtime_loaded)
+            return out.read_bytes()
+        except (ToolchainError, OSError) as err:
+            compile_log.event(subject, f"not linked, object code only: {err}")
+            return None
+
+
+def _link_later(object_code: bytes, symbol: str, key: str, subject: str) -> None:
+    """Link a kernel's object code into the shared object a later process loads without LLVM, on a
+    thread (the C compiler runs as another process, beside this one's work); the interpreter
+    waits for it at exit."""
+    def link() -> None:
+        image = _link([object_code], [symbol], subject)
+        cache = open_cache()
+        if image is not None and cache is not None:
+            cache.put("shared", key, image)
+    threading.Thread(target=link, name=f"adc-link-{symbol}").start()
+
+
+def _jit_library(object_code: bytes, target: Target) -> JitLibrary:
     from adc.codegen.jit import JitLibrary
 
-    _install_runtime(target)
     return JitLibrary(object_code, target)
 
 
-def _install_runtime(target: Target) -> None:
+def load_object(object_code: bytes, target: Target) -> JitLibrary:
+    """Link object code into this process through MCJIT, after the runtime library it calls."""
+    global _loads, _published
     from adc.codegen import jit
 
-    if not jit.runtime_installed():
-        jit.install_runtime(runtime_object(target), target, runtime_symbols())
+    runtime = runtime_library()
+    with _runtime_lock:
+        if not _published:
+            jit.publish({name: _require(runtime, name) for name in runtime_symbols()})
+            _published = True
+    _loads += 1
+    return jit.JitLibrary(object_code, target)
+
+
+def _require(library, symbol: str) -> int:
+    address = library.address(symbol)
+    if not address:
+        raise RuntimeError(f"the adc runtime library does not define {symbol}")
+    return address
+
+
+class _Host(NamedTuple):
+    target: Target          # this machine, for the JIT
+    compiler: str           # llvm_versions(): what compiles for it
+
+
+@functools.cache
+def _host() -> _Host:
+    """This machine's JIT target and what compiles for it, which every object-code key holds.
+    LLVM answers both (loading it takes ~35 ms), once per machine: the answers are kept in the
+    cache under what they depend on, read without LLVM (`_machine_identity`), so a process whose
+    code is all cached never loads LLVM. The JIT's code is position-independent: the object code
+    MCJIT loads is the code the cache links into a shared object."""
+    from adc.codegen.target import Target
+
+    cache, identity = open_cache(), _machine_identity()
+    key = ir_key("host", identity) if identity else None
+    remembered = cache.get("host", key) if cache and key else None
+    if remembered is not None:
+        fields = json.loads(remembered)
+        return _Host(Target(**fields["target"], pic=True), fields["compiler"])
+    host = _Host(Target.host(pic=True), llvm_versions())
+    if cache and key:
+        target = {"triple": host.target.triple, "cpu": host.target.cpu, "features": host.target.features}
+        cache.put("host", key, json.dumps({"target": target, "compiler": host.compiler}).encode())
+    return host
+
+
+def _machine_identity() -> str | None:
+    """What LLVM's answers about this machine depend on, read without LLVM: the CPU as the kernel
+    describes it (/proc/cpuinfo's first processor, but for its clock) and llvmlite's installation
+    (its package file's path, size and modification time, as Python tells sources apart); None
+    where either is unknown, and LLVM is asked."""
+    import importlib.util
+
+    try:
+        cpu = Path("/proc/cpuinfo").read_text().split("\n\n")[0]
+        spec = importlib.util.find_spec("llvmlite")
+        package = os.stat(spec.origin) if spec and spec.origin else None
+    except OSError:
+        return None
+    if package is None:
+        return None
+    described = [line for line in cpu.splitlines() if not line.startswith(("processor", "cpu MHz"))]
+    return "\n".join([os.uname().machine, spec.origin, f"{package.st_size} {package.st_mtime_ns}", *described])
 
 
 def host_target() -> Target:
-    """This machine's target, for the JIT: the first thing object code needs, so what imports LLVM."""
-    from adc.codegen.target import Target
-
-    return Target.host()
+    """This machine's target, for the JIT (see _host)."""
+    return _host().target
 
 
 class JitModule:
@@ -210,11 +345,13 @@ class JitModule:
 
     Its manifest — built by elaborating and optimizing the module, or read from the cache — holds
     the module's metadata, its optimized IR text once and, per kernel symbol, the digest of the
-    kernel and all it calls (`compiler.KernelSources`); `address(symbol)` loads the kernel's
-    object code from the cache, or compiles the kernel from the IR text, the first time it is
-    asked for. So opening a module of twenty kernels compiles none, and a process pays LLVM only
-    for the kernels it calls, and loads LLVM on the first call. JIT modules share the process's
-    runtime library, so `adc_set_num_threads` is the runtime's.
+    kernel and all it calls (`compiler.KernelSources`); `address(symbol)` loads the kernel the
+    first time it is asked for: its shared object from the cache, with no LLVM, else its object
+    code (from the cache, or compiled from the IR text) through MCJIT, linking the shared object
+    for the next process meanwhile. So opening a module of twenty kernels compiles none, a
+    process pays LLVM only for the kernels it compiles, and one whose kernels are all cached
+    loads no LLVM. JIT modules share the process's runtime library, so `adc_set_num_threads` is
+    the runtime's. (Kernels calling external functions keep to MCJIT, which binds them.)
     """
 
     def __init__(self, manifest: dict):
@@ -222,7 +359,8 @@ class JitModule:
         self._name = json.loads(self._metadata)["module"]
         self._ir: str = manifest["ir"]
         self._kernels: dict[str, str] = manifest["kernels"]
-        self._loaded: dict[str, JitLibrary] = {}
+        self._calls_externs = bool(manifest.get("externs"))
+        self._loaded: dict = {}
         self._lock = threading.Lock()
 
     def metadata(self) -> str:
@@ -233,26 +371,41 @@ class JitModule:
 
     def address(self, symbol: str) -> int:
         if symbol == SET_NUM_THREADS_SYMBOL:
-            from adc.codegen.jit import runtime_address
-
-            _install_runtime(host_target())
-            return runtime_address(RUNTIME_SET_NUM_THREADS)
+            return _require(runtime_library(), RUNTIME_SET_NUM_THREADS)
         if symbol not in self._kernels:
             return 0
         with self._lock:
             if symbol not in self._loaded:
-                target = host_target()
-                self._loaded[symbol] = load_object(self._kernel_object(symbol, target), target)
+                self._loaded[symbol] = self._load(symbol)
             return self._loaded[symbol].address(symbol)
 
-    def _kernel_object(self, symbol: str, target: Target) -> bytes:
-        return _cached(_kernel_key(symbol, self._kernels[symbol], target), f"{self._name}: {symbol}",
-                       lambda: kernel_object(symbol, self._ir, self._name, target))
+    def _load(self, symbol: str):
+        global _loads
+        from adc.codegen.dynamic import DynamicLibrary
+
+        target, subject = host_target(), f"{self._name}: {symbol}"
+        key = _kernel_key(symbol, self._kernels[symbol], target)
+        cache = open_cache()
+        shared = cache is not None and not self._calls_externs and isinstance(runtime_library(), DynamicLibrary)
+        path = cache.locate("shared", key) if shared else None
+        if path is not None:
+            try:
+                library = DynamicLibrary(path)
+                compile_log.event(subject, f"cache hit {key[:12]} (shared object)")
+                _loads += 1
+                return library
+            except OSError:
+                pass                # removed or replaced meanwhile: load the object code
+        object_code = _cached(key, subject, lambda: kernel_object(symbol, self._ir, self._name, target))
+        library = load_object(object_code, target)
+        if shared:
+            _link_later(object_code, symbol, key, subject)
+        return library
 
 
 def _kernel_key(symbol: str, digest: str, target: Target) -> str:
-    """Object code of a kernel is cached by the digest of its IR and all it calls: kernels of the
-    same code share it, whatever module they are in."""
+    """Object code of a kernel (and the shared object linked from it) is cached by the digest of
+    its IR and all it calls: kernels of the same code share it, whatever module they are in."""
     return cache_key(target, "kernel", symbol, digest)
 
 

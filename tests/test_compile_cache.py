@@ -17,7 +17,6 @@ import pytest
 import adc
 from adc import driver
 from adc.codegen.cache import Cache
-from adc.codegen.target import Target
 from tests.conftest import ROOT, SAMPLES
 
 COMPILE_AND_RUN = f"""
@@ -43,11 +42,9 @@ print("compiler imported" if "adc.compiler" in sys.modules else "compiler not im
 @pytest.fixture
 def cache_dir(tmp_path) -> Path:
     """An empty kernel cache holding the JIT's runtime library already (building it takes seconds)."""
-    target = Target.host()
-    driver.runtime_object(target)
-    key = driver.cache_key(target, "runtime")
-    (tmp_path / "cache" / "runtime").mkdir(parents=True)
-    shutil.copy(Path(os.environ["ADC_CACHE_DIR"]) / "runtime" / key, tmp_path / "cache" / "runtime" / key)
+    driver.runtime_library()
+    for namespace in ("runtime", "host"):
+        shutil.copytree(Path(os.environ["ADC_CACHE_DIR"]) / namespace, tmp_path / "cache" / namespace)
     return tmp_path / "cache"
 
 
@@ -77,7 +74,18 @@ def test_opening_a_cached_module_loads_no_llvm(cache_dir):
     run(COMPILE_AND_RUN, cache_dir)
     code = (f"import sys, adc\nadc.compile_file({str(SAMPLES / 'kernels.adc')!r})\n"
             f"print(sorted(name for name in sys.modules if name.startswith('llvmlite')))")
-    assert run(code, cache_dir).stdout.split() == ["[]"]      # LLVM is loaded on a kernel's first call
+    assert run(code, cache_dir).stdout.split() == ["[]"]
+
+
+def test_a_process_whose_kernels_are_cached_runs_and_differentiates_them_without_llvm(cache_dir):
+    first = run(GRADIENT, cache_dir)        # compiles, and links each kernel's shared object before exiting
+    assert "llvm-optimize" in first.stderr and "link" in first.stderr
+    linked = entries(cache_dir, "shared")   # sigmoid_shift, its VJP and the eager sum's kernels
+    assert len(linked) >= 2
+    second = run(GRADIENT + "print(sorted(name for name in sys.modules if name.startswith('llvmlite')))\n",
+                 cache_dir)
+    assert second.stdout.splitlines()[-1] == "[]"
+    assert second.stderr.count("(shared object)") == len(linked) and "cache miss" not in second.stderr
 
 
 def test_derived_kernels_are_cached_too(cache_dir):
@@ -102,24 +110,29 @@ def test_four_processes_compiling_one_module_at_once(cache_dir):
 
 def test_damaged_entries_are_rebuilt(cache_dir):
     run(COMPILE_AND_RUN, cache_dir)
-    names = entries(cache_dir, "modules")
-    for name in names:                                 # the manifest and the kernel's object code
-        path = cache_dir / "modules" / name
-        data = bytearray(path.read_bytes())
-        data[len(data) // 2] ^= 0x55
-        path.write_bytes(bytes(data))
+    names = {namespace: entries(cache_dir, namespace) for namespace in ("modules", "shared")}
+    assert len(names["modules"]) == 2 and len(names["shared"]) == 1
+    for namespace, found in names.items():    # the manifest, the kernel's object code and its shared object
+        for name in found:
+            path = cache_dir / namespace / name
+            data = bytearray(path.read_bytes())
+            data[len(data) // 2] ^= 0x55
+            path.write_bytes(bytes(data))
     again = run(COMPILE_AND_RUN, cache_dir)
     assert again.stderr.count("cache miss") == 2 and "llvm-optimize" in again.stderr
-    assert all(Cache(cache_dir).get("modules", name) is not None for name in names)   # whole again
+    assert all(Cache(cache_dir).get(namespace, name) is not None              # whole again
+               for namespace, found in names.items() for name in found)
 
 
 def test_a_truncated_runtime_library_is_rebuilt(cache_dir):
-    (entry,) = entries(cache_dir, "runtime")
-    path = cache_dir / "runtime" / entry
-    path.write_bytes(path.read_bytes()[:1000])
+    found = entries(cache_dir, "runtime")          # its object code and the shared object linked from it
+    assert len(found) == 2
+    for entry in found:
+        path = cache_dir / "runtime" / entry
+        path.write_bytes(path.read_bytes()[:1000])
     again = run(COMPILE_AND_RUN, cache_dir)
-    assert "runtime library: cache miss" in again.stderr
-    assert Cache(cache_dir).get("runtime", entry) is not None
+    assert again.stderr.count("runtime library: cache miss") == 2
+    assert all(Cache(cache_dir).get("runtime", entry) is not None for entry in found)
 
 
 def test_cache_off_writes_nothing(tmp_path):
@@ -133,7 +146,8 @@ def test_cli_cache_info_and_clear(cache_dir):
     environ = {**os.environ, "ADC_CACHE_DIR": str(cache_dir)}
     info = subprocess.run([sys.executable, "-m", "adc", "cache", "info"], capture_output=True, text=True,
                           env=environ, check=True).stdout
-    assert f"location: {cache_dir}" in info and "modules: 2" in info and "runtime: 1" in info
+    assert f"location: {cache_dir}" in info and "modules: 2" in info and "runtime: 2" in info
+    assert "shared: 1" in info
     subprocess.run([sys.executable, "-m", "adc", "cache", "clear"], env=environ, check=True, capture_output=True)
     assert entries(cache_dir, "modules") == [] and entries(cache_dir, "runtime") == []
     off = subprocess.run([sys.executable, "-m", "adc", "cache", "info"], capture_output=True, text=True,

@@ -12,6 +12,10 @@ wherever it runs.
 
     link_shared_object([module_obj, runtime_obj], "kernels.so")
     # $CC -shared -Wl,-soname,kernels.so -Wl,--version-script=... -o kernels.so module.o runtime.o -lm -lpthread
+
+The JIT's shared objects (see driver.py) are linked here too: the runtime library
+alone, exporting its functions, and one kernel each, which calls the runtime
+library's functions without containing them (the process has loaded it first).
 """
 from __future__ import annotations
 
@@ -26,7 +30,7 @@ from typing import Sequence
 from adc.abi import KERNEL_PREFIX, METADATA_SYMBOL, SET_NUM_THREADS_SYMBOL
 from adc.errors import ToolchainError
 
-VERSION_SCRIPT = f"{{ global: {KERNEL_PREFIX}*; {METADATA_SYMBOL}; {SET_NUM_THREADS_SYMBOL}; local: *; }};\n"
+MODULE_EXPORTS = (f"{KERNEL_PREFIX}*", METADATA_SYMBOL, SET_NUM_THREADS_SYMBOL)
 
 
 def c_compiler() -> list[str]:
@@ -39,10 +43,12 @@ def c_compiler() -> list[str]:
     return command
 
 
-def link_shared_object(objects: Sequence[bytes], out_path: str | os.PathLike,
-                       libraries: Sequence[str] = ()) -> None:
-    """Link object files into a shared object; `libraries` are further linker arguments (see
-    externs.link_arguments). Every symbol must resolve (--no-undefined)."""
+def link_shared_object(objects: Sequence[bytes], out_path: str | os.PathLike, libraries: Sequence[str] = (),
+                       exports: Sequence[str] = MODULE_EXPORTS, runtime_loaded: bool = False) -> None:
+    """Link object files into a shared object exporting `exports` (names or glob patterns) only;
+    `libraries` are further linker arguments (see externs.link_arguments). Every symbol must
+    resolve (--no-undefined), except with `runtime_loaded`: the code calls the runtime library
+    the loading process has already loaded (with its symbols global) and leaves those calls to it."""
     cc = c_compiler()
     with tempfile.TemporaryDirectory(prefix="adc-") as tmp:
         paths = []
@@ -50,8 +56,9 @@ def link_shared_object(objects: Sequence[bytes], out_path: str | os.PathLike,
             paths.append(Path(tmp) / f"part{k}.o")
             paths[-1].write_bytes(data)
         script = Path(tmp) / "exports.map"
-        script.write_text(VERSION_SCRIPT)
-        result = subprocess.run([*cc, "-shared", "-Wl,--no-undefined", f"-Wl,-soname,{Path(out_path).name}",
+        script.write_text(f"{{ global: {'; '.join(exports)}; local: *; }};\n")
+        resolution = [] if runtime_loaded else ["-Wl,--no-undefined"]
+        result = subprocess.run([*cc, "-shared", *resolution, f"-Wl,-soname,{Path(out_path).name}",
                                  f"-Wl,--version-script={script}",
                                  "-o", str(out_path), *map(str, paths), *libraries, "-lm", "-lpthread"],
                                 capture_output=True, text=True)

@@ -7,6 +7,7 @@ one file `<root>/<namespace>/<key>`, sealed like a shared object (abi.seal):
 
     cache = Cache.from_environment()        # $ADC_CACHE_DIR, else the user cache folder
     cache.get("modules", key)               # None: missing, or damaged (then removed)
+    cache.locate("shared", key)             # the entry's file, checked likewise: for the dynamic loader
     cache.put("modules", key, data)         # atomic; evicts least recently used entries
 
 - Writes are atomic: a temporary file in the same folder, then `os.replace`. Several
@@ -86,6 +87,11 @@ class Cache:
         except OSError:
             pass            # read-only cache: still a hit
         return body
+
+    def locate(self, namespace: str, key: str) -> Path | None:
+        """The file of an entry whose seal holds, for a caller that maps it rather than reading it
+        (a shared object for the dynamic loader, which ignores the seal after its image)."""
+        return self.path(namespace, key) if self.get(namespace, key) is not None else None
 
     def put(self, namespace: str, key: str, data: bytes) -> None:
         """Store an entry; a cache that cannot be written (read-only, disk full) is skipped silently."""

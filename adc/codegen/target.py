@@ -12,6 +12,10 @@ or one of LLVM's CPU names, whose features are learned from LLVM itself.
     target = Target.host()              # x86_64-unknown-linux-gnu, znver5, +avx512f,...
     target.optimize(llvm_module_ref)    # in place; raises on an invalid module
     Target.for_cpu("haswell").required_features     # ('avx', 'avx2', 'bmi', ..., 'xsave')
+
+A `Target` is a plain value: LLVM (llvmlite.binding, ~35 ms to import) is loaded
+by the first method that asks it something, so a process whose code is all cached
+can name its target (the driver remembers the host's) without loading LLVM.
 """
 from __future__ import annotations
 
@@ -20,18 +24,24 @@ import os
 import sys
 import tempfile
 from dataclasses import dataclass
-from typing import Callable, TypeVar
-
-import llvmlite.binding as llvm
+from typing import TYPE_CHECKING, Callable, TypeVar
 
 from adc.cpus import LEVELS, checkable
+
+if TYPE_CHECKING:
+    import llvmlite.binding
 
 T = TypeVar("T")
 
 
-def _initialize() -> None:
+@functools.cache
+def _llvm():
+    """llvmlite.binding, imported and its native target initialized on first use."""
+    import llvmlite.binding as llvm
+
     llvm.initialize_native_target()
     llvm.initialize_native_asmprinter()
+    return llvm
 
 
 @dataclass(frozen=True)
@@ -49,7 +59,7 @@ class Target:
     def host(pic: bool = False) -> "Target":
         """The machine this process runs on (`pic` for code linked into a shared object); asked of
         LLVM once per process, as every compile and cache lookup needs it."""
-        _initialize()
+        llvm = _llvm()
         return Target(llvm.get_process_triple(), llvm.get_host_cpu_name(),
                       llvm.get_host_cpu_features().flatten(), pic=pic)
 
@@ -59,7 +69,7 @@ class Target:
         LLVM CPU name such as "znver3"; raises ValueError for a name LLVM does not know."""
         if name == "native":
             return Target.host(pic)
-        _initialize()
+        llvm = _llvm()
         triple = llvm.get_process_triple()
         if not triple.startswith("x86_64"):
             raise ValueError(f"CPU {name!r}: only 'native' is supported on {triple}, CPU names are x86-64's")
@@ -82,24 +92,23 @@ class Target:
         reloc = "pic" if self.pic else "static"
         return f"{self.triple}|{self.cpu}|{self.features}|O{self.opt_level}|{reloc}"
 
-    def target_machine(self) -> llvm.TargetMachine:
+    def target_machine(self) -> llvmlite.binding.TargetMachine:
         """The shared (cached) target machine; never hand it to an owner such as an execution engine."""
         return _target_machine(self)
 
-    def new_target_machine(self) -> llvm.TargetMachine:
+    def new_target_machine(self) -> llvmlite.binding.TargetMachine:
         """A target machine of one's own: an MCJIT engine takes ownership of (and frees) its machine."""
-        _initialize()
-        return llvm.Target.from_triple(self.triple).create_target_machine(
+        return _llvm().Target.from_triple(self.triple).create_target_machine(
             cpu=self.cpu, features=self.features, opt=min(self.opt_level, 3),
             reloc="pic" if self.pic else "default", codemodel="default" if self.pic else "jitdefault",
             jit=not self.pic)
 
-    def prepare(self, module: llvm.ModuleRef) -> None:
+    def prepare(self, module: llvmlite.binding.ModuleRef) -> None:
         """Stamp `module` with this target's triple and data layout."""
         module.triple = self.triple
         module.data_layout = _data_layout(self)
 
-    def optimize(self, module: llvm.ModuleRef, unroll: bool = False) -> None:
+    def optimize(self, module: llvmlite.binding.ModuleRef, unroll: bool = False) -> None:
         """Run the O`opt_level` pipeline with both vectorizers, verifying before and after.
 
         `unroll` lets LLVM unroll and interleave loops. adc's own loop nests are vectorized but
@@ -110,6 +119,7 @@ class Target:
         """
         module.verify()
         self.prepare(module)
+        llvm = _llvm()
         tuning = llvm.create_pipeline_tuning_options(speed_level=self.opt_level)
         tuning.loop_vectorization = True
         tuning.slp_vectorization = True
@@ -120,7 +130,7 @@ class Target:
 
 
 @functools.lru_cache(maxsize=None)
-def _target_machine(target: Target) -> llvm.TargetMachine:
+def _target_machine(target: Target) -> llvmlite.binding.TargetMachine:
     """One target machine per distinct target: creating one costs milliseconds."""
     return target.new_target_machine()
 
@@ -150,6 +160,7 @@ def _cpu_features(triple: str, cpu: str) -> str:
     """LLVM's features for CPU `cpu` as an explicit +/- list over every feature LLVM can detect
     on a host and every level's: llvmlite exposes no CPU's feature table, so LLVM is asked
     through its inliner and code generator (about 0.1 s, once per CPU and process)."""
+    llvm = _llvm()
     machine, warnings = _with_stderr(lambda: llvm.Target.from_triple(triple).create_target_machine(
         cpu=cpu, features="+64bit"))
     if cpu in ("", "help") or "not a recognized processor" in warnings:
@@ -177,12 +188,13 @@ attributes #{k} = {{ "target-cpu"="{cpu}" "target-features"="+64bit,+{feature}" 
 """
 
 
-def _inlinable_features(machine: llvm.TargetMachine, cpu: str, candidates: list[str]) -> set[str]:
+def _inlinable_features(machine: llvmlite.binding.TargetMachine, cpu: str, candidates: list[str]) -> set[str]:
     """The candidates `cpu` has: LLVM inlines a callee only if its features are a subset of the
     caller's, so with the caller built for `cpu` and the callee for `cpu` plus feature F, the
     callee is gone after optimization exactly when `cpu` has F."""
     text = "".join(_INLINING_PAIR.format(k=k, cpu=cpu, feature=feature)
                    for k, feature in enumerate(candidates, start=1))
+    llvm = _llvm()
     module = llvm.parse_assembly(f'@sink = global i32 0\n{text}\n'
                                  f'attributes #0 = {{ "target-cpu"="{cpu}" "target-features"="+64bit" }}\n')
     module.triple = machine.triple
@@ -201,9 +213,9 @@ define i128 @swap(ptr %p, i128 %old, i128 %new) {
 """
 
 
-def _has_cx16(machine: llvm.TargetMachine) -> bool:
+def _has_cx16(machine: llvmlite.binding.TargetMachine) -> bool:
     """A 16-byte compare-and-swap compiles to CMPXCHG16B only with cx16, else to a library call."""
-    module = llvm.parse_assembly(_COMPARE_AND_SWAP_16)
+    module = _llvm().parse_assembly(_COMPARE_AND_SWAP_16)
     module.triple = machine.triple
     return "cmpxchg16b" in machine.emit_assembly(module)
 

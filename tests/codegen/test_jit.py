@@ -5,7 +5,7 @@ import re
 
 import numpy as np
 
-from adc.codegen.jit import load_count
+from adc.driver import load_count
 from tests.codegen.test_lower import assert_close, call, compile_module, kernel, randn
 
 

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 import adc
-from adc.codegen.jit import load_count
+from adc.driver import load_count
 from tests.conftest import SAMPLES
 from tests.support import references
 
