@@ -7,28 +7,39 @@
 
 so a slow compile explains itself. The lines go through the standard `logging`
 logger "adc.compile" at INFO; the environment switch only attaches a handler
-writing to stderr, and programs may attach their own instead.
+writing to stderr, and programs may attach their own instead. adc does not
+import `logging` itself (~5 ms at every start) until it is enabled: before a
+program has imported it, no handler can be listening.
 """
 from __future__ import annotations
 
-import logging
 import os
 import sys
 import time
 from contextlib import contextmanager
 from typing import Iterator
 
-LOGGER = logging.getLogger("adc.compile")
+LOGGER_NAME = "adc.compile"
+INFO = 20           # logging.INFO
+
+
+def _logger():
+    """The logger, or None while nothing has imported `logging` (see the module docstring)."""
+    logging = sys.modules.get("logging")
+    return logging.getLogger(LOGGER_NAME) if logging else None
 
 
 def enable(stream=None) -> None:
     """Print the stage lines to `stream` (default stderr); once per process."""
-    if not any(getattr(h, "adc_compile_log", False) for h in LOGGER.handlers):
+    import logging
+
+    logger = logging.getLogger(LOGGER_NAME)
+    if not any(getattr(h, "adc_compile_log", False) for h in logger.handlers):
         handler = logging.StreamHandler(stream or sys.stderr)
         handler.setFormatter(logging.Formatter("adc: %(message)s"))
         handler.adc_compile_log = True
-        LOGGER.addHandler(handler)
-    LOGGER.setLevel(logging.INFO)
+        logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
 
 
 def enable_from_environment(environ=os.environ) -> None:
@@ -38,15 +49,18 @@ def enable_from_environment(environ=os.environ) -> None:
 
 
 def event(subject: str, message: str) -> None:
-    LOGGER.info("%s: %s", subject, message)
+    logger = _logger()
+    if logger is not None:
+        logger.info("%s: %s", subject, message)
 
 
 @contextmanager
 def stage(subject: str, name: str) -> Iterator[None]:
     """Log how long the `with` block took, as stage `name` of compiling `subject`."""
-    if not LOGGER.isEnabledFor(logging.INFO):
+    logger = _logger()
+    if logger is None or not logger.isEnabledFor(INFO):
         yield
         return
     start = time.perf_counter()
     yield
-    LOGGER.info("%s: %s %.1f ms", subject, name, (time.perf_counter() - start) * 1e3)
+    logger.info("%s: %s %.1f ms", subject, name, (time.perf_counter() - start) * 1e3)

@@ -7,7 +7,8 @@ Every measurement runs in a fresh process (a subprocess; nothing in-process is
 reused) whose ADC_CACHE_DIR is its own folder, in one of three states:
 
     first-ever  an empty cache folder: the shared runtime library is compiled too
-    cold        a folder holding only a copy of `runtime/` from a primed folder (modules/ empty)
+    cold        a folder holding only what a machine keeps once adc has run on it, copied from a
+                primed folder: the runtime library (runtime/) and the host's description (host/)
     warm        the folder a first-ever run of the same measurement left: everything cached
 
 Each process runs with ADC_LOG=compile and its log is checked against the state
@@ -281,7 +282,8 @@ class Session:
                           laps_on_stdout=True, adc=state != "peers")
 
     def folder(self, name: str, runtime_from: Path | None = None, copy_of: Path | None = None) -> Path:
-        """A new cache folder: empty; or holding a copy of `runtime_from`'s runtime/; or a copy of `copy_of`."""
+        """A new cache folder: empty; or holding a copy of `runtime_from`'s runtime/ and host/; or a copy
+        of `copy_of`."""
         self.count += 1
         folder = self.root / f"{self.count:02d}-{name}"
         if copy_of is not None:
@@ -289,12 +291,13 @@ class Session:
         else:
             folder.mkdir()
             if runtime_from is not None:
-                shutil.copytree(runtime_from / "runtime", folder / "runtime")
+                for machine_wide in ("runtime", "host"):
+                    shutil.copytree(runtime_from / machine_wide, folder / machine_wide)
         return folder
 
     def three_states(self, name: str, run) -> Runs:
         """`run(cache_dir, state)` REPEATS times in each state. The first first-ever folder, once
-        run, is the warm folder; the cold folders hold a copy of its runtime/."""
+        run, is the warm folder; the cold folders hold a copy of its runtime/ and host/."""
         first = [self.folder(f"{name}-first-ever") for _ in range(REPEATS)]
         runs = Runs(primed=first[0])
         runs.by_state["first-ever"] = [run(folder, "first-ever") for folder in first]
