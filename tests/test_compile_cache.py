@@ -96,6 +96,15 @@ def test_derived_kernels_are_cached_too(cache_dir):
     assert second.stdout.splitlines()[-1] == "compiler not imported"
 
 
+def test_without_a_c_compiler_the_jit_keeps_to_object_code(tmp_path):
+    result = run(GRADIENT, tmp_path / "cache", CC="no-such-compiler-here")
+    assert "not linked, object code only" in result.stderr
+    assert entries(tmp_path / "cache", "shared") == []
+    again = run(GRADIENT, tmp_path / "cache", CC="no-such-compiler-here")
+    assert "llvm-optimize" not in again.stderr
+    assert not [line for line in again.stderr.splitlines() if "cache hit" in line and "(shared object)" in line]
+
+
 def test_four_processes_compiling_one_module_at_once(cache_dir):
     environ = {**os.environ, "ADC_CACHE_DIR": str(cache_dir)}
     processes = [subprocess.Popen([sys.executable, "-c", COMPILE_AND_RUN], env=environ, cwd=ROOT,
