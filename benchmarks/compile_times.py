@@ -57,6 +57,9 @@ The rows (the children are the `child_*` functions below, run as
 from __future__ import annotations
 
 import json
+import logging  # noqa: F401  imported before any clock: ADC_LOG=compile, which every process runs with so
+                # that its state is checked, would import it in adc's first compile (~5 ms) where a user's
+                # program without ADC_LOG does not
 import os
 import shutil
 import statistics
