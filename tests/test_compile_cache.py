@@ -134,14 +134,14 @@ def test_damaged_entries_are_rebuilt(cache_dir):
 
 
 def test_a_truncated_runtime_library_is_rebuilt(cache_dir):
-    found = entries(cache_dir, "runtime")          # its object code and the shared object linked from it
-    assert len(found) == 2
+    found = entries(cache_dir, "runtime")   # the JIT's: its object code and the shared object linked from
+    assert len(found) >= 2                  # it (this session may have built the library for other targets)
     for entry in found:
         path = cache_dir / "runtime" / entry
         path.write_bytes(path.read_bytes()[:1000])
     again = run(COMPILE_AND_RUN, cache_dir)
     assert again.stderr.count("runtime library: cache miss") == 2
-    assert all(Cache(cache_dir).get("runtime", entry) is not None for entry in found)
+    assert sum(Cache(cache_dir).get("runtime", entry) is not None for entry in found) == 2
 
 
 def test_cache_off_writes_nothing(tmp_path):
@@ -155,7 +155,8 @@ def test_cli_cache_info_and_clear(cache_dir):
     environ = {**os.environ, "ADC_CACHE_DIR": str(cache_dir)}
     info = subprocess.run([sys.executable, "-m", "adc", "cache", "info"], capture_output=True, text=True,
                           env=environ, check=True).stdout
-    assert f"location: {cache_dir}" in info and "modules: 2" in info and "runtime: 2" in info
+    assert f"location: {cache_dir}" in info and "modules: 2" in info
+    assert f"runtime: {len(entries(cache_dir, 'runtime'))}" in info
     assert "shared: 1" in info
     subprocess.run([sys.executable, "-m", "adc", "cache", "clear"], env=environ, check=True, capture_output=True)
     assert entries(cache_dir, "modules") == [] and entries(cache_dir, "runtime") == []

@@ -147,16 +147,18 @@ class Emitter:
         self.bound.add(symbol)
 
     def allocate(self, size: ir.Value) -> ir.Value:
-        """A buffer of `size` bytes, freed when the function returns; it returns 1 if there is none."""
+        """A buffer of `size` bytes, freed when the function returns; it returns 1 if there is none.
+        Zero bytes allocate nothing (a scan of no rows, as when a loop's reversal stores every
+        state, runs once per iteration)."""
         slot = self.head.alloca(PTR)
         self.head.store(ir.Constant(PTR, None), slot)
         self.owned.append(slot)
-        buffer = self.b.call(_libc(self.llmod, "aligned_alloc", PTR, [I64, I64]),
-                             [i64(ALIGNMENT), self.b.and_(self.b.add(size, i64(ALIGNMENT - 1)), i64(-ALIGNMENT))])
-        self.b.store(buffer, slot)
-        self.fail_if(self.b.and_(self.b.icmp_unsigned("==", buffer, ir.Constant(PTR, None)),
-                                 self.b.icmp_unsigned("!=", size, i64(0))))
-        return buffer
+        with self.b.if_then(self.b.icmp_unsigned("!=", size, i64(0))):
+            buffer = self.b.call(_libc(self.llmod, "aligned_alloc", PTR, [I64, I64]),
+                                 [i64(ALIGNMENT), self.b.and_(self.b.add(size, i64(ALIGNMENT - 1)), i64(-ALIGNMENT))])
+            self.b.store(buffer, slot)
+            self.fail_if(self.b.icmp_unsigned("==", buffer, ir.Constant(PTR, None)))
+        return self.b.load(slot, typ=PTR)
 
     def fail_if(self, failed: ir.Value) -> None:
         """Return 1 when `failed`, freeing what the function allocated."""
@@ -376,6 +378,9 @@ def _emit_loop(kernel: Emitter, value: Value, dest: ir.Value, copy: bool) -> Non
     op = kernel.plan.producers.get(value)
     stored = [] if copy else list(kernel.plan.stored_by.get(value, ()))
     leaves = [value] if copy else kernel.plan.leaves(op)
+    if not value.type.shape:
+        _emit_scalar(kernel, value, dest, stored, leaves)
+        return
     flat = copy or kernel.plan.is_flat(op)
     fn = outline(kernel.llmod, "copy" if copy else op.name, 1 + len(stored) + len(leaves))
     em = kernel.nested(fn, fn.args[2], dict(zip(leaves, fn.args[4 + len(stored):])))
@@ -398,6 +403,28 @@ def _emit_loop(kernel: Emitter, value: Value, dest: ir.Value, copy: bool) -> Non
     em.b.ret_void()
     parallel.call_loop(kernel.b, kernel.head, fn, outer, kernel.dim(num_elements(value.type.shape)), grain,
                        [kernel.dims_ptr, dest] + [kernel.buffers[v] for v in stored + leaves])
+
+
+def _emit_scalar(kernel: Emitter, value: Value, dest: ir.Value, stored: list[Value], leaves: list[Value]) -> None:
+    """A scalar `value` (and the scalars it also stores) computed where it is needed, not in an
+    outlined nest of one iteration: in a loop's body, the call and its context cost more than
+    the arithmetic (the reverse of an RK4 step computed a dozen scalars through such calls). As
+    in a nest, only the `leaves` are read from buffers; the rest of the chain is computed."""
+    outputs = [*((s, kernel.buffers[s]) for s in stored), (value, dest)]
+    every_buffer = kernel.buffers
+
+    def body() -> None:
+        idx = kernel.index(value, flat=i64(0))
+        kernel.memo.clear()
+        kernel.buffers = {leaf: every_buffer[leaf] for leaf in leaves}
+        try:
+            for v, out in outputs:
+                kernel.store(out, v.type.dtype, idx, kernel.value_at(v, idx))
+        finally:
+            kernel.buffers = every_buffer
+            kernel.memo.clear()
+
+    _fast_then_exact(kernel, body)
 
 
 # ---------------------------------------------------------------- lower_rules
