@@ -27,8 +27,10 @@ derivation parses no IR. The
 pipeline itself (compiler.py: frontend, passes, lowering) is imported on the first
 miss only, so a process whose code is all cached starts in milliseconds. LLVM
 (llvmlite.binding, its library and the codegen modules built on it: ~35 ms) is
-imported when object code is first needed, on a kernel's first call: opening a
-module whose manifest is cached loads none of it.
+imported only to compile or to load fresh object code: a kernel compiled once is
+also kept as a shared object, linked by the C compiler on a thread while the process
+goes on, which later processes map with the dynamic loader (see JitModule). So a
+process whose kernels are all cached loads no LLVM at all.
 """
 from __future__ import annotations
 
@@ -376,7 +378,7 @@ class JitModule:
         self._ir: str = manifest["ir"]
         self._kernels: dict[str, str] = manifest["kernels"]
         self._calls_externs = bool(manifest.get("externs"))
-        self._loaded: dict = {}
+        self._loaded: dict[str, JitLibrary | DynamicLibrary] = {}
         self._lock = threading.Lock()
 
     def metadata(self) -> str:
