@@ -195,11 +195,14 @@ def test_python_integers_that_do_not_fit_the_dtype_raise_overflow_error(value):
     np.testing.assert_array_equal(m.inc([2 ** 31 - 2, -(2 ** 31)]).numpy(), [2 ** 31 - 1, -(2 ** 31) + 1])
 
 
-def test_a_call_made_while_another_call_of_the_kernel_fills_its_buffer_gets_its_own():
+def test_a_call_made_while_another_call_of_the_kernel_fills_its_buffer_gets_its_own(monkeypatch):
     """Each thread reuses one argument buffer per kernel; a call nested in another on the same thread
     (here from a garbage-collector callback, as a signal handler could) must not write into it."""
     import gc
 
+    # no cache, so no thread linking the kernel's shared object: Python turns the collector off
+    # while a thread starts a process, which could span the whole loop below
+    monkeypatch.setenv("ADC_CACHE", "0")
     m = adc.compile("def affine(x: f64[N], a: f64) -> f64[N]:\n    return a * x + 1.0\n", "nested.adc")
     x = np.arange(5.0)
     nested = []
