@@ -2,7 +2,9 @@
 
 Runs last in the default pipeline, after simplify and cse have orphaned ops.
 Every op of the IR is pure, so an op is live exactly when one of its results
-reaches a `return` through live ops; one backward sweep finds them all.
+reaches a `return` through live ops; one backward sweep finds them all. A dead
+loop or `if` takes its region functions with it: never called alone, they would
+otherwise be left as functions of symbols nothing binds.
 
     %0 = exp %x : f32[N]                           %0 = mul %x, %x : f32[N]
     %1 = mul %x, %x : f32[N]          ==>          return %0
@@ -14,7 +16,19 @@ from adc.ir.core import Func, Module, Value
 
 
 def eliminate_dead_code(module: Module) -> Module:
-    return Module({f.name: eliminate_dead_code_func(f) for f in module}, module.name)
+    return without_orphan_regions(module, {f.name: eliminate_dead_code_func(f) for f in module})
+
+
+def without_orphan_regions(before: Module, funcs: dict[str, Func]) -> Module:
+    """The module of `funcs` less the functions that were regions in `before` (bodies, branches)
+    and that no control-flow op of what remains runs any more."""
+    regions = {name for func in before for name in func.regions()}
+    while True:
+        run = {name for func in funcs.values() for name in func.regions()}
+        orphans = [name for name in funcs if name in regions and name not in run]
+        if not orphans:
+            return Module(funcs, before.name)
+        funcs = {name: func for name, func in funcs.items() if name not in orphans}
 
 
 def eliminate_dead_code_func(func: Func) -> Func:
