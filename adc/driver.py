@@ -281,6 +281,7 @@ def _lowest_priority() -> None:
 
 
 def _jit_library(object_code: bytes, target: Target) -> JitLibrary:
+    """Object code through MCJIT; llvmlite is imported here, only when this loader is needed."""
     from adc.codegen.jit import JitLibrary
 
     return JitLibrary(object_code, target)
