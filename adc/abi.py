@@ -54,6 +54,10 @@ SET_NUM_THREADS_SYMBOL = "adc_set_num_threads"
 
 # Symbols of the shared native runtime library (adc/codegen/runtime_library.py): compiled once
 # per target, called by every JIT module and linked (hidden) into every shared object.
+# What a kernel returns (runtime/adc.h): a loop body, a branch or an inlined kernel checks its own
+# shape constraints when it runs, so a call can fail on shapes after the checks before it
+STATUS_OK, STATUS_NO_MEMORY, STATUS_SHAPES = 0, 1, 2
+
 RUNTIME_PREFIX = "adc_rt_"
 RUNTIME_PARALLEL_FOR = "adc_rt_parallel_for"        # void (ptr task, ptr ctx, i64 start, i64 end, i64 grain)
 RUNTIME_SET_NUM_THREADS = "adc_rt_set_num_threads"  # void (i32 n); n <= 0: one per online processor

@@ -10,7 +10,9 @@
  *            parameter's element type (a scalar parameter points to one element);
  *   outputs  one pointer per result to a caller-allocated C-contiguous buffer whose
  *            shape follows from the result type and `dims`.
- *   returns  0 on success, ADC_ERR_NO_MEMORY when a temporary could not be allocated.
+ *   returns  0 on success, ADC_ERR_NO_MEMORY when a temporary could not be allocated,
+ *            ADC_ERR_SHAPES when the sizes break a constraint of a loop body or branch that
+ *            ran, or of a kernel it calls (the metadata's constraints are the kernel's own).
  *
  * The caller guarantees that every argument's shape matches its parameter type for
  * the given `dims` (the Python runtime checks this before every call); kernels never
@@ -43,6 +45,7 @@ extern "C" {
 #define ADC_ABI_VERSION 1
 #define ADC_OK 0
 #define ADC_ERR_NO_MEMORY 1
+#define ADC_ERR_SHAPES 2
 
 typedef int32_t (*adc_kernel_fn)(const int64_t *dims, const void *const *inputs, void *const *outputs);
 

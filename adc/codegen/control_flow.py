@@ -98,8 +98,10 @@ def _scatter_row(em: Emitter, stack: ir.Value, row: ir.Value, i: ir.Value, n: ir
 
 
 def _call(em: Emitter, fn: ir.Function, args: list[ir.Value]) -> None:
-    """Call a region function; its nonzero status (a scan's stack it could not allocate) is returned."""
-    em.fail_if(em.b.icmp_signed("!=", em.b.call(fn, args), ir.Constant(I32, 0)))
+    """Call a region function; its nonzero status (a scan's stack it could not allocate, sizes
+    breaking its shape constraints) is returned."""
+    status = em.b.call(fn, args)
+    em.fail_if(em.b.icmp_signed("!=", status, ir.Constant(I32, 0)), status)
 
 
 def while_lower(em: Emitter, op: Op, dests: list[ir.Value]) -> None:

@@ -34,9 +34,11 @@ from adc.codegen.control_flow import CARRYING
 from adc.codegen.fusion import CONTROL_FLOW, MATERIALIZING, Plan, plan
 from adc.codegen.loops import (I1, I8, I32, I64, NOWRAP, PTR, Index, counted_loop, evaluate_dim,
                                i64, if_then_else, loop_nest, outline, stack_array)
+from adc.abi import STATUS_NO_MEMORY, STATUS_SHAPES
 from adc.errors import CompileError
 from adc.ir.core import Func, Module, Op, Value
-from adc.ir.types import DType, Dim, num_elements
+from adc.ir.shapes import constraints
+from adc.ir.types import DType, Dim, SymDim, num_elements
 
 ALIGNMENT = 64
 # A matrix product's multiply-adds, shifted right by this, are weighed against
@@ -123,6 +125,7 @@ class Emitter:
         self.scratch: dict[str, ir.Value] = {}      # a region it runs -> the part of its block for the region's
         self.bound: set[str] = set()                # the symbols its scans have bound so far (their trip counts)
         self.owned: list[ir.Value] = []             # slots of the buffers it allocated, freed when it returns
+        self.unchecked: list[SymDim] = []           # shape constraints left to check (check_shapes)
 
     def nested(self, fn: ir.Function, dims: ir.Value, buffers: dict[Value, ir.Value]) -> "Emitter":
         """The emitter of a function outlined from this one (a loop nest, a matmul's rows)."""
@@ -145,6 +148,16 @@ class Emitter:
         """A scan binds `symbol` to its trip count: dimensions using it are computed where used."""
         self.symbols[symbol] = value
         self.bound.add(symbol)
+        self.check_shapes()
+
+    def check_shapes(self) -> None:
+        """Return STATUS_SHAPES unless the constraints its known symbols decide hold (ir/shapes.py):
+        a kernel's were checked by its caller, but not those of the kernels inlined into it or of
+        a loop body or branch, which only this run reaches."""
+        decided = [c for c in self.unchecked if c.symbols <= self.symbols.keys()]
+        self.unchecked = [c for c in self.unchecked if c not in decided]
+        for constraint in decided:
+            self.fail_if(self.b.icmp_signed("<", self.dim(constraint), i64(0)), STATUS_SHAPES)
 
     def allocate(self, size: ir.Value) -> ir.Value:
         """A buffer of `size` bytes, freed when the function returns; it returns 1 if there is none.
@@ -160,11 +173,11 @@ class Emitter:
             self.fail_if(self.b.icmp_unsigned("==", buffer, ir.Constant(PTR, None)))
         return self.b.load(slot, typ=PTR)
 
-    def fail_if(self, failed: ir.Value) -> None:
-        """Return 1 when `failed`, freeing what the function allocated."""
+    def fail_if(self, failed: ir.Value, status: ir.Value | int = STATUS_NO_MEMORY) -> None:
+        """Return `status` when `failed`, freeing what the function allocated."""
         with self.b.if_then(failed, likely=False):
             self.release()
-            self.b.ret(ir.Constant(I32, 1))
+            self.b.ret(status if isinstance(status, ir.Value) else ir.Constant(I32, status))
 
     def release(self) -> None:
         for slot in self.owned:
@@ -244,6 +257,8 @@ def _lower_kernel(llmod: ir.Module, module: Module, func: Func, vector_bits: int
     dims, inputs, outputs = fn.args
     fusion = plan(func)
     em = Emitter(llmod, module, func, fusion, fn, dims, symbols, {}, vector_bits)
+    em.unchecked = list(constraints(func))
+    em.check_shapes()
     for k, p in enumerate(func.params):
         em.buffers[p] = _load_pointer(em.head, inputs, k)
     destinations = [_load_pointer(em.head, outputs, k) for k in range(len(func.returns))]
@@ -322,9 +337,12 @@ def _block_sizes(em: Emitter, func: Func, fusion: Plan) -> list[ir.Value]:
 
 
 def _layout(em: Emitter, sizes: list[ir.Value]) -> tuple[ir.Value, list[ir.Value]]:
-    """The total size of parts of `sizes` bytes and their offsets, each aligned."""
+    """The total size of parts of `sizes` bytes and their offsets, each aligned. A part a region
+    sizes with dims its sizes break counts as 0: the region fails its shape check if it runs, and
+    a negative size would move the parts after it onto those before."""
     total, offsets = i64(0), []
     for size in sizes:
+        size = em.b.select(em.b.icmp_signed("<", size, i64(0)), i64(0), size)
         offsets.append(total)
         total = em.b.add(total, em.b.and_(em.b.add(size, i64(ALIGNMENT - 1)), i64(-ALIGNMENT)), flags=NOWRAP)
     return total, offsets
@@ -337,7 +355,7 @@ def _allocate(em: Emitter, total: ir.Value) -> ir.Value:
     block = em.b.call(_libc(em.llmod, "aligned_alloc", PTR, [I64, I64]), [i64(ALIGNMENT), total])
     failed = em.b.and_(em.b.icmp_unsigned("==", block, ir.Constant(PTR, None)), em.b.icmp_unsigned("!=", total, i64(0)))
     with em.b.if_then(failed, likely=False):
-        em.b.ret(ir.Constant(I32, 1))
+        em.b.ret(ir.Constant(I32, STATUS_NO_MEMORY))
     return block
 
 

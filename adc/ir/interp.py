@@ -30,6 +30,7 @@ from adc.errors import CompileError
 from adc.ir.core import Func, Module, Value
 from adc.ir.trampoline import trampoline
 from adc.ir.types import SymDim, evaluate_dim
+from adc.ir.shapes import constraints
 
 
 @dataclass(frozen=True)
@@ -426,6 +427,7 @@ def _run_func(module: Module, func: Func, args: Sequence[Any],
               parent_dims: Mapping[str, int] | None = None) -> tuple[np.ndarray, ...]:
     """Run `func`; a region function (`parent_dims` given) runs with its parent's dimension symbols."""
     arrays, dims = bind_arguments(func, args) if parent_dims is None else (list(args), dict(parent_dims))
+    _check_constraints(func, dims)
     env: dict[Value, np.ndarray] = dict(zip(func.params, arrays))
     ctx = Context(dims, module)
     for op in func.ops:
@@ -438,6 +440,18 @@ def _run_func(module: Module, func: Func, args: Sequence[Any],
         for value, out in zip(op.results, outs, strict=True):
             env[value] = _checked(op.name, value, np.asarray(out), ctx)
     return tuple(env[v] for v in func.returns)
+
+
+_constraints = lru_cache(maxsize=1024)(constraints)     # a loop runs its body's checks per iteration
+
+
+def _check_constraints(func: Func, dims: Mapping[str, int]) -> None:
+    """ValueError, as compiled code fails, when the sizes break a shape constraint `func` can decide
+    on entry (ir/shapes.py): a callee's, a loop body's or a branch's are checked when it runs."""
+    for constraint in _constraints(func):
+        if constraint.symbols <= dims.keys() and evaluate_dim(constraint, dims) < 0:
+            shown = ", ".join(f"{s} = {dims[s]}" for s in sorted(constraint.symbols))
+            raise ValueError(f"@{func.name}: the shapes need {constraint} >= 0, but {shown}")
 
 
 def _checked(name: str, value: Value, out: np.ndarray, ctx: Context) -> np.ndarray:

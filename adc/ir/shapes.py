@@ -6,10 +6,14 @@ be >= 0 — `x[1:]` of `f32[N]` has dimension `N-1`), and static slice bounds ad
 `N - stop >= 0`: `x[1:3]` of `f32[N]` needs `N >= 3`.
 
     constraints(func)   # -> (N-1, N-3, ...) for the examples above
+
+A loop body or a branch runs only when its parent gets there (`if M > 0: t = x[0]`), so
+its constraints cannot be asked of every call: the region function checks them itself
+when it runs, and the call fails then. `region_constraints` lists them for the message.
 """
 from __future__ import annotations
 
-from adc.ir.core import Func
+from adc.ir.core import Func, Module
 from adc.ir.types import Dim, SymDim
 
 
@@ -31,4 +35,21 @@ def constraints(func: Func) -> tuple[SymDim, ...]:
                 need(lo)
                 need(hi - lo)
                 need(size - hi)
+    return tuple(found)
+
+
+def region_constraints(module: Module, func: Func) -> tuple[SymDim, ...]:
+    """The constraints of the loop bodies and branches `func` runs (theirs too, and so on) that
+    its own dimension symbols decide and its own constraints do not already hold."""
+    known, own = set(func.dim_symbols), set(constraints(func))
+    found: dict[SymDim, None] = {}
+    pending, seen = list(func.regions()), set()
+    while pending:
+        name = pending.pop()
+        if name in seen:
+            continue
+        seen.add(name)
+        region = module[name]
+        pending.extend(region.regions())
+        found.update((c, None) for c in constraints(region) if c not in own and c.symbols <= known)
     return tuple(found)

@@ -28,7 +28,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from adc.abi import KernelSignature
+from adc.abi import STATUS_OK, STATUS_SHAPES, KernelSignature
 from adc.runtime import derivatives
 from adc.ir.types import SymDim, TensorType, evaluate_dim
 from adc.runtime.tape import GradientTape, record, recordable, thread_state
@@ -317,9 +317,23 @@ class Kernel:
             results = self._results(buffer, slot, sizes)
         status = call()
         plans["plan"] = plan
-        if status != 0:
-            raise MemoryError(f"{self.signature.name}: native code could not allocate its temporaries")
+        if status != STATUS_OK:
+            raise self._failure(status, sizes)
         return results
+
+    def _failure(self, status: int, sizes: list[int]) -> Exception:
+        """The error of a native call that returned `status`: sizes that a loop body, a branch or a
+        kernel this one calls cannot take (native code checks those where it reaches them), or no
+        memory for the temporaries."""
+        name = self.signature.name
+        if status != STATUS_SHAPES:
+            return MemoryError(f"{name}: native code could not allocate its temporaries")
+        env = dict(zip(self.signature.dims, sizes))
+        shown = ", ".join(f"{s} = {v}" for s, v in env.items())
+        broken = _broken_constraint(self, env)
+        need = f"{broken} >= 0" if broken is not None else "other sizes"
+        return ValueError(f"{name}: a loop body or branch that ran, or a kernel it calls, needs {need}, "
+                          f"but {shown}")
 
     def _results(self, buffer, slot: int, sizes: list[int]) -> tuple[Tensor, ...]:
         """The results allocated for `sizes`, their addresses written to buffer[slot:]."""
@@ -376,3 +390,19 @@ _addressof, _char_at = ctypes.addressof, ctypes.c_char.from_buffer    # tensor.d
 
 def _shape(t: TensorType, env: dict[str, int]) -> tuple[int, ...]:
     return tuple(evaluate_dim(d, env) for d in t.shape)
+
+
+def _broken_constraint(kernel: Kernel, env: dict[str, int]) -> SymDim | None:
+    """A shape constraint of `kernel`'s regions or callees that `env` breaks, found in the IR its
+    module carries (None where it carries none, as for a derived kernel's module)."""
+    from adc.ir.shapes import constraints, region_constraints
+    from adc.passes.expand import expand_custom_gradients
+    from adc.passes.inline import inline
+
+    try:
+        module = inline(expand_custom_gradients(derivatives.module_ir(kernel._owner)))
+    except KeyError:
+        return None
+    func = module[kernel.signature.name]
+    wanted = constraints(func) + region_constraints(module, func)
+    return next((c for c in wanted if c.symbols <= env.keys() and evaluate_dim(c, env) < 0), None)

@@ -89,3 +89,82 @@ def test_a_shared_object_carries_the_vjp_of_a_loop(tmp_path):
     got = tape.gradient(y, x).numpy()
     want = adc.grad(adc.compile(SOURCE.format(range="n"), "loops.adc").loss, wrt="x")(*ARGS).numpy()
     np.testing.assert_allclose(got, want, rtol=1e-12)
+
+
+INDEXED_WHEN_RUN = """
+def first(x: f64[M]) -> f64:
+    return x[3]
+
+def branch(x: f64[M], z: f64) -> f64:
+    if z < 0.0:
+        t = x[0]
+    else:
+        t = z
+    return t
+
+def guarded(x: f64[M]) -> f64:
+    if M > 0:
+        t = x[0]
+    else:
+        t = 0.0
+    return t
+
+def body(x: f64[M], n: i64) -> f64:
+    t = 0.0
+    for i in range(n):
+        t = t + x[5]
+    return t
+
+def caller(x: f64[M]) -> f64:
+    return first(x) * 2.0
+"""
+
+
+@pytest.mark.parametrize("call, message", [
+    (lambda m: m.branch(np.zeros(0), -1.0), r"branch: .* needs M-1 >= 0, but M = 0"),
+    (lambda m: m.body(np.zeros(5), 2), r"body: .* needs M-6 >= 0, but M = 5"),
+    (lambda m: m.caller(np.zeros(3)), r"caller: .* needs M-4 >= 0, but M = 3"),
+])
+def test_an_index_in_a_branch_loop_or_callee_that_runs_is_checked_when_it_runs(call, message):
+    """Native code checks the sizes a loop body, a branch or an inlined kernel needs when it gets
+    there (the call boundary cannot ask them of every call): a ValueError naming what they need,
+    never a read out of bounds."""
+    module = adc.compile(INDEXED_WHEN_RUN, "indexed.adc")
+    with pytest.raises(ValueError, match=message):
+        call(module)
+
+
+def test_an_index_in_a_branch_or_loop_that_does_not_run_needs_nothing():
+    module = adc.compile(INDEXED_WHEN_RUN, "indexed.adc")
+    assert module.branch(np.zeros(0), 2.0).numpy() == 2.0
+    assert module.guarded(np.zeros(0)).numpy() == 0.0
+    assert module.guarded(np.array([7.0])).numpy() == 7.0
+    assert module.body(np.zeros(1), 0).numpy() == 0.0
+    assert module.body(np.arange(6.0), 2).numpy() == 10.0
+
+
+def test_the_interpreter_checks_the_same_sizes_when_a_region_or_callee_runs():
+    module = compile_source(INDEXED_WHEN_RUN, "indexed.adc")
+    with pytest.raises(ValueError, match=r"@branch_if0: the shapes need M-1 >= 0, but M = 0"):
+        run(module, "branch", np.zeros(0), np.float64(-1.0))
+    with pytest.raises(ValueError, match=r"@first: the shapes need M-4 >= 0, but M = 3"):
+        run(module, "caller", np.zeros(3))
+    assert run(module, "guarded", np.zeros(0))[0] == 0.0
+
+
+def test_a_loop_of_constants_differentiates():
+    """The loop's state starts from a constant: simplify must not fold the loop (its body is a
+    function of the module) while the tape derives the split VJP."""
+    kernel = adc.compile("""
+def f(x: f64[M]) -> (f64[M], f64):
+    t = reshape(full([1], 0.5, dtype=f64), [])
+    for _ in range(2):
+        t = tanh(t)
+    return x * 2.0, t
+""", "constant_loop.adc").f
+    x = adc.constant(np.ones(3))
+    with adc.GradientTape() as tape:
+        tape.watch(x)
+        y, t = kernel(x)
+    np.testing.assert_allclose(tape.gradient([y, t], x).numpy(), 2.0 * np.ones(3))
+    np.testing.assert_allclose(t.numpy(), np.tanh(np.tanh(0.5)))
