@@ -13,29 +13,31 @@ when it runs, and the call fails then. `region_constraints` lists them for the m
 """
 from __future__ import annotations
 
-from adc.ir.core import Func, Module
+from typing import Iterable
+
+from adc.ir.core import Func, Module, Op
 from adc.ir.types import Dim, SymDim
 
 
 def constraints(func: Func) -> tuple[SymDim, ...]:
     """Symbolic dimension expressions that must evaluate >= 0, in a stable order."""
-    found: dict[SymDim, None] = {}
-
-    def need(d: Dim) -> None:
-        if isinstance(d, SymDim) and not d.is_symbol:
-            found.setdefault(d, None)
-
-    values = list(func.params) + [r for op in func.ops for r in op.results]
-    for v in values:
-        for d in v.type.shape:
-            need(d)
+    found = dict.fromkeys(_symbolic(d for p in func.params for d in p.type.shape))
     for op in func.ops:
-        if op.name == "slice":
-            for size, lo, hi in zip(op.operands[0].type.shape, op.attrs["start"], op.attrs["stop"]):
-                need(lo)
-                need(hi - lo)
-                need(size - hi)
+        found.update(dict.fromkeys(op_constraints(op)))
     return tuple(found)
+
+
+def op_constraints(op: Op) -> tuple[SymDim, ...]:
+    """What `op` needs of the sizes: its results' dimensions, and a slice's bounds within its operand."""
+    dims = [d for r in op.results for d in r.type.shape]
+    if op.name == "slice":
+        for size, lo, hi in zip(op.operands[0].type.shape, op.attrs["start"], op.attrs["stop"]):
+            dims += [lo, hi - lo, size - hi]
+    return tuple(dict.fromkeys(_symbolic(dims)))
+
+
+def _symbolic(dims: Iterable[Dim]) -> list[SymDim]:
+    return [d for d in dims if isinstance(d, SymDim) and not d.is_symbol]
 
 
 def region_constraints(module: Module, func: Func) -> tuple[SymDim, ...]:

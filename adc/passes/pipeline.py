@@ -26,6 +26,7 @@ from adc.ir.verify import verify as verify_module
 from adc.passes.cse import cse
 from adc.passes.dce import eliminate_dead_code
 from adc.passes.expand import expand_custom_gradients
+from adc.passes.hoist import hoist_invariants
 from adc.passes.inline import inline
 from adc.passes.simplify import simplify
 
@@ -41,6 +42,7 @@ class Pass:
 CLEANUP: tuple[Pass, ...] = (
     Pass("simplify", simplify),
     Pass("cse", cse),
+    Pass("hoist", hoist_invariants),
     Pass("dce", eliminate_dead_code),
 )
 
