@@ -117,6 +117,19 @@ def _elaborated(compiler, driver, path: str):
     return module
 
 
+def _with_regions(module, name: str, format_func) -> str:
+    """Function `name` of `module` printed after the functions it runs (loop bodies, branches,
+    callees), and theirs."""
+    order, pending = [], [name]
+    while pending:
+        current = pending.pop()
+        if current not in order:
+            order.append(current)
+            func = module[current]
+            pending.extend([*func.regions(), *(op.attrs["callee"] for op in func.ops if op.name == "call")])
+    return "\n".join(format_func(module[n]) for n in reversed(order))
+
+
 def _cmd_ir(args, driver) -> int:
     from adc import compiler
     from adc.codegen import emit
@@ -128,11 +141,14 @@ def _cmd_ir(args, driver) -> int:
     options = compiler.Options(args.print_after_all, frozenset(args.print_after))
     module = compiler.elaborate(driver.read_source(args.file), args.file)
     if args.grad is not None:
-        text = format_func(vjp(module, args.grad)[1].func)
+        derived, grad = vjp(module, args.grad)
+        text = _with_regions(derived, grad.func.name, format_func)
     elif args.jvp is not None:
-        text = format_func(jvp(module, args.jvp)[1].func)
+        derived, tangent = jvp(module, args.jvp)
+        text = _with_regions(derived, tangent.func.name, format_func)
     elif args.jacobian is not None:
-        text = format_func(jacobian(module, args.jacobian)[1])
+        derived, func = jacobian(module, args.jacobian)
+        text = _with_regions(derived, func.name, format_func)
     elif args.emit == "ir" and not (args.print_after_all or args.print_after):
         text = format_module(module)
     elif args.emit in ("ir", "opt"):
