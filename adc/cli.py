@@ -147,7 +147,7 @@ def _cmd_ir(args, driver) -> int:
         derived, tangent = jvp(module, args.jvp)
         text = _with_regions(derived, tangent.func.name, format_func)
     elif args.jacobian is not None:
-        derived, func = jacobian(module, args.jacobian)
+        derived, func, _ = jacobian(module, args.jacobian)
         text = _with_regions(derived, func.name, format_func)
     elif args.emit == "ir" and not (args.print_after_all or args.print_after):
         text = format_module(module)

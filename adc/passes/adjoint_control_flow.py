@@ -4,22 +4,33 @@ An `if` becomes an `if` of its branches' VJPs, which return the cotangents of ev
 the branches read (zeros where a branch does not read one), so both take and give the same.
 
 A loop runs its body's VJP over the iterations backwards, each step reading the carried values
-the iteration started from. Checkpointing bounds what is stored: the iterations are cut into
-segments of K; the forward (a `scan` that replaces the primal loop, so it runs once) stores the
-state at the start of each segment; the backward takes the segments from the last, recomputes a
-segment's states from its snapshot (a `scan` of its first K-1 steps) and runs the VJP steps over
-them backwards. That stores ceil(n/K) + K - 1 states and recomputes at most one forward. K is the
-loop's `checkpoint` (`range(n, checkpoint=k)`): k >= 1 as given (1: every state stored, nothing
-recomputed); 0, the default: every state while n states take at most STORE_ALL_BYTES, else
-K = ceil(sqrt(n)), at most 2 sqrt(n) states. Every choice gives the same gradient.
+the iteration started from. Two reversals, both built for the default policy, which picks one at
+run time by giving the other no iterations:
+
+- Stored residuals (`_StoredSteps`; `checkpoint=1` uses only this): the body's VJP is split
+  (split_vjp.py); the forward, a `scan` replacing the primal loop, runs the first half and stacks
+  per iteration the residuals and the carried values the second half reads; the backward runs
+  the second half over them, last first. Nothing is recomputed. Taken while the n records fit
+  STORE_ALL_BYTES.
+- Segments (`_Segments`; `checkpoint=k`, k >= 2, uses only this): the iterations are cut into
+  segments of K; the forward scan stores the state at the start of each segment; the backward
+  takes the segments from the last, recomputes a segment's states from its snapshot (a `scan` of
+  its first K-1 steps) and runs the VJP steps over them backwards. That stores ceil(n/K) + K - 1
+  states and recomputes at most one forward. K is the loop's `checkpoint`; under the default
+  policy, 1 while n states fit STORE_ALL_BYTES, else ceil(sqrt(n)): at most 2 sqrt(n) states.
+
+Every choice gives the same gradient.
 
 A `while` first counts its iterations (the loop, carrying a counter too, replaces the primal one),
 then is reversed as a `for` of that count whose body ignores its iteration number.
 
     %0 = for %n, %x, %w {body = @step, carried = 1, checkpoint = 0}       ==>
-    %K = ...segment length...           %s = (n + K - 1) / K
-    %0, %snaps = scan %s, %x, %w, %n, %K {body = @step_segment, length = "T0", ...}   (the forward)
-    %dx, %dw = for %s, %ct, %zeros, %snaps, %w, %n, %K, %s {body = @step_segment_vjp, ...}
+    %m = select %fits, %n, 0                (the iterations whose residuals are stored)
+    %x1, %rows.. = scan %m, %x, %w {body = @step_fwd_stored, length = "T", ...}
+    %K = ...segment length...           %s = (n - m + K - 1) / K
+    %0, %snaps = scan %s, %x1, %w, %n - %m, %K {body = @step_segment, length = "T1", ...}
+    %c1, %dw1 = for %s, %ct, %zeros, %snaps, %w, ... {body = @step_segment_vjp, ...}
+    %dx, %dw = for %m, %c1, %dw1, %rows.., %x, %w, %m {body = @step_bwd_stored, ...}
 """
 from __future__ import annotations
 
@@ -105,32 +116,139 @@ def _in_place_of(b: Builder, op: Op, replace: bool = False) -> Iterator[None]:
 def _reverse(b: Builder, primal: Op | None, n: Value, inits: Sequence[Value], captured: Sequence[Value],
              body: str, checkpoint: int, cts) -> tuple[Value | None, ...]:
     """The cotangents of `inits` and `captured` of the loop running `body` n times (module
-    docstring). A `primal` for loop is replaced by the recording scan; without one (a while),
-    the scan runs after the counting loop."""
+    docstring). A `primal` for loop is replaced by the recording scans; without one (a while),
+    they run after the counting loop."""
     k, m = len(inits), len(captured)
     floats = [j for j in range(k) if inits[j].type.dtype.is_float]
     cap_floats = [j for j in range(m) if captured[j].type.dtype.is_float]
     if not floats and not cap_floats:
         return (None,) * (k + m)
-    loc, length = b.loc, fresh_symbol(b.params, b.ops, "T")     # before `b` is cut at `primal`
+    loc = b.loc
+    stored = _StoredSteps(b, body, inits, captured, floats, cap_floats, loc) if checkpoint in (0, 1) else None
+    first = fresh_symbol(b.params, b.ops, "T")      # the scans' lengths, before `b` is cut at `primal`
+    lengths = (first, fresh_symbol(b.params, b.ops, "T", also={first}))
     with _in_place_of(b, primal, replace=True) if primal is not None else nullcontext():
-        segment = _segment_length(b, n, inits, checkpoint)
-        one = b.op("constant", dtype=I64, value=1)
-        segments = b.op("floor_div", b.op("add", n, b.op("sub", segment, one)), segment)
-        record = _recording_region(b, body, inits, captured, loc)
-        operands = [segments, *inits, *captured, n, segment]
-        attrs = {"axis": 0, "body": record, "carried": k, "length": length}
-        if primal is not None:
-            snapshots = extend(b, primal, operands, attrs, name="scan")
-        else:
-            snapshots = b.emit("scan", *operands, **attrs)[k:]
+        start, rest = inits, n
+        if stored is not None:
+            steps = n if checkpoint == 1 else b.op("select", stored.fit(b, n), n, b.op("constant", dtype=I64, value=0))
+            start = stored.record(b, steps, primal if checkpoint == 1 else None, lengths[0])
+            rest = b.op("sub", n, steps)
+        if checkpoint != 1:
+            segments = _Segments(b, body, start, captured, rest, checkpoint, primal, lengths[1], loc)
     seeds = [_zeros(b, inits[j].type) if cts[j] is None else cts[j] for j in floats]
     sums = [_zeros(b, captured[j].type) for j in cap_floats]
-    back = _segment_vjp(b, body, inits, captured, floats, cap_floats, snapshots, loc)
-    outs = b.emit("for", segments, *seeds, *sums, *snapshots, *captured, n, segment, segments, body=back,
-                  carried=len(floats) + len(cap_floats), checkpoint=0)
-    found = {**dict(zip(floats, outs)), **{k + j: v for j, v in zip(cap_floats, outs[len(floats):])}}
+    if checkpoint != 1:
+        seeds, sums = segments.reverse(b, floats, cap_floats, seeds, sums)
+    if stored is not None:
+        seeds, sums = stored.reverse(b, steps, seeds, sums)
+    found = {**dict(zip(floats, seeds)), **{k + j: v for j, v in zip(cap_floats, sums)}}
     return tuple(found.get(j) for j in range(k + m))
+
+
+class _StoredSteps:
+    """Reversal by stored residuals: the forward runs the first half of the body's split VJP
+    (split_vjp.py) as a scan stacking, per iteration, what the backward half reads — the residuals
+    and the carried values it takes — so the backward runs the second half over them backwards
+    and recomputes nothing. What K = 1 would store and more; used for the iterations whose
+    stacks fit STORE_ALL_BYTES (`fit`): all of them, or none."""
+
+    def __init__(self, b: Builder, body: str, inits, captured, floats, cap_floats, loc):
+        from adc.passes.split_vjp import split_in       # the pass differentiates the body
+
+        k = len(inits)
+        self.k, self.inits, self.captured, self.loc = k, inits, captured, loc
+        self.floats, self.cap_floats = floats, cap_floats
+        self.split = split_in(b.funcs, body, [1 + j for j in floats] + [1 + k + j for j in cap_floats])
+        read = {v for op in self.split.backward.ops for v in op.operands} | set(self.split.backward.returns)
+        self.read = [j for j in range(k) if self.split.backward.params[1 + j] in read]     # carried it takes
+        self.residuals = [r.type for r in self.split.forward.returns[k:]]
+
+    def fit(self, b: Builder, n: Value) -> Value:
+        """Whether n iterations' stacks fit STORE_ALL_BYTES."""
+        types = [self.inits[j].type for j in self.read] + self.residuals
+        size = sum(num_elements(t.shape) * t.dtype.numpy.itemsize for t in types)
+        per_step = (b.op("constant", dtype=I64, value=size) if isinstance(size, int)
+                    else b.op("dim", dtype=I64, value=size))
+        return b.op("le", b.op("mul", n, per_step), b.op("constant", dtype=I64, value=STORE_ALL_BYTES))
+
+    def record(self, b: Builder, steps: Value, primal: Op | None, length: str) -> list[Value]:
+        """The scan of the first `steps` iterations, stacking what the backward reads (in place
+        of `primal` when given); returns the carried values after them."""
+        k, forward = self.k, FuncRef(self.split.forward.name)
+        params = [Value(COUNTER, "i"), *like(self.inits), *like(self.captured)]
+
+        def build(inner: Builder) -> list[Value]:
+            out = inner.emit("call", *params, callee=forward)
+            return [*out[:k], *(params[1 + j] for j in self.read), *out[k:]]
+
+        record = build_region(b.funcs, f"{self.split.forward.name}_stored", params, build, self.loc)
+        operands = [steps, *self.inits, *self.captured]
+        attrs = {"axis": 0, "body": record, "carried": k, "length": length}
+        if primal is not None:
+            self.stacks = extend(b, primal, operands, attrs, name="scan")
+            return list(primal.results)
+        out = b.emit("scan", *operands, **attrs)
+        self.stacks = out[k:]
+        return list(out[:k])
+
+    def reverse(self, b: Builder, steps: Value, seeds, sums) -> tuple[list[Value], list[Value]]:
+        """The backward half over the `steps` stacked iterations, last first: the carried values'
+        cotangents and the captured values' sums, from `seeds` and `sums`."""
+        k, f, g = self.k, len(self.floats), len(self.cap_floats)
+        read, stacks = self.read, self.stacks
+        params = [Value(COUNTER, "u"), *_cotangent_params(self.inits, self.captured, self.floats, self.cap_floats),
+                  *like(stacks, [f"stack{j}" for j in range(len(stacks))]), *like(self.inits, [f"init{j}" for j in range(k)]),
+                  *like(self.captured), Value(COUNTER, "steps")]
+        backward = FuncRef(self.split.backward.name)
+
+        def build(inner: Builder) -> list[Value]:
+            u, cts, totals = params[0], params[1:1 + f], params[1 + f:1 + f + g]
+            rows, firsts = params[1 + f + g:1 + f + g + len(stacks)], params[1 + f + g + len(stacks):1 + f + g + len(stacks) + k]
+            cap = params[1 + f + g + len(stacks) + k:-1]
+            one = inner.op("constant", dtype=I64, value=1)
+            i = inner.op("sub", inner.op("sub", params[-1], one), u)
+            taken = [inner.op("gather", row, i, axis=0) for row in rows]
+            carried = list(firsts)          # the carried values the backward half does not read
+            for j, value in zip(read, taken):
+                carried[j] = value
+            seeds = dict(zip(self.floats, cts))
+            ct_in = [seeds[c] if c in seeds else _zeros(inner, self.inits[c].type) for c in range(k)]
+            grads = dict(zip(self.split.wrt, inner.emit("call", i, *carried, *cap, *taken[len(read):], *ct_in,
+                                                        callee=backward)))
+            return _stepped(inner, grads, self.inits, self.floats, self.cap_floats, totals)
+
+        step = build_region(b.funcs, f"{self.split.backward.name}_stored", params, build, self.loc)
+        outs = b.emit("for", steps, *seeds, *sums, *stacks, *self.inits, *self.captured, steps, body=step,
+                      carried=f + g, checkpoint=0)
+        return list(outs[:f]), list(outs[f:])
+
+
+class _Segments:
+    """Reversal by segments of K iterations (module docstring): the forward stacks the state at the
+    start of each segment; the backward recomputes a segment's states from it and runs the body's
+    VJP over them backwards."""
+
+    def __init__(self, b: Builder, body: str, inits, captured, n: Value, checkpoint: int, primal: Op | None,
+                 length: str, loc):
+        k = len(inits)
+        self.body, self.inits, self.captured, self.n, self.loc = body, inits, captured, n, loc
+        self.segment = _segment_length(b, n, inits, checkpoint)
+        one = b.op("constant", dtype=I64, value=1)
+        self.segments = b.op("floor_div", b.op("add", n, b.op("sub", self.segment, one)), self.segment)
+        record = _recording_region(b, body, inits, captured, loc)
+        operands = [self.segments, *inits, *captured, n, self.segment]
+        attrs = {"axis": 0, "body": record, "carried": k, "length": length}
+        if primal is not None:
+            self.snapshots = extend(b, primal, operands, attrs, name="scan")
+        else:
+            self.snapshots = b.emit("scan", *operands, **attrs)[k:]
+
+    def reverse(self, b: Builder, floats, cap_floats, seeds, sums) -> tuple[list[Value], list[Value]]:
+        f = len(floats)
+        back = _segment_vjp(b, self.body, self.inits, self.captured, floats, cap_floats, self.snapshots, self.loc)
+        outs = b.emit("for", self.segments, *seeds, *sums, *self.snapshots, *self.captured, self.n, self.segment,
+                      self.segments, body=back, carried=f + len(cap_floats), checkpoint=0)
+        return list(outs[:f]), list(outs[f:])
 
 
 def _segment_length(b: Builder, n: Value, inits: Sequence[Value], checkpoint: int) -> Value:
@@ -239,12 +357,19 @@ def _step_vjp(b: Builder, body: str, inits, captured, floats, cap_floats, states
         ct_in = [seeds[c] if c in seeds else _zeros(inner, inits[c].type) for c in range(k)]
         grads = dict(zip(grad.wrt, inner.emit("call", inner.op("add", start, j), *carried, *cap, *ct_in,
                                               callee=FuncRef(grad.func.name))))
-        new_cts = [grads[1 + c] if 1 + c in grads else _zeros(inner, inits[c].type) for c in floats]
-        new_sums = [inner.op("add", total, grads[1 + k + c]) if 1 + k + c in grads else total
-                    for total, c in zip(sums, cap_floats)]
-        return new_cts + new_sums
+        return _stepped(inner, grads, inits, floats, cap_floats, sums)
 
     return build_region(b.funcs, f"{body}_step_vjp", params, build, loc)
+
+
+def _stepped(b: Builder, grads: dict[int, Value], inits, floats, cap_floats, sums) -> list[Value]:
+    """After one backward step giving `grads` (body param -> cotangent): the float carried
+    values' cotangents, then the float captured values' sums with the step's added."""
+    k = len(inits)
+    new_cts = [grads[1 + c] if 1 + c in grads else _zeros(b, inits[c].type) for c in floats]
+    new_sums = [b.op("add", total, grads[1 + k + c]) if 1 + k + c in grads else total
+                for total, c in zip(sums, cap_floats)]
+    return new_cts + new_sums
 
 
 # ---------------------------------------------------------------- helpers
@@ -275,10 +400,11 @@ def _everywhere(b: Builder, flag: Value, t: TensorType) -> Value:
     return b.op("broadcast", flag, dims=[], shape=t.shape) if t.rank else flag
 
 
-def fresh_symbol(values: Sequence[Value], ops: Sequence[Op], base: str) -> str:
-    """A dimension symbol none of `values` or `ops` uses or binds: `base`, `base1`, ..."""
-    taken = {s for v in values for s in v.type.symbols}
+def fresh_symbol(values: Sequence[Value], ops: Sequence[Op], base: str, also: frozenset[str] = frozenset()) -> str:
+    """A dimension symbol none of `values` or `ops` uses or binds, nor in `also`: `base`, `base1`, ..."""
+    taken = {s for v in values for s in v.type.symbols} | set(also)
     taken |= {s for op in ops for r in op.results for s in r.type.symbols}
+    taken |= {op.attrs["length"] for op in ops if op.name == "scan"}    # bound, though no result may show it
     candidate, n = base, 1
     while candidate in taken:
         candidate, n = f"{base}{n}", n + 1

@@ -29,8 +29,9 @@ from typing import Iterable
 from adc.errors import CompileError
 from adc.ir.core import Func, Module, Op, Value
 from adc.ir.verify import verify_func
-from adc.passes.adjoint import adjoint, cleanup, unique_name
+from adc.passes.adjoint import adjoint, cleanup
 from adc.passes.inline import inline_func
+from adc.passes.regions import fresh_name
 
 # Ops recomputed by the backward rather than saved: free once fused into their consumers.
 RECOMPUTED = frozenset({"constant", "dim", "iota", "broadcast", "reshape", "transpose"})
@@ -54,7 +55,16 @@ def split_vjp(module: Module, name: str, wanted: Iterable[int] | None = None) ->
         raise CompileError(f"no function @{name} to differentiate in {module.name} "
                            f"(functions: {', '.join(module.funcs) or 'none'})")
     funcs = dict(module.funcs)          # inlining copies regions, rules add region functions
-    primal = inline_func(module[name], module, funcs)
+    split = split_in(funcs, name, wanted)
+    extended = Module(funcs, module.name)
+    needed = {**extended.reachable(split.forward.name).funcs, **extended.reachable(split.backward.name).funcs}
+    return Module({n: f for n, f in extended.funcs.items() if n in needed}, module.name), split
+
+
+def split_in(funcs: dict[str, Func], name: str, wanted: Iterable[int] | None = None) -> SplitVjp:
+    """split_vjp within a pass's own copy of the functions, which gets the two halves (the
+    reversal of a loop splits its body so the backward reads what the forward stored)."""
+    primal = inline_func(funcs[name], Module(dict(funcs)), funcs)
     grad = adjoint(primal, name, funcs, wanted)
     n_params = len(primal.params)
     both = cleanup(Func(name, grad.func.params, grad.func.ops, primal.returns + grad.func.returns, primal.loc),
@@ -68,17 +78,16 @@ def split_vjp(module: Module, name: str, wanted: Iterable[int] | None = None) ->
     residual_params = {v: Value(v.type, _fresh(f"res{k}", taken)) for k, v in enumerate(residuals)}
     backward_ops = [Op(op.name, tuple(residual_params.get(v, v) for v in op.operands), op.attrs, op.results, op.loc)
                     for op in both.ops if op in recomputed or op in tangent]
-    fwd_name, bwd_name = unique_name(module, f"{name}_fwd"), unique_name(module, f"{name}_bwd")
+    fwd_name = fresh_name(funcs, f"{name}_fwd")
     forward = cleanup(Func(fwd_name, params, tuple(forward_ops), results + tuple(residuals), primal.loc), funcs)
-    backward = cleanup(Func(bwd_name, params + tuple(residual_params.values()) + cotangents,
+    funcs[fwd_name] = forward
+    backward = cleanup(Func(fresh_name(funcs, f"{name}_bwd"), params + tuple(residual_params.values()) + cotangents,
                             tuple(backward_ops), tuple(residual_params.get(v, v) for v in grads), primal.loc),
                        funcs)
+    funcs[backward.name] = backward
     for func in (forward, backward):
         verify_func(func, funcs, pass_name="split_vjp")
-    extended = Module(funcs, module.name).replace(forward, backward)
-    needed = {**extended.reachable(fwd_name).funcs, **extended.reachable(bwd_name).funcs}
-    return Module({n: f for n, f in extended.funcs.items() if n in needed}, module.name), \
-        SplitVjp(forward, backward, grad.wrt)
+    return SplitVjp(forward, backward, grad.wrt)
 
 
 def _partition(func: Func, params, cotangents, grads) -> tuple[set[Op], set[Value], set[Op]]:
