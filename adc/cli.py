@@ -120,14 +120,8 @@ def _elaborated(compiler, driver, path: str):
 def _with_regions(module, name: str, format_func) -> str:
     """Function `name` of `module` printed after the functions it runs (loop bodies, branches,
     callees), and theirs."""
-    order, pending = [], [name]
-    while pending:
-        current = pending.pop()
-        if current not in order:
-            order.append(current)
-            func = module[current]
-            pending.extend([*func.regions(), *(op.attrs["callee"] for op in func.ops if op.name == "call")])
-    return "\n".join(format_func(module[n]) for n in reversed(order))
+    others = [func for func in module.reachable(name) if func.name != name]
+    return "\n".join(format_func(func) for func in [*others, module[name]])
 
 
 def _cmd_ir(args, driver) -> int:

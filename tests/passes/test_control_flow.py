@@ -167,6 +167,16 @@ def test_every_checkpoint_policy_gives_the_same_gradient(monkeypatch):
         np.testing.assert_array_equal(got, want)
 
 
+def test_checkpoint_1_stores_residuals_and_recomputes_nothing():
+    """With every iteration stored, the backward runs the second half of the body's split VJP:
+    the derivative holds the forward's one matrix product and the backward's two (w.r.t. w and
+    h), where replaying the body's forward in each backward step would add a fourth."""
+    module, grad = vjp(recurrence(1), "recurrence")
+    reachable = module.reachable(grad.func.name)
+    products = [op for func in reachable for op in func.ops if op.name == "matmul"]
+    assert len(products) == 3, [func.name for func in reachable]
+
+
 def test_jacobian_through_a_loop():
     module = compile_source(RECURRENCE.format(k=2) + "\ndef final(x: f64[N], w: f64[N, N], b: f64[N], n: i64) -> "
                             "f64[N]:\n    loss, h = recurrence(x, w, b, n)\n    return h\n", "final.adc")
