@@ -20,18 +20,20 @@ selects two arrays and calls the body.
 """
 from __future__ import annotations
 
+from collections import Counter
 from typing import TYPE_CHECKING, Callable, Sequence
 
 import llvmlite.ir as ir
 
 from adc.codegen.loops import I1, I8, I32, I64, PTR, counted_loop, i64, stack_array
-from adc.ir.core import Op, Value
+from adc.ir.core import Func, Op, Value
 from adc.ir.types import DType, num_elements
 
 if TYPE_CHECKING:
     from adc.codegen.lower import Emitter
 
 CARRYING = frozenset({"for", "scan", "while"})    # their carried results get a spare buffer (Emitter.spares)
+SCATTERS = frozenset({"scatter", "scatter_add"})
 
 
 def for_lower(em: Emitter, op: Op, dests: list[ir.Value]) -> None:
@@ -126,9 +128,11 @@ def while_lower(em: Emitter, op: Op, dests: list[ir.Value]) -> None:
     em.b.store(em.b.not_(parity), odd)
     em.b.branch(header)
     em.b.position_at_end(exit_)
+    in_place = updated_in_place(em, op)
     with em.b.if_then(em.b.load(odd, typ=I1)):
-        for r, dest in zip(op.results, dests):
-            _copy(em, dest, em.spares[r], r)
+        for j, (r, dest) in enumerate(zip(op.results, dests)):
+            if j not in in_place:
+                _copy(em, dest, em.spares[r], r)
 
 
 def if_lower(em: Emitter, op: Op, dests: list[ir.Value]) -> None:
@@ -148,16 +152,59 @@ def _alternating_calls(em: Emitter, op: Op, dests: list[ir.Value], inits: Sequen
     """(inputs, outputs) of a loop body's even and odd iterations: iteration j reads the carried
     values from set j % 2 and writes them into the other (then a scan's `rows`, None for a row
     each iteration points at itself). Set 0 gets the initial values; it is the spares when `odd`,
-    so that an odd number of iterations ends in the results."""
+    so that an odd number of iterations ends in the results. A value the body updates in place
+    (`updated_in_place`) has its result buffer in both sets."""
     spares = [em.spares[r] for r in op.results[:len(dests)]]
-    first = [em.b.select(odd, spare, dest) for spare, dest in zip(spares, dests)]
-    second = [em.b.select(odd, dest, spare) for spare, dest in zip(spares, dests)]
+    in_place = updated_in_place(em, op)
+    first = [dest if j in in_place else em.b.select(odd, spare, dest) for j, (spare, dest) in enumerate(zip(spares, dests))]
+    second = [dest if j in in_place else em.b.select(odd, dest, spare) for j, (spare, dest) in enumerate(zip(spares, dests))]
     for init, buffer in zip(inits, first):
         _copy(em, buffer, em.buffers[init], init)
     reads = [em.buffers[v] for v in captured]
     placed = [ir.Constant(PTR, None) if row is None else row for row in rows]
     return [(_pointer_array(em, [*leading, *current, *reads]), _pointer_array(em, [*following, *placed, scratch]))
             for current, following in ((first, second), (second, first))]
+
+
+def updated_in_place(em: Emitter, op: Op) -> frozenset[int]:
+    """The carried values of loop `op` that its body updates in place (`in_place_scatters`): the
+    body gets one buffer as that value's input and output, and an iteration of `y[t] = x` costs
+    its update, not a copy of y."""
+    body = em.module[op.attrs["body"]]
+    lead, k = (0 if op.name == "while" else 1), op.attrs["carried"]
+    scatters = in_place_scatters(body)
+    return frozenset(j for j in range(k)
+                     if (scatter := scatters.get(body.params[lead + j])) is not None and scatter.result is body.returns[j])
+
+
+def in_place_scatters(body: Func) -> dict[Value, Op]:
+    """param -> the scatter into it that `body` returns, where the scatter may write the param's
+    buffer: nothing else reads its result, its indices and updates do not read the param, and the
+    param is not returned. The body lowers these scatters last (lower._lower_kernel), after every
+    other read of the param, and a scatter given its base's buffer as its own skips copying it
+    (scatter_lower); a loop may then pass one buffer as both (`updated_in_place`)."""
+    uses = Counter(v for o in body.ops for v in o.operands) + Counter(body.returns)
+    producers = {r: o for o in body.ops for r in o.results}
+    params = set(body.params)
+    found = {}
+    for op in body.ops:
+        base = op.operands[0] if op.name in SCATTERS else None
+        if (base in params and base not in body.returns and uses[op.result] == 1 and op.result in body.returns
+                and base not in _ancestors(op.operands[1:], producers)):
+            found[base] = op
+    return found
+
+
+def _ancestors(values: Sequence[Value], producers: dict[Value, Op]) -> set[Value]:
+    """`values` and every value computing them reads."""
+    seen, stack = set(), list(values)
+    while stack:
+        v = stack.pop()
+        if v not in seen:
+            seen.add(v)
+            if v in producers:
+                stack.extend(producers[v].operands)
+    return seen
 
 
 def _select(em: Emitter, odd: ir.Value, calls: list[tuple[ir.Value, ir.Value]]) -> tuple[ir.Value, ir.Value]:

@@ -30,7 +30,7 @@ from typing import Callable
 import llvmlite.ir as ir
 
 from adc.codegen import control_flow, division, gemm, parallel, vecmath
-from adc.codegen.control_flow import CARRYING
+from adc.codegen.control_flow import CARRYING, in_place_scatters
 from adc.codegen.fusion import CONTROL_FLOW, MATERIALIZING, Plan, plan
 from adc.codegen.loops import (I1, I8, I32, I64, NOWRAP, PTR, Index, counted_loop, evaluate_dim,
                                i64, if_then_else, loop_nest, outline, stack_array)
@@ -270,7 +270,10 @@ def _lower_kernel(llmod: ir.Module, module: Module, func: Func, vector_bits: int
     for value, scatter in fusion.scattered_into.items():
         em.buffers[value] = em.buffers[scatter]
     filled = set(fusion.into.values())          # returned reshapes whose operand wrote their buffer
+    last = list(in_place_scatters(func).values()) if region else []     # may write a param's buffer
     for op in func.ops:
+        if any(op is scatter for scatter in last):
+            continue
         if op.name in CONTROL_FLOW:
             lower_rules[op.name](em, op, [em.buffers.get(r) for r in op.results])     # a scan allocates its stacks
         elif op.result in fusion.views:
@@ -281,6 +284,8 @@ def _lower_kernel(llmod: ir.Module, module: Module, func: Func, vector_bits: int
     for v, dest in zip(func.returns, destinations):
         if em.buffers[v] is not dest:
             _emit_loop(em, v, dest, copy=True)
+    for scatter in last:
+        _compute_into(em, scatter.result, em.buffers[scatter.result])
     if region:
         fn.linkage = "internal"
     em.release()
@@ -777,8 +782,11 @@ def scatter_lower(kernel: Emitter, op: Op, dest: ir.Value) -> None:
     em = kernel.nested(fn, fn.args[2], dict(zip(leaves, fn.args[4:])))
     out, dtype, axis = fn.args[3], base.type.dtype, op.attrs["axis"]
     if op.result not in kernel.plan.scattered_into.values():    # else the base's own loop wrote dest
-        counted_loop(em.b, i64(0), em.dim(num_elements(base.type.shape)),
-                     lambda i: _copy_element(em, base, op.result, out, i))
+        # a loop body may get one buffer as its base and its result (control_flow.updated_in_place)
+        aliased = em.b.icmp_unsigned("==", em.buffers[base], out) if base in em.buffers else ir.Constant(I1, 0)
+        with em.b.if_then(em.b.not_(aliased)):
+            counted_loop(em.b, i64(0), em.dim(num_elements(base.type.shape)),
+                         lambda i: _copy_element(em, base, op.result, out, i))
     n = em.dim(base.type.shape[axis])
     add = _int_or_float("add", "fadd")
 

@@ -530,9 +530,11 @@ def scatter_adjoint(b, op, cts):
     base, indices, updates = op.operands
     ct, axis = cts[0], op.attrs["axis"]
     zeros = full(b, 0.0, updates.type)
+    base_ct, taken = b.op("scatter", ct, indices, zeros, axis=axis), b.op("gather", ct, indices, axis=axis)
+    if num_elements(indices.type.shape) == 1:       # one slice written (y[t] = x): it stays
+        return base_ct, None, taken
     stayed = _last_writers(b, indices, base.type.shape[axis], updates.type, axis)
-    return (b.op("scatter", ct, indices, zeros, axis=axis), None,
-            b.op("select", stayed, b.op("gather", ct, indices, axis=axis), zeros))
+    return base_ct, None, b.op("select", stayed, taken, zeros)
 
 
 def _last_writers(b: Builder, indices: Value, n, updates: TensorType, axis: int) -> Value:

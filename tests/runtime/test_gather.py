@@ -217,6 +217,26 @@ def test_scatter_gradients_in_both_modes_give_the_last_duplicate_its_cotangent()
     np.testing.assert_array_equal(du.numpy(), [0.0, 0.0, 1.5, 1.5])           # 2 written again; -4 is row 0 again
 
 
+@pytest.mark.parametrize("t", [1, 0, -1, -3])
+def test_writing_one_slice_has_the_gradients_of_finite_differences(t):
+    """`y[t] = u` with one index: its one slice always stays (no duplicates to rank), counted from
+    the start or the end; first and second order, and forward mode."""
+    module = compile_source("def f(b: f64[N, 2], t: i64, u: f64[2]) -> f64[N, 2]:\n"
+                            "    y = b\n    y[t] = u * u\n    return y * b\n", "s.adc")
+    rng = np.random.default_rng(6)
+    args = [rng.standard_normal((3, 2)), np.int64(t), rng.standard_normal(2)]
+    check_vjp(module, "f", args, order=2)
+    check_jvp(module, "f", args)
+    m = adc.compile("def f(b: f64[N, 2], t: i64, u: f64[2]) -> f64:\n    y = b\n    y[t] = u\n"
+                    "    return sum(y * 1.5)\n")
+    db, du = adc.grad(m.f, wrt=("b", "u"))(*args)
+    written = t % 3
+    want = np.full((3, 2), 1.5)
+    want[written] = 0.0
+    np.testing.assert_array_equal(db.numpy(), want)
+    np.testing.assert_array_equal(du.numpy(), [1.5, 1.5])
+
+
 def test_compiled_gradient_accumulates_repeated_indices():
     m = adc.compile("def f(w: f64[V, D], idx: i64[B]) -> f64:\n    return sum(w[idx] * w[idx])\n", "g.adc")
     w, idx = np.random.default_rng(2).standard_normal((4, 3)), np.array([1, 1, 3, -1, 0])

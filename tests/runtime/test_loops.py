@@ -168,3 +168,70 @@ def f(x: f64[M]) -> (f64[M], f64):
         y, t = kernel(x)
     np.testing.assert_allclose(tape.gradient([y, t], x).numpy(), 2.0 * np.ones(3))
     np.testing.assert_allclose(t.numpy(), np.tanh(np.tanh(0.5)))
+
+
+TRAJECTORY = """
+def trajectory(x0: f64[P], n: i64, out: f64[T, P]) -> (f64[T, P], f64[P]):
+    x = x0
+    y = out
+    for t in range(n):
+        x = x * 0.5 + 1.0
+        y[t] = x
+    return y, x
+
+def halvings(x0: f64[P], out: f64[T, P]) -> f64[T, P]:
+    x = x0
+    y = out
+    k = 0
+    while k < T:
+        x = x * 0.5
+        y[k] = x
+        k += 1
+    return y
+
+def doubled(x0: f64[P], n: i64, out: f64[T, P]) -> f64[T, P]:
+    y = out
+    for t in range(n):
+        y[t] = y[t] * 2.0 + x0
+    return y
+"""
+
+
+@pytest.mark.parametrize("n", [0, 1, 2, 5, 6])
+def test_a_trajectory_written_in_place_keeps_every_row(n):
+    """`y[t] = x` updates the loop's one buffer of y in place (the body's scatter does not copy y
+    into itself): every row written, the others as given, for odd and even trip counts, in a
+    for and a while, and where the body also reads y (a copy per iteration, as before)."""
+    module = adc.compile(TRAJECTORY, "trajectory.adc")
+    out, x0 = np.full((6, 2), -7.0), np.array([1.0, 4.0])
+    want, x = out.copy(), x0.copy()
+    for t in range(n):
+        x = x * 0.5 + 1.0
+        want[t] = x
+    y, last = module.trajectory(x0, n, out)
+    np.testing.assert_array_equal(y.numpy(), want)
+    np.testing.assert_array_equal(last.numpy(), x)
+    np.testing.assert_array_equal(out, np.full((6, 2), -7.0))      # the argument is not written
+    halved = module.halvings(x0, np.zeros((n, 2))).numpy()
+    np.testing.assert_array_equal(halved, x0 * 0.5 ** np.arange(1, n + 1)[:, None])
+    doubled = out.copy()
+    doubled[:n] = doubled[:n] * 2.0 + x0
+    np.testing.assert_array_equal(module.doubled(x0, n, out).numpy(), doubled)
+
+
+def test_the_gradient_through_a_trajectory_equals_the_interpreter():
+    source = TRAJECTORY
+    out, x0 = np.zeros((5, 2)), np.array([1.0, 4.0])
+    kernel = adc.compile(source, "trajectory.adc").trajectory
+    x, y = adc.constant(x0), adc.constant(out)
+    with adc.GradientTape() as tape:
+        tape.watch([x, y])
+        traj, last = kernel(x, 5, y)
+        loss = adc.reduce_sum(traj * traj) + adc.reduce_sum(last)
+    got = [g.numpy() for g in tape.gradient(loss, [x, y])]
+    module = compile_source(source, "trajectory.adc")
+    ext, grad = vjp(module, "trajectory", [0, 2])
+    traj_want, last_want = run(module, "trajectory", x0, np.int64(5), out)
+    want = run(ext, grad.func.name, x0, np.int64(5), out, 2 * traj_want, np.ones(2))
+    for g, w in zip(got, want, strict=True):
+        np.testing.assert_allclose(g, w, rtol=1e-12)
