@@ -1,8 +1,9 @@
 """Loops, differentiated: samples/loops.adc's Elman RNN and RK4 pendulum against JAX (jit of grad
-over lax.scan) and PyTorch (autograd over a Python loop), and the memory a long loop's gradient
-keeps under checkpointing.
+over lax.scan) and PyTorch (autograd over a Python loop), a trajectory written row by row in a
+loop against JAX's stacked scan outputs, and the memory a long loop's gradient keeps under
+checkpointing.
 
-    python benchmarks/run.py rnn rk4 loop_memory
+    python benchmarks/run.py rnn rk4 trajectory loop_memory
 """
 from __future__ import annotations
 
@@ -135,6 +136,46 @@ def bench_rk4(m) -> None:
            "<= 1.0x the best peer (peer/adc >= 1)")
 
 
+TRAJECTORY = """
+def trajectory_loss(x0: f64[P], n: i64, out: f64[T, P]) -> f64:
+    x = x0
+    y = out
+    for t in range(n):
+        x = x * 0.999 + 0.001 * sin(x)
+        y[t] = x
+    return sum(y * y)
+"""
+
+
+def bench_trajectory(_loops) -> None:
+    """Gradient w.r.t. the initial state of the squared norm of a trajectory y[t] = x_t written in
+    the loop, 100,000 steps of a 2-vector, f64: each step writes one row in place."""
+    steps = 100_000
+    x0, out = np.array([0.5, -1.0]), np.zeros((steps, 2))
+    gradient = adc.grad(adc.compile(TRAJECTORY, "trajectory.adc").trajectory_loss, wrt="x0")
+    want = gradient(x0, steps, out).numpy()
+    routes = {"adc.grad": timed(lambda: gradient(x0, steps, out), min_time=1.0, repeats=5)}
+    others = {}
+    jax = optional("jax")
+    if jax:
+        jax.config.update("jax_enable_x64", True)
+        jnp = jax.numpy
+
+        def loss(x0):
+            def step(x, _):
+                x = x * 0.999 + 0.001 * jnp.sin(x)
+                return x, x
+            _, ys = jax.lax.scan(step, x0, None, length=steps)
+            return jnp.sum(ys * ys)
+
+        jgrad = jax.jit(jax.grad(loss))
+        np.testing.assert_allclose(np.asarray(jgrad(jnp.asarray(x0))), want, rtol=1e-9)
+        others.update(fastest("jax", {"jit(grad(scan)), ys stacked": timed(
+            lambda: jax.block_until_ready(jgrad(jnp.asarray(x0))), min_time=1.0, repeats=5)}))
+    report(f"trajectory y[t] = x through {steps:,} steps of a 2-vector, gradient, f64", routes, others,
+           "<= 1.0x the best peer (peer/adc >= 1)")
+
+
 MEMORY_CHILD = """
 import json, re, sys
 import numpy as np
@@ -179,4 +220,4 @@ def bench_loop_memory() -> None:
     print("  target: the default policy within O(sqrt(T)) stored states")
 
 
-BENCHMARKS = {"rnn": bench_rnn, "rk4": bench_rk4}
+BENCHMARKS = {"rnn": bench_rnn, "rk4": bench_rk4, "trajectory": bench_trajectory}
