@@ -245,6 +245,17 @@ class ToAst(Transformer_NonRecursive):
     def _tok_loc(self, token: Token) -> Location:
         return Location(self.filename, token.line, token.column, self.source)
 
+    def _string(self, token: Token) -> str:
+        """The value of a string literal; a located error where Python would refuse it (a NUL
+        character, an unknown \\N{name})."""
+        if "\0" in token:
+            raise CompileError("a string literal cannot hold a NUL character", self._tok_loc(token))
+        try:
+            return pyast.literal_eval(str(token))
+        except (SyntaxError, ValueError) as err:
+            raise CompileError(f"invalid string literal: {err.msg if isinstance(err, SyntaxError) else err}",
+                               self._tok_loc(token)) from None
+
     def program(self, meta, children):
         funcs = tuple(c for c in children if isinstance(c, ast.FuncDef))
         externs = tuple(c for c in children if isinstance(c, ast.ExternDef))
@@ -265,7 +276,7 @@ class ToAst(Transformer_NonRecursive):
     def externdef(self, meta, children):
         library, name, params, (results, _) = children
         return ast.ExternDef(str(name), tuple(params or ()), results, self._loc(meta),
-                             None if library is None else pyast.literal_eval(str(library)))
+                             None if library is None else self._string(library))
 
     def params(self, meta, children):
         return [c for c in children if c is not None]
@@ -329,7 +340,7 @@ class ToAst(Transformer_NonRecursive):
         return ast.Return(tuple(c for c in children if c is not None), self._loc(meta))
 
     def docstring(self, meta, children):
-        return ast.Docstring(pyast.literal_eval(str(children[0])), self._loc(meta))
+        return ast.Docstring(self._string(children[0]), self._loc(meta))
 
     def binary(self, meta, children):
         left, op, right = children

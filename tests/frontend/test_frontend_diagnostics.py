@@ -54,6 +54,10 @@ CASES = [
     (HEAD + "    a, c = x\n", (2, 12), "only a call of a kernel returning a tuple can be unpacked"),
     (HEAD + "    return x\n\ndef f(x: f32) -> f32:\n    return x\n", (4, 1), "kernel 'f' is defined twice"),
     ("def f(x: f32[N], x: f32[N]) -> f32[N]:\n    return x\n", (1, 18), "parameter 'x' is defined twice"),
+    # string literals Python refuses (a NUL character in a docstring raised SyntaxError)
+    ('def f(x: f32) -> f32:\n    """a\x00b"""\n    return x\n', (2, 5), "a string literal cannot hold a NUL character"),
+    ('def f(x: f32) -> f32:\n    """\\N{NO SUCH NAME}"""\n    return x\n', (2, 5), "unknown Unicode character name"),
+    ('extern "li\x00bm" def g(x: f64) -> f64\n', (1, 8), "a string literal cannot hold a NUL character"),
     # kernels are called from Python (loading one with a parameter `lambda` raised ValueError)
     ("def f(x: f32, lambda: f32) -> f32:\n    return x\n", (1, 15), "'lambda' is a Python keyword"),
     ("def f(x: f32[N]) -> f32[K]:\n    return x\n", (1, 25), "unbound dimension 'K'"),
