@@ -21,10 +21,11 @@ def eliminate_dead_code(module: Module) -> Module:
 
 def without_orphan_regions(before: Module, funcs: dict[str, Func]) -> Module:
     """The module of `funcs` less the functions that were regions in `before` (bodies, branches)
-    and that no control-flow op of what remains runs any more."""
+    and that nothing left runs any more: no control-flow op, and no call (the reversal of a loop
+    calls its body's VJP, which may also have been a region)."""
     regions = {name for func in before for name in func.regions()}
     while True:
-        run = {name for func in funcs.values() for name in func.regions()}
+        run = {name for func in funcs.values() for name in func.references()}
         orphans = [name for name in funcs if name in regions and name not in run]
         if not orphans:
             return Module(funcs, before.name)
