@@ -49,7 +49,7 @@ def for_lower(em: Emitter, op: Op, dests: list[ir.Value]) -> None:
     odd = em.b.trunc(n, I1)
     iteration = em.head.alloca(I64)
     calls = _alternating_calls(em, op, dests[:k], inits, odd, [iteration], captured, scratch,
-                               [row for row, _ in stacks])
+                               updated_in_place(em, op), [row for row, _ in stacks])
 
     def step(i: ir.Value) -> None:
         em.b.store(i, iteration)
@@ -112,7 +112,8 @@ def while_lower(em: Emitter, op: Op, dests: list[ir.Value]) -> None:
     k = op.attrs["carried"]
     inits, captured = op.operands[:k], op.operands[k:]
     (cond, cond_dims, cond_scratch), (body, body_dims, scratch) = map(em.region, (op.attrs["cond"], op.attrs["body"]))
-    calls = _alternating_calls(em, op, dests, inits, ir.Constant(I1, 0), [], captured, scratch)
+    in_place = updated_in_place(em, op)
+    calls = _alternating_calls(em, op, dests, inits, ir.Constant(I1, 0), [], captured, scratch, in_place)
     holds, odd = em.head.alloca(I8), em.head.alloca(I1)
     verdict = _pointer_array(em, [holds, cond_scratch])
     em.b.store(ir.Constant(I1, 0), odd)
@@ -128,7 +129,6 @@ def while_lower(em: Emitter, op: Op, dests: list[ir.Value]) -> None:
     em.b.store(em.b.not_(parity), odd)
     em.b.branch(header)
     em.b.position_at_end(exit_)
-    in_place = updated_in_place(em, op)
     with em.b.if_then(em.b.load(odd, typ=I1)):
         for j, (r, dest) in enumerate(zip(op.results, dests)):
             if j not in in_place:
@@ -148,14 +148,14 @@ def if_lower(em: Emitter, op: Op, dests: list[ir.Value]) -> None:
 
 def _alternating_calls(em: Emitter, op: Op, dests: list[ir.Value], inits: Sequence[Value], odd: ir.Value,
                        leading: list[ir.Value], captured: Sequence[Value], scratch: ir.Value,
-                       rows: Sequence[ir.Value | None] = ()) -> list[tuple[ir.Value, ir.Value]]:
+                       in_place: frozenset[int], rows: Sequence[ir.Value | None] = ()
+                       ) -> list[tuple[ir.Value, ir.Value]]:
     """(inputs, outputs) of a loop body's even and odd iterations: iteration j reads the carried
     values from set j % 2 and writes them into the other (then a scan's `rows`, None for a row
     each iteration points at itself). Set 0 gets the initial values; it is the spares when `odd`,
     so that an odd number of iterations ends in the results. A value the body updates in place
-    (`updated_in_place`) has its result buffer in both sets."""
+    (`in_place`, from `updated_in_place`) has its result buffer in both sets."""
     spares = [em.spares[r] for r in op.results[:len(dests)]]
-    in_place = updated_in_place(em, op)
     first = [dest if j in in_place else em.b.select(odd, spare, dest) for j, (spare, dest) in enumerate(zip(spares, dests))]
     second = [dest if j in in_place else em.b.select(odd, dest, spare) for j, (spare, dest) in enumerate(zip(spares, dests))]
     for init, buffer in zip(inits, first):

@@ -271,8 +271,9 @@ def _lower_kernel(llmod: ir.Module, module: Module, func: Func, vector_bits: int
         em.buffers[value] = em.buffers[scatter]
     filled = set(fusion.into.values())          # returned reshapes whose operand wrote their buffer
     last = list(in_place_scatters(func).values()) if region else []     # may write a param's buffer
+    deferred = {id(op) for op in last}
     for op in func.ops:
-        if any(op is scatter for scatter in last):
+        if id(op) in deferred:
             continue
         if op.name in CONTROL_FLOW:
             lower_rules[op.name](em, op, [em.buffers.get(r) for r in op.results])     # a scan allocates its stacks

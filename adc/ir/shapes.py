@@ -41,17 +41,11 @@ def _symbolic(dims: Iterable[Dim]) -> list[SymDim]:
 
 
 def region_constraints(module: Module, func: Func) -> tuple[SymDim, ...]:
-    """The constraints of the loop bodies and branches `func` runs (theirs too, and so on) that
-    its own dimension symbols decide and its own constraints do not already hold."""
+    """The constraints of the functions `func` runs (loop bodies and branches, theirs too, and so
+    on) that its own dimension symbols decide and its own constraints do not already hold."""
     known, own = set(func.dim_symbols), set(constraints(func))
     found: dict[SymDim, None] = {}
-    pending, seen = list(func.regions()), set()
-    while pending:
-        name = pending.pop()
-        if name in seen:
-            continue
-        seen.add(name)
-        region = module[name]
-        pending.extend(region.regions())
-        found.update((c, None) for c in constraints(region) if c not in own and c.symbols <= known)
+    for region in module.reachable(func.name):
+        if region is not func:
+            found.update((c, None) for c in constraints(region) if c not in own and c.symbols <= known)
     return tuple(found)

@@ -165,11 +165,7 @@ class _StoredSteps:
 
     def fit(self, b: Builder, n: Value) -> Value:
         """Whether n iterations' stacks fit STORE_ALL_BYTES."""
-        types = [self.inits[j].type for j in self.read] + self.residuals
-        size = sum(num_elements(t.shape) * t.dtype.numpy.itemsize for t in types)
-        per_step = (b.op("constant", dtype=I64, value=size) if isinstance(size, int)
-                    else b.op("dim", dtype=I64, value=size))
-        return b.op("le", b.op("mul", n, per_step), b.op("constant", dtype=I64, value=STORE_ALL_BYTES))
+        return _fit(b, n, [self.inits[j].type for j in self.read] + self.residuals)
 
     def record(self, b: Builder, steps: Value, primal: Op | None, length: str) -> list[Value]:
         """The scan of the first `steps` iterations, stacking what the backward reads (in place
@@ -251,14 +247,19 @@ class _Segments:
         return list(outs[:f]), list(outs[f:])
 
 
+def _fit(b: Builder, n: Value, types: Sequence[TensorType]) -> Value:
+    """Whether n records of a value of each of `types` fit STORE_ALL_BYTES."""
+    size = sum(num_elements(t.shape) * t.dtype.numpy.itemsize for t in types)
+    per_step = (b.op("constant", dtype=I64, value=size) if isinstance(size, int)
+                else b.op("dim", dtype=I64, value=size))
+    return b.op("le", b.op("mul", n, per_step), b.op("constant", dtype=I64, value=STORE_ALL_BYTES))
+
+
 def _segment_length(b: Builder, n: Value, inits: Sequence[Value], checkpoint: int) -> Value:
     """K: `checkpoint` when >= 1; else 1 while n states fit STORE_ALL_BYTES, else ceil(sqrt(n))."""
     if checkpoint >= 1:
         return b.op("constant", dtype=I64, value=checkpoint)
-    size = sum(num_elements(v.type.shape) * v.type.dtype.numpy.itemsize for v in inits)
-    state = b.op("dim", dtype=I64, value=size) if not isinstance(size, int) else b.op("constant", dtype=I64,
-                                                                                       value=size)
-    fits = b.op("le", b.op("mul", n, state), b.op("constant", dtype=I64, value=STORE_ALL_BYTES))
+    fits = _fit(b, n, [v.type for v in inits])
     root = b.op("neg", b.op("floor", b.op("neg", b.op("sqrt", b.op("convert", n, dtype=F64)))))
     root = b.op("maximum", b.op("convert", root, dtype=I64), b.op("constant", dtype=I64, value=1))
     return b.op("select", fits, b.op("constant", dtype=I64, value=1), root)
