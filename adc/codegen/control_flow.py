@@ -71,18 +71,19 @@ def _stacks(em: Emitter, op: Op, n: ir.Value) -> list[tuple[ir.Value | None, Cal
         return []
     em.bind(op.attrs["length"], n)
     k, axis = op.attrs["carried"], op.attrs["axis"]
+    stacked = op.results[k:]
+    inners = [em.bytes(s.type.shape[axis + 1:], s.type.dtype) for s in stacked]
+    outers = [em.dim(num_elements(s.type.shape[:axis])) for s in stacked]     # the parts of a row, `inner` bytes each
+    rows = [em.b.mul(outer, inner) for outer, inner in zip(outers, inners)] if axis else []
+    blocks = em.allocate_parts([em.bytes_of(s) for s in stacked] + rows)
     found = []
-    for stacked in op.results[k:]:
-        shape = stacked.type.shape
-        stack = em.allocate(em.bytes_of(stacked))
-        em.buffers[stacked] = stack
-        inner = em.bytes(shape[axis + 1:], stacked.type.dtype)
+    for j, (s, stack, inner, outer) in enumerate(zip(stacked, blocks, inners, outers)):
+        em.buffers[s] = stack
         if axis == 0:
             found.append((None, lambda i, stack=stack, inner=inner: em.b.gep(stack, [em.b.mul(i, inner)],
                                                                               source_etype=I8)))
             continue
-        outer = em.dim(num_elements(shape[:axis]))     # the parts of a row, `inner` bytes each
-        row = em.allocate(em.b.mul(outer, inner))
+        row = blocks[len(stacked) + j]
         found.append((row, lambda i, stack=stack, row=row, inner=inner, outer=outer:
                       _scatter_row(em, stack, row, i, n, inner, outer)))
     return found

@@ -173,6 +173,14 @@ class Emitter:
             self.fail_if(self.b.icmp_unsigned("==", buffer, ir.Constant(PTR, None)))
         return self.b.load(slot, typ=PTR)
 
+    def allocate_parts(self, sizes: list[ir.Value]) -> list[ir.Value]:
+        """Buffers of `sizes` bytes carved from one allocation: one call to the allocator, and one
+        block it can hand back on the next call (a scan's dozens of stacks, allocated apart, each
+        came back from the system, page faults and all, on every call)."""
+        total, offsets = _layout(self, sizes)
+        block = self.allocate(total)
+        return [self.b.gep(block, [offset], source_etype=I8, inbounds=True) for offset in offsets]
+
     def fail_if(self, failed: ir.Value, status: ir.Value | int = STATUS_NO_MEMORY) -> None:
         """Return `status` when `failed`, freeing what the function allocated."""
         with self.b.if_then(failed, likely=False):
