@@ -54,6 +54,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass
 from functools import cached_property
+from typing import Iterable
 
 from adc.ir.core import Func, Op, Value
 from adc.ir.ops import OPS
@@ -94,18 +95,26 @@ class Plan:
 
     def leaves(self, root: Op) -> list[Value]:
         """The buffers the loop of `root` reads (the values it stores are computed), in first-use order."""
-        return _leaves([root], self.producers, self.materialized - set(self.stored_by.get(root.result, ())))
+        members = self.stored_by.get(root.result, ())
+        return _leaves([root, *(self.producers[m] for m in members)], self.producers,
+                       self.materialized - set(members))
 
     def is_flat(self, root: Op) -> bool:
         """True when the loop of `root` reads every operand at the result's linear index."""
-        inside = set(self.stored_by.get(root.result, ()))
-        stack = [root] + [self.producers[v] for v in inside]
-        while stack:
-            op = stack.pop()
-            if not _flat_op(op):
-                return False
-            stack += (self.producers[v] for v in op.operands if v not in self.materialized or v in inside)
-        return True
+        return _flat_loop(root, self.stored_by.get(root.result, ()), self.producers, self.materialized)
+
+
+def _flat_loop(root: Op, members: Iterable[Value], producers: dict[Value, Op], materialized: frozenset[Value]) -> bool:
+    """True when the loop of `root`, also computing `members`, reads every operand at the result's
+    linear index."""
+    inside = set(members)
+    stack = [root] + [producers[v] for v in inside]
+    while stack:
+        op = stack.pop()
+        if not _flat_op(op):
+            return False
+        stack += (producers[v] for v in op.operands if v not in materialized or v in inside)
+    return True
 
 
 def _leaves(roots: list[Op], producers: dict[Value, Op], buffers: frozenset[Value] | set[Value]) -> list[Value]:
@@ -306,12 +315,33 @@ def _shared_loops(func: Func, producers: dict[Value, Op], materialized: frozense
             group = next((v for v in candidates if _unread_between(v, stored_by.get(v, ()), w, members,
                                                                    readers, position)), None)
             if group is None:
+                group = _sibling(op, members, size, stored_by, producers, materialized, readers, position)
+            if group is None:
                 break
             members = sorted([*members, *stored_by.pop(group, ()), group], key=position.get)
             size[w] += size.pop(group)
         if members:
             stored_by[w] = tuple(members)
     return stored_by
+
+
+def _sibling(root: Op, members: list[Value], size: dict[Value, int], stored_by: dict[Value, tuple[Value, ...]],
+             producers: dict[Value, Op], materialized: frozenset[Value], readers: dict[Value, list[Value]],
+             position: dict[Value, int]) -> Value | None:
+    """An earlier loop nest of `root`'s shape that `root`'s loop may run too although it reads
+    none of its values (horizontal fusion): nothing reads its buffers before `root`, both are
+    flat or neither is, and the merged body stays within MAX_FUSED ops per element. One pass over
+    the elements instead of two: the residuals a VJP's forward saves (cos x beside sin x) were
+    each a loop re-reading the inputs, and in a loop's body each nest costs its call every
+    iteration."""
+    w = root.result
+    flat = _flat_loop(root, members, producers, materialized)
+    for v in reversed([v for v in size if v is not w and position[v] < position[w]]):
+        if (v.type.shape == w.type.shape and size[w] + size[v] <= MAX_FUSED
+                and _flat_loop(producers[v], stored_by.get(v, ()), producers, materialized) == flat
+                and _unread_between(v, stored_by.get(v, ()), w, members, readers, position)):
+            return v
+    return None
 
 
 def _unbuffered(func: Func, stored_by: dict[Value, tuple[Value, ...]], readers: dict[Value, list[Value]]
