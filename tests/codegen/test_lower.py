@@ -331,8 +331,11 @@ def test_reductions_of_empty_and_tiny_inputs(shape):
     for name, identity in [("reduce_sum", 0.0), ("reduce_max", -np.inf), ("reduce_min", np.inf)]:
         for axis in (0, 1):
             (got,) = run(kernel("x: f32[M,N]", lambda b, x: b.op(name, x, axes=[axis])), x)
-            want = getattr(np, name[7:])(x, axis=axis, initial=identity) if name != "reduce_sum" else x.sum(axis)
-            assert_close(got, want.astype(np.float64), np.float32)
+            if name == "reduce_sum":    # f32 rounding grows with the magnitudes summed, not with their sum
+                bound = 1e-6 * (np.abs(x).sum(axis, dtype=np.float64) + 1)
+                np.testing.assert_array_less(np.abs(got - x.astype(np.float64).sum(axis)), bound)
+            else:
+                assert_close(got, getattr(np, name[7:])(x, axis=axis, initial=identity).astype(np.float64), np.float32)
 
 
 def test_reduction_propagates_nan_and_fuses_its_producer():
