@@ -23,6 +23,7 @@ from typing import Callable, Iterable, TextIO
 from adc.ir.core import Module
 from adc.ir.printer import format_module
 from adc.ir.verify import verify as verify_module
+from adc.passes.combine_sums import combine_sums
 from adc.passes.cse import cse
 from adc.passes.dce import eliminate_dead_code
 from adc.passes.expand import expand_custom_gradients
@@ -42,6 +43,7 @@ class Pass:
 CLEANUP: tuple[Pass, ...] = (
     Pass("simplify", simplify),
     Pass("cse", cse),
+    Pass("combine_sums", combine_sums),
     Pass("hoist", hoist_invariants),
     Pass("dce", eliminate_dead_code),
 )
