@@ -314,12 +314,14 @@ def _shared_loops(func: Func, producers: dict[Value, Op], materialized: frozense
                           if v in size and v.type.shape == w.type.shape and size[w] + size[v] <= MAX_FUSED]
             group = next((v for v in candidates if _unread_between(v, stored_by.get(v, ()), w, members,
                                                                    readers, position)), None)
+            merged = size[w] + size[group] if group is not None else 0
             if group is None:
-                group = _sibling(op, members, size, stored_by, producers, materialized, readers, position)
+                group, merged = _sibling(op, members, size, stored_by, producers, materialized, readers, position)
             if group is None:
                 break
             members = sorted([*members, *stored_by.pop(group, ()), group], key=position.get)
-            size[w] += size.pop(group)
+            size[w] = merged
+            del size[group]
         if members:
             stored_by[w] = tuple(members)
     return stored_by
@@ -327,21 +329,41 @@ def _shared_loops(func: Func, producers: dict[Value, Op], materialized: frozense
 
 def _sibling(root: Op, members: list[Value], size: dict[Value, int], stored_by: dict[Value, tuple[Value, ...]],
              producers: dict[Value, Op], materialized: frozenset[Value], readers: dict[Value, list[Value]],
-             position: dict[Value, int]) -> Value | None:
+             position: dict[Value, int]) -> tuple[Value | None, int]:
     """An earlier loop nest of `root`'s shape that `root`'s loop may run too although it reads
-    none of its values (horizontal fusion): nothing reads its buffers before `root`, both are
-    flat or neither is, and the merged body stays within MAX_FUSED ops per element. One pass over
-    the elements instead of two: the residuals a VJP's forward saves (cos x beside sin x) were
-    each a loop re-reading the inputs, and in a loop's body each nest costs its call every
-    iteration."""
+    none of its values (horizontal fusion), and the ops per element of the merged loop: nothing
+    reads its buffers before `root`, both are flat or neither is, and the merged body stays within
+    MAX_FUSED ops per element. One pass over the elements instead of two: the residuals a VJP's
+    forward saves (cos x beside sin x) were each a loop re-reading the inputs, and in a loop's
+    body each nest costs its call every iteration. An op both loops compute is counted once: a
+    loop computes each value once per element, and cos x merged with sin x shares x's chain."""
     w = root.result
     flat = _flat_loop(root, members, producers, materialized)
+    ours = _loop_ops(root, members, producers, materialized)
     for v in reversed([v for v in size if v is not w and position[v] < position[w]]):
-        if (v.type.shape == w.type.shape and size[w] + size[v] <= MAX_FUSED
-                and _flat_loop(producers[v], stored_by.get(v, ()), producers, materialized) == flat
-                and _unread_between(v, stored_by.get(v, ()), w, members, readers, position)):
-            return v
-    return None
+        if (v.type.shape != w.type.shape
+                or _flat_loop(producers[v], stored_by.get(v, ()), producers, materialized) != flat
+                or not _unread_between(v, stored_by.get(v, ()), w, members, readers, position)):
+            continue
+        merged = len(ours | _loop_ops(producers[v], stored_by.get(v, ()), producers, materialized))
+        if merged <= MAX_FUSED:
+            return v, merged
+    return None, 0
+
+
+def _loop_ops(root: Op, members: Iterable[Value], producers: dict[Value, Op], materialized: frozenset[Value]
+              ) -> set[int]:
+    """The ops (by identity) the loop of `root`, also storing `members`, computes at each element;
+    constants, dimensions and iotas are operands, not computations."""
+    inside = set(members)
+    seen: dict[int, Op] = {}
+    stack = [root] + [producers[v] for v in inside]
+    while stack:
+        op = stack.pop()
+        if id(op) not in seen:
+            seen[id(op)] = op
+            stack += (producers[v] for v in op.operands if v in producers and (v not in materialized or v in inside))
+    return {k for k, op in seen.items() if op.name not in SOURCES}
 
 
 def _unbuffered(func: Func, stored_by: dict[Value, tuple[Value, ...]], readers: dict[Value, list[Value]]
