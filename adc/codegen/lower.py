@@ -258,10 +258,13 @@ def _lower_kernel(llmod: ir.Module, module: Module, func: Func, vector_bits: int
                        else (f"adc_kernel_{func.name}", func.dim_symbols))
     fn = ir.Function(llmod, ir.FunctionType(I32, [PTR, PTR, PTR]), symbol)
     # The entry is glue (dims, allocations, calls of the outlined nests, once per call): LLVM skips
-    # optimizing it, which took 35 of the mlp_loss VJP's ~95 ms of optimization; a call of an
-    # 8-element kernel measured no slower (paired runs, within noise).
+    # optimizing a kernel's, which took 35 of the mlp_loss VJP's ~95 ms of optimization; a call of
+    # an 8-element kernel measured no slower (paired runs, within noise). A region's runs once per
+    # iteration: optimized, its layout and pointer arrays shrink and its small nests are inlined
+    # (the RK4 gradient, 10,000 iterations of a reverse body: ~10% faster, paired runs).
     fn.attributes.add("noinline")
-    fn.attributes.add("optnone")
+    if not region:
+        fn.attributes.add("optnone")
     dims, inputs, outputs = fn.args
     fusion = plan(func)
     em = Emitter(llmod, module, func, fusion, fn, dims, symbols, {}, vector_bits)
