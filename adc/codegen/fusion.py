@@ -36,6 +36,12 @@ relu's mask and result, both saved for the backward, are one loop:
     %5 = le %2, %4 : bool[B,H]               # returned: stored by %6's loop ...
     %6 = select %5, %4, %2 : f32[B,H]        # ... which also stores %6
 
+Loop nests of one shape that do not read each other merge too (horizontal fusion): an earlier
+one moves down into a later one when nothing reads its buffers in between, or a later one moves
+up into an earlier one when everything it reads is ready there (never across a control-flow op).
+The residuals a VJP's forward saves are one loop, not one each; in a loop's body, where each
+nest costs a call per iteration, the reverse of an RK4 step went from 14 nests to 5.
+
 A loop nest is *flat* when every element it computes reads its operands at the
 same row-major position (elementwise ops, scalar broadcasts, reshapes): it is
 then one loop over the element count, the best shape for the vectorizer.
@@ -54,6 +60,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass
 from functools import cached_property
+from itertools import accumulate
 from typing import Iterable
 
 from adc.ir.core import Func, Op, Value
@@ -94,10 +101,11 @@ class Plan:
         return frozenset(v for members in self.stored_by.values() for v in members)
 
     def leaves(self, root: Op) -> list[Value]:
-        """The buffers the loop of `root` reads (the values it stores are computed), in first-use order."""
+        """The buffers the loop of `root` reads (the values it stores are computed, `root` too:
+        a value moved up into its loop may read it), in first-use order."""
         members = self.stored_by.get(root.result, ())
         return _leaves([root, *(self.producers[m] for m in members)], self.producers,
-                       self.materialized - set(members))
+                       self.materialized - {root.result, *members})
 
     def is_flat(self, root: Op) -> bool:
         """True when the loop of `root` reads every operand at the result's linear index."""
@@ -296,6 +304,7 @@ def _shared_loops(func: Func, producers: dict[Value, Op], materialized: frozense
     elements only (through elementwise ops, v of w's shape), no loop or matmul between them reads
     v's buffer, and the merged body stays within MAX_FUSED ops per element."""
     position = {r: k for k, op in enumerate(func.ops) for r in op.results}
+    barrier = list(accumulate(op.name in CONTROL_FLOW for op in func.ops))     # control-flow ops up to each op
     shared = set(views.values()) | set(views) | set(into) | set(into.values()) | scatter_bases
 
     def own_loop(v: Value) -> bool:
@@ -322,7 +331,14 @@ def _shared_loops(func: Func, producers: dict[Value, Op], materialized: frozense
             members = sorted([*members, *stored_by.pop(group, ()), group], key=position.get)
             size[w] = merged
             del size[group]
-        if members:
+        earlier, merged = _earlier_loop(op, members, size, stored_by, producers, materialized, position, barrier)
+        if earlier is not None:
+            stored_by[earlier] = tuple(sorted([*stored_by.get(earlier, ()), *members, w], key=position.get))
+            for m in (w, *members):         # computed there now: what later merges ask of its readers
+                position[m] = position[earlier]
+            size[earlier] = merged
+            del size[w]
+        elif members:
             stored_by[w] = tuple(members)
     return stored_by
 
@@ -344,6 +360,34 @@ def _sibling(root: Op, members: list[Value], size: dict[Value, int], stored_by: 
         if (v.type.shape != w.type.shape
                 or _flat_loop(producers[v], stored_by.get(v, ()), producers, materialized) != flat
                 or not _unread_between(v, stored_by.get(v, ()), w, members, readers, position)):
+            continue
+        merged = len(ours | _loop_ops(producers[v], stored_by.get(v, ()), producers, materialized))
+        if merged <= MAX_FUSED:
+            return v, merged
+    return None, 0
+
+
+def _earlier_loop(root: Op, members: list[Value], size: dict[Value, int], stored_by: dict[Value, tuple[Value, ...]],
+                  producers: dict[Value, Op], materialized: frozenset[Value], position: dict[Value, int],
+                  barrier: list[int]) -> tuple[Value | None, int]:
+    """An earlier loop nest of `root`'s shape that may compute `root`'s loop (and `members`) too,
+    and the ops per element of the merged loop: every buffer they read is ready before it, or is
+    one of its values read at the element it visits; both are flat or neither is; the merged body
+    stays within MAX_FUSED ops per element. The cotangents a reverse step returns, read after a
+    reduction of the loop that computes the values they are made of, were each a nest of their
+    own: `_sibling` cannot move that loop past its reader."""
+    w = root.result
+    flat = _flat_loop(root, members, producers, materialized)
+    ours = _loop_ops(root, members, producers, materialized)
+    reads = _leaves([root, *(producers[m] for m in members)], producers, materialized - set(members))
+    aligned = set(_read_at_each_element(root, members, producers, materialized))
+    for v in reversed([v for v in size if v is not w and position[v] < position[w]]):
+        if barrier[position[v]] != barrier[position[w]]:
+            break
+        loop = {v, *stored_by.get(v, ())}
+        if (v.type.shape != w.type.shape
+                or _flat_loop(producers[v], stored_by.get(v, ()), producers, materialized) != flat
+                or not all(position.get(r, -1) < position[v] or (r in loop and r in aligned) for r in reads)):
             continue
         merged = len(ours | _loop_ops(producers[v], stored_by.get(v, ()), producers, materialized))
         if merged <= MAX_FUSED:

@@ -509,6 +509,37 @@ def test_a_value_read_elsewhere_than_at_each_element_keeps_its_own_loop():
     assert_close(y, np.exp(x) + np.exp(x).T, np.float64)
 
 
+def test_sibling_loops_of_one_shape_are_one_loop():
+    """sin x and cos x, returned (a VJP's forward saving its residuals): neither reads the other,
+    yet one loop stores both, reading x once."""
+    module = kernel("x: f64[N]", lambda b, x: [b.op("sin", x), b.op("cos", x)])
+    func = next(iter(module))
+    assert plan(func).stored_by == {func.returns[1]: (func.returns[0],)}
+    x = np.linspace(-4, 4, 37)
+    sin, cos = run(module, x)
+    assert_close(sin, np.sin(x), np.float64)
+    assert_close(cos, np.cos(x), np.float64)
+
+
+def test_a_loop_read_after_a_reduction_of_an_earlier_loop_joins_that_loop():
+    """e = exp(x) is summed, and y = e * x, after the sum, reads e at each element: e's loop cannot
+    move past the sum, so y's computation moves up into it, reading e (that loop's own value) as
+    it computes it."""
+    def body(b, x):
+        e = b.op("exp", x)
+        s = b.op("reduce_sum", e, axes=[0])
+        return e, s, b.op("mul", e, x)
+    module = kernel("x: f64[N]", body)
+    func = next(iter(module))
+    e, s, y = func.returns
+    assert plan(func).stored_by == {e: (y,)}
+    x = np.linspace(-1, 1, 11)
+    got = run(module, x)
+    assert_close(got[0], np.exp(x), np.float64)
+    assert_close(got[1], np.exp(x).sum(), np.float64)
+    assert_close(got[2], np.exp(x) * x, np.float64)
+
+
 def fused_ops(fusion, root) -> int:
     """The ops the loop nest of `root` computes per element (a fused value once per use)."""
     count, stack = 0, [root]
