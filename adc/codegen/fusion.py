@@ -39,8 +39,9 @@ relu's mask and result, both saved for the backward, are one loop:
 Loop nests of one shape that do not read each other merge too (horizontal fusion): an earlier
 one moves down into a later one when nothing reads its buffers in between, or a later one moves
 up into an earlier one when everything it reads is ready there (never across a control-flow op).
-The residuals a VJP's forward saves are one loop, not one each; in a loop's body, where each
-nest costs a call per iteration, the reverse of an RK4 step went from 14 nests to 5.
+The residuals a VJP's forward saves are one loop, not one each: in a loop's body, where each
+nest costs a call per iteration, the forward of an RK4 step saving 21 residuals went from five
+nests to one.
 
 A loop nest is *flat* when every element it computes reads its operands at the
 same row-major position (elementwise ops, scalar broadcasts, reshapes): it is
