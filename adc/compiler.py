@@ -33,7 +33,7 @@ from adc.passes import jacobian as compositions
 from adc.passes.adjoint import passthrough, vjp
 from adc.passes.inline import callees, inline_func
 from adc.passes.jvp import jvp
-from adc.passes.pipeline import CLEANUP, DEFAULT_PIPELINE, SEPARATE_PIPELINE, Pass, run_pipeline
+from adc.passes.pipeline import DEFAULT_PIPELINE, LOWERING, SEPARATE_PIPELINE, Pass, run_pipeline
 from adc.passes.split_vjp import split_vjp
 
 # The modules this process printed or parsed, by (IR text, module name), newest last. The text of
@@ -163,16 +163,16 @@ def lower_kernel(ir_text: str, module_name: str, name: str, target: Target) -> l
 
 def _inlined(module: Module, name: str) -> Module:
     """Function `name` of a SEPARATE_PIPELINE module and the region functions it runs, transitively,
-    each with its callees inlined (the copies of regions inlining makes included), optimized again,
-    with what they still reference (the gradients of external functions): its work grows with what
-    `name` reaches, not with the module."""
+    each with its callees inlined (the copies of regions inlining makes included), optimized again
+    (LOWERING), with what they still reference (the gradients of external functions): its work
+    grows with what `name` reaches, not with the module."""
     funcs = dict(module.funcs)
     inlined, pending = {}, [name]
     while pending:
         func = inline_func(funcs[pending.pop()], Module(dict(funcs)), funcs)
         inlined[func.name] = func
         pending += (r for r in func.regions() if r not in inlined)
-    return run_pipeline(Module(funcs, module.name).replace(*inlined.values()).reachable(name), CLEANUP)
+    return run_pipeline(Module(funcs, module.name).replace(*inlined.values()).reachable(name), LOWERING)
 
 
 def with_vjps(module: Module) -> tuple[Module, tuple[VjpEntry, ...]]:

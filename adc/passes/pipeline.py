@@ -30,6 +30,7 @@ from adc.passes.expand import expand_custom_gradients
 from adc.passes.hoist import hoist_invariants
 from adc.passes.inline import inline
 from adc.passes.simplify import simplify
+from adc.passes.sink_sums import sink_sums
 
 
 @dataclass(frozen=True)
@@ -48,7 +49,11 @@ CLEANUP: tuple[Pass, ...] = (
     Pass("dce", eliminate_dead_code),
 )
 
-DEFAULT_PIPELINE: tuple[Pass, ...] = (Pass("expand", expand_custom_gradients), Pass("inline", inline), *CLEANUP)
+# What code generation runs last: CLEANUP, then the rewrites that pay off only in code, not in IR
+# another transformation reads (a loop differentiated after `sink_sums` would store wider states).
+LOWERING: tuple[Pass, ...] = (*CLEANUP, Pass("sink_sums", sink_sums))
+
+DEFAULT_PIPELINE: tuple[Pass, ...] = (Pass("expand", expand_custom_gradients), Pass("inline", inline), *LOWERING)
 SEPARATE_PIPELINE: tuple[Pass, ...] = (Pass("expand", expand_custom_gradients), *CLEANUP)
 
 
