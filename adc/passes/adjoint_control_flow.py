@@ -95,7 +95,8 @@ def while_adjoint(b: Builder, op: Op, cts):
 def scan_adjoint(b: Builder, op: Op, cts):
     raise CompileError("reverse mode over a loop's recorded states (the adjoint of an adjoint through a loop) is "
                        "not supported; take second derivatives forward-over-reverse (adc.hessian, adc.hvp, jacfwd "
-                       "of a gradient)", op.loc)
+                       "of a gradient; with tapes, an adc.ForwardAccumulator around the inner GradientTape instead "
+                       "of an outer tape)", op.loc)
 
 
 # ---------------------------------------------------------------- loop reversal
