@@ -468,7 +468,7 @@ class Expressions:
         shapes = [t.shape] if len(ext.params) == 1 else self.broadcast_pair(t.shape)
         args = [self.draw(t.of(s), depth) for s in shapes]
         args = [self.squash(a) if a.bound > ext.limit else a for a in args]
-        self.externs.add(ext.name)
+        self.externs.update((ext.name, *ext.calls))     # its gradient's callees are declared too
         return Expr(f"{ext.name}({', '.join(a.adc for a in args)})", ext.py.format(*(a.py for a in args)), t,
                     ext.bound(*(a.bound for a in args)))
 
