@@ -1,5 +1,8 @@
 """Every cleanup pass preserves meaning: interp(before) == interp(after), bit for bit, on random modules.
 
+combine_sums and sink_sums reassociate sums, so they keep values within rounding, tested in
+test_combine_sums.py and test_sink_sums.py; the modules here draw no sums.
+
 The modules are random mixes of what the passes rewrite (constants 1, +0, -0, nan
 broadcast or not; shape-op chains; double negations; duplicated ops; calls with
 dimension symbols), run on inputs that include nan, ±inf and -0.0.
