@@ -144,10 +144,24 @@ class Emitter:
         filler = self.b if self.bound.intersection(names) else self.head     # a bound symbol: known from here on
         return fn, stack_array(self.head, filler, I64, symbols), self.scratch[name]
 
+    def pass_bound_symbols(self, bound: tuple[str, ...]) -> None:
+        """Give the nests this function outlines the symbols its scans bind (`bind` fills them in):
+        they read their dims from a copy of the function's, extended with those (a nest over a scan's
+        stacked result needs its length)."""
+        if not bound:
+            return
+        extended = self.head.alloca(I64, size=len(self.symbol_order) + len(bound))
+        for k, name in enumerate(self.symbol_order):
+            self.head.store(self.symbols[name], self.head.gep(extended, [i64(k)], source_etype=I64))
+        self.dims_ptr, self.symbol_order = extended, self.symbol_order + bound
+
     def bind(self, symbol: str, value: ir.Value) -> None:
-        """A scan binds `symbol` to its trip count: dimensions using it are computed where used."""
+        """A scan binds `symbol` to its trip count: dimensions using it are computed where used, and
+        the nests called from here on read it from the dims they are passed."""
         self.symbols[symbol] = value
         self.bound.add(symbol)
+        if symbol in self.symbol_order:
+            self.b.store(value, self.b.gep(self.dims_ptr, [i64(self.symbol_order.index(symbol))], source_etype=I64))
         self.check_shapes()
 
     def check_shapes(self) -> None:
@@ -268,6 +282,7 @@ def _lower_kernel(llmod: ir.Module, module: Module, func: Func, vector_bits: int
     dims, inputs, outputs = fn.args
     fusion = plan(func)
     em = Emitter(llmod, module, func, fusion, fn, dims, symbols, {}, vector_bits)
+    em.pass_bound_symbols(func.bound_symbols)
     em.unchecked = list(constraints(func))
     em.check_shapes()
     for k, p in enumerate(func.params):
@@ -278,8 +293,7 @@ def _lower_kernel(llmod: ir.Module, module: Module, func: Func, vector_bits: int
     for value, returned in fusion.into.items():
         em.buffers[value] = em.buffers[returned]
     _place_temporaries(em, _load_pointer(em.head, outputs, len(func.returns)) if region else None)
-    for value, scatter in fusion.scattered_into.items():
-        em.buffers[value] = em.buffers[scatter]
+    _share_scatter_buffers(em)
     filled = set(fusion.into.values())          # returned reshapes whose operand wrote their buffer
     last = list(in_place_scatters(func).values()) if region else []     # may write a param's buffer
     deferred = {id(op) for op in last}
@@ -292,6 +306,7 @@ def _lower_kernel(llmod: ir.Module, module: Module, func: Func, vector_bits: int
             em.buffers[op.result] = em.buffers[fusion.views[op.result]]
         elif (op.result in fusion.materialized and op.result not in func.params and op.result not in filled
               and fusion.has_own_loop(op.result)):
+            _allocate_sized_by_scans(em, [op.result, *fusion.stored_by.get(op.result, ())])
             _compute_into(em, op.result, em.buffers[op.result])
     for v, dest in zip(func.returns, destinations):
         if em.buffers[v] is not dest:
@@ -303,6 +318,23 @@ def _lower_kernel(llmod: ir.Module, module: Module, func: Func, vector_bits: int
     em.release()
     em.b.ret(ir.Constant(I32, 0))
     return fn
+
+
+def _share_scatter_buffers(em: Emitter) -> None:
+    """The scatter bases filled in their scatter's buffer get it (once it has one)."""
+    for value, scatter in em.plan.scattered_into.items():
+        if scatter in em.buffers:
+            em.buffers[value] = em.buffers[scatter]
+
+
+def _allocate_sized_by_scans(em: Emitter, values: list[Value]) -> None:
+    """Buffers for those of `values` a scan's length sizes, which no block holds (its size is known
+    only once the scan ran): allocated here, freed when the function returns."""
+    missing = [v for v in values if v not in em.buffers and v.type.symbols & em.bound]
+    for v in missing:
+        em.buffers[v] = em.allocate(em.bytes_of(v))
+    if missing:
+        _share_scatter_buffers(em)
 
 
 def _load_pointer(b: ir.IRBuilder, array: ir.Value, k: int) -> ir.Value:

@@ -219,6 +219,45 @@ func @k(%n: i64, %x: f32[N], %w: f32[N]) -> (f32[N], f32[N]) {
 }
 """
 
+# the stacked rows of a scan read by nests over its length L (elementwise work of L×N, stored for
+# two reductions over L): what a reverse pass over a loop's recorded states computes; the same
+# again in a loop's body, which binds L every iteration
+OVER_SCAN_LENGTH = """
+func @record(%i: i64, %h: f32[N], %x: f32[N]) -> (f32[N], f32[N]) {
+  %0 = sin %h : f32[N]
+  %1 = add %0, %x : f32[N]
+  return %1, %0
+}
+
+func @outer(%j: i64, %h: f32[N], %t: f32, %x: f32[N], %n: i64) -> (f32[N], f32) {
+  %0, %1 = scan %n, %h, %x {axis = 0, body = @record, carried = 1, length = "L"} : f32[N], f32[L,N]
+  %20 = tanh %1 : f32[L,N]
+  %21 = cos %20 : f32[L,N]
+  %22 = sin %21 : f32[L,N]
+  %2 = exp %22 : f32[L,N]
+  %3 = reduce_sum %2 {axes = [0]} : f32[N]
+  %4 = reduce_sum %2 {axes = [0, 1]} : f32
+  %5 = constant {dtype = f32, value = 0.01} : f32
+  %6 = broadcast %5 {dims = [], shape = [N]} : f32[N]
+  %7 = mul %3, %6 : f32[N]
+  %8 = add %t, %4 : f32
+  return %7, %8
+}
+
+func @k(%x: f32[N], %n: i64, %m: i64) -> (f32[N], f32, f32[N], f32) {
+  %0, %1 = scan %n, %x, %x {axis = 0, body = @record, carried = 1, length = "L"} : f32[N], f32[L,N]
+  %20 = tanh %1 : f32[L,N]
+  %21 = cos %20 : f32[L,N]
+  %22 = sin %21 : f32[L,N]
+  %2 = exp %22 : f32[L,N]
+  %3 = reduce_sum %2 {axes = [0]} : f32[N]
+  %4 = reduce_sum %2 {axes = [0, 1]} : f32
+  %5 = add %3, %0 : f32[N]
+  %6 = constant {dtype = f32, value = 0.0} : f32
+  %7, %8 = for %m, %x, %6, %x, %n {body = @outer, carried = 2, checkpoint = 0} : f32[N], f32
+  return %5, %4, %7, %8
+}
+"""
 
 def module_of(text: str):
     module = parse_module(text, "control_flow")
@@ -242,6 +281,11 @@ def assert_routes_agree(text: str, *args) -> None:
 def for_args(n: int, size: int = 5):
     return (np.int64(n), RNG.standard_normal(size).astype(np.float32), np.float64(0.5),
             RNG.integers(-5, 5, (2, size)).astype(np.int32), RNG.standard_normal(size).astype(np.float32))
+
+
+@pytest.mark.parametrize("n, m", [(0, 2), (1, 0), (4, 3)])
+def test_nests_over_a_scans_length_in_a_kernel_and_in_a_loop_body(n, m):
+    assert_routes_agree(OVER_SCAN_LENGTH, RNG.standard_normal(5).astype(np.float32), np.int64(n), np.int64(m))
 
 
 @pytest.mark.parametrize("n", [0, 1, 2, 7, -3])
