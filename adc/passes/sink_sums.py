@@ -73,7 +73,7 @@ def _sunk(loop: Op, funcs: dict[str, Func]) -> list[Op] | None:
         returns[j] = replaced[total.result]
     body_ops = []
     for op in body.ops:
-        if op.results and op.result in replaced:
+        if len(op.results) == 1 and op.result in replaced:
             j = next(j for j, (total, _) in sums.items() if total is op)
             op = Op(op.name, (params[lead + j], sums[j][1].operands[0]), Attrs({}), (replaced[op.result],), op.loc)
         body_ops.append(op)

@@ -12,13 +12,18 @@ from adc.passes.sink_sums import sink_sums
 
 GOLDEN = Path(__file__).parent / "sink_sums" / "accumulated_sums.ir"
 SOURCE = """
-def f(x: f64[B, H], n: i64) -> (f64[H], f64):
+def f(x: f64[B, H], n: i64) -> (f64[H], f64, f64[H]):
     bias = zeros([H], dtype=f64)
     s = 0.5
+    u = zeros([H], dtype=f64)
+    v = f64(1.0)
     for i in range(n):
         bias = bias + sum(x * f64(i), axis=0)
         s = s - sum(sin(x) * f64(i))
-    return bias, s
+        for j in range(2):
+            u = u + x[0]
+            v = v * 0.5
+    return bias, s, u * v
 """
 
 
@@ -35,6 +40,7 @@ def test_sums_summed_after_the_loop_give_the_loop_value(n):
 @pytest.mark.parametrize("n", [0, 3])
 def test_a_compiled_loop_accumulating_a_bias_and_a_scalar(n):
     x = np.arange(12.0).reshape(3, 4) / 7
-    bias, s = adc.compile(SOURCE, "sums.adc").f(x, n)
+    bias, s, uv = adc.compile(SOURCE, "sums.adc").f(x, n)     # a body with a two-result loop
     np.testing.assert_allclose(bias.numpy(), sum(range(n)) * x.sum(axis=0), rtol=1e-13)
+    np.testing.assert_allclose(uv.numpy(), 2 * n * x[0] * 0.25 ** n, rtol=1e-13)
     np.testing.assert_allclose(s.numpy(), 0.5 - sum(range(n)) * np.sin(x).sum(), rtol=1e-13)
