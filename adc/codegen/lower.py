@@ -25,7 +25,7 @@ the range, so results do not depend on which ran.
 """
 from __future__ import annotations
 
-from typing import Callable
+from typing import Callable, Sequence
 
 import llvmlite.ir as ir
 
@@ -126,11 +126,14 @@ class Emitter:
         self.bound: set[str] = set()                # the symbols its scans have bound so far (their trip counts)
         self.owned: list[ir.Value] = []             # slots of the buffers it allocated, freed when it returns
         self.unchecked: list[SymDim] = []           # shape constraints left to check (check_shapes)
+        self.late: frozenset[str] = frozenset()     # symbols scans bind: sizes known only once one ran
 
     def nested(self, fn: ir.Function, dims: ir.Value, buffers: dict[Value, ir.Value]) -> "Emitter":
         """The emitter of a function outlined from this one (a loop nest, a matmul's rows)."""
-        return Emitter(self.llmod, self.module, self.func, self.plan, fn, dims, self.symbol_order, buffers,
-                       self.vector_bits)
+        child = Emitter(self.llmod, self.module, self.func, self.plan, fn, dims, self.symbol_order, buffers,
+                        self.vector_bits)
+        child.late = self.late
+        return child
 
     def region(self, name: str) -> tuple[ir.Function, ir.Value, ir.Value]:
         """Region function `name`, lowered once per LLVM module; the dims to call it with, the values
@@ -283,6 +286,7 @@ def _lower_kernel(llmod: ir.Module, module: Module, func: Func, vector_bits: int
     fusion = plan(func)
     em = Emitter(llmod, module, func, fusion, fn, dims, symbols, {}, vector_bits)
     em.pass_bound_symbols(func.bound_symbols)
+    em.late = frozenset(s for f in module for s in f.bound_symbols)
     em.unchecked = list(constraints(func))
     em.check_shapes()
     for k, p in enumerate(func.params):
@@ -301,6 +305,7 @@ def _lower_kernel(llmod: ir.Module, module: Module, func: Func, vector_bits: int
         if id(op) in deferred:
             continue
         if op.name in CONTROL_FLOW:
+            _allocate_sized_by_scans(em, op.results[:op.attrs.get("carried", len(op.results))], spares=op.name in CARRYING)
             lower_rules[op.name](em, op, [em.buffers.get(r) for r in op.results])     # a scan allocates its stacks
         elif op.result in fusion.views:
             em.buffers[op.result] = em.buffers[fusion.views[op.result]]
@@ -327,14 +332,18 @@ def _share_scatter_buffers(em: Emitter) -> None:
             em.buffers[value] = em.buffers[scatter]
 
 
-def _allocate_sized_by_scans(em: Emitter, values: list[Value]) -> None:
+def _allocate_sized_by_scans(em: Emitter, values: Sequence[Value], spares: bool = False) -> None:
     """Buffers for those of `values` a scan's length sizes, which no block holds (its size is known
-    only once the scan ran): allocated here, freed when the function returns."""
-    missing = [v for v in values if v not in em.buffers and v.type.symbols & em.bound]
-    for v in missing:
-        em.buffers[v] = em.allocate(em.bytes_of(v))
-    if missing:
-        _share_scatter_buffers(em)
+    only once the scan ran), and with `spares` (a loop's carried results) their spare buffers:
+    allocated here, freed when the function returns."""
+    late = [v for v in values if v.type.symbols & em.late]
+    for v in late:
+        scatter = em.plan.scattered_into.get(v, v)      # a scatter's base is made in the scatter's buffer
+        if scatter not in em.buffers:
+            em.buffers[scatter] = em.allocate(em.bytes_of(scatter))
+        em.buffers[v] = em.buffers[scatter]
+        if spares and v not in em.spares:
+            em.spares[v] = em.allocate(em.bytes_of(v))
 
 
 def _load_pointer(b: ir.IRBuilder, array: ir.Value, k: int) -> ir.Value:
@@ -350,7 +359,7 @@ def _place_temporaries(em: Emitter, given: ir.Value | None) -> None:
     """Give each temporary, spare and region block of `em`'s function its part of one block: the
     `given` one (a region's, from its parent) or, in a kernel, one allocated here (unless it needs
     none), freed when the kernel returns."""
-    temps, spares = _block_contents(em.func, em.plan)
+    temps, spares = _block_contents(em.func, em.plan, em.late)
     sizes = _block_sizes(em, em.func, em.plan)
     total, offsets = _layout(em, sizes)
     owned = _allocate(em, total) if given is None and sizes else None
@@ -365,21 +374,22 @@ def _place_temporaries(em: Emitter, given: ir.Value | None) -> None:
     em.scratch = dict(zip(em.func.regions(), pointers[len(temps) + len(spares):]))
 
 
-def _block_contents(func: Func, fusion: Plan) -> tuple[list[Value], list[Value]]:
+def _block_contents(func: Func, fusion: Plan, late: frozenset[str]) -> tuple[list[Value], list[Value]]:
     """The values a function's block of temporaries holds: the materialized ones with no buffer of
     their own (a parameter's, an output, a view, a scatter's), and its loops' carried results,
-    whose spare buffers are there."""
+    whose spare buffers are there. Not those a scan's length sizes (`late`: the block is sized
+    when the kernel starts): a scan's stacks are its own, the others are allocated where made."""
     own = set(func.returns) | set(fusion.into) | set(fusion.views) | set(fusion.scattered_into)
-    bound = set(func.bound_symbols)         # a scan's stacks, whose size its trip count gives, are its own
     temps = [r for op in func.ops for r in op.results
-             if r in fusion.materialized and r not in own and not r.type.symbols & bound]
-    return temps, [r for op in func.ops if op.name in CARRYING for r in op.results[:op.attrs["carried"]]]
+             if r in fusion.materialized and r not in own and not r.type.symbols & late]
+    return temps, [r for op in func.ops if op.name in CARRYING for r in op.results[:op.attrs["carried"]]
+                   if not r.type.symbols & late]
 
 
 def _block_sizes(em: Emitter, func: Func, fusion: Plan) -> list[ir.Value]:
     """The bytes of each part of `func`'s block, from `em`'s symbols: its temporaries and spares,
     then the block of each region it runs, which that region's calls share."""
-    temps, spares = _block_contents(func, fusion)
+    temps, spares = _block_contents(func, fusion, em.late)
     regions = [em.module[name] for name in func.regions()]
     return ([em.bytes_of(v) for v in temps + spares]
             + [_layout(em, _block_sizes(em, r, plan(r)))[0] for r in regions])
