@@ -80,6 +80,15 @@ class _Copies:
         while f"{base}_{n}" in self.module.funcs or f"{base}_{n}" in self.clones:
             n += 1
         renamed = {s: dims[s] for s in used}
+        targets = {t for d in renamed.values() for t in getattr(d, "symbols", ())}
+        taken = targets | _symbols_of(region) | set(region.bound_symbols)
+        for length in region.bound_symbols:     # its scans' lengths stay apart from the new names
+            if length in targets:
+                fresh, k = length, 1
+                while fresh in taken:
+                    fresh, k = f"{length}{k}", k + 1
+                taken.add(fresh)
+                renamed[length] = SymDim.symbol(fresh)
         values: dict[Value, Value] = {}
         params = tuple(Value(_substitute_type(p.type, renamed), p.name) for p in region.params)
         values.update(zip(region.params, params))
@@ -95,6 +104,8 @@ class _Copies:
         attrs = {k: _substitute_attr(v, dims) for k, v in op.attrs.items()} if dims else dict(op.attrs)
         for key in REGION_ATTRS.get(op.name, ()):
             attrs[key] = FuncRef(self.region(op.attrs[key], dims))
+        if op.name == "scan" and op.attrs["length"] in dims:
+            attrs["length"] = _renamed_symbol(op.attrs["length"], dims)
         return Op(op.name, operands, Attrs(attrs), results, op.loc)
 
 

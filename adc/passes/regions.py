@@ -25,16 +25,17 @@ def fresh_name(funcs: Mapping[str, Func], base: str) -> str:
 
 
 def symbols_within(funcs: Mapping[str, Func], func: Func) -> set[str]:
-    """Every dimension symbol `func` and the regions it reaches use or bind: what a new symbol of
-    `func` (a batch axis) must differ from, as its regions share its symbols."""
+    """Every dimension symbol `func` and the regions it reaches use or bind (their scans' lengths
+    too, and those of the functions they call, which inlining brings into them): what a new symbol
+    of `func` (a batch axis) must differ from, as its regions share its symbols."""
     found: set[str] = set()
     stack, seen = [func], set()
     while stack:
         f = stack.pop()
-        found.update(f.dim_symbols, f.free_symbols)
+        found.update(f.dim_symbols, f.free_symbols, f.bound_symbols)
         for op in f.ops:
-            for key in REGION_ATTRS.get(op.name, ()):
-                if op.attrs[key] not in seen:
+            for key in (*REGION_ATTRS.get(op.name, ()), *(("callee",) if op.name == "call" else ())):
+                if op.attrs[key] not in seen and op.attrs[key] in funcs:
                     seen.add(op.attrs[key])
                     stack.append(funcs[op.attrs[key]])
     return found
