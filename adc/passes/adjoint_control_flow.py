@@ -93,10 +93,34 @@ def while_adjoint(b: Builder, op: Op, cts):
 
 
 def scan_adjoint(b: Builder, op: Op, cts):
-    raise CompileError("reverse mode over a loop's recorded states (the adjoint of an adjoint through a loop) is "
-                       "not supported; take second derivatives forward-over-reverse (adc.hessian, adc.hvp, jacfwd "
-                       "of a gradient; with tapes, an adc.ForwardAccumulator around the inner GradientTape instead "
-                       "of an outer tape)", op.loc)
+    """A scan is a loop whose rows are read after it: reversed as the loop carrying, besides its
+    state, a scalar that adds up each row times its cotangent (fixed: a stop_gradient), with
+    cotangent 1. What reverse over reverse meets: the recording scans of a reversed loop."""
+    k = op.attrs["carried"]
+    count, inits, captured = op.operands[0], op.operands[1:1 + k], op.operands[1 + k:]
+    rows = [j for j, ct in enumerate(cts[k:]) if ct is not None]
+    row_cts = [cts[k + j] for j in rows]
+    acc = TensorType(F64)
+    params = [Value(COUNTER, "i")] + like(inits) + [Value(acc, "acc")] + like(captured) + like(row_cts, [
+        f"ct{j}" for j in rows])
+    body = FuncRef(op.attrs["body"])
+
+    def step(inner: Builder) -> list[Value]:
+        p = inner.params
+        i, state, total, cap, seen = p[0], p[1:1 + k], p[1 + k], p[2 + k:2 + k + len(captured)], p[2 + k + len(captured):]
+        results = inner.emit("call", i, *state, *cap, callee=body)
+        for j, ct in zip(rows, seen):
+            row = results[k + j]
+            fixed = inner.op("stop_gradient", inner.op("gather", ct, i, axis=0))
+            term = inner.op("reduce_sum", inner.op("mul", row, fixed), axes=list(range(row.type.rank)))
+            total = inner.op("add", total, term if row.type.dtype == F64 else inner.op("convert", term, dtype=F64))
+        return [*results[:k], total]
+
+    as_for = build_region(b.funcs, f"{op.attrs['body']}_summed", params, step, op.loc)
+    n = b.op("maximum", count, b.op("constant", dtype=I64, value=0))
+    got = _reverse(b, None, n, [*inits, full(b, 0.0, acc)], [*captured, *row_cts], str(as_for), 0,
+                   [*cts[:k], full(b, 1.0, acc)])
+    return (None, *got[:k], *got[k + 1:k + 1 + len(captured)])
 
 
 # ---------------------------------------------------------------- loop reversal

@@ -1,10 +1,10 @@
 """Derivatives and batching through for, while and if, by the reference interpreter: VJPs and JVPs
-against central differences in float64, second order forward-over-reverse, Jacobians and batch
+against central differences in float64, second order forward-over-reverse and reverse-over-reverse
+(which agree), Jacobians and batch
 Jacobians, every checkpoint policy giving the same gradient, per-example trip counts batched."""
 import numpy as np
 import pytest
 
-from adc.errors import CompileError
 from adc.frontend import compile_source
 from adc.ir.interp import run
 from adc.ir.verify import verify
@@ -144,10 +144,28 @@ def test_second_order_forward_over_reverse_matches_differences_of_the_gradient(s
     np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-7)
 
 
-def test_reverse_over_reverse_through_a_loop_says_to_use_forward_over_reverse():
-    module, grad = vjp(recurrence(), "recurrence")
-    with pytest.raises(CompileError, match="forward-over-reverse"):
-        vjp(module, grad.func.name)
+@pytest.mark.parametrize("source, name, args", [
+    (RECURRENCE.format(k=0), "recurrence", recurrence_args(4)),
+    (RECURRENCE.format(k=1), "recurrence", recurrence_args(4)),
+    (RECURRENCE.format(k=3), "recurrence", recurrence_args(7)),
+    (NEWTON, "sqrt_newton", [np.float64(3.0), np.float64(2.0)]),
+    (BRANCHES, "branches", [RNG.standard_normal(3), np.float64(0.5)]),
+], ids=["for", "for-stored", "for-segments", "while", "if"])
+def test_reverse_over_reverse_equals_the_forward_over_reverse_hessian(source, name, args):
+    """The VJP of the gradient (a reversed loop's recording scans reversed in turn) contracts the
+    Hessian with a cotangent: Hᵀc, as forward-over-reverse gives it, and, w.r.t. the gradient's
+    own cotangent, the gradient's dot product with c."""
+    module = compile_source(source + "\n" + SCALAR[name], f"{name}.adc")
+    ext, grad = vjp(module, "scalar", [0])
+    ext2, second = vjp(ext, grad.func.name)
+    x = np.asarray(args[0], float)
+    c = RNG.standard_normal(x.shape)
+    got = run(ext2, second.func.name, *args, np.float64(1.0), c)
+    hext, hfunc = hessian(module, "scalar", 0)
+    h = np.asarray(run(hext, hfunc.name, *args)[0])
+    np.testing.assert_allclose(got[0], np.tensordot(c, h, axes=x.ndim), rtol=1e-9, atol=1e-12)
+    gradient = run(ext, grad.func.name, *args, np.float64(1.0))[0]
+    np.testing.assert_allclose(got[-1], np.sum(gradient * c), rtol=1e-9, atol=1e-12)
 
 
 def test_every_checkpoint_policy_gives_the_same_gradient(monkeypatch):
