@@ -7,6 +7,7 @@ import pytest
 from adc.errors import Location, VerifyError
 from adc.ir.core import Attrs, Func, FuncRef, Module, Op, Value
 from adc.ir.types import F32, F64, I64, SymDim, TensorType
+from adc.ir.parser import parse_module
 from adc.ir.verify import verify
 
 N = SymDim.symbol("N")
@@ -85,7 +86,25 @@ INVALID = [
                               [TensorType(F32, (N, 2))]), {}, "updates must be f32[3,2]"),
     # locations are mandatory when asked for
     (missing_location, {"require_locations": True}, "'neg' has no location"),
+    # a loop body reading a dimension its parent does not define (a scan's length, bound elsewhere)
+    (lambda: parse_module(REGION_READS_AN_UNDEFINED_DIMENSION), {}, "its region @step uses dimension S"),
 ]
+
+
+REGION_READS_AN_UNDEFINED_DIMENSION = """
+func @step(%i: i64, %h: f32[N]) -> f32[N] {
+  %0 = iota {axis = 0, dtype = f32, shape = [S]} : f32[S]
+  %1 = reduce_sum %0 {axes = [0]} : f32
+  %2 = broadcast %1 {dims = [], shape = [N]} : f32[N]
+  %3 = add %h, %2 : f32[N]
+  return %3
+}
+
+func @f(%h: f32[N], %n: i64) -> f32[N] {
+  %0 = for %n, %h {body = @step, carried = 1, checkpoint = 0} : f32[N]
+  return %0
+}
+"""
 
 
 @pytest.mark.parametrize("build, options, message", INVALID, ids=[m for _, _, m in INVALID])
