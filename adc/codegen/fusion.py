@@ -62,7 +62,7 @@ from collections import Counter
 from dataclasses import dataclass
 from functools import cached_property
 from itertools import accumulate
-from typing import Iterable
+from typing import Callable, Iterable, Sequence
 
 from adc.ir.core import Func, Op, Value
 from adc.ir.ops import OPS
@@ -314,6 +314,7 @@ def _shared_loops(func: Func, producers: dict[Value, Op], materialized: frozense
 
     stored_by: dict[Value, tuple[Value, ...]] = {}
     size: dict[Value, int] = {}         # the loops so far -> ops per element
+    loops = _Candidates(producers, materialized, size, stored_by, position)
     for op in func.ops:
         if len(op.results) != 1 or not own_loop(op.result):
             continue
@@ -324,15 +325,16 @@ def _shared_loops(func: Func, producers: dict[Value, Op], materialized: frozense
                           if v in size and v.type.shape == w.type.shape and size[w] + size[v] <= MAX_FUSED]
             group = next((v for v in candidates if _unread_between(v, stored_by.get(v, ()), w, members,
                                                                    readers, position)), None)
-            merged = size[w] + size[group] if group is not None else 0
-            if group is None:
-                group, merged = _sibling(op, members, size, stored_by, producers, materialized, readers, position)
+            if group is not None:
+                merged = size[w] + size[group]
+            else:
+                group, merged = _sibling(op, members, loops, readers)
             if group is None:
                 break
             members = sorted([*members, *stored_by.pop(group, ()), group], key=position.get)
             size[w] = merged
             del size[group]
-        earlier, merged = _earlier_loop(op, members, size, stored_by, producers, materialized, position, barrier)
+        earlier, merged = _earlier_loop(op, members, loops, barrier)
         if earlier is not None:
             stored_by[earlier] = tuple(sorted([*stored_by.get(earlier, ()), *members, w], key=position.get))
             for m in (w, *members):         # computed there now: what later merges ask of its readers
@@ -344,56 +346,70 @@ def _shared_loops(func: Func, producers: dict[Value, Op], materialized: frozense
     return stored_by
 
 
-def _sibling(root: Op, members: list[Value], size: dict[Value, int], stored_by: dict[Value, tuple[Value, ...]],
-             producers: dict[Value, Op], materialized: frozenset[Value], readers: dict[Value, list[Value]],
-             position: dict[Value, int]) -> tuple[Value | None, int]:
-    """An earlier loop nest of `root`'s shape that `root`'s loop may run too although it reads
-    none of its values (horizontal fusion), and the ops per element of the merged loop: nothing
-    reads its buffers before `root`, both are flat or neither is, and the merged body stays within
-    MAX_FUSED ops per element. One pass over the elements instead of two: the residuals a VJP's
-    forward saves (cos x beside sin x) were each a loop re-reading the inputs, and in a loop's
-    body each nest costs its call every iteration. An op both loops compute is counted once: a
-    loop computes each value once per element, and cos x merged with sin x shares x's chain."""
-    w = root.result
-    flat = _flat_loop(root, members, producers, materialized)
-    ours = _loop_ops(root, members, producers, materialized)
-    for v in reversed([v for v in size if v is not w and position[v] < position[w]]):
-        if (v.type.shape != w.type.shape
-                or _flat_loop(producers[v], stored_by.get(v, ()), producers, materialized) != flat
-                or not _unread_between(v, stored_by.get(v, ()), w, members, readers, position)):
-            continue
-        merged = len(ours | _loop_ops(producers[v], stored_by.get(v, ()), producers, materialized))
-        if merged <= MAX_FUSED:
-            return v, merged
-    return None, 0
+class _Candidates:
+    """The loop nests a loop may merge with (horizontal fusion): the earlier roots of its shape and
+    flatness whose merged body stays within MAX_FUSED ops per element, latest first. What each
+    root's loop computes is found once per state of its loop, not once per loop asking."""
+
+    def __init__(self, producers: dict[Value, Op], materialized: frozenset[Value], size: dict[Value, int],
+                 stored_by: dict[Value, tuple[Value, ...]], position: dict[Value, int]):
+        self.producers, self.materialized = producers, materialized
+        self.size, self.stored_by, self.position = size, stored_by, position
+        self._facts: dict[tuple, tuple[bool, set[int]]] = {}
+
+    def facts(self, root: Op, members: Sequence[Value]) -> tuple[bool, set[int]]:
+        """(whether the loop of `root` storing `members` is flat, the ops it computes)."""
+        key = (root.result, tuple(members))
+        if key not in self._facts:
+            self._facts[key] = (_flat_loop(root, members, self.producers, self.materialized),
+                                _loop_ops(root, members, self.producers, self.materialized))
+        return self._facts[key]
+
+    def first(self, root: Op, members: list[Value], accepts: Callable[[Value], bool],
+              stop: Callable[[Value], bool] = lambda v: False) -> tuple[Value | None, int]:
+        """The latest earlier root `accepts` takes (before one `stop` ends the search), and the ops
+        per element of the merged loop; (None, 0) when there is none."""
+        w = root.result
+        flat, ours = self.facts(root, members)
+        for v in reversed([v for v in self.size if v is not w and self.position[v] < self.position[w]]):
+            if stop(v):
+                break
+            if v.type.shape != w.type.shape:
+                continue
+            v_flat, theirs = self.facts(self.producers[v], self.stored_by.get(v, ()))
+            if v_flat == flat and len(ours | theirs) <= MAX_FUSED and accepts(v):
+                return v, len(ours | theirs)
+        return None, 0
 
 
-def _earlier_loop(root: Op, members: list[Value], size: dict[Value, int], stored_by: dict[Value, tuple[Value, ...]],
-                  producers: dict[Value, Op], materialized: frozenset[Value], position: dict[Value, int],
-                  barrier: list[int]) -> tuple[Value | None, int]:
-    """An earlier loop nest of `root`'s shape that may compute `root`'s loop (and `members`) too,
-    and the ops per element of the merged loop: every buffer they read is ready before it, or is
-    one of its values read at the element it visits; both are flat or neither is; the merged body
-    stays within MAX_FUSED ops per element. The cotangents a reverse step returns, read after a
-    reduction of the loop that computes the values they are made of, were each a nest of their
-    own: `_sibling` cannot move that loop past its reader."""
-    w = root.result
-    flat = _flat_loop(root, members, producers, materialized)
-    ours = _loop_ops(root, members, producers, materialized)
+def _sibling(root: Op, members: list[Value], loops: _Candidates, readers: dict[Value, list[Value]]
+             ) -> tuple[Value | None, int]:
+    """An earlier loop nest that `root`'s loop may run too although it reads none of its values:
+    nothing reads its buffers before `root`. One pass over the elements instead of two: the
+    residuals a VJP's forward saves (cos x beside sin x) were each a loop re-reading the inputs,
+    and in a loop's body each nest costs its call every iteration. An op both loops compute is
+    counted once: a loop computes each value once per element, and cos x merged with sin x
+    shares x's chain."""
+    return loops.first(root, members, lambda v: _unread_between(v, loops.stored_by.get(v, ()), root.result, members,
+                                                                readers, loops.position))
+
+
+def _earlier_loop(root: Op, members: list[Value], loops: _Candidates, barrier: list[int]) -> tuple[Value | None, int]:
+    """An earlier loop nest that may compute `root`'s loop (and `members`) too: every buffer they
+    read is ready before it, or is one of its values read at the element it visits. The
+    cotangents a reverse step returns, read after a reduction of the loop that computes the
+    values they are made of, were each a nest of their own: `_sibling` cannot move that loop
+    past its reader. Never above a control-flow op (`barrier` counts them by position): a scan
+    binds the sizes of what follows it."""
+    producers, materialized, position = loops.producers, loops.materialized, loops.position
     reads = _leaves([root, *(producers[m] for m in members)], producers, materialized - set(members))
     aligned = set(_read_at_each_element(root, members, producers, materialized))
-    for v in reversed([v for v in size if v is not w and position[v] < position[w]]):
-        if barrier[position[v]] != barrier[position[w]]:
-            break
-        loop = {v, *stored_by.get(v, ())}
-        if (v.type.shape != w.type.shape
-                or _flat_loop(producers[v], stored_by.get(v, ()), producers, materialized) != flat
-                or not all(position.get(r, -1) < position[v] or (r in loop and r in aligned) for r in reads)):
-            continue
-        merged = len(ours | _loop_ops(producers[v], stored_by.get(v, ()), producers, materialized))
-        if merged <= MAX_FUSED:
-            return v, merged
-    return None, 0
+
+    def ready(v: Value) -> bool:
+        loop = {v, *loops.stored_by.get(v, ())}
+        return all(position.get(r, -1) < position[v] or (r in loop and r in aligned) for r in reads)
+
+    return loops.first(root, members, ready, stop=lambda v: barrier[position[v]] != barrier[position[root.result]])
 
 
 def _loop_ops(root: Op, members: Iterable[Value], producers: dict[Value, Op], materialized: frozenset[Value]

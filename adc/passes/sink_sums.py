@@ -58,7 +58,9 @@ def _sunk(loop: Op, funcs: dict[str, Func]) -> list[Op] | None:
     or None when none of its carried values is an accumulated sum."""
     lead, k = LOOPS[loop.name], loop.attrs["carried"]
     body = funcs[loop.attrs["body"]]
-    sums = {j: s for j in range(k) if (s := _accumulated_sum(body, lead + j, j)) is not None}
+    uses = Counter(v for op in body.ops for v in op.operands) + Counter(body.returns)
+    producers = {r: op for op in body.ops for r in op.results}
+    sums = {j: s for j in range(k) if (s := _accumulated_sum(body, lead + j, j, uses, producers)) is not None}
     if not sums:
         return None
     b = Builder(funcs, loop.loc)
@@ -71,14 +73,17 @@ def _sunk(loop: Op, funcs: dict[str, Func]) -> list[Op] | None:
         params[lead + j] = Value(wide.type, params[lead + j].name)
         replaced[total.result] = Value(wide.type, total.result.name)
         returns[j] = replaced[total.result]
+    totals = {id(total): j for j, (total, _) in sums.items()}
+    summed_ops = {id(summed) for _, summed in sums.values()}
     body_ops = []
     for op in body.ops:
-        if len(op.results) == 1 and op.result in replaced:
-            j = next(j for j, (total, _) in sums.items() if total is op)
+        if id(op) in totals:        # acc + sum(e) -> acc + e
+            j = totals[id(op)]
             op = Op(op.name, (params[lead + j], sums[j][1].operands[0]), Attrs({}), (replaced[op.result],), op.loc)
-        body_ops.append(op)
-    new_body = Func(fresh_name(funcs, f"{body.name}_unreduced"), tuple(params),
-                    tuple(o for o in body_ops if not any(o is s for _, s in sums.values())), tuple(returns), body.loc)
+        if id(op) not in summed_ops:
+            body_ops.append(op)
+    new_body = Func(fresh_name(funcs, f"{body.name}_unreduced"), tuple(params), tuple(body_ops), tuple(returns),
+                    body.loc)
     funcs[new_body.name] = new_body
     results = [Value(params[lead + j].type) if j in sums else r for j, r in enumerate(loop.results)]
     b.ops.append(Op(loop.name, tuple(operands), Attrs(dict(loop.attrs, body=FuncRef(new_body.name))),
@@ -89,13 +94,12 @@ def _sunk(loop: Op, funcs: dict[str, Func]) -> list[Op] | None:
     return b.ops
 
 
-def _accumulated_sum(body: Func, param: int, j: int) -> tuple[Op, Op] | None:
+def _accumulated_sum(body: Func, param: int, j: int, uses: Counter, producers: dict[Value, Op]
+                     ) -> tuple[Op, Op] | None:
     """(the add or sub making the total, the reduce_sum it adds) when the body's `param` (carried
     value j) is only added to a sum used nowhere else, or has it subtracted, and the total is
     returned for j alone."""
     p = body.params[param]
-    uses = Counter(v for op in body.ops for v in op.operands) + Counter(body.returns)
-    producers = {r: op for op in body.ops for r in op.results}
     total = producers.get(body.returns[j])
     if (total is None or total.name not in ("add", "sub") or uses[p] != 1 or p not in total.operands
             or uses[total.result] != 1 or not p.type.dtype.is_float

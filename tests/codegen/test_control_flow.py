@@ -222,41 +222,35 @@ func @k(%n: i64, %x: f32[N], %w: f32[N]) -> (f32[N], f32[N]) {
 # the stacked rows of a scan read by nests over its length L (elementwise work of L×N, stored for
 # two reductions over L): what a reverse pass over a loop's recorded states computes; the same
 # again in a loop's body, which binds L every iteration
-OVER_SCAN_LENGTH = """
-func @record(%i: i64, %h: f32[N], %x: f32[N]) -> (f32[N], f32[N]) {
+SUMS_OVER_SCAN_LENGTH = """  %0, %1 = scan %n, {h}, %x {{axis = 0, body = @record, carried = 1, length = "L"}} : f32[N], f32[L,N]
+  %20 = tanh %1 : f32[L,N]
+  %21 = cos %20 : f32[L,N]
+  %22 = sin %21 : f32[L,N]
+  %2 = exp %22 : f32[L,N]
+  %3 = reduce_sum %2 {{axes = [0]}} : f32[N]
+  %4 = reduce_sum %2 {{axes = [0, 1]}} : f32
+"""
+OVER_SCAN_LENGTH = f"""
+func @record(%i: i64, %h: f32[N], %x: f32[N]) -> (f32[N], f32[N]) {{
   %0 = sin %h : f32[N]
   %1 = add %0, %x : f32[N]
   return %1, %0
-}
+}}
 
-func @outer(%j: i64, %h: f32[N], %t: f32, %x: f32[N], %n: i64) -> (f32[N], f32) {
-  %0, %1 = scan %n, %h, %x {axis = 0, body = @record, carried = 1, length = "L"} : f32[N], f32[L,N]
-  %20 = tanh %1 : f32[L,N]
-  %21 = cos %20 : f32[L,N]
-  %22 = sin %21 : f32[L,N]
-  %2 = exp %22 : f32[L,N]
-  %3 = reduce_sum %2 {axes = [0]} : f32[N]
-  %4 = reduce_sum %2 {axes = [0, 1]} : f32
-  %5 = constant {dtype = f32, value = 0.01} : f32
-  %6 = broadcast %5 {dims = [], shape = [N]} : f32[N]
+func @outer(%j: i64, %h: f32[N], %t: f32, %x: f32[N], %n: i64) -> (f32[N], f32) {{
+{SUMS_OVER_SCAN_LENGTH.format(h="%h")}  %5 = constant {{dtype = f32, value = 0.01}} : f32
+  %6 = broadcast %5 {{dims = [], shape = [N]}} : f32[N]
   %7 = mul %3, %6 : f32[N]
   %8 = add %t, %4 : f32
   return %7, %8
-}
+}}
 
-func @k(%x: f32[N], %n: i64, %m: i64) -> (f32[N], f32, f32[N], f32) {
-  %0, %1 = scan %n, %x, %x {axis = 0, body = @record, carried = 1, length = "L"} : f32[N], f32[L,N]
-  %20 = tanh %1 : f32[L,N]
-  %21 = cos %20 : f32[L,N]
-  %22 = sin %21 : f32[L,N]
-  %2 = exp %22 : f32[L,N]
-  %3 = reduce_sum %2 {axes = [0]} : f32[N]
-  %4 = reduce_sum %2 {axes = [0, 1]} : f32
-  %5 = add %3, %0 : f32[N]
-  %6 = constant {dtype = f32, value = 0.0} : f32
-  %7, %8 = for %m, %x, %6, %x, %n {body = @outer, carried = 2, checkpoint = 0} : f32[N], f32
+func @k(%x: f32[N], %n: i64, %m: i64) -> (f32[N], f32, f32[N], f32) {{
+{SUMS_OVER_SCAN_LENGTH.format(h="%x")}  %5 = add %3, %0 : f32[N]
+  %6 = constant {{dtype = f32, value = 0.0}} : f32
+  %7, %8 = for %m, %x, %6, %x, %n {{body = @outer, carried = 2, checkpoint = 0}} : f32[N], f32
   return %5, %4, %7, %8
-}
+}}
 """
 
 def module_of(text: str):
