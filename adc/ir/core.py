@@ -121,7 +121,7 @@ class Func:
         bound = set(self.dim_symbols) | set(self.bound_symbols)
         seen: dict[str, None] = {}
         for op in self.ops:
-            dims = [d for v in op.results for d in v.type.shape] + list(_dims_in(op.attrs.values()))
+            dims = [d for v in op.results for d in v.type.shape] + list(dims_in(op.attrs.values()))
             for d in dims:
                 for s in sorted(getattr(d, "symbols", ())):
                     if s not in bound:
@@ -151,7 +151,7 @@ class Func:
         return tuple(dict.fromkeys(str(op.attrs[key]) for op in self.ops for key in REGION_ATTRS.get(op.name, ())))
 
 
-def _dims_in(values) -> Iterator[Any]:
+def dims_in(values) -> Iterator[Any]:
     """The dimensions among attribute values, at any nesting depth (`shape = [N, 2]`, `value = N`)."""
     stack = list(values)
     while stack:
@@ -210,15 +210,19 @@ class Module:
                 stack += [*func.regions(), *(str(op.attrs["callee"]) for op in func.ops if op.name == "call")]
         return found
 
-    def region_symbols(self, name: str) -> tuple[str, ...]:
+    def region_symbols(self, name: str, memo: dict[str, tuple[str, ...]] | None = None) -> tuple[str, ...]:
         """The dimension symbols region function `name` reads from its parent, in the order its
         parent passes them: those its params bind, its free symbols, then those its own regions
-        read that it does not have (Func.free_symbols sees only its own ops' types)."""
-        region = self.funcs[name]
-        found = dict.fromkeys(region.dim_symbols + region.free_symbols)
-        for inner in region.regions():
-            found.update(dict.fromkeys(self.region_symbols(inner)))
-        return tuple(s for s in found if s not in region.bound_symbols)
+        read that it does not have (Func.free_symbols sees only its own ops' types). A caller
+        asking for many regions of an unchanging module passes one `memo` to all its calls."""
+        memo = {} if memo is None else memo
+        if name not in memo:
+            region = self.funcs[name]
+            found = dict.fromkeys(region.dim_symbols + region.free_symbols)
+            for inner in region.regions():
+                found.update(dict.fromkeys(self.region_symbols(inner, memo)))
+            memo[name] = tuple(s for s in found if s not in region.bound_symbols)
+        return memo[name]
 
     def replace(self, *funcs: Func) -> "Module":
         """A new module with `funcs` substituted (or appended) by name."""

@@ -22,16 +22,19 @@ def verify(module: Module, pass_name: str | None = None, require_locations: bool
     regions = module.regions()
     for func in module:
         verify_func(func, module.funcs, pass_name, require_locations, region=func.name in regions)
+    memo: dict[str, tuple[str, ...]] = {}
     for func in module:
-        _verify_region_symbols(module, func, func.name in regions, pass_name)
+        _verify_region_symbols(module, func, func.name in regions, pass_name, memo)
 
 
-def _verify_region_symbols(module: Module, func: Func, region: bool, pass_name: str | None) -> None:
+def _verify_region_symbols(module: Module, func: Func, region: bool, pass_name: str | None,
+                           memo: dict[str, tuple[str, ...]]) -> None:
     """Every dimension the regions `func` runs read from it, `func` has: its params', its scans',
     or (a region itself) its parent's."""
-    have = set(func.dim_symbols) | set(func.bound_symbols) | (set(module.region_symbols(func.name)) if region else set())
+    have = (set(func.dim_symbols) | set(func.bound_symbols)
+            | (set(module.region_symbols(func.name, memo)) if region else set()))
     for name in func.regions():
-        if name in module.funcs and (missing := set(module.region_symbols(name)) - have):
+        if name in module.funcs and (missing := set(module.region_symbols(name, memo)) - have):
             where = f"after pass '{pass_name}': " if pass_name else ""
             raise VerifyError(f"{where}in @{func.name}: its region @{name} uses dimension "
                               f"{', '.join(sorted(missing))}, which @{func.name} does not define")

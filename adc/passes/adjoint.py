@@ -108,7 +108,7 @@ def cleanup(func: Func, funcs: dict[str, Func]) -> Func:
     (`funcs`, the calling pass's own copy, gets the pruned loops' bodies)."""
     text = format_func(func)
     for _ in range(CLEANUP_ROUNDS):
-        func = prune_loops(eliminate_dead_code_func(cse_func(simplify_func(func, funcs))), funcs)
+        func = prune_loops(eliminate_dead_code_func(cse_func(simplify_func(func, funcs)), funcs), funcs)
         text, previous = format_func(func), text
         if text == previous:
             break

@@ -4,7 +4,8 @@ Runs last in the default pipeline, after simplify and cse have orphaned ops.
 Every op of the IR is pure, so an op is live exactly when one of its results
 reaches a `return` through live ops; one backward sweep finds them all. A dead
 loop or `if` takes its region functions with it: never called alone, they would
-otherwise be left as functions of symbols nothing binds.
+otherwise be left as functions of symbols nothing binds. A scan whose results are
+dead stays when a live op's type still names its length: it binds that dimension.
 
     %0 = exp %x : f32[N]                           %0 = mul %x, %x : f32[N]
     %1 = mul %x, %x : f32[N]          ==>          return %0
@@ -12,11 +13,13 @@ otherwise be left as functions of symbols nothing binds.
 """
 from __future__ import annotations
 
-from adc.ir.core import Func, Module, Value
+from collections.abc import Mapping
+
+from adc.ir.core import REGION_ATTRS, Func, Module, Value, dims_in
 
 
 def eliminate_dead_code(module: Module) -> Module:
-    return without_orphan_regions(module, {f.name: eliminate_dead_code_func(f) for f in module})
+    return without_orphan_regions(module, {f.name: eliminate_dead_code_func(f, module.funcs) for f in module})
 
 
 def without_orphan_regions(before: Module, funcs: dict[str, Func]) -> Module:
@@ -32,13 +35,22 @@ def without_orphan_regions(before: Module, funcs: dict[str, Func]) -> Module:
         funcs = {name: func for name, func in funcs.items() if name not in orphans}
 
 
-def eliminate_dead_code_func(func: Func) -> Func:
+def eliminate_dead_code_func(func: Func, funcs: Mapping[str, Func] | None = None) -> Func:
+    """`func` less its dead ops; with `funcs`, the dimensions its live loops' regions read from it
+    keep the scans that bind them, as the live ops' own types do."""
     live: set[Value] = set(func.returns)
+    symbols = set().union(*(v.type.symbols for v in func.returns))
+    module = Module(dict(funcs)) if funcs is not None else None
+    memo: dict[str, tuple[str, ...]] = {}
     kept = []
     for op in reversed(func.ops):
-        if any(r in live for r in op.results):
+        if any(r in live for r in op.results) or (op.name == "scan" and op.attrs["length"] in symbols):
             kept.append(op)
             live.update(op.operands)
+            symbols.update(*(v.type.symbols for v in op.results), *(d.symbols for d in dims_in(op.attrs.values())))
+            if module is not None:
+                regions = (str(op.attrs[key]) for key in REGION_ATTRS.get(op.name, ()))
+                symbols.update(*(module.region_symbols(name, memo) for name in regions if name in module.funcs))
     if len(kept) == len(func.ops):
         return func
     return Func(func.name, func.params, tuple(reversed(kept)), func.returns, func.loc)

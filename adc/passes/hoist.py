@@ -97,7 +97,7 @@ def _regions(loop: Op, body: Func, passed: list[Value], funcs: dict[str, Func]) 
         fresh_name(funcs, f"{body.name}_hoisted"), body.params + tuple(params),
         tuple(Op(op.name, tuple(renamed.get(v, v) for v in op.operands), op.attrs, op.results, op.loc)
               for op in body.ops),
-        tuple(renamed.get(v, v) for v in body.returns), body.loc))
+        tuple(renamed.get(v, v) for v in body.returns), body.loc), funcs)
     funcs[new_body.name] = new_body
     regions = {"body": FuncRef(new_body.name)}
     if loop.name == "while":

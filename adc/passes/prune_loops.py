@@ -13,7 +13,7 @@ w.r.t. the weights of an RNN need not accumulate the one w.r.t. its inputs.
 """
 from __future__ import annotations
 
-from adc.ir.core import Attrs, Func, FuncRef, Op, Value
+from adc.ir.core import Attrs, Func, FuncRef, Op, Value, dims_in
 from adc.passes.dce import eliminate_dead_code_func
 from adc.passes.regions import fresh_name
 
@@ -64,7 +64,7 @@ def _pruned(op: Op, used: set[Value], funcs: dict[str, Func]) -> Op:
 def _region(funcs: dict[str, Func], region: Func, params: list[int], returns: list[Value]) -> FuncRef:
     trimmed = Func(fresh_name(funcs, f"{region.name}_pruned"), tuple(region.params[p] for p in params), region.ops,
                    tuple(returns), region.loc)
-    pruned = eliminate_dead_code_func(prune_loops(eliminate_dead_code_func(trimmed), funcs))
+    pruned = eliminate_dead_code_func(prune_loops(eliminate_dead_code_func(trimmed, funcs), funcs), funcs)
     funcs[pruned.name] = pruned
     return FuncRef(pruned.name)
 
@@ -77,9 +77,17 @@ def _reads(func: Func, results: list[int], funcs: dict[str, Func] | None = None)
                            funcs)
         results = list(range(len(func.returns)))
     reads: dict[Value, set[int]] = {p: {k} for k, p in enumerate(func.params)}
+    binders: dict[str, set[int]] = {}       # a scan's length symbol reads what the scan reads
     for op in func.ops:
-        sources = set().union(*(reads[v] for v in op.operands)) if op.operands else set()
+        sources = set().union(*(reads[v] for v in op.operands), *(binders.get(s, ()) for s in _symbols(op)))
         for r in op.results:
             reads[r] = sources
+        if op.name == "scan":
+            binders[op.attrs["length"]] = sources
     return set().union(*(reads[func.returns[j]] for j in results)) if results else set()
 
+
+
+def _symbols(op: Op) -> set[str]:
+    """The dimension symbols `op`'s results and attributes name."""
+    return set().union(*(r.type.symbols for r in op.results), *(d.symbols for d in dims_in(op.attrs.values())))

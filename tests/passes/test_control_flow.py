@@ -113,11 +113,26 @@ def gradient_at(module, name, args, param):
     return run(ext, grad.func.name, *args, *cts)[0]
 
 
+FOR_THEN_WHILE = """
+def for_then_while(x: f64[N], w: f64[N, N], n: i64) -> f64:
+    h = x
+    total = 0.0
+    for t in range(n, checkpoint=1):
+        h = tanh(w @ h) + x
+        total = total + sum(h * h)
+    k = 0
+    while total > 10.0:
+        total = total * 0.5
+        k += 1
+    return total + f64(k)
+"""
+
 SCALAR = {   # a scalar of each kernel above, what a Hessian takes
     "recurrence": "def scalar(x: f64[N], w: f64[N, N], b: f64[N], n: i64) -> f64:\n"
                   "    loss, h = recurrence(x, w, b, n)\n    return loss + sum(sin(h))\n",
     "branches": "def scalar(x: f64[N], s: f64) -> f64:\n    return sum(branches(x, s) * x)\n",
-    "sqrt_newton": "def scalar(a: f64, x0: f64) -> f64:\n    return sqrt_newton(a, x0) * a\n"}
+    "sqrt_newton": "def scalar(a: f64, x0: f64) -> f64:\n    return sqrt_newton(a, x0) * a\n",
+    "for_then_while": "def scalar(x: f64[N], w: f64[N, N], n: i64) -> f64:\n    return for_then_while(x, w, n)\n"}
 
 
 @pytest.mark.parametrize("source, name, args", [
@@ -234,3 +249,27 @@ def test_a_while_whose_trip_count_differs_per_example_is_batched_by_masking():
     np.testing.assert_allclose(run(out, func.name, a, np.float64(3.0))[0], np.sqrt(a) * 3.0, rtol=1e-9)
     for e in range(4):
         assert run(out, func.name, a, np.float64(3.0))[0][e] == run(module, "sqrt_newton", a[e], np.float64(3.0))[0]
+
+
+@pytest.mark.parametrize("source, name, args", [
+    (RECURRENCE.format(k=0), "recurrence", recurrence_args(4)),
+    (RECURRENCE.format(k=3), "recurrence", recurrence_args(7)),
+    (NEWTON, "sqrt_newton", [np.float64(3.0), np.float64(2.0)]),
+    (FOR_THEN_WHILE, "for_then_while", [RNG.standard_normal(4), RNG.standard_normal((4, 4)) * 0.6, np.int64(9)]),
+], ids=["for", "for-segments", "while", "for-then-while"])
+def test_reverse_over_reverse_batched_over_cotangents_gives_the_hessian(source, name, args):
+    """The VJP of the gradient batched over its cotangent (a jacobian of the gradient, as an
+    outer tape takes it), fed the identity: each row is a row of the Hessian. A reversed loop's
+    recording, batched and pruned, still binds the lengths the rest reads."""
+    module = compile_source(source + "\n" + SCALAR[name], f"{name}.adc")
+    ext, grad = vjp(module, "scalar", [0])
+    ext2, second = vjp(ext, grad.func.name)
+    n_params = len(second.func.params)
+    bext, batched = batch(ext2, second.func.name, [False] * (n_params - 1) + [True], axis_name="S")
+    verify(bext)
+    x = np.asarray(args[0], float)
+    seeds = np.eye(x.size).reshape((x.size, *x.shape))
+    got = np.asarray(run(bext, batched.name, *args, np.float64(1.0), seeds)[0])
+    hext, hfunc = hessian(module, "scalar", 0)
+    h = np.asarray(run(hext, hfunc.name, *args)[0]).reshape(x.size, x.size)
+    np.testing.assert_allclose(got.reshape(x.size, x.size), h.T, rtol=1e-9, atol=1e-12)

@@ -91,11 +91,14 @@ def test_nested_tapes_through_loops_and_branches_give_hessian_products(policy):
 FOR_IF = SOURCE[:SOURCE.index("    k = 0")] + "    return total\n"
 
 
-@pytest.mark.parametrize("policy", ["n", "n, checkpoint=1", "n, checkpoint=3"])
-def test_the_jacobian_of_a_gradient_through_a_loop_by_nested_tapes_is_the_hessian(policy):
+@pytest.mark.parametrize("source, policy", [(FOR_IF, "n"), (FOR_IF, "n, checkpoint=1"), (FOR_IF, "n, checkpoint=3"),
+                                            (SOURCE, "n, checkpoint=1")],
+                         ids=["for-if", "for-if-checkpoint-1", "for-if-checkpoint-3", "for-if-while-checkpoint-1"])
+def test_the_jacobian_of_a_gradient_through_loops_by_nested_tapes_is_the_hessian(source, policy):
     """The guide's Hessian recipe, an outer tape's jacobian (batched) of an inner tape's gradient,
-    through a for loop holding an if."""
-    kernel = adc.compile(FOR_IF.format(range=policy), "loops.adc").loss
+    through a for loop holding an if, and then a while (whose reversal's recording, batched, keeps
+    the scan that binds its length). The while's reversal is the same for every policy of the for."""
+    kernel = adc.compile(source.format(range=policy), "loops.adc").loss
     x = adc.Variable(ARGS[0])
     with adc.GradientTape() as outer:
         with adc.GradientTape() as inner:
