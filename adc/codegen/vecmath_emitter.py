@@ -120,6 +120,18 @@ class Emitter:
             acc = self.fma(acc, x, self.c(coeff))
         return acc
 
+    def poly_estrin(self, x, coeffs: Sequence[float]) -> ir.Value:
+        """coeffs[0] + x*(coeffs[1] + ...) by Estrin's scheme: pairs joined by x, then by x^2,
+        x^4, ...: log2(len) fmas deep, against Horner's len - 1, for a polynomial on the path a
+        loop's iterations wait for (sin's in an ODE step), at a few more multiplies."""
+        terms = [self.c(coeff) for coeff in coeffs]
+        power = x
+        while len(terms) > 1:
+            terms = [self.fma(terms[i + 1], power, terms[i]) if i + 1 < len(terms) else terms[i]
+                     for i in range(0, len(terms), 2)]
+            power = self.mul(power, power) if len(terms) > 1 else power
+        return terms[0]
+
     def add(self, a, b):
         return self.b.fadd(a, b)
 

@@ -87,22 +87,25 @@ def _trig_fast_range(m: Emitter, x):
 def _reduce_pio2(m: Emitter, x):
     """x = q pi/2 + r + r_lo, r_lo far below an ulp of r; returns r, r_lo and q mod 4 as an integer.
 
-    Cody-Waite (three parts of pi/2, fma) in the fast range (r_lo = 0), and beyond
-    it, in the exact variant, Payne-Hanek reduction, whose fraction times pi/2 (as
-    hi + lo) gives r + r_lo. Non-finite x is replaced by 0 (callers return NaN).
+    Cody-Waite (three parts of pi/2, fma) in the fast range (r_lo None: zero), and
+    beyond it, in the exact variant, Payne-Hanek reduction, whose fraction times
+    pi/2 (as hi + lo) gives r + r_lo. Non-finite x gives a NaN r (callers return
+    NaN) and quadrant 0. Only what the polynomials wait for is on the path from x
+    to r: the quadrant's clean-ups (finite, +0) run beside it, which a loop
+    carrying sin's result through its iterations waits for.
     """
-    xs = m.select(m.isfinite(x), x, m.c(0.0))
-    q = m.add(m.intrinsic("roundeven", m.mul(xs, m.c(TWO_OVER_PI))), m.c(0.0))
-    r, r_lo = xs, m.c(0.0)
+    q = m.intrinsic("roundeven", m.mul(x, m.c(TWO_OVER_PI)))
+    r, r_lo = x, None
     for part in m.k.pio2:
         r = m.fma(q, m.c(-part), r)
+    q = m.select(m.isfinite(x), m.add(q, m.c(0.0)), m.c(0.0))
     if m.exact:
-        n, f, f_lo = _reduce_large(m, xs)
+        n, f, f_lo = _reduce_large(m, m.select(m.isfinite(x), x, m.c(0.0)))
         pio2, pio2_lo = (m.c(part) for part in m.k.pio2[:2])
         r_large = m.mul(f, pio2)
         r_lo_large = m.add(m.fma(f, pio2, m.neg(r_large)), m.fma(f, pio2_lo, m.mul(f_lo, pio2)))
-        fast = _trig_fast_range(m, xs)
-        r, r_lo, q = m.select(fast, r, r_large), m.select(fast, r_lo, r_lo_large), m.select(fast, q, n)
+        fast = _trig_fast_range(m, x)
+        r, r_lo, q = m.select(fast, r, r_large), m.select(fast, m.c(0.0), r_lo_large), m.select(fast, q, n)
     quadrant = m.fma(m.c(-4.0), m.intrinsic("floor", m.mul(q, m.c(0.25))), q)
     return r, r_lo, m.b.fptosi(quadrant, m.ity)
 
@@ -110,15 +113,19 @@ def _reduce_pio2(m: Emitter, x):
 def sin_cos_reduced(m: Emitter, r, r_lo):
     """sin(r + r_lo) = (r + r z S(z)) + r_lo (1 - z/2), cos(r + r_lo) = 1 - z/2 + (z^2 C(z) - r r_lo).
 
-    fdlibm's kernels with the tail of the reduced argument; the 1 - z/2 of cos is a
-    compensated sum. r + r z S(z) is one fma: 1 ulp where a separate sum reached 2.
+    fdlibm's kernels with the tail of the reduced argument (None: zero, and its
+    terms are left out); the 1 - z/2 of cos is a compensated sum. r + r z S(z) is
+    one fma: 1 ulp where a separate sum reached 2.
     """
     z = m.mul(r, r)
     hz = m.mul(m.c(0.5), z)
     w = m.sub(m.c(1.0), hz)
-    sin_r = m.add(m.fma(m.mul(r, z), m.poly(z, m.k.sin_poly), r), m.mul(r_lo, w))
-    w_err = m.fma(m.neg(r), r_lo, m.sub(m.sub(m.c(1.0), w), hz))
-    return sin_r, m.add(w, m.fma(m.mul(z, z), m.poly(z, m.k.cos_poly), w_err))
+    sin_r = m.fma(m.mul(r, z), m.poly_estrin(z, m.k.sin_poly), r)
+    w_err = m.sub(m.sub(m.c(1.0), w), hz)
+    if r_lo is not None:
+        sin_r = m.add(sin_r, m.mul(r_lo, w))
+        w_err = m.fma(m.neg(r), r_lo, w_err)
+    return sin_r, m.add(w, m.fma(m.mul(z, z), m.poly_estrin(z, m.k.cos_poly), w_err))
 
 
 def _quadrant_bit(m: Emitter, quadrant, bit: int):
