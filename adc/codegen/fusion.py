@@ -73,7 +73,7 @@ MATERIALIZING = frozenset({"reduce_sum", "reduce_max", "reduce_min", "reduce_pro
 INDEX_MAPS = frozenset({"broadcast", "reshape", "transpose", "slice", "stop_gradient", "gather"})
 SOURCES = frozenset({"constant", "dim", "iota"})
 FLAT_SAFE = frozenset({"reshape", "constant", "dim"})
-MAX_FUSED = 64      # ops computed for each element of one loop nest, at most
+MAX_FUSED = 128     # ops computed for each element of one loop nest, at most
 RECOMPUTED = 3      # ops per element a value read by several loop nests may cost and still be recomputed
                     # in each: cheaper than storing and reloading it once it outgrows the caches
 

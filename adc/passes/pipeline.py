@@ -29,6 +29,7 @@ from adc.passes.dce import eliminate_dead_code
 from adc.passes.expand import expand_custom_gradients
 from adc.passes.hoist import hoist_invariants
 from adc.passes.inline import inline
+from adc.passes.prune_loops import prune_dead_loop_values
 from adc.passes.simplify import simplify
 from adc.passes.sink_sums import sink_sums
 
@@ -47,6 +48,7 @@ CLEANUP: tuple[Pass, ...] = (
     Pass("combine_sums", combine_sums),
     Pass("hoist", hoist_invariants),
     Pass("dce", eliminate_dead_code),
+    Pass("prune_loops", prune_dead_loop_values),
 )
 
 # What code generation runs last: CLEANUP, then the rewrites that pay off only in code, not in IR

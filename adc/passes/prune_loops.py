@@ -13,11 +13,21 @@ w.r.t. the weights of an RNN need not accumulate the one w.r.t. its inputs.
 """
 from __future__ import annotations
 
-from adc.ir.core import Attrs, Func, FuncRef, Op, Value, dims_in
-from adc.passes.dce import eliminate_dead_code_func
+from adc.ir.core import Attrs, Func, FuncRef, Module, Op, Value, dims_in
+from adc.passes.dce import eliminate_dead_code_func, without_orphan_regions
 from adc.passes.regions import fresh_name
 
 LOOPS = {"for": 1, "scan": 1, "while": 0}      # loop -> parameters of its body before the carried ones
+
+
+def prune_dead_loop_values(module: Module) -> Module:
+    """Every loop of `module` pruned; bodies no loop runs any more go. The module pass: a
+    derivative's own cleanup prunes as it goes, but what later passes leave unread (values the
+    cleanup no longer needs, a row a hoisted op replaced) is dropped only here."""
+    funcs = dict(module.funcs)
+    for name in list(funcs):
+        funcs[name] = prune_loops(funcs[name], funcs)
+    return without_orphan_regions(module, funcs)
 
 
 def prune_loops(func: Func, funcs: dict[str, Func]) -> Func:
