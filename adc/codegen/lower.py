@@ -32,6 +32,7 @@ import llvmlite.ir as ir
 from adc.codegen import control_flow, division, gemm, parallel, vecmath
 from adc.codegen.control_flow import CARRYING, in_place_scatters
 from adc.codegen.fusion import CONTROL_FLOW, MATERIALIZING, Plan, plan
+from adc.codegen.strips import REDUCTIONS, Nest, RowStrip
 from adc.codegen.loops import (I1, I8, I32, I64, NOWRAP, PTR, Index, counted_loop, evaluate_dim,
                                i64, if_then_else, loop_nest, outline, stack_array)
 from adc.abi import STATUS_NO_MEMORY, STATUS_SHAPES
@@ -127,6 +128,7 @@ class Emitter:
         self.owned: list[ir.Value] = []             # slots of the buffers it allocated, freed when it returns
         self.unchecked: list[SymDim] = []           # shape constraints left to check (check_shapes)
         self.late: frozenset[str] = frozenset()     # symbols scans bind: sizes known only once one ran
+        self.strip = RowStrip()                     # nests over the same rows waiting to run strip by strip
 
     def nested(self, fn: ir.Function, dims: ir.Value, buffers: dict[Value, ir.Value]) -> "Emitter":
         """The emitter of a function outlined from this one (a loop nest, a matmul's rows)."""
@@ -214,6 +216,15 @@ class Emitter:
     def bytes(self, shape: tuple[Dim, ...], dtype: DType) -> ir.Value:
         return self.b.mul(self.dim(num_elements(shape)), i64(ELEMENT_BYTES[dtype]), flags=NOWRAP)
 
+    def run_nest(self, nest: Nest) -> None:
+        """Call an outlined nest over rows: queued, to run strip by strip with the nests around it
+        that read only its rows (strips.py)."""
+        self.strip.add(self.b, self.head, nest, self.plan, self.buffers, self.dim)
+
+    def run_queued(self) -> None:
+        """Call the queued nests: before anything else that may read or write what they do."""
+        self.strip.flush(self.b, self.head, self.dim)
+
     def dim(self, d: Dim) -> ir.Value:
         if self.bound and self.bound.intersection(getattr(d, "symbols", ())):
             return evaluate_dim(self.b, d, self.symbols)
@@ -283,6 +294,7 @@ def _lower_kernel(llmod: ir.Module, module: Module, func: Func, vector_bits: int
     if not region:
         fn.attributes.add("optnone")
     dims, inputs, outputs = fn.args
+    func = _scalar_results_last(func)
     fusion = plan(func)
     em = Emitter(llmod, module, func, fusion, fn, dims, symbols, {}, vector_bits)
     em.pass_bound_symbols(func.bound_symbols)
@@ -305,6 +317,7 @@ def _lower_kernel(llmod: ir.Module, module: Module, func: Func, vector_bits: int
         if id(op) in deferred:
             continue
         if op.name in CONTROL_FLOW:
+            em.run_queued()
             _allocate_sized_by_scans(em, op.results[:op.attrs.get("carried", len(op.results))], spares=op.name in CARRYING)
             lower_rules[op.name](em, op, [em.buffers.get(r) for r in op.results])     # a scan allocates its stacks
         elif op.result in fusion.views:
@@ -318,11 +331,32 @@ def _lower_kernel(llmod: ir.Module, module: Module, func: Func, vector_bits: int
             _emit_loop(em, v, dest, copy=True)
     for scatter in last:
         _compute_into(em, scatter.result, em.buffers[scatter.result])
+    em.run_queued()
     if region:
         fn.linkage = "internal"
     em.release()
     em.b.ret(ir.Constant(I32, 0))
     return fn
+
+
+def _scalar_results_last(func: Func) -> Func:
+    """`func` with the ops computing only scalars it returns (a mean loss) moved last, before
+    fusion plans it: the nests over rows before and after them (a softmax's, its gradient's)
+    then run strip by strip."""
+    returned = set(func.returns)
+    last: set[int] = set()
+    users: dict[Value, list[Op]] = {}
+    for op in func.ops:
+        for v in op.operands:
+            users.setdefault(v, []).append(op)
+    for op in reversed(func.ops):
+        if op.results and all(not r.type.rank and (r in returned or users.get(r)) for r in op.results) and all(
+                id(user) in last for r in op.results for user in users.get(r, ())):
+            last.add(id(op))
+    if not last:
+        return func
+    ops = [op for op in func.ops if id(op) not in last] + [op for op in func.ops if id(op) in last]
+    return Func(func.name, func.params, tuple(ops), func.returns, func.loc)
 
 
 def _share_scatter_buffers(em: Emitter) -> None:
@@ -421,6 +455,8 @@ def _allocate(em: Emitter, total: ir.Value) -> ir.Value:
 def _compute_into(em: Emitter, value: Value, dest: ir.Value) -> None:
     op = em.plan.producers[value]
     if op.name in MATERIALIZING:
+        if op.name not in REDUCTIONS:
+            em.run_queued()
         lower_rules[op.name](em, op, dest)
     else:
         _emit_loop(em, value, dest, copy=False)
@@ -455,10 +491,18 @@ def _emit_loop(kernel: Emitter, value: Value, dest: ir.Value, copy: bool) -> Non
     op = kernel.plan.producers.get(value)
     stored = [] if copy else list(kernel.plan.stored_by.get(value, ()))
     leaves = [value] if copy else kernel.plan.leaves(op)
+    flat = copy or not value.type.shape or kernel.plan.is_flat(op)
+    written = [dest, *(kernel.buffers[v] for v in stored)]
+    if (flat and not copy and value.type.shape and kernel.strip.nests
+            and kernel.strip.joins(value.type.shape[0], [value, *stored], written, kernel.plan, kernel.buffers)):
+        flat = False        # a nest over rows, to run with the queued ones (a row's max, as [B, 1])
     if not value.type.shape:
+        if kernel.strip.written & {kernel.buffers[v] for v in leaves}:
+            kernel.run_queued()     # a scalar computed here, in order, from what they write
         _emit_scalar(kernel, value, dest, stored, leaves)
         return
-    flat = copy or kernel.plan.is_flat(op)
+    if flat:
+        kernel.run_queued()
     fn = outline(kernel.llmod, "copy" if copy else op.name, 1 + len(stored) + len(leaves))
     em = kernel.nested(fn, fn.args[2], dict(zip(leaves, fn.args[4 + len(stored):])))
     start, end = fn.args[0], fn.args[1]
@@ -471,15 +515,16 @@ def _emit_loop(kernel: Emitter, value: Value, dest: ir.Value, copy: bool) -> Non
             em.store(out, v.type.dtype, idx, em.value_at(v, idx))
         em.memo.clear()
 
-    if flat or not extents:
+    buffers = [kernel.dims_ptr, dest] + [kernel.buffers[v] for v in stored + leaves]
+    work = kernel.dim(num_elements(value.type.shape))
+    if flat:
         _fast_then_exact(em, lambda: counted_loop(em.b, start, end, lambda i: body([i])))
-        outer, grain = kernel.dim(num_elements(value.type.shape)), parallel.FLAT_GRAIN
+        em.b.ret_void()
+        parallel.call_loop(kernel.b, kernel.head, fn, work, work, parallel.FLAT_GRAIN, buffers)
     else:
         _fast_then_exact(em, lambda: loop_nest(em.b, [(start, end)] + [(i64(0), e) for e in extents[1:]], body))
-        outer, grain = kernel.dim(value.type.shape[0]), 1
-    em.b.ret_void()
-    parallel.call_loop(kernel.b, kernel.head, fn, outer, kernel.dim(num_elements(value.type.shape)), grain,
-                       [kernel.dims_ptr, dest] + [kernel.buffers[v] for v in stored + leaves])
+        em.b.ret_void()
+        kernel.run_nest(Nest(fn, value.type.shape[0], work, 1, buffers, [value, *stored], written, leaves))
 
 
 def _emit_scalar(kernel: Emitter, value: Value, dest: ir.Value, stored: list[Value], leaves: list[Value]) -> None:
@@ -898,6 +943,7 @@ def _reduction(kind: str) -> LowerRule:
         if x.type.rank and x.type.rank - 1 not in op.attrs["axes"]:
             _fast_then_exact(em, lambda: _accumulate_rows(em, op, kind, fn.args[3]))
             em.b.ret_void()
+            kernel.run_queued()
             kernel.b.call(fn, [i64(0), kernel.dim(x.type.shape[0]), *buffers])
             return
         _accumulate_scalar(em, op, kind, fn.args[0], fn.args[1], fn.args[3])
@@ -910,21 +956,31 @@ def _reduction(kind: str) -> LowerRule:
 def _outline_reduction(kernel: Emitter, op: Op, dest: ir.Value) -> tuple[ir.Function, Emitter, list[ir.Value]]:
     """The outlined function of reduction `op`, (start, end, dims, out, leaves...), its emitter, and
     the kernel's buffers to call it with (`dest` the output)."""
-    (x,) = op.operands
-    leaves = [x] if x in kernel.plan.materialized else kernel.plan.leaves(op)
+    leaves = _reduction_leaves(kernel.plan, op)
     fn = outline(kernel.llmod, op.name, 1 + len(leaves))
     em = kernel.nested(fn, fn.args[2], dict(zip(leaves, fn.args[4:])))
     return fn, em, [kernel.dims_ptr, dest] + [kernel.buffers[v] for v in leaves]
 
 
+def _reduction_leaves(plan: Plan, op: Op) -> list[Value]:
+    """The buffers the nest of reduction `op` reads: its operand's, or those it is computed from."""
+    (x,) = op.operands
+    return [x] if x in plan.materialized else plan.leaves(op)
+
+
 def _call_over_kept(kernel: Emitter, op: Op, fn: ir.Function, buffers: list[ir.Value]) -> None:
     """Call `fn`, whose outermost loop runs over the first kept axis, split across threads (or
-    once, for a full reduction)."""
+    once, for a full reduction); over the rows (the first axis kept), with the nests around it."""
     (x,) = op.operands
     kept = [d for k, d in enumerate(x.type.shape) if k not in op.attrs["axes"]]
+    work = kernel.dim(num_elements(x.type.shape))
+    if kept and 0 not in op.attrs["axes"]:
+        kernel.run_nest(Nest(fn, kept[0], work, 1, buffers, [op.result], [buffers[1]],
+                             _reduction_leaves(kernel.plan, op)))
+        return
+    kernel.run_queued()
     if kept:
-        parallel.call_loop(kernel.b, kernel.head, fn, kernel.dim(kept[0]),
-                           kernel.dim(num_elements(x.type.shape)), 1, buffers)
+        parallel.call_loop(kernel.b, kernel.head, fn, kernel.dim(kept[0]), work, 1, buffers)
     else:
         kernel.b.call(fn, [i64(0), i64(1), *buffers])
 

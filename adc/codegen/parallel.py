@@ -40,7 +40,7 @@ from typing import Callable
 import llvmlite.ir as ir
 
 from adc.abi import RUNTIME_GET_NUM_THREADS, RUNTIME_PARALLEL_FOR, RUNTIME_SET_NUM_THREADS, SET_NUM_THREADS_SYMBOL
-from adc.codegen.loops import I8, I32, I64, NOWRAP, PTR, i64
+from adc.codegen.loops import I8, I32, I64, NOWRAP, PTR, for_range, i64
 
 THRESHOLD = 1 << 17   # elements below which waking the pool's workers costs more than it saves
 MAX_THREADS = 64
@@ -62,6 +62,7 @@ MUTEX_BYTES, COND_BYTES = 40, 48   # sizeof(pthread_mutex_t), sizeof(pthread_con
 # OpenBLAS, whose threads spin the same way (16384: 1.3). The price is a core kept busy that
 # long after a parallel call.
 SPIN_POLLS = 32768
+STRIP_ELEMENTS = 32768  # of the nests' work per strip of rows: their rows stay in a core's L2 between them
 _POOL_LIBC = {  # libc functions the pool calls: name -> (result, parameters)
     "pthread_mutex_init": (I32, [PTR, PTR]), "pthread_mutex_lock": (I32, [PTR]),
     "pthread_mutex_unlock": (I32, [PTR]), "pthread_mutex_trylock": (I32, [PTR]),
@@ -83,10 +84,38 @@ def call_loop(b: ir.IRBuilder, head: ir.IRBuilder, loop: ir.Function, outer: ir.
     """
     loop.attributes.discard("noinline")
     loop.attributes.add("alwaysinline")
-    task = _task(loop)
+    _dispatch(b, _task(loop), _context(b, head, buffers), outer, work, grain)
+
+
+def call_strip(b: ir.IRBuilder, head: ir.IRBuilder, nests: list[tuple[ir.Function, list[ir.Value]]],
+               outer: ir.Value, work: ir.Value) -> None:
+    """Each of `nests` (a loop and its buffers after its range, as `call_loop` takes them) over
+    [0, outer), strip by strip (strips.py): rows [s, s + strip) of the first, of the second, ...,
+    then the next strip; a strip holds about STRIP_ELEMENTS of their `work`, which decides, as
+    in `call_loop`, whether the rows are split across threads (a thread's share goes strip by
+    strip). The loops stay functions of their own, called once per strip."""
+    per_row = b.udiv(work, _at_least_one(b, outer))
+    strip = b.udiv(i64(STRIP_ELEMENTS), _at_least_one(b, per_row))
+    slot = head.alloca(I64)
+    b.store(_at_least_one(b, strip), slot)
+    buffers = [slot] + [ptr for _, nest_buffers in nests for ptr in nest_buffers]
+    _dispatch(b, _strip_task(b.module, [loop for loop, _ in nests]), _context(b, head, buffers), outer, work, 1)
+
+
+def _at_least_one(b: ir.IRBuilder, n: ir.Value) -> ir.Value:
+    return b.select(b.icmp_signed(">", n, i64(1)), n, i64(1))
+
+
+def _context(b: ir.IRBuilder, head: ir.IRBuilder, buffers: list[ir.Value]) -> ir.Value:
+    """The array of `buffers` a task unpacks (its stack slot made in the entry block, `head`)."""
     ctx = head.alloca(PTR, size=len(buffers))
     for k, ptr in enumerate(buffers):
         b.store(ptr, b.gep(ctx, [i64(k)], source_etype=PTR))
+    return ctx
+
+
+def _dispatch(b: ir.IRBuilder, task: ir.Function, ctx: ir.Value, outer: ir.Value, work: ir.Value, grain: int) -> None:
+    """task(ctx, 0, outer) on this thread, or split across the pool's when `work` reaches THRESHOLD."""
     with b.if_else(b.icmp_signed(">=", work, i64(THRESHOLD))) as (parallel, serial):
         with parallel:
             b.call(_declared(b.module, RUNTIME_PARALLEL_FOR, ir.FunctionType(VOID, [TASK_PTR, PTR, I64, I64, I64])),
@@ -377,6 +406,26 @@ def _task(loop: ir.Function) -> ir.Function:
     n = len(loop.args) - 2
     buffers = [b.load(b.gep(ctx, [i64(k)], source_etype=PTR), typ=PTR) for k in range(n)]
     b.call(loop, [start, end, *buffers])
+    b.ret_void()
+    return fn
+
+
+def _strip_task(module: ir.Module, loops: list[ir.Function]) -> ir.Function:
+    """`void strip.task(ptr ctx, i64 start, i64 end)`: ctx[0] points to the strip's rows, then
+    come each loop's buffers; for each strip of [start, end), each loop over it in turn."""
+    fn = _internal(module, TASK, f"adc.strip.{len(module.globals)}.task")
+    ctx, start, end = fn.args
+    b = ir.IRBuilder(fn.append_basic_block("entry"))
+    pointers = iter(b.load(b.gep(ctx, [i64(k)], source_etype=PTR), typ=PTR)
+                    for k in range(1 + sum(len(loop.args) - 2 for loop in loops)))
+    strip = b.load(next(pointers), typ=I64)
+    buffers = [[next(pointers) for _ in loop.args[2:]] for loop in loops]
+    count = b.udiv(b.add(b.sub(end, start), b.sub(strip, i64(1))), strip)
+    with for_range(b, i64(0), count) as k:
+        first = b.add(start, b.mul(k, strip))
+        last = b.select(b.icmp_signed("<", b.sub(end, first), strip), end, b.add(first, strip))
+        for loop, loop_buffers in zip(loops, buffers):
+            b.call(loop, [first, last, *loop_buffers])
     b.ret_void()
     return fn
 

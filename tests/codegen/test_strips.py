@@ -1,0 +1,82 @@
+"""Row strips (codegen/strips.py): nests over the same rows that read each other only at their own
+row run strip by strip, on one thread and split across the pool, and give NumPy's values; a nest
+reading other rows of what a queued nest writes waits for the whole pass."""
+import re
+
+import numpy as np
+import pytest
+
+from adc.codegen.lower import lower_module
+from adc.codegen.target import Target
+from adc.compiler import optimize
+from adc.frontend import compile_source
+from tests.codegen.test_lower import run
+
+LAYER_NORM = """
+def layer_norm(x: f64[B, C]) -> f64[B, C]:
+    m = sum(x, axis=1) / f64(C)
+    d = x - m[:, None]
+    v = sum(d * d, axis=1) / f64(C)
+    return d / sqrt(v + 1e-5)[:, None]
+"""
+
+COLUMN_SCALE = """
+def column_scale(x: f64[N, N]) -> f64[N, N]:
+    return x * sum(x, axis=1)[None, :]
+"""
+
+SOFTMAX_CROSS_ENTROPY = """
+def loss_and_gradient(x: f64[B, C], t: f64[B, C]) -> (f64, f64[B, C]):
+    m = max(x, axis=1)
+    e = exp(x - m[:, None])
+    s = sum(e, axis=1)
+    loss = mean(log(s) + m - sum(x * t, axis=1))
+    return loss, e / s[:, None] - t
+"""
+
+
+def _compiled(source: str):
+    module = optimize(compile_source(source, "strips.adc"))
+    return module, str(lower_module(module, '{"abi": 1}', Target.host().vector_bits))
+
+
+def _strip_tasks(text: str) -> list[str]:
+    """The bodies of the strip tasks an LLVM module defines."""
+    return re.findall(r'define internal void @"adc\.strip\.\d+\.task".*?\n}', text, re.S)
+
+
+@pytest.mark.parametrize("rows", [1, 7, 300], ids=["one-row", "a-few-strips", "threaded"])
+def test_a_row_norm_runs_its_three_passes_strip_by_strip(rows):
+    """Mean, variance and the normalized rows: each later nest reads the earlier ones' results at
+    its own row. 300 rows of 1,500 reach the threading threshold; every row count leaves a short
+    last strip."""
+    module, text = _compiled(LAYER_NORM)
+    (task,) = _strip_tasks(text)
+    assert len(re.findall(r"call void @\"adc\.reduce_sum", task)) == 2
+    x = np.random.default_rng(rows).standard_normal((rows, 1500))
+    d = x - x.mean(1, keepdims=True)
+    np.testing.assert_allclose(run(module, x)[0], d / np.sqrt((d * d).mean(1, keepdims=True) + 1e-5),
+                               rtol=1e-12, atol=1e-12)
+
+
+def test_a_nest_reading_other_rows_of_a_queued_result_waits_for_its_whole_pass():
+    """Row i of x * s[None, :] reads every row's sum: the sums are computed first, over all rows."""
+    module, text = _compiled(COLUMN_SCALE)
+    assert not _strip_tasks(text)
+    x = np.random.default_rng(1).standard_normal((400, 400))
+    np.testing.assert_allclose(run(module, x)[0], x * x.sum(1)[None, :], rtol=1e-12)
+
+
+def test_a_returned_mean_waits_so_the_softmax_and_its_gradient_share_strips():
+    """The mean loss, a scalar only returned, is computed after the gradient's nest: the max, the
+    sum of exps and the gradient run strip by strip."""
+    module, text = _compiled(SOFTMAX_CROSS_ENTROPY)
+    (task,) = _strip_tasks(text)
+    assert re.search(r'call void @"adc\.reduce_max', task) and re.search(r'call void @"adc\.(sub|div)', task)
+    rng = np.random.default_rng(2)
+    x, t = rng.standard_normal((257, 1000)) * 3, rng.dirichlet(np.ones(1000), 257)
+    loss, gradient = run(module, x, t)
+    e = np.exp(x - x.max(1, keepdims=True))
+    s = e.sum(1)
+    np.testing.assert_allclose(loss, np.mean(np.log(s) + x.max(1) - (x * t).sum(1)), rtol=1e-12)
+    np.testing.assert_allclose(gradient, e / s[:, None] - t, rtol=1e-10, atol=1e-14)
