@@ -29,7 +29,7 @@ from typing import Callable, Sequence
 
 import llvmlite.ir as ir
 
-from adc.codegen import control_flow, division, gemm, parallel, vecmath
+from adc.codegen import control_flow, division, gemm, kept_blocks, parallel, vecmath
 from adc.codegen.control_flow import CARRYING, in_place_scatters
 from adc.codegen.fusion import CONTROL_FLOW, MATERIALIZING, Plan, plan
 from adc.codegen.strips import REDUCTIONS, Nest, RowStrip
@@ -129,6 +129,7 @@ class Emitter:
         self.unchecked: list[SymDim] = []           # shape constraints left to check (check_shapes)
         self.late: frozenset[str] = frozenset()     # symbols scans bind: sizes known only once one ran
         self.strip = RowStrip()                     # nests over the same rows waiting to run strip by strip
+        self.kept: ir.Value | None = None           # the slot of its block of temporaries (kept_blocks.py)
 
     def nested(self, fn: ir.Function, dims: ir.Value, buffers: dict[Value, ir.Value]) -> "Emitter":
         """The emitter of a function outlined from this one (a loop nest, a matmul's rows)."""
@@ -207,8 +208,14 @@ class Emitter:
             self.b.ret(status if isinstance(status, ir.Value) else ir.Constant(I32, status))
 
     def release(self) -> None:
+        """Free what the function allocated; its block of temporaries is kept for its next call."""
+        free = _libc(self.llmod, "free", ir.VoidType(), [PTR])
         for slot in self.owned:
-            self.b.call(_libc(self.llmod, "free", ir.VoidType(), [PTR]), [self.b.load(slot, typ=PTR)])
+            if slot is self.kept:
+                kept_blocks.give_back(self.b, self.llmod, self.func.name, self.b.load(slot, typ=PTR),
+                                      lambda ptr: self.b.call(free, [ptr]))
+            else:
+                self.b.call(free, [self.b.load(slot, typ=PTR)])
 
     def bytes_of(self, value: Value) -> ir.Value:
         return self.bytes(value.type.shape, value.type.dtype)
@@ -391,17 +398,22 @@ def _libc(llmod: ir.Module, name: str, ret: ir.Type, args: list[ir.Type]) -> ir.
 
 def _place_temporaries(em: Emitter, given: ir.Value | None) -> None:
     """Give each temporary, spare and region block of `em`'s function its part of one block: the
-    `given` one (a region's, from its parent) or, in a kernel, one allocated here (unless it needs
-    none), freed when the kernel returns."""
+    `given` one (a region's, from its parent) or, in a kernel, its own (unless it needs none),
+    kept for its next call (kept_blocks.py)."""
     temps, spares = _block_contents(em.func, em.plan, em.late)
     sizes = _block_sizes(em, em.func, em.plan)
     total, offsets = _layout(em, sizes)
-    owned = _allocate(em, total) if given is None and sizes else None
+    owned = None
+    if given is None and sizes:
+        free = _libc(em.llmod, "free", ir.VoidType(), [PTR])
+        owned = kept_blocks.take(em.b, em.llmod, em.func.name, total, lambda size: _allocate(em, size),
+                                 lambda ptr: em.b.call(free, [ptr]))
     block = given if given is not None else owned
     if owned is not None:
         slot = em.head.alloca(PTR)
         em.b.store(owned, slot)
         em.owned.append(slot)
+        em.kept = slot
     pointers = [em.b.gep(block, [offset], source_etype=I8, inbounds=True) for offset in offsets]
     em.buffers.update(zip(temps, pointers))
     em.spares = dict(zip(spares, pointers[len(temps):]))
