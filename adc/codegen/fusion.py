@@ -76,6 +76,11 @@ FLAT_SAFE = frozenset({"reshape", "constant", "dim"})
 MAX_FUSED = 128     # ops computed for each element of one loop nest, at most
 RECOMPUTED = 3      # ops per element a value read by several loop nests may cost and still be recomputed
                     # in each: cheaper than storing and reloading it once it outgrows the caches
+# Vector math: each element costs tens of instructions (an f32 exp, about as much as storing and
+# reloading it), so a value computed with one is stored once, not recomputed in each nest reading it.
+TRANSCENDENTAL = frozenset({"exp", "expm1", "exp2", "log", "log1p", "log2", "log10", "sin", "cos", "tan",
+                            "asin", "acos", "atan", "atan2", "sinh", "cosh", "tanh", "asinh", "acosh", "atanh",
+                            "sigmoid", "pow", "erf", "erfc", "lgamma", "digamma", "trigamma", "cbrt", "hypot"})
 
 
 @dataclass(frozen=True)
@@ -244,8 +249,9 @@ def _recompute_costs(func: Func, cheap: set[Value]) -> dict[Value, int]:
     operands that later get a buffer cost less)."""
     cost: dict[Value, int] = {}
     for op in func.ops:
+        own = RECOMPUTED + 1 if op.name in TRANSCENDENTAL else 1
         for r in op.results:
-            cost[r] = 0 if r in cheap else min(1 + sum(cost.get(v, 0) for v in op.operands), RECOMPUTED + 1)
+            cost[r] = 0 if r in cheap else min(own + sum(cost.get(v, 0) for v in op.operands), RECOMPUTED + 1)
     return cost
 
 
