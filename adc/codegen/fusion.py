@@ -14,9 +14,9 @@ consumes it. A value is materialized when it is
   into the scatter's buffer, and the scatter then only adds or writes its updates (`scattered_into`);
 - expanded by a broadcast, or used by several ops (unless they are elementwise ops of one loop
   nest, which computes it once per element, or elementwise ops and reductions reading it at their
-  element when it costs at most `RECOMPUTED` ops: each loop recomputes it, cheaper than storing
-  and reloading it), unless it is cheap to recompute (a load through an index map, a constant,
-  a dimension, an iota);
+  element when it costs at most `RECOMPUTED` ops, none of them vector math (`TRANSCENDENTAL`):
+  each loop recomputes it, cheaper than storing and reloading it), unless it is cheap to
+  recompute (a load through an index map, a constant, a dimension, an iota);
 - the root of a fused computation of more than `MAX_FUSED` ops: a loop body is
   bounded, so LLVM's time on it (superlinear in its size) and lowering's recursion
   (one level per fused op) do not grow with the program, and a `**` chain of 200
