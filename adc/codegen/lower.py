@@ -226,11 +226,11 @@ class Emitter:
     def run_nest(self, nest: Nest) -> None:
         """Call an outlined nest over rows: queued, to run strip by strip with the nests around it
         that read only its rows (strips.py)."""
-        self.strip.add(self.b, self.head, nest, self.plan, self.buffers, self.dim)
+        self.strip.add(nest, self)
 
     def run_queued(self) -> None:
         """Call the queued nests: before anything else that may read or write what they do."""
-        self.strip.flush(self.b, self.head, self.dim)
+        self.strip.flush(self)
 
     def dim(self, d: Dim) -> ir.Value:
         if self.bound and self.bound.intersection(getattr(d, "symbols", ())):
@@ -506,7 +506,7 @@ def _emit_loop(kernel: Emitter, value: Value, dest: ir.Value, copy: bool) -> Non
     flat = copy or not value.type.shape or kernel.plan.is_flat(op)
     written = [dest, *(kernel.buffers[v] for v in stored)]
     if (flat and not copy and value.type.shape and kernel.strip.nests
-            and kernel.strip.joins(value.type.shape[0], [value, *stored], written, kernel.plan, kernel.buffers)):
+            and kernel.strip.joins(value.type.shape[0], [value, *stored], written, kernel)):
         flat = False        # a nest over rows, to run with the queued ones (a row's max, as [B, 1])
     if not value.type.shape:
         if kernel.strip.written & {kernel.buffers[v] for v in leaves}:

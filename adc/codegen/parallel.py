@@ -40,7 +40,7 @@ from typing import Callable
 import llvmlite.ir as ir
 
 from adc.abi import RUNTIME_GET_NUM_THREADS, RUNTIME_PARALLEL_FOR, RUNTIME_SET_NUM_THREADS, SET_NUM_THREADS_SYMBOL
-from adc.codegen.loops import I8, I32, I64, NOWRAP, PTR, for_range, i64
+from adc.codegen.loops import I8, I32, I64, NOWRAP, PTR, for_range, i64, stack_array
 
 THRESHOLD = 1 << 17   # elements below which waking the pool's workers costs more than it saves
 MAX_THREADS = 64
@@ -63,6 +63,7 @@ MUTEX_BYTES, COND_BYTES = 40, 48   # sizeof(pthread_mutex_t), sizeof(pthread_con
 # long after a parallel call.
 SPIN_POLLS = 32768
 STRIP_ELEMENTS = 32768  # of the nests' work per strip of rows: their rows stay in a core's L2 between them
+RING_BYTES = 1 << 17    # a thread's stack space for a strip's rows of the values only its nests read
 _POOL_LIBC = {  # libc functions the pool calls: name -> (result, parameters)
     "pthread_mutex_init": (I32, [PTR, PTR]), "pthread_mutex_lock": (I32, [PTR]),
     "pthread_mutex_unlock": (I32, [PTR]), "pthread_mutex_trylock": (I32, [PTR]),
@@ -88,21 +89,26 @@ def call_loop(b: ir.IRBuilder, head: ir.IRBuilder, loop: ir.Function, outer: ir.
 
 
 def call_strip(b: ir.IRBuilder, head: ir.IRBuilder, nests: list[tuple[ir.Function, list[ir.Value]]],
-               outer: ir.Value, work: ir.Value) -> None:
+               outer: ir.Value, work: ir.Value, local: list[tuple[ir.Value, ir.Value]]) -> None:
     """Each of `nests` (a loop and its buffers after its range, as `call_loop` takes them) over
     [0, outer), strip by strip (strips.py): rows [s, s + strip) of the first, of the second, ...,
     then the next strip; a strip holds about STRIP_ELEMENTS of their `work`, which decides, as
     in `call_loop`, whether the rows are split across threads (a thread's share goes strip by
-    strip). The loops stay functions of their own, called once per strip."""
-    per_row = b.udiv(work, _at_least_one(b, outer))
-    strip = b.udiv(i64(STRIP_ELEMENTS), _at_least_one(b, per_row))
-    slot = head.alloca(I64)
-    b.store(_at_least_one(b, strip), slot)
-    buffers = [slot] + [ptr for _, nest_buffers in nests for ptr in nest_buffers]
-    _dispatch(b, _strip_task(b.module, [loop for loop, _ in nests]), _context(b, head, buffers), outer, work, 1)
+    strip). The loops stay functions of their own, called once per strip.
 
-
-def _at_least_one(b: ir.IRBuilder, n: ir.Value) -> ir.Value:
+    `local` are (buffer, bytes per row) of values only these nests read: while a strip's rows of
+    them fit in RING_BYTES, each thread keeps them on its stack, every strip in the same place, so
+    they stay in cache and never reach memory; the loops get the buffer moved so that row s lands
+    at its start."""
+    per_row = b.udiv(work, at_least_one(b, outer))
+    strip = at_least_one(b, b.udiv(i64(STRIP_ELEMENTS), at_least_one(b, per_row)))
+    sizes = stack_array(head, b, I64, [strip, *(row_bytes for _, row_bytes in local)])
+    buffers = [sizes] + [ptr for _, nest_buffers in nests for ptr in nest_buffers]
+    places = [[next((j for j, (ptr, _) in enumerate(local) if ptr is buffer), None) for buffer in nest_buffers]
+              for _, nest_buffers in nests]
+    task = _strip_task(b.module, [loop for loop, _ in nests], places, len(local))
+    _dispatch(b, task, _context(b, head, buffers), outer, work, 1)
+def at_least_one(b: ir.IRBuilder, n: ir.Value) -> ir.Value:
     return b.select(b.icmp_signed(">", n, i64(1)), n, i64(1))
 
 
@@ -410,22 +416,38 @@ def _task(loop: ir.Function) -> ir.Function:
     return fn
 
 
-def _strip_task(module: ir.Module, loops: list[ir.Function]) -> ir.Function:
-    """`void strip.task(ptr ctx, i64 start, i64 end)`: ctx[0] points to the strip's rows, then
-    come each loop's buffers; for each strip of [start, end), each loop over it in turn."""
+def _strip_task(module: ir.Module, loops: list[ir.Function], places: list[list[int | None]], n_local: int
+                ) -> ir.Function:
+    """`void strip.task(ptr ctx, i64 start, i64 end)`: ctx[0] points to the strip's rows and the
+    bytes per row of the strip-local values, then come each loop's buffers; for each strip of
+    [start, end), each loop over it in turn. `places[i][k]` is the strip-local value loop i's
+    buffer k is (None: a buffer as given)."""
     fn = _internal(module, TASK, f"adc.strip.{len(module.globals)}.task")
     ctx, start, end = fn.args
     b = ir.IRBuilder(fn.append_basic_block("entry"))
+    ring = b.alloca(ir.ArrayType(I8, RING_BYTES))
+    ring.align = 64
     pointers = iter(b.load(b.gep(ctx, [i64(k)], source_etype=PTR), typ=PTR)
                     for k in range(1 + sum(len(loop.args) - 2 for loop in loops)))
-    strip = b.load(next(pointers), typ=I64)
+    sizes = next(pointers)
+    strip = b.load(sizes, typ=I64)
+    row_bytes = [b.load(b.gep(sizes, [i64(1 + j)], source_etype=I64), typ=I64) for j in range(n_local)]
+    offsets, total = [], i64(0)
+    for size in row_bytes:          # each value's strip of rows, 64-byte aligned, one after another
+        offsets.append(total)
+        total = b.add(total, b.and_(b.add(b.mul(strip, size), i64(63)), i64(-64)))
+    on_stack = b.icmp_unsigned("<=", total, i64(RING_BYTES))
     buffers = [[next(pointers) for _ in loop.args[2:]] for loop in loops]
     count = b.udiv(b.add(b.sub(end, start), b.sub(strip, i64(1))), strip)
     with for_range(b, i64(0), count) as k:
         first = b.add(start, b.mul(k, strip))
         last = b.select(b.icmp_signed("<", b.sub(end, first), strip), end, b.add(first, strip))
-        for loop, loop_buffers in zip(loops, buffers):
-            b.call(loop, [first, last, *loop_buffers])
+        moved = [b.gep(ring, [b.sub(offset, b.mul(first, size))], source_etype=I8)    # row `first` at offset
+                 for offset, size in zip(offsets, row_bytes)]
+        for loop, loop_buffers, loop_places in zip(loops, buffers, places):
+            args = [buffer if j is None else b.select(on_stack, moved[j], buffer)
+                    for buffer, j in zip(loop_buffers, loop_places)]
+            b.call(loop, [first, last, *args])
     b.ret_void()
     return fn
 

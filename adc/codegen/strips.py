@@ -21,13 +21,13 @@ nothing they read.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Protocol
 
 import llvmlite.ir as ir
 
 from adc.codegen import parallel
-from adc.codegen.fusion import Plan
-from adc.ir.core import Op, Value
+from adc.codegen.fusion import MATERIALIZING, Plan
+from adc.ir.core import Func, Op, Value
 from adc.ir.ops import OPS
 from adc.ir.types import Dim
 
@@ -49,6 +49,20 @@ class Nest:
     reads: list[Value]      # the values whose buffers it reads
 
 
+class Emitting(Protocol):
+    """What a RowStrip asks of the emitter of the function calling the nests (lower.Emitter)."""
+
+    b: ir.IRBuilder
+    head: ir.IRBuilder
+    func: Func
+    plan: Plan
+    buffers: dict[Value, ir.Value]
+
+    def dim(self, d: Dim) -> ir.Value: ...
+
+    def bytes_of(self, value: Value) -> ir.Value: ...
+
+
 @dataclass
 class RowStrip:
     """The nests waiting to run strip by strip, in order; what they write and read."""
@@ -57,36 +71,90 @@ class RowStrip:
     values: set[Value] = field(default_factory=set)        # the values they compute into buffers
     written: set[ir.Value] = field(default_factory=set)    # those buffers
     read: set[ir.Value] = field(default_factory=set)       # the buffers they read
+    readers: dict[Value, set[Value | None]] | None = None  # of the function's buffers (nest_readers)
 
-    def add(self, b: ir.IRBuilder, head: ir.IRBuilder, nest: Nest, plan: Plan, buffers: dict[Value, ir.Value],
-            dim: Callable[[Dim], ir.Value]) -> None:
+    def add(self, nest: Nest, em: Emitting) -> None:
         """Queue `nest`, first running those queued if it cannot join them."""
-        if not self.joins(nest.outer, nest.roots, nest.written, plan, buffers):
-            self.flush(b, head, dim)
+        if not self.joins(nest.outer, nest.roots, nest.written, em):
+            self.flush(em)
         self.nests.append(nest)
         self.values.update(nest.roots)
         self.written.update(nest.written)
-        self.read.update(buffers[v] for v in nest.reads)
+        self.read.update(em.buffers[v] for v in nest.reads)
 
-    def joins(self, outer: Dim, roots: list[Value], written: list[ir.Value], plan: Plan,
-              buffers: dict[Value, ir.Value]) -> bool:
+    def joins(self, outer: Dim, roots: list[Value], written: list[ir.Value], em: Emitting) -> bool:
         """Whether a nest over the rows of `outer` computing `roots` into `written` may run strip
         by strip after those queued (any may, when none is)."""
         return not self.nests or (outer == self.nests[0].outer and not (self.read | self.written) & set(written)
-                                  and _reads_rows(roots, plan, buffers, self.values, self.written))
+                                  and _reads_rows(roots, em.plan, em.buffers, self.values, self.written))
 
-    def flush(self, b: ir.IRBuilder, head: ir.IRBuilder, dim: Callable[[Dim], ir.Value]) -> None:
-        """Emit the queued nests' calls: one nest as it always runs, several strip by strip."""
+    def flush(self, em: Emitting) -> None:
+        """Emit the queued nests' calls: one nest as it always runs, several strip by strip, the
+        values only they read in a strip's rows of scratch (`_strip_local`)."""
         nests, self.nests = self.nests, []
         self.values, self.written, self.read = set(), set(), set()
         if len(nests) == 1:
             (nest,) = nests
-            parallel.call_loop(b, head, nest.loop, dim(nest.outer), nest.work, nest.grain, nest.buffers)
+            parallel.call_loop(em.b, em.head, nest.loop, em.dim(nest.outer), nest.work, nest.grain, nest.buffers)
         elif nests:
             work = nests[0].work
             for nest in nests[1:]:
-                work = b.add(work, nest.work)
-            parallel.call_strip(b, head, [(n.loop, n.buffers) for n in nests], dim(nests[0].outer), work)
+                work = em.b.add(work, nest.work)
+            outer = em.dim(nests[0].outer)
+            if self.readers is None:
+                self.readers = nest_readers(em.func, em.plan)
+            local = [(em.buffers[v], em.b.udiv(em.bytes_of(v), parallel.at_least_one(em.b, outer)))
+                     for v in _strip_local([r for n in nests for r in n.roots], em, self.readers)]
+            parallel.call_strip(em.b, em.head, [(n.loop, n.buffers) for n in nests], outer, work, local)
+
+
+def nest_readers(func: Func, plan: Plan) -> dict[Value, set[Value | None]]:
+    """Each buffer of `func` -> the values whose nests read it (None: something else reads it: an
+    op lowered by a rule of its own, a return)."""
+    producers, readers = plan.producers, {}
+    for op in func.ops:
+        r = op.results[0] if len(op.results) == 1 else None
+        if r is not None and r not in plan.materialized:
+            continue                    # fused: its reads are its consumers'
+        if r is not None and not plan.has_own_loop(r):
+            continue                    # stored by another value's nest, which reads for it
+        members = plan.stored_by.get(r, ()) if r is not None else ()
+        nest = r if r is not None and (op.name not in MATERIALIZING or op.name in REDUCTIONS) else None
+        leaves = _fused_leaves([op, *(producers[m] for m in members)], plan, {r, *members})
+        for leaf in leaves:
+            readers.setdefault(leaf, set()).add(nest)
+    for v in func.returns:
+        readers.setdefault(v, set()).add(None)
+    return readers
+
+
+def _fused_leaves(roots: list[Op], plan: Plan, inside: set[Value | None]) -> set[Value]:
+    """The buffers computing `roots` reads: materialized values (views followed to their operand's
+    buffer, whose reader they are too) and parameters."""
+    found, stack, seen = set(), list(roots), set()
+    while stack:
+        op = stack.pop()
+        for v in op.operands:
+            if v in seen:
+                continue
+            seen.add(v)
+            if v in plan.views:
+                found.add(v)
+                stack.append(plan.producers[v])
+            elif v not in plan.producers or (v in plan.materialized and v not in inside):
+                found.add(v)
+            else:
+                stack.append(plan.producers[v])
+    return found
+
+
+def _strip_local(roots: list[Value], em: Emitting, readers: dict[Value, set[Value | None]]) -> list[Value]:
+    """Those of `roots` (what the strip's nests compute, in order) that only its nests read, in a
+    buffer of their own (no view, returned reshape, scatter or transposed read shares it): a
+    strip's rows of them are all anyone needs, so they need not go to memory."""
+    plan, computed = em.plan, set(roots)
+    shared = set(plan.views.values()) | set(plan.into) | set(plan.scattered_into) | set(plan.transposed.values())
+    return [v for v in roots if v.type.rank and v not in shared and readers.get(v, {None}) <= computed]
 
 
 def _reads_rows(roots: list[Value], plan: Plan, buffers: dict[Value, ir.Value], values: set[Value],

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from adc.codegen.lower import lower_module
+from adc.codegen.parallel import RING_BYTES
 from adc.codegen.target import Target
 from adc.compiler import optimize
 from adc.frontend import compile_source
@@ -45,7 +46,7 @@ def _strip_tasks(text: str) -> list[str]:
     return re.findall(r'define internal void @"adc\.strip\.\d+\.task".*?\n}', text, re.S)
 
 
-@pytest.mark.parametrize("rows", [1, 7, 300], ids=["one-row", "a-few-strips", "threaded"])
+@pytest.mark.parametrize("rows", [0, 1, 7, 300], ids=["no-rows", "one-row", "a-few-strips", "threaded"])
 def test_a_row_norm_runs_its_three_passes_strip_by_strip(rows):
     """Mean, variance and the normalized rows: each later nest reads the earlier ones' results at
     its own row. 300 rows of 1,500 reach the threading threshold; every row count leaves a short
@@ -67,14 +68,17 @@ def test_a_nest_reading_other_rows_of_a_queued_result_waits_for_its_whole_pass()
     np.testing.assert_allclose(run(module, x)[0], x * x.sum(1)[None, :], rtol=1e-12)
 
 
-def test_a_returned_mean_waits_so_the_softmax_and_its_gradient_share_strips():
+@pytest.mark.parametrize("rows, columns", [(257, 1000), (3, 40_000)], ids=["on-the-stack", "too-wide-for-it"])
+def test_a_returned_mean_waits_so_the_softmax_and_its_gradient_share_strips(rows, columns):
     """The mean loss, a scalar only returned, is computed after the gradient's nest: the max, the
-    sum of exps and the gradient run strip by strip."""
+    sum of exps and the gradient run strip by strip. The exps, which only they read, are kept in a
+    strip's rows on the thread's stack (RING_BYTES), or, rows too wide for it, in their buffer."""
     module, text = _compiled(SOFTMAX_CROSS_ENTROPY)
     (task,) = _strip_tasks(text)
     assert re.search(r'call void @"adc\.reduce_max', task) and re.search(r'call void @"adc\.(sub|div)', task)
+    assert f"alloca [{RING_BYTES} x i8]" in task
     rng = np.random.default_rng(2)
-    x, t = rng.standard_normal((257, 1000)) * 3, rng.dirichlet(np.ones(1000), 257)
+    x, t = rng.standard_normal((rows, columns)) * 3, rng.dirichlet(np.ones(columns), rows)
     loss, gradient = run(module, x, t)
     e = np.exp(x - x.max(1, keepdims=True))
     s = e.sum(1)
