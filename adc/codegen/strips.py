@@ -16,7 +16,9 @@ and `flush` before anything else); `parallel.call_strip` runs a strip of one nes
 own call. A nest joins when its outer loop runs over the same dimension and everything it reads
 that the strip's nests write, it reads at its own row through ops that keep the row (elementwise
 ops, broadcasts and reshapes keeping the leading axis, reductions keeping it), and it writes
-nothing they read.
+nothing they read. What only the strip's nests read (the exps a softmax's sum and gradient both
+read) needs no more than a strip's rows: each thread keeps them in scratch on its stack
+(parallel.RING_BYTES), where they stay in cache, instead of in their buffer.
 """
 from __future__ import annotations
 
