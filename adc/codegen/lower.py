@@ -305,6 +305,9 @@ def _lower_kernel(llmod: ir.Module, module: Module, func: Func, vector_bits: int
     fusion = plan(func)
     em = Emitter(llmod, module, func, fusion, fn, dims, symbols, {}, vector_bits)
     em.pass_bound_symbols(func.bound_symbols)
+    # A loop body's nests run once per iteration, over a loop's state, mostly small: the bookkeeping
+    # of strips there cost the RK4 gradient (a state of one) 10-30% (paired runs).
+    em.strip.enabled = not region
     em.late = frozenset(s for f in module for s in f.bound_symbols)
     em.unchecked = list(constraints(func))
     em.check_shapes()

@@ -74,6 +74,7 @@ class RowStrip:
     written: set[ir.Value] = field(default_factory=set)    # those buffers
     read: set[ir.Value] = field(default_factory=set)       # the buffers they read
     readers: dict[Value, set[Value | None]] | None = None  # of the function's buffers (nest_readers)
+    enabled: bool = True                                    # False: each nest runs alone
 
     def add(self, nest: Nest, em: Emitting) -> None:
         """Queue `nest`, first running those queued if it cannot join them."""
@@ -87,7 +88,7 @@ class RowStrip:
     def joins(self, outer: Dim, roots: list[Value], written: list[ir.Value], em: Emitting) -> bool:
         """Whether a nest over the rows of `outer` computing `roots` into `written` may run strip
         by strip after those queued (any may, when none is)."""
-        return not self.nests or (outer == self.nests[0].outer and not (self.read | self.written) & set(written)
+        return not self.nests or (self.enabled and outer == self.nests[0].outer and not (self.read | self.written) & set(written)
                                   and _reads_rows(roots, em.plan, em.buffers, self.values, self.written))
 
     def flush(self, em: Emitting) -> None:

@@ -11,6 +11,7 @@ from adc.codegen.parallel import RING_BYTES
 from adc.codegen.target import Target
 from adc.compiler import optimize
 from adc.frontend import compile_source
+from adc.ir.core import Module
 from tests.codegen.test_lower import run
 
 LAYER_NORM = """
@@ -19,6 +20,16 @@ def layer_norm(x: f64[B, C]) -> f64[B, C]:
     d = x - m[:, None]
     v = sum(d * d, axis=1) / f64(C)
     return d / sqrt(v + 1e-5)[:, None]
+"""
+
+NORMALIZED_TWICE = """
+def normalized_twice(x: f64[B, C]) -> f64[B, C]:
+    y = x
+    for i in range(2):
+        m = sum(y, axis=1) / f64(C)
+        d = y - m[:, None]
+        y = d / sqrt(sum(d * d, axis=1) / f64(C) + 1e-5)[:, None]
+    return y
 """
 
 COLUMN_SCALE = """
@@ -84,3 +95,17 @@ def test_a_returned_mean_waits_so_the_softmax_and_its_gradient_share_strips(rows
     s = e.sum(1)
     np.testing.assert_allclose(loss, np.mean(np.log(s) + x.max(1) - (x * t).sum(1)), rtol=1e-12)
     np.testing.assert_allclose(gradient, e / s[:, None] - t, rtol=1e-10, atol=1e-14)
+
+
+def test_a_loop_body_runs_its_nests_one_by_one():
+    """A body's nests run once per iteration over the loop's state, mostly small: no strips there
+    (their bookkeeping cost an RK4 step of one pendulum 10-30%); the values are the same."""
+    module, text = _compiled(NORMALIZED_TWICE)
+    assert not _strip_tasks(text)
+    x = np.random.default_rng(3).standard_normal((9, 700))
+    y = x
+    for _ in range(2):
+        d = y - y.mean(1, keepdims=True)
+        y = d / np.sqrt((d * d).mean(1, keepdims=True) + 1e-5)
+    kernel_first = Module({"normalized_twice": module["normalized_twice"], **module.funcs}, module.name)  # run's kernel
+    np.testing.assert_allclose(run(kernel_first, x)[0], y, rtol=1e-12, atol=1e-12)
