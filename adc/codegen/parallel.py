@@ -108,6 +108,8 @@ def call_strip(b: ir.IRBuilder, head: ir.IRBuilder, nests: list[tuple[ir.Functio
               for _, nest_buffers in nests]
     task = _strip_task(b.module, [loop for loop, _ in nests], places, len(local))
     _dispatch(b, task, _context(b, head, buffers), outer, work, 1)
+
+
 def at_least_one(b: ir.IRBuilder, n: ir.Value) -> ir.Value:
     return b.select(b.icmp_signed(">", n, i64(1)), n, i64(1))
 

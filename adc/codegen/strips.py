@@ -114,42 +114,21 @@ class RowStrip:
 
 def nest_readers(func: Func, plan: Plan) -> dict[Value, set[Value | None]]:
     """Each buffer of `func` -> the values whose nests read it (None: something else reads it: an
-    op lowered by a rule of its own, a return)."""
-    producers, readers = plan.producers, {}
+    op lowered by a rule of its own, a return). A view's readers read its operand's buffer too."""
+    readers: dict[Value, set[Value | None]] = {}
     for op in func.ops:
         r = op.results[0] if len(op.results) == 1 else None
-        if r is not None and r not in plan.materialized:
-            continue                    # fused: its reads are its consumers'
-        if r is not None and not plan.has_own_loop(r):
-            continue                    # stored by another value's nest, which reads for it
-        members = plan.stored_by.get(r, ()) if r is not None else ()
+        if r is not None and (r not in plan.materialized or not plan.has_own_loop(r)):
+            continue                    # fused, or stored by another value's nest: read for by its consumer
         nest = r if r is not None and (op.name not in MATERIALIZING or op.name in REDUCTIONS) else None
-        leaves = _fused_leaves([op, *(producers[m] for m in members)], plan, {r, *members})
-        for leaf in leaves:
+        for leaf in plan.leaves(op) if r is not None else op.operands:
             readers.setdefault(leaf, set()).add(nest)
+            while leaf in plan.views:
+                leaf = plan.views[leaf]
+                readers.setdefault(leaf, set()).add(nest)
     for v in func.returns:
         readers.setdefault(v, set()).add(None)
     return readers
-
-
-def _fused_leaves(roots: list[Op], plan: Plan, inside: set[Value | None]) -> set[Value]:
-    """The buffers computing `roots` reads: materialized values (views followed to their operand's
-    buffer, whose reader they are too) and parameters."""
-    found, stack, seen = set(), list(roots), set()
-    while stack:
-        op = stack.pop()
-        for v in op.operands:
-            if v in seen:
-                continue
-            seen.add(v)
-            if v in plan.views:
-                found.add(v)
-                stack.append(plan.producers[v])
-            elif v not in plan.producers or (v in plan.materialized and v not in inside):
-                found.add(v)
-            else:
-                stack.append(plan.producers[v])
-    return found
 
 
 def _strip_local(roots: list[Value], em: Emitting, readers: dict[Value, set[Value | None]]) -> list[Value]:

@@ -39,15 +39,17 @@ def eliminate_dead_code_func(func: Func, funcs: Mapping[str, Func] | None = None
     """`func` less its dead ops; with `funcs`, the dimensions its live loops' regions read from it
     keep the scans that bind them, as the live ops' own types do."""
     live: set[Value] = set(func.returns)
-    symbols = set().union(*(v.type.symbols for v in func.returns))
-    module = Module(dict(funcs)) if funcs is not None else None
+    binds = any(op.name == "scan" for op in func.ops)      # else no symbol can keep an op
+    symbols = set().union(*(v.type.symbols for v in func.returns)) if binds else set()
+    module = Module(funcs) if funcs is not None and binds else None
     memo: dict[str, tuple[str, ...]] = {}
     kept = []
     for op in reversed(func.ops):
         if any(r in live for r in op.results) or (op.name == "scan" and op.attrs["length"] in symbols):
             kept.append(op)
             live.update(op.operands)
-            symbols.update(*(v.type.symbols for v in op.results), *(d.symbols for d in dims_in(op.attrs.values())))
+            if binds:
+                symbols.update(*(v.type.symbols for v in op.results), *(d.symbols for d in dims_in(op.attrs.values())))
             if module is not None:
                 regions = (str(op.attrs[key]) for key in REGION_ATTRS.get(op.name, ()))
                 symbols.update(*(module.region_symbols(name, memo) for name in regions if name in module.funcs))

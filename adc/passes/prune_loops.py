@@ -89,13 +89,13 @@ def _reads(func: Func, results: list[int], funcs: dict[str, Func] | None = None)
     reads: dict[Value, set[int]] = {p: {k} for k, p in enumerate(func.params)}
     binders: dict[str, set[int]] = {}       # a scan's length symbol reads what the scan reads
     for op in func.ops:
-        sources = set().union(*(reads[v] for v in op.operands), *(binders.get(s, ()) for s in _symbols(op)))
+        bound = (binders.get(s, ()) for s in _symbols(op)) if binders else ()
+        sources = set().union(*(reads[v] for v in op.operands), *bound)
         for r in op.results:
             reads[r] = sources
         if op.name == "scan":
             binders[op.attrs["length"]] = sources
     return set().union(*(reads[func.returns[j]] for j in results)) if results else set()
-
 
 
 def _symbols(op: Op) -> set[str]:
