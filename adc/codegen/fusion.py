@@ -168,10 +168,11 @@ def plan(func: Func) -> Plan:
             forced.update(transposed.get(v, v) for v in op.operands)
     cheap = _cheap_values(func, forced)
     for op in func.ops:
-        if op.name == "broadcast" and op.operands[0] not in cheap:
+        if op.name == "broadcast" and (op.operands[0] not in cheap or _reads_across_rows(producers, op.operands[0])):
             forced.add(op.operands[0])
     forced.update(_read_apart(func, forced, cheap, uses, users))
     forced.difference_update(transposed)
+    forced.update(_reshaped_operands(func, forced, cheap))
     scattered_into = _scatter_bases(func, producers, uses, forced)
     sizes = _bound_loop_bodies(func, forced)
     views, into = _shared_buffers(func, forced)
@@ -488,6 +489,24 @@ def _transposed_operands(func: Func, users: dict[Value, list[Op]]) -> dict[Value
                 and all(user.name == "matmul" for user in users.get(op.result, ()))):
             found[op.result] = op.operands[0]
     return found
+
+
+def _reads_across_rows(producers: dict[Value, Op], value: Value) -> bool:
+    """True for a transpose that moves its operand's last axis: cheap to recompute once, but read
+    through a broadcast (every row of a larger nest) its element loads stride across the operand's rows
+    and the nest's inner loop does not vectorize; stored once, it reads contiguously (the reverse batch
+    Jacobian's rows of w2 per seed, 4M scalar loads and branches: 60% of the kernel's time)."""
+    op = producers.get(value)
+    return op is not None and op.name == "transpose" and op.attrs["perm"][-1] != value.type.rank - 1
+
+
+def _reshaped_operands(func: Func, forced: set[Value], cheap: set[Value]) -> list[Value]:
+    """The fused operands of materialized reshapes: stored by a loop nest of their own shape, the
+    reshape is a view of them. A nest over the reshape's shape would map each element back through
+    it (a division per element, and per-lane loads of any broadcast operand: the batched VJP's
+    [S*B, H] matmul operand, a select over [S, B, H], ran at a third of memory speed)."""
+    return [op.operands[0] for op in func.ops
+            if op.name == "reshape" and op.result in forced and op.operands[0] not in cheap]
 
 
 def _shared_buffers(func: Func, materialized: set[Value]) -> tuple[dict[Value, Value], dict[Value, Value]]:

@@ -130,6 +130,28 @@ def loop_nest(b: ir.IRBuilder, ranges: Sequence[tuple[ir.Value, ir.Value]],
         body([loops.enter_context(for_range(b, start, end)) for start, end in ranges])
 
 
+def tiled_loop_nest(b: ir.IRBuilder, ranges: Sequence[tuple[ir.Value, ir.Value]], tiled: int, tile: int,
+                    body: Callable[[list[ir.Value]], None]) -> None:
+    """loop_nest with axis `tiled` and the last axis walked in tile x tile blocks (the rest in
+    order): a nest that reads a buffer along `tiled` (a transpose moving its rows' axis) touches
+    `tile` cache lines per block for reads and `tile` for writes, not a line per element."""
+    last = len(ranges) - 1
+    axes: list[ir.Value | None] = [None] * len(ranges)
+    step = i64(tile)
+    with ExitStack() as loops:
+        corners = {}
+        for k, (start, end) in enumerate(ranges):
+            if k in (tiled, last):
+                corners[k] = loops.enter_context(for_range(b, start, end, step))
+            else:
+                axes[k] = loops.enter_context(for_range(b, start, end))
+        for k in (tiled, last):
+            corner, end = corners[k], ranges[k][1]
+            bound = b.add(corner, step, flags=NOWRAP)
+            axes[k] = loops.enter_context(for_range(b, corner, b.select(b.icmp_signed("<", bound, end), bound, end)))
+        body(axes)
+
+
 def if_then_else(b: ir.IRBuilder, cond: ir.Value, then: Callable[[], ir.Value],
                  otherwise: Callable[[], ir.Value]) -> ir.Value:
     """cond ? then() : otherwise(), evaluating only the taken side (it may load)."""

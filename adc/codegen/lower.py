@@ -34,7 +34,7 @@ from adc.codegen.control_flow import CARRYING, in_place_scatters
 from adc.codegen.fusion import CONTROL_FLOW, MATERIALIZING, Plan, plan
 from adc.codegen.strips import REDUCTIONS, Nest, RowStrip
 from adc.codegen.loops import (I1, I8, I32, I64, NOWRAP, PTR, Index, counted_loop, evaluate_dim,
-                               i64, if_then_else, loop_nest, outline, stack_array)
+                               i64, if_then_else, loop_nest, outline, stack_array, tiled_loop_nest)
 from adc.abi import STATUS_NO_MEMORY, STATUS_SHAPES
 from adc.errors import CompileError
 from adc.ir.core import Func, Module, Op, Value
@@ -45,6 +45,7 @@ ALIGNMENT = 64
 # A matrix product's multiply-adds, shifted right by this, are weighed against
 # parallel.THRESHOLD elements: products under ~4M multiply-adds stay on one thread.
 GEMM_WORK_SHIFT = 5
+TRANSPOSE_TILE = 16     # a transpose's nest walks 16 x 16 blocks: 16 cache lines read, 16 written
 REGISTER_TYPES = {DType.f32: ir.FloatType(), DType.f64: ir.DoubleType(), DType.i32: I32,
                   DType.i64: I64, DType.bool: I1}
 MEMORY_TYPES = {**REGISTER_TYPES, DType.bool: I8}
@@ -537,9 +538,21 @@ def _emit_loop(kernel: Emitter, value: Value, dest: ir.Value, copy: bool) -> Non
         em.b.ret_void()
         parallel.call_loop(kernel.b, kernel.head, fn, work, work, parallel.FLAT_GRAIN, buffers)
     else:
-        _fast_then_exact(em, lambda: loop_nest(em.b, [(start, end)] + [(i64(0), e) for e in extents[1:]], body))
+        ranges = [(start, end)] + [(i64(0), e) for e in extents[1:]]
+        tiled = None if copy else _rows_axis_moved(op)
+        _fast_then_exact(em, lambda: loop_nest(em.b, ranges, body) if tiled is None else
+                         tiled_loop_nest(em.b, ranges, tiled, TRANSPOSE_TILE, body))
         em.b.ret_void()
         kernel.run_nest(Nest(fn, value.type.shape[0], work, 1, buffers, [value, *stored], written, leaves))
+
+
+def _rows_axis_moved(op: Op) -> int | None:
+    """For a nest computing a transpose that moves its operand's last axis: the result axis that
+    axis became (the nest then walks it and its own last axis in tiles), else None."""
+    if op.name != "transpose":
+        return None
+    moved = list(op.attrs["perm"]).index(op.result.type.rank - 1)
+    return moved if moved != op.result.type.rank - 1 else None
 
 
 def _emit_scalar(kernel: Emitter, value: Value, dest: ir.Value, stored: list[Value], leaves: list[Value]) -> None:

@@ -675,6 +675,55 @@ def test_the_batched_matmul_vjp_copies_nothing():
     assert fusion.views == {flat_ct: func.params[1]} and fusion.into == {product: result}
 
 
+def test_a_reshape_read_by_a_matmul_is_a_view_of_its_operands_own_nest():
+    """The batched JVP's tangent: a select over [S, B, H] reading a broadcast, flattened for the
+    matmul. The select gets the nest (over its own shape), the reshape is a view of its buffer."""
+    def body(b, t, mask, w):
+        s, m, h = t.type.shape
+        picked = b.op("select", b.op("broadcast", mask, dims=[1, 2], shape=[s, m, h]), t, b.op("neg", t))
+        return b.op("matmul", b.op("reshape", picked, shape=[s * m, h]), w)
+    module = kernel("t: f64[S,M,H], mask: bool[M,H], w: f64[H,N]", body)
+    func = next(iter(module))
+    picked, rows = (op.result for op in func.ops if op.name in ("select", "reshape"))
+    assert plan(func).views == {rows: picked}
+    t, mask, w = randn(3, 5, 17, dtype=np.float64), RNG.random((5, 17)) < 0.5, randn(17, 4, dtype=np.float64)
+    (got,) = run(module, t, mask, w)
+    assert_close(got, np.where(mask, t, -t).reshape(15, 17) @ w, np.float64)
+
+
+def test_a_transpose_read_through_a_broadcast_is_stored_once():
+    """wᵀ spread over S rows: read in place, every element of the [S, O, H] nest would stride across
+    w's rows; stored once ([O, H], small), the nest reads it contiguously. A transpose keeping the
+    last axis in place stays fused."""
+    def body(b, w, t):
+        s, o, h = t.type.shape
+        spread = b.op("broadcast", b.op("transpose", w, perm=[1, 0]), dims=[1, 2], shape=[s, o, h])
+        kept = b.op("broadcast", b.op("transpose", t, perm=[1, 0, 2]), dims=[0, 1, 2], shape=[o, s, h])
+        return b.op("mul", spread, t), b.op("neg", kept)
+    module = kernel("w: f64[H,O], t: f64[S,O,H]", body)
+    func = next(iter(module))
+    moved, kept = (op.result for op in func.ops if op.name == "transpose")
+    fusion = plan(func)
+    assert moved in fusion.materialized and kept not in fusion.materialized
+    w, t = randn(17, 5, dtype=np.float64), randn(3, 5, 17, dtype=np.float64)
+    got = run(module, w, t)
+    assert_close(got[0], w.T * t, np.float64)
+    assert_close(got[1], -t.transpose(1, 0, 2), np.float64)
+
+
+@pytest.mark.parametrize("shape, perm", [((37, 45), (1, 0)), ((5, 19, 33), (1, 2, 0)), ((16, 3, 32), (2, 0, 1)),
+                                         ((4, 7, 9, 40), (0, 3, 2, 1)), ((1, 1), (1, 0)), ((0, 5), (1, 0)),
+                                         ((70, 300), (1, 0))])
+def test_a_transpose_moving_the_rows_axis_walks_tiles_and_visits_every_element_once(shape, perm):
+    """Tiles of TRANSPOSE_TILE x TRANSPOSE_TILE, partial at the edges; the elementwise work fused into
+    the transpose's nest runs once per element."""
+    module = kernel(f"x: f32[{','.join(map(str, shape))}]",
+                    lambda b, x: b.op("transpose", b.op("add", b.op("exp", x), x), perm=list(perm)))
+    x = randn(*shape)
+    (got,) = run(module, x)
+    assert_close(got, (np.exp(x) + x).transpose(perm), np.float32)
+
+
 @pytest.mark.parametrize("shape", [(3, 0, 4, 5), (0, 3, 4, 5), (3, 4, 0, 5), (5, 7, 3, 9), (64, 300, 17, 33),
                                    (2, 1000, 64, 50)])
 def test_batched_products_split_their_stacked_rows_across_threads(shape):
