@@ -182,6 +182,25 @@ def select_one_hot(op, operands, st):
 one_hot_rules["select"] = select_one_hot
 
 
+def sum_one_hot(op, operands, st):
+    # V·f ± V·g = V·(f ± g) for one condition V: both sides' factors become one factor, over the axes
+    # they span (an elu's VJP adds its two masked branches; a seed block stays one-hot through it)
+    s, t = (st.one_hot.get(v) for v in operands)
+    if s is None or t is None or s.pairs != t.pairs:
+        return None
+    dims = sorted({d for _, axes in s.factors + t.factors for d in axes})
+    if any(set(a) & set(dims) and set(b) & set(dims) for a, b in s.pairs):
+        return None         # the one factor would span both sides of a pair: read on a diagonal, no gather
+    where = {d: i for i, d in enumerate(dims)}
+    spanned = TensorType(op.result.type.dtype, tuple(op.result.type.shape[d] for d in dims))
+    sides = [materialized(st, OneHot((), tuple((v, tuple(where[d] for d in axes)) for v, axes in u.factors)), spanned)
+             for u in (s, t)]
+    return OneHot(s.pairs, ((st.builder.op(op.name, *sides), tuple(dims)),))
+
+
+one_hot_rules["add"] = one_hot_rules["sub"] = sum_one_hot
+
+
 def reduce_sum_one_hot(op, operands, st):
     # Σ_k V[..k..] = V at k = its partner: the one term where the condition can hold
     (x,) = operands

@@ -23,6 +23,7 @@ from tests.support.goldens import assert_golden_functions
 
 GOLDEN = Path(__file__).parent / "one_hot"
 GOLDEN_CASES = sorted(GOLDEN.glob("*.adc"))
+BATCH_GOLDEN_CASES = sorted((GOLDEN / "batch").glob("*.adc"))
 N, M = SymDim.symbol("N"), SymDim.symbol("M")
 
 
@@ -109,6 +110,26 @@ def test_masked_seeds_and_a_factor_read_at_the_partner():
             "  return %p\n}\n")
     z = np.array([1.0, -2.0, 0.5, -0.1])
     assert_same(text, rng.standard_normal((3, 4)), z)
+
+
+@pytest.mark.parametrize("combine", ["add", "sub"])
+def test_a_sum_of_two_masked_seed_branches_stays_one_hot(combine):
+    # elu's VJP: (c ? I : 0) ± (c ? 0 : I * z), then @ x: the two factors become one, no product with I
+    text = ("func @f(%x: f64[4,3], %z: f64[4]) -> f64[4,3] {\n" + seeds(4) +
+            "  %0 = constant {dtype = f64, value = 0.0} : f64\n"
+            "  %zero = broadcast %0 {dims = [], shape = [4,4]} : f64[4,4]\n"
+            "  %zz = broadcast %0 {dims = [], shape = [4]} : f64[4]\n"
+            "  %pos = gt %z, %zz : bool[4]\n"
+            "  %cc = broadcast %pos {dims = [0], shape = [4,4]} : bool[4,4]\n"
+            "  %a = select %cc, %e, %zero : f64[4,4]\n"
+            "  %zb = broadcast %z {dims = [0], shape = [4,4]} : f64[4,4]\n"
+            "  %ez = mul %e, %zb : f64[4,4]\n"
+            "  %b = select %cc, %zero, %ez : f64[4,4]\n"
+            f"  %s = {combine} %a, %b : f64[4,4]\n"
+            "  %p = matmul %s, %x : f64[4,3]\n"
+            "  return %p\n}\n")
+    z = np.array([1.0, -2.0, 0.5, -0.1])
+    assert_same(text, rng.standard_normal((4, 3)), z)
 
 
 def test_reduce_sum_of_seeds_reads_the_partner():
@@ -217,3 +238,31 @@ def test_no_identity_in_the_one_hot_seeded_jacobian():
         func = compositions.jacobian(module, "f", mode=mode)[1]
         assert [op.name for op in func.ops].count("matmul") == 1
         assert not [op for op in func.ops if op.name == "iota" and {b * i, i * o} & set(op.result.type.shape)]
+
+
+@pytest.mark.parametrize("mode", ["forward", "reverse"])
+@pytest.mark.parametrize("name", ["dense", "two_layers"])
+def test_batch_jacobians_agree_with_and_without_the_pass(name, mode, monkeypatch):
+    source, shapes = JACOBIANS[name]
+    module = compile_source(source, f"{name}.adc")
+    args = [rng.standard_normal(s) for s in shapes]
+    extended, func = compositions.batch_jacobian(module, "f", 0, mode=mode)
+    monkeypatch.setattr(compositions, "one_hot_func", lambda f, funcs: f)
+    dense_module, dense = compositions.batch_jacobian(module, "f", 0, mode=mode)
+    (got,), (want,) = run(extended, func.name, *args), run(dense_module, dense.name, *args)
+    (y,) = run(module, "f", *args)
+    assert got.shape == y.shape + shapes[0][1:]
+    np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-15)
+
+
+@pytest.mark.parametrize("path", BATCH_GOLDEN_CASES, ids=[p.stem for p in BATCH_GOLDEN_CASES])
+def test_batch_golden(path):
+    assert_golden_functions(path, lambda module: [compositions.batch_jacobian(module, "f", 0, mode=mode)[1]
+                                                  for mode in ("forward", "reverse")])
+
+
+def test_forward_batch_jacobian_never_multiplies_its_seeds():
+    # x's per-example seeds (I of them for each of B examples) meet x @ w first: a broadcast of w, no product
+    module = compile_source(JACOBIANS["dense"][0], "dense.adc")
+    func = compositions.batch_jacobian(module, "f", 0, mode="forward")[1]
+    assert [op.name for op in func.ops].count("matmul") == 1       # the primal x @ w
