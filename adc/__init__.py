@@ -19,7 +19,7 @@ import os
 from adc.errors import CompileError, ToolchainError, VerifyError
 from adc.runtime.custom_gradient import custom_gradient
 from adc.runtime.forward_accumulator import ForwardAccumulator
-from adc.runtime.functional import grad, hessian, hvp, jacfwd, jacobian, jvp, value_and_grad
+from adc.runtime.functional import batch_jacobian, grad, hessian, hvp, jacfwd, jacobian, jvp, value_and_grad
 from adc.runtime.module import LoadError, Module, from_source, load, warn_on_open
 from adc.runtime import numpy_interop   # NumPy's functions on Tensors: the adc ops they name
 from adc.runtime.axis_ops import (argmax, argmin, gather, one_hot, reduce_logsumexp, take_along_axis)
@@ -38,7 +38,7 @@ from adc.runtime.variable import Variable
 from adc.version import __version__
 
 __all__ = ["__version__", "CompileError", "ForwardAccumulator", "GradientTape", "LoadError", "Module", "Tensor", "ToolchainError",
-           "UnconnectedGradients", "Variable", "VerifyError", "abs", "add", "argmax", "argmin", "cast", "clip", "clip_by_norm",
+           "UnconnectedGradients", "Variable", "VerifyError", "abs", "add", "argmax", "argmin", "batch_jacobian", "cast", "clip", "clip_by_norm",
            "clip_by_value", "compile", "compile_file", "concat", "constant", "convert_to_tensor", "cos",
            "custom_gradient", "divide", "elu", "equal", "exp", "expm1", "floor", "gather", "grad", "greater", "greater_equal",
            "hessian", "hvp", "jacfwd", "jacobian", "jvp",

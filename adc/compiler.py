@@ -264,7 +264,10 @@ DERIVATIONS: dict[str, Callable[..., Derivation]] = {
     "jacrev": _composition(compositions.jacobian, mode="reverse"),
     "hessian": _one_param(compositions.hessian, mode="forward"),
     "hessian_reverse": _one_param(compositions.hessian, mode="reverse"),
-    "hvp": _one_param(compositions.hvp)}
+    "hvp": _one_param(compositions.hvp),
+    "batch_jacobian": _one_param(compositions.batch_jacobian, mode="auto"),
+    "batch_jacfwd": _one_param(compositions.batch_jacobian, mode="forward"),
+    "batch_jacrev": _one_param(compositions.batch_jacobian, mode="reverse")}
 
 
 def derive(ir_text: str, module_name: str, derivation: str, kernel: str,

@@ -11,8 +11,9 @@
   param.shape. `mode="auto"` takes the one with fewer seeds (`forward_is_cheaper`).
 - `gradient`: the VJP of a scalar function at cotangent 1; `hessian`: the Jacobian
   of the gradient, forward-over-reverse by default (as jax.hessian);
-  `hvp`: the JVP of the gradient, H·v without H. The runtime's adc.grad /
-  adc.jacobian / adc.jacfwd / adc.hessian / adc.hvp compile these.
+  `hvp`: the JVP of the gradient, H·v without H; `batch_jacobian`: per-example
+  seeds through either mode, d y[b] / d x[b] for every example b. The runtime's adc.grad /
+  adc.jacobian / adc.jacfwd / adc.hessian / adc.hvp / adc.batch_jacobian compile these.
 
 No new rules: these only compose the passes.
 
@@ -39,6 +40,8 @@ from adc.ir.verify import verify_func
 from adc.passes.adjoint import cleanup, unique_name, vjp
 from adc.passes.adjoint_rules import full
 from adc.passes.batch import batch
+from adc.passes.example_axis import depends_across
+from adc.passes.expand import expand_custom_gradients
 from adc.passes.inline import inline_func
 from adc.passes.jvp import jvp
 from adc.passes.one_hot import one_hot_func
@@ -136,6 +139,53 @@ def jacobian(module: Module, name: str, wanted: Iterable[int] | None = None,
             jacobians.append(full(b, 0.0, TensorType(params[i].type.dtype, shape)))
     return _finished(module, b.finish(unique_name(module, out_name or f"{name}_jacobian"), jacobians, func.loc),
                      "jacobian") + (wanted,)
+
+
+def batch_jacobian(module: Module, name: str, param: int, mode: str = "auto") -> tuple[Module, Func]:
+    """(x...) -> J, J[b] = d y[b] / d x[b] of shape [B, *y.shape[1:], *x.shape[1:]], for a function
+    whose single float result y shares its leading (example) axis with param x and whose examples do
+    not mix (named f"{name}_batch_jacobian", made unique): per-example seeds — one seed per element
+    of an example, the same for every example — through the batched JVP (forward mode) or VJP
+    (reverse mode); `mode` "auto" picks by `forward_is_cheaper` on one example. Being one-hot and
+    built in the IR, the seeds fold into the first matmul they meet (a gather, not a product)."""
+    if mode not in MODES:
+        raise ValueError(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
+    func, _ = _single_result(module, name, "batch Jacobian", [param])
+    x, y = func.params[param].type, func.result_types[0]
+    if x.rank < 2 or y.rank < 2 or x.shape[0] != y.shape[0]:
+        raise CompileError(f"the batch Jacobian of @{name} needs param '{func.params[param].name}' ({x}) and the "
+                           f"result ({y}) of rank >= 2 with the same leading (example) dimension", func.loc)
+    if depends_across(inline_func(expand_custom_gradients(module)[name], module), param):
+        raise CompileError(f"the batch Jacobian of @{name}: result[i] must depend on '{func.params[param].name}'[i] "
+                           f"only, but examples mix (a reduction or transpose across the leading axis); "
+                           f"take the full Jacobian instead", func.loc)
+    one_x, one_y = TensorType(x.dtype, x.shape[1:]), TensorType(y.dtype, y.shape[1:])
+    forward = mode == "forward" or (mode == "auto" and forward_is_cheaper(one_x, one_y))
+    derive = jvp_batched if forward else vjp_batched
+    module, derivative, wrt = derive(module, name, [param])
+    b = Builder(module.funcs, func.loc)
+    params = [b.param(p.name, p.type) for p in func.params]
+    shape = y.shape + x.shape[1:]
+    if not wrt:
+        jacobian = full(b, 0.0, TensorType(x.dtype, shape))
+    else:
+        (stacked,) = b.emit("call", *params, example_seeds(b, x if forward else y), callee=derivative.name)
+        rank = stacked.type.rank
+        perm = [*range(1, rank), 0] if forward else [1, 0, *range(2, rank)]    # [S, B, ...] -> J's order
+        jacobian = b.op("reshape", b.op("transpose", stacked, perm=perm), shape=shape)
+    done = b.finish(unique_name(module, f"{name}_batch_jacobian"), [jacobian], func.loc)
+    module, done = _finished(module, done, "batch_jacobian")
+    return module.replace(done), done
+
+
+def example_seeds(b: Builder, type: TensorType) -> Value:
+    """Seeds [n, *type.shape], n = the elements of one example (type.shape[1:]): seed k is 1 at
+    element k of every example, 0 elsewhere."""
+    n = num_elements(type.shape[1:])
+    rows, columns = (b.op("iota", axis=axis, dtype=I64, shape=[n, n]) for axis in (0, 1))
+    eye = b.op("convert", b.op("eq", rows, columns), dtype=type.dtype)
+    every = b.op("broadcast", eye, dims=[0, 2], shape=[n, type.shape[0], n])
+    return b.op("reshape", every, shape=(n,) + type.shape)
 
 
 def forward_is_cheaper(param: TensorType, result: TensorType) -> bool:

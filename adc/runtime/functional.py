@@ -42,7 +42,9 @@ MODES = ("auto", "forward", "reverse")
 DERIVATIONS = {("grad", None): "gradient", ("value_and_grad", None): "value_and_gradient", ("hvp", None): "hvp", ("jvp", None): "jvp",
                ("jacobian", "auto"): "jacobian", ("jacobian", "forward"): "jacfwd",
                ("jacobian", "reverse"): "jacrev", ("hessian", "auto"): "hessian",
-               ("hessian", "forward"): "hessian", ("hessian", "reverse"): "hessian_reverse"}
+               ("hessian", "forward"): "hessian", ("hessian", "reverse"): "hessian_reverse",
+               ("batch_jacobian", "auto"): "batch_jacobian", ("batch_jacobian", "forward"): "batch_jacfwd",
+               ("batch_jacobian", "reverse"): "batch_jacrev"}
 
 
 def grad(kernel: Kernel, wrt=None) -> Kernel:
@@ -65,6 +67,16 @@ def jacobian(kernel: Kernel, wrt=None, mode: str = "auto") -> Kernel:
 def jacfwd(kernel: Kernel, wrt=None) -> Kernel:
     """adc.jacobian in forward mode (jax.jacfwd): one JVP per parameter element, batched."""
     return jacobian(kernel, wrt, mode="forward")
+
+
+def batch_jacobian(kernel: Kernel, wrt=0, mode: str = "auto") -> Kernel:
+    """The kernel (x...) -> J, J[b] = d result[b] / d x[b] of shape [B, *result.shape[1:],
+    *x.shape[1:]] (GradientTape.batch_jacobian, jax.vmap(jax.jacfwd(f)) of a per-example f), for one
+    parameter `wrt` sharing its leading example axis with the single float result; a kernel whose
+    examples mix is refused. `mode`: "auto" (forward when an example has fewer input than output
+    elements), "forward" or "reverse"."""
+    _one_parameter("batch_jacobian", wrt)
+    return transformed("batch_jacobian", kernel, wrt, _mode("batch_jacobian", mode))
 
 
 def hessian(kernel: Kernel, wrt=0, mode: str = "auto") -> Kernel:
@@ -151,7 +163,7 @@ def transformed(transform: str, kernel: Kernel, wrt, mode: str | None = None) ->
         raise TypeError(f"adc.{transform}: expects a compiled adc kernel (e.g. module.f), got "
                         f"{type(kernel).__name__}")
     wanted = parameter_indices(transform, kernel, wrt)
-    _check_result(transform, kernel)
+    _check_result(transform, kernel, wanted)
     embedded_derivative(kernel)     # a --no-gradients module raises its LookupError
     derivation = DERIVATIONS[transform, mode]
     return _cached(kernel, (transform, mode, wanted),
@@ -204,7 +216,7 @@ def parameter_indices(transform: str, kernel: Kernel, wrt) -> tuple[int, ...]:
     return tuple(wanted)
 
 
-def _check_result(transform: str, kernel: Kernel) -> None:
+def _check_result(transform: str, kernel: Kernel, wanted: tuple[int, ...]) -> None:
     sig = kernel.signature
     results = sig.result_types
     if len(results) != 1 or not results[0].dtype.is_float:
@@ -213,3 +225,13 @@ def _check_result(transform: str, kernel: Kernel) -> None:
     if transform in ("grad", "value_and_grad", "hessian", "hvp") and results[0].rank:
         raise ValueError(f"adc.{transform}: {sig.name} must return a scalar, it returns {results[0]}: "
                          f"reduce it, or use adc.jacobian")
+    if transform == "batch_jacobian":
+        if results[0].rank < 2:
+            raise ValueError(f"adc.batch_jacobian: {sig.name} must return a tensor of rank >= 2 (examples "
+                             f"on axis 0), it returns {results[0]}: use adc.jacobian")
+        (i,) = wanted
+        param = sig.param_types[i]
+        if param.rank < 2 or param.shape[0] != results[0].shape[0]:
+            raise ValueError(f"adc.batch_jacobian: parameter '{sig.param_names[i]}' ({param}) and the result "
+                             f"({results[0]}) must share their leading (example) dimension, each with at "
+                             f"least one more: use adc.jacobian")

@@ -19,6 +19,12 @@ def layer(x: f64[B, I], w: f64[I, O]) -> f64[B, O]:
 
 def scaled(x: f64[N], k: i32, unused: f64) -> f64:
     return sum(x * x) * 2.0
+
+def mlp(x: f64[B, I], w1: f64[I, H], w2: f64[H, O]) -> f64[B, O]:
+    return softmax(elu(tanh(x @ w1) @ w2), axis=1)
+
+def centered(x: f64[B, I]) -> f64[B, I]:
+    return x - mean(x, axis=0)
 """
 STEP = 1e-6
 
@@ -86,6 +92,27 @@ def test_jacobian_matches_the_tape_and_finite_differences(m):
                                atol=1e-9)
 
 
+@pytest.mark.parametrize("mode", ["auto", "forward", "reverse"])
+def test_batch_jacobian_is_each_examples_jacobian(m, mode):
+    rng = np.random.default_rng(5)
+    x, w1, w2 = rng.standard_normal((4, 3)), rng.standard_normal((3, 6)), rng.standard_normal((6, 2))
+    j = adc.batch_jacobian(m.mlp, wrt="x", mode=mode)(x, w1, w2).numpy()
+    assert j.shape == (4, 2, 3)
+    for b in range(4):      # example b alone, by central differences
+        np.testing.assert_allclose(j[b], central_difference(lambda v: m.mlp(v[None], w1, w2).numpy()[0], x[b]),
+                                   rtol=1e-6, atol=1e-9)
+    xv = adc.Variable(x)
+    with adc.GradientTape() as t:
+        y = m.mlp(xv, w1, w2)
+    np.testing.assert_allclose(j, t.batch_jacobian(y, xv).numpy(), rtol=1e-12, atol=1e-15)
+
+
+def test_batch_jacobian_of_an_unconnected_parameter_is_zeros():
+    k = adc.compile("def f(x: f64[B, I], y: f64[B, O]) -> f64[B, O]:\n    return y * 2.0\n", "unconnected.adc")
+    j = adc.batch_jacobian(k.f, wrt="x")(np.ones((2, 3)), np.ones((2, 4))).numpy()
+    np.testing.assert_array_equal(j, np.zeros((2, 4, 3)))
+
+
 def test_hessian_against_finite_differences_of_the_gradient_and_symmetric(m):
     rng = np.random.default_rng(2)
     w, x = rng.standard_normal(5), rng.standard_normal(5)
@@ -132,6 +159,12 @@ def test_custom_gradients_are_used():
     (lambda m: adc.grad(m.layer), ValueError, r"layer must return a scalar, it returns f64\[B,O\]"),
     (lambda m: adc.hessian(m.layer, wrt="x"), ValueError, "layer must return a scalar"),
     (lambda m: adc.hessian(m.loss, wrt=[0, 1]), TypeError, "wrt must be one parameter"),
+    (lambda m: adc.batch_jacobian(m.mlp, wrt=["x"]), TypeError, "wrt must be one parameter"),
+    (lambda m: adc.batch_jacobian(m.mlp, mode="fwd"), ValueError, "mode must be one of"),
+    (lambda m: adc.batch_jacobian(m.loss), ValueError, r"loss must return a tensor of rank >= 2 \(examples on axis 0\), it returns f64:"),
+    (lambda m: adc.batch_jacobian(m.layer, wrt="w"), ValueError,
+     r"parameter 'w' \(f64\[I,O\]\) and the result \(f64\[B,O\]\) must share their leading"),
+    (lambda m: adc.batch_jacobian(m.centered), adc.CompileError, r"result\[i\] must depend on 'x'\[i\] only"),
 ])
 def test_argument_errors(m, call, error, message):
     with pytest.raises(error, match=message):
