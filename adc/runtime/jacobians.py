@@ -16,6 +16,9 @@ applied to its VJP (`vjp_batched`, adc/passes/jacobian.py), compiled once per
   walk, every recorded call on the path is checked: a call whose result mixes
   examples (batch normalization) makes the result a sum over cross-example
   blocks, which is an error unless `allow_cross_example=True` (then a warning).
+- A batch Jacobian whose path is one kernel call (the source one of its params, the target
+  its result, sharing the leading axis in its types) is that kernel's compiled
+  `adc.batch_jacobian`: fused, its seeds folded into the first matmul, no walk.
 - `experimental_use_pfor=False` walks once per seed with the ordinary VJPs (the
   reference route, also taken when a recorded call has a Python backward, from
   adc.custom_gradient); `parallel_iterations` bounds the seeds per walk (memory).
@@ -94,8 +97,15 @@ def batch_jacobian(tape, target, source, unconnected_gradients=UnconnectedGradie
     if allow_cross_example and mode == "forward":
         raise ValueError("GradientTape.batch_jacobian: allow_cross_example=True gives TensorFlow's sums "
                          "over the target's examples, which only reverse mode computes; use mode='reverse'")
-    if not allow_cross_example and _forward(mode, nodes, source.size // max(examples, 1),
-                                            target.size // max(examples, 1), experimental_use_pfor):
+    forward = not allow_cross_example and _forward(mode, nodes, source.size // max(examples, 1),
+                                                   target.size // max(examples, 1), experimental_use_pfor)
+    call = _one_call(nodes, target, source) if experimental_use_pfor and not allow_cross_example else None
+    if call is not None and (chunk is None or chunk >= source.size // max(examples, 1)):
+        from adc.runtime.functional import batch_jacobian as compiled_batch_jacobian
+
+        node, param = call
+        return compiled_batch_jacobian(node.kernel, param, "forward" if forward else "reverse")(*node.primals())
+    if forward:
         (column,) = _columns(nodes, target, [source], examples, chunk)
         return _unconnected(unconnected, shape, source) if column is None else \
             _reshape(_seed_axis_last(column), shape)                       # [S, b, *y] -> [b, *y, S]
@@ -299,6 +309,25 @@ def _check_examples(nodes, target, source, allow: bool) -> None:
     if not allow:
         raise ValueError(message)
     warnings.warn(message, stacklevel=4)
+
+
+def _one_call(nodes, target, source) -> tuple[Node, int] | None:
+    """(node, param) when one recorded kernel call takes `source` as its param `param` (once) and
+    returns `target` as its one result, its types sharing their leading (example) dimension: its
+    batch Jacobian is then one compiled kernel (adc.batch_jacobian), fused and with folded seeds,
+    not a walk of batched derivatives."""
+    path = _path(nodes, target, source)
+    if len(path) != 1 or not isinstance(path[0].kernel, Kernel):
+        return None
+    node = path[0]
+    sig = node.kernel.signature
+    params = [i for i, a in enumerate(node.inputs) if a is source]
+    if len(params) != 1 or len(node.outputs) != 1 or node.outputs[0] is not target:
+        return None
+    x, y = sig.param_types[params[0]], sig.result_types[0]
+    if x.rank < 2 or y.rank < 2 or x.shape[0] != y.shape[0]:
+        return None
+    return node, params[0]
 
 
 def _path(nodes, target, source) -> list[Node]:

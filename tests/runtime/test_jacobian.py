@@ -369,3 +369,53 @@ def test_a_target_the_tape_did_not_record_warns_at_the_callers_line():
         with pytest.warns(UserWarning, match=f"GradientTape.{method}: the target was not recorded") as caught:
             assert getattr(tape, method)(z, x) is None
         assert caught[0].filename == __file__
+
+
+MLP = ("def mlp(x: f64[B, I], w1: f64[I, H], w2: f64[H, O]) -> f64[B, O]:\n"
+       "    return elu(tanh(x @ w1) @ w2)\n")
+
+
+@pytest.mark.parametrize("mode", ["forward", "reverse"])
+def test_a_batch_jacobian_through_one_kernel_call_is_its_compiled_batch_jacobian(mode, monkeypatch):
+    """One recorded call from source to target: adc.batch_jacobian of that kernel, one fused call with
+    folded seeds, not a walk; the same values as the seed-at-a-time walk, and recorded by an outer tape
+    (its gradient as the walk's route gives it)."""
+    from adc.runtime import functional, jacobians
+
+    m = adc.compile(MLP, "mlp.adc")
+    rng = np.random.default_rng(12)
+    x, w2 = adc.constant(rng.standard_normal((5, 3))), rng.standard_normal((4, 2))
+    w1 = adc.Variable(rng.standard_normal((3, 4)))
+    compiled = []
+    real = functional.batch_jacobian
+    monkeypatch.setattr(functional, "batch_jacobian", lambda *a: compiled.append(a[1:]) or real(*a))
+
+    def outer_gradient(**route):
+        with adc.GradientTape() as outer:
+            with adc.GradientTape(persistent=True) as tape:
+                tape.watch(x)
+                y = m.mlp(x, w1, w2)
+            j = tape.batch_jacobian(y, x, mode=mode, **route)
+            loss = adc.reduce_sum(j * j)
+        return j.numpy(), outer.gradient(loss, w1).numpy()
+
+    j, dw1 = outer_gradient()
+    assert compiled == [(0, mode)]
+    walked, dw1_walked = outer_gradient(parallel_iterations=1)
+    assert compiled == [(0, mode)]          # the walk, one seed per block
+    np.testing.assert_allclose(j, walked, rtol=1e-12, atol=1e-14)
+    np.testing.assert_allclose(dw1, dw1_walked, rtol=1e-10, atol=1e-12)
+    assert j.shape == (5, 2, 3)
+
+
+def test_a_call_taking_the_source_twice_is_walked(monkeypatch):
+    from adc.runtime import functional
+
+    m = adc.compile("def f(a: f64[B, I], b: f64[B, I]) -> f64[B, I]:\n    return a * b + sin(a)\n", "twice.adc")
+    monkeypatch.setattr(functional, "batch_jacobian", lambda *a: pytest.fail("compiled route taken"))
+    x = adc.constant(np.random.default_rng(13).standard_normal((3, 2)))
+    with adc.GradientTape(persistent=True) as tape:
+        tape.watch(x)
+        y = m.f(x, x)
+    np.testing.assert_allclose(tape.batch_jacobian(y, x).numpy(),
+                               np.einsum("bi,ij->bij", 2 * x.numpy() + np.cos(x.numpy()), np.eye(2)), rtol=1e-12)
