@@ -1,7 +1,8 @@
 """tape.jacobian on random compositions of eager ops: equal to central finite differences in
 float64, and to the one-seed-at-a-time route (experimental_use_pfor=False). tape.batch_jacobian
 on random compositions and batch sizes: the diagonal blocks of the full Jacobian when examples
-stay apart, and a ValueError whenever the full Jacobian has a non-zero cross-example block."""
+stay apart, and a ValueError whenever the full Jacobian has a non-zero cross-example block.
+adc.batch_jacobian of random compiled kernels: the same diagonal in both modes, or a CompileError."""
 import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
@@ -67,3 +68,29 @@ def test_batch_jacobian_is_the_diagonal_of_the_jacobian_or_refuses(names, batch,
     for pfor in (True, False):
         np.testing.assert_allclose(tape.batch_jacobian(y, x, experimental_use_pfor=pfor).numpy(),
                                    np.einsum("bibj->bij", full), rtol=1e-12, atol=1e-14)
+
+
+SOURCE_STEPS = {"sin": "sin(y)", "tanh": "tanh(y)", "square": "y * y", "matmul": "y @ w", "elu": "elu(y)",
+                "softmax": "softmax(y, axis=1)", "scaled": "y * exp(w[0])", "center": "y - mean(y, axis=0)"}
+SOURCE_MIXING = {"center"}
+
+
+@settings(max_examples=8, deadline=None)
+@given(names=st.lists(st.sampled_from(sorted(SOURCE_STEPS)), min_size=1, max_size=4), batch=st.integers(1, 4),
+       seed=st.integers(0, 2**16))
+def test_compiled_batch_jacobians_are_the_diagonal_of_the_jacobian_or_refuse(names, batch, seed):
+    """adc.batch_jacobian of a random kernel, in both modes (seeds folded by the one-hot pass): the
+    diagonal blocks of adc.jacobian's full Jacobian, or a located CompileError when examples mix."""
+    body = "".join(f"    y = {SOURCE_STEPS[name]} + x * 0.1\n" for name in names)
+    m = adc.compile(f"def f(x: f64[B, I], w: f64[I, I]) -> f64[B, I]:\n    y = x\n{body}    return y\n",
+                    "random_batch.adc")
+    rng = np.random.default_rng(seed)
+    x, w = rng.uniform(-1.5, 1.5, (batch, 3)), rng.uniform(-1, 1, (3, 3))
+    if SOURCE_MIXING.intersection(names):
+        with pytest.raises(adc.CompileError, match="examples mix"):
+            adc.batch_jacobian(m.f)
+        return
+    diagonal = np.einsum("bibj->bij", adc.jacobian(m.f, wrt="x")(x, w).numpy())
+    for mode in ("forward", "reverse"):
+        np.testing.assert_allclose(adc.batch_jacobian(m.f, mode=mode)(x, w).numpy(), diagonal,
+                                   rtol=1e-12, atol=1e-14)
