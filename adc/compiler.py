@@ -205,7 +205,9 @@ def with_vjps(module: Module) -> tuple[Module, tuple[VjpEntry, ...]]:
 class Derivation:
     """What a DERIVATIONS rule makes: `module` holds every function to compile, `function` the
     derivative, which differentiates w.r.t. the params `wrt`; for VJPs, which results'
-    cotangents it passes through unchanged; for a split VJP, the `forward` saving residuals."""
+    cotangents it passes through unchanged, for tangents-only JVPs, which of the `wrt` params'
+    tangents (the VJP and the JVP of `x + y` need no call); for a split VJP, the `forward` saving
+    residuals."""
 
     module: Module
     function: Func
@@ -241,8 +243,14 @@ def _composition(compose: Callable, **options) -> Callable[..., Derivation]:
 def _jvp(primals: bool) -> Callable[..., Derivation]:
     def rule(module: Module, name: str, wanted) -> Derivation:
         extended, tangent = jvp(module, name, wanted, primals)
-        return Derivation(extended.reachable(tangent.func.name), tangent.func, tangent.wrt)
+        through = None if primals else passthrough(tangent.func, len(tangent.wrt))
+        return Derivation(extended.reachable(tangent.func.name), tangent.func, tangent.wrt, through)
     return rule
+
+
+def _jvp_batched(module: Module, name: str, wanted) -> Derivation:
+    extended, func, wrt = compositions.jvp_batched(module, name, wanted)
+    return Derivation(extended.reachable(func.name), func, wrt, passthrough(func, len(wrt)))
 
 
 def _one_param(compose: Callable, **options) -> Callable[..., Derivation]:
@@ -256,7 +264,7 @@ def _one_param(compose: Callable, **options) -> Callable[..., Derivation]:
 DERIVATIONS: dict[str, Callable[..., Derivation]] = {
     "vjp": _vjp, "split_vjp": _split_vjp, "vjp_batched": _vjp_batched,
     "jvp": _jvp(primals=True), "jvp_tangents": _jvp(primals=False),
-    "jvp_batched": _composition(compositions.jvp_batched),
+    "jvp_batched": _jvp_batched,
     "gradient": _composition(compositions.gradient),
     "value_and_gradient": _composition(compositions.value_and_gradient),
     "jacobian": _composition(compositions.jacobian, mode="auto"),

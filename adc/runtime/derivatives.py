@@ -42,12 +42,14 @@ _lock = threading.RLock()
 
 @dataclass(frozen=True)
 class Derivative:
-    """A kernel's VJP for some of its params.
+    """A kernel's VJP (or tangents-only JVP) for some of its params.
 
     `kernel` maps (primal args, one cotangent per result) to the cotangents of the params in
     `wrt`; `passthrough[i]`, when not None, says the i-th of those is simply the cotangent of
     that result (the VJP of `x + y` or of a reshape-free identity): the tape then uses it as is,
-    with no call — the same tensor, so an enclosing tape still sees the connection.
+    with no call — the same tensor, so an enclosing tape still sees the connection. A JVP maps
+    (primal args, the tangents of `wrt`) to the float results' tangents, and `passthrough[i]` names
+    the `wrt` param whose tangent the i-th is.
     """
 
     kernel: object | None

@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from adc.runtime.functional import tangent_derivative
+from adc.runtime.functional import pushed, tangent_derivative
 from adc.runtime.kernel import Kernel
 from adc.runtime.tape import UnconnectedGradients, thread_state
 from adc.runtime.tensor import Tensor, constant
@@ -89,15 +89,14 @@ class ForwardAccumulator:
                             f"transpose; write it as a @custom_gradient kernel in the adc language")
         wanted = tuple(i for i, t in enumerate(moving) if t is not None)
         derivative = tangent_derivative(kernel, wanted)
-        if derivative.kernel is None:
+        if not derivative.wrt:
             return
         position = thread_state.recording.index(self)
         del thread_state.recording[position]
         try:
-            outs = derivative.kernel(*args, *(moving[i] for i in derivative.wrt))
+            outs = iter(pushed(derivative, args, moving))
         finally:
             thread_state.recording.insert(position, self)
-        outs = iter((outs,) if isinstance(outs, Tensor) else outs)
         for result, t in zip(results, kernel.signature.result_types):
             if t.dtype.is_float:
                 self._watch(result, next(outs))
@@ -120,6 +119,8 @@ class ForwardAccumulator:
         if array.shape != primal.shape:
             raise ValueError(f"adc.ForwardAccumulator: tangents[{i}] has shape {array.shape}, but its primal "
                              f"has shape {primal.shape}")
+        if isinstance(tangent, Tensor) and array.dtype == primal.dtype:
+            return tangent      # itself: a tape around the accumulator differentiates w.r.t. it (TF's double-backward)
         return constant(array.astype(primal.dtype, copy=False))
 
 

@@ -130,6 +130,17 @@ def tangent_derivative(kernel: Kernel, wanted: tuple[int, ...]):
     return _cached(kernel, ("jvp_tangents", None, wanted), lambda: compiled(kernel, "jvp_tangents", wanted))
 
 
+def pushed(derivative, primals, moving: list) -> tuple:
+    """The float results' tangents from a tangents-only JVP `derivative` (tangent_derivative, or a
+    batched one): its kernel's call on the primals and the tangents of its `wrt` params (`moving`,
+    one entry per param), or, when it returns those tangents unchanged (the JVP of `x + y` in x), those
+    very tensors, with no call: an enclosing tape still sees them connected."""
+    if derivative.needs_call:
+        outs = derivative.kernel(*primals, *(moving[i] for i in derivative.wrt))
+        return outs if type(outs) is tuple else (outs,)
+    return tuple(moving[derivative.wrt[p]] for p in derivative.passthrough)
+
+
 def _aligned(sig, what: str, values) -> list:
     if not isinstance(values, (list, tuple)):
         raise TypeError(f"adc.jvp: {what} must be a list or tuple with one entry per parameter of {sig}, "

@@ -41,6 +41,7 @@ import numpy as np
 from adc.passes.example_axis import MIXED
 from adc.runtime.backward import walk
 from adc.runtime.derivatives import Derivative, compiled, embedded_derivative, module_ir
+from adc.runtime import functional
 from adc.runtime.kernel import Kernel
 from adc.runtime.nest import flatten, pack
 from adc.runtime.tape import Node, UnconnectedGradients, walk_vjp
@@ -101,10 +102,8 @@ def batch_jacobian(tape, target, source, unconnected_gradients=UnconnectedGradie
                                                    target.size // max(examples, 1), experimental_use_pfor)
     call = _one_call(nodes, target, source) if experimental_use_pfor and not allow_cross_example else None
     if call is not None and (chunk is None or chunk >= source.size // max(examples, 1)):
-        from adc.runtime.functional import batch_jacobian as compiled_batch_jacobian
-
         node, param = call
-        return compiled_batch_jacobian(node.kernel, param, "forward" if forward else "reverse")(*node.primals())
+        return functional.batch_jacobian(node.kernel, param, "forward" if forward else "reverse")(*node.primals())
     if forward:
         (column,) = _columns(nodes, target, [source], examples, chunk)
         return _unconnected(unconnected, shape, source) if column is None else \
@@ -167,10 +166,9 @@ def _push(nodes, target, source, seeds: Tensor):
         if not wanted:
             continue
         derivative = batched_tangents(node.kernel, wanted)
-        if derivative.kernel is None:
+        if not derivative.wrt:
             continue
-        outs = derivative.kernel(*node.primals(), *(moving[i] for i in derivative.wrt))
-        outs = iter(outs if type(outs) is tuple else (outs,))
+        outs = iter(functional.pushed(derivative, node.primals(), moving))
         for result, t in zip(node.outputs, node.kernel.signature.result_types):
             if t.dtype.is_float:
                 tangents[id(result)] = next(outs)

@@ -133,3 +133,25 @@ def test_jvp_argument_errors():
         acc.jvp(np.ones(2))
     with pytest.raises(ValueError, match="unconnected_gradients must be"):
         acc.jvp(adc.constant(1.0), unconnected_gradients="nan")
+
+
+def test_a_sum_passes_its_moving_operands_tangent_through_without_a_call():
+    """The JVP of x + c in x returns x's tangent unchanged (Derivation.passthrough): the same tensor,
+    no kernel call — and an enclosing tape still differentiates through it."""
+    from adc.compiler import DERIVATIONS
+    from adc.frontend import compile_source
+
+    module = compile_source("def f(x: f64[N], y: f64[N]) -> f64[N]:\n    return x + y\n", "sum.adc")
+    assert DERIVATIONS["jvp_tangents"](module, "f", (0,)).passthrough == (0,)
+    assert DERIVATIONS["jvp_batched"](module, "f", (1,)).passthrough == (0,)
+    assert DERIVATIONS["jvp_tangents"](module, "f", (0, 1)).passthrough == (None,)
+    x, c = adc.Variable(np.ones((3, 2))), adc.constant(np.arange(2.0))
+    v = adc.Variable(np.full((3, 2), 2.0))
+    with adc.GradientTape() as tape:
+        with adc.ForwardAccumulator(x, v * 1.0) as acc:     # a Tensor tangent: kept, not copied
+            y = x + c
+            z = x * 3.0
+        moved = acc.jvp(y)
+        assert moved is acc.jvp(x)
+        loss = adc.reduce_sum(moved * moved) + adc.reduce_sum(acc.jvp(z))
+    np.testing.assert_array_equal(tape.gradient(loss, v).numpy(), 2 * v.numpy() + 3.0)
