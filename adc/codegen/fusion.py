@@ -12,6 +12,10 @@ consumes it. A value is materialized when it is
   matmul reads its operand's buffer with swapped strides (`transposed`);
 - the base of a scatter that nothing else reads: its own (parallel) loop nest writes it straight
   into the scatter's buffer, and the scatter then only adds or writes its updates (`scattered_into`);
+- the fused operand of a materialized reshape: its nest runs over its own shape and the reshape is a
+  view of its buffer (a nest over the reshape's shape maps every element back through it);
+- a transpose moving its operand's last axis, read through a broadcast: stored once, the nest
+  reading it loads contiguously instead of striding across the operand's rows;
 - expanded by a broadcast, or used by several ops (unless they are elementwise ops of one loop
   nest, which computes it once per element, or elementwise ops and reductions reading it at their
   element when it costs at most `RECOMPUTED` ops, none of them vector math (`TRANSCENDENTAL`):
