@@ -10,6 +10,7 @@ toolchain; 2 a usage error. A user never sees a Python traceback.
     adc ir kernels.adc --emit asm
     adc ir kernels.adc --grad dense_relu
     adc ir kernels.adc --jacobian sigmoid_shift
+    adc ir kernels.adc --batch-jacobian dense_relu          # d y[b] / d x[b], per-example seeds folded
     adc compile kernels.adc -o kernels.so --no-gradients   # forward kernels only
     adc info kernels.so                                     # kernels, and which carry gradients
     adc cache info                                          # the compile cache: location, entries, size
@@ -70,6 +71,9 @@ def _parser() -> argparse.ArgumentParser:
                     help="print the JVP function of KERNEL (forward mode, after cleanup)")
     ir.add_argument("--jacobian", metavar="KERNEL",
                     help="print the Jacobian function of KERNEL (its VJP batched over identity seeds)")
+    ir.add_argument("--batch-jacobian", metavar="KERNEL",
+                    help="print the batch Jacobian function of KERNEL w.r.t. its first parameter (per-example "
+                         "seeds through the batched JVP or VJP, as adc.batch_jacobian)")
 
     info = sub.add_parser("info", help="list the kernels of a compiled shared object")
     info.add_argument("file")
@@ -129,7 +133,7 @@ def _cmd_ir(args, driver) -> int:
     from adc.codegen import emit
     from adc.ir.printer import format_func, format_module
     from adc.passes.adjoint import vjp
-    from adc.passes.jacobian import jacobian
+    from adc.passes.jacobian import batch_jacobian, jacobian
     from adc.passes.jvp import jvp
 
     options = compiler.Options(args.print_after_all, frozenset(args.print_after))
@@ -142,6 +146,9 @@ def _cmd_ir(args, driver) -> int:
         text = _with_regions(derived, tangent.func.name, format_func)
     elif args.jacobian is not None:
         derived, func, _ = jacobian(module, args.jacobian)
+        text = _with_regions(derived, func.name, format_func)
+    elif args.batch_jacobian is not None:
+        derived, func = batch_jacobian(module, args.batch_jacobian, 0)
         text = _with_regions(derived, func.name, format_func)
     elif args.emit == "ir" and not (args.print_after_all or args.print_after):
         text = format_module(module)

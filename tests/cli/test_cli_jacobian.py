@@ -1,5 +1,5 @@
 """`adc ir FILE --jacobian KERNEL`: the Jacobian function of one kernel (identity seeds through the batched
-VJP), parseable and verified, and a clear error for an unknown kernel."""
+VJP), parseable and verified, and a clear error for an unknown kernel; `--batch-jacobian KERNEL` alike."""
 from adc.ir.parser import parse_module
 from adc.ir.verify import verify
 from tests.cli.test_cli import KERNELS, adc_cmd
@@ -27,3 +27,20 @@ def test_jacobian_of_a_multi_result_kernel_is_a_located_error(tmp_path):
     result = adc_cmd("ir", str(source), "--jacobian", "two")
     assert result.returncode == 1 and "Traceback" not in result.stderr
     assert "two.adc:1:1: error: the Jacobian of @two needs a single float result, it returns" in result.stderr
+
+
+def test_batch_jacobian_prints_the_batch_jacobian_function():
+    result = adc_cmd("ir", KERNELS, "--batch-jacobian", "dense_relu")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith("func @dense_relu_batch_jacobian(%x: f32[B,I], %w: f32[I,O], %b: f32[O])"
+                                    " -> f32[B,O,I]")
+    assert result.stdout.count("matmul") == 1       # the primal x @ w: the seeds fold into a broadcast of w
+    verify(parse_module(result.stdout))
+
+
+def test_batch_jacobian_of_a_kernel_mixing_examples_is_a_located_error(tmp_path):
+    source = tmp_path / "mixing.adc"
+    source.write_text("def mixing(x: f32[B, I]) -> f32[B, I]:\n    return x - mean(x, axis=0)\n")
+    result = adc_cmd("ir", str(source), "--batch-jacobian", "mixing")
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    assert "mixing.adc:1:1: error: the batch Jacobian of @mixing: result[i] must depend on 'x'[i] only" in result.stderr
