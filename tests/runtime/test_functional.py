@@ -178,3 +178,21 @@ def test_a_no_gradients_module_refuses(tmp_path):
                     "--no-gradients"], check=True)
     with pytest.raises(LookupError, match="'loss'.*--no-gradients"):
         adc.grad(adc.load(tmp_path / "f.so").loss)
+
+
+def test_a_batch_jacobian_kernel_pickles_as_its_recipe_and_works_from_a_shared_object(m, tmp_path):
+    import pickle
+
+    rng = np.random.default_rng(8)
+    x, w = rng.standard_normal((3, 4)), rng.standard_normal((4, 2))
+    kernel = adc.batch_jacobian(m.layer, wrt="x", mode="forward")
+    shipped = pickle.loads(pickle.dumps(kernel))      # transformed("batch_jacobian", kernel, wrt, mode) again
+    assert shipped.signature.name == "layer_batch_jacobian"
+    np.testing.assert_array_equal(shipped(x, w).numpy(), kernel(x, w).numpy())
+    src = tmp_path / "layer.adc"
+    src.write_text(SOURCE)
+    subprocess.run([sys.executable, "-m", "adc", "compile", str(src), "-o", str(tmp_path / "layer.so")], check=True)
+    from_so = adc.batch_jacobian(adc.load(tmp_path / "layer.so").layer, wrt="x")     # derived from the IR it carries
+    np.testing.assert_allclose(from_so(x, w).numpy(), kernel(x, w).numpy(), rtol=1e-14)
+    np.testing.assert_allclose(kernel(x, w).numpy()[1], central_difference(lambda v: m.layer(v[None], w).numpy()[0], x[1]),
+                               rtol=1e-6, atol=1e-9)
