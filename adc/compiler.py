@@ -243,14 +243,17 @@ def _composition(compose: Callable, **options) -> Callable[..., Derivation]:
 def _jvp(primals: bool) -> Callable[..., Derivation]:
     def rule(module: Module, name: str, wanted) -> Derivation:
         extended, tangent = jvp(module, name, wanted, primals)
-        through = None if primals else passthrough(tangent.func, len(tangent.wrt))
-        return Derivation(extended.reachable(tangent.func.name), tangent.func, tangent.wrt, through)
+        if primals:     # adc.jvp: its tangent params, whatever the results depend on
+            return Derivation(extended.reachable(tangent.func.name), tangent.func, tangent.wrt)
+        through = passthrough(tangent.func, len(tangent.wrt))
+        return Derivation(extended.reachable(tangent.func.name), tangent.func, tangent.connected, through)
     return rule
 
 
 def _jvp_batched(module: Module, name: str, wanted) -> Derivation:
     extended, func, wrt = compositions.jvp_batched(module, name, wanted)
-    return Derivation(extended.reachable(func.name), func, wrt, passthrough(func, len(wrt)))
+    tangents = len(func.params) - len(module[name].params)
+    return Derivation(extended.reachable(func.name), func, wrt, passthrough(func, tangents))
 
 
 def _one_param(compose: Callable, **options) -> Callable[..., Derivation]:

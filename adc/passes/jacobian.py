@@ -64,11 +64,12 @@ def vjp_batched(module: Module, name: str, wanted: Iterable[int] | None = None) 
 def jvp_batched(module: Module, name: str, wanted: Iterable[int] | None = None) -> tuple[Module, Func, tuple[int, ...]]:
     """batch ∘ JVP: the tangents-only JVP of `name` w.r.t. the `wanted` params, batched over its
     tangent params, primal params shared: (x..., t[S, ...] for x in wrt) -> (dy[S, ...] for each
-    float result). Returns the module with it (f"{name}_jvp_batched", made unique), the function, wrt."""
+    float result). Returns the module with it (f"{name}_jvp_batched", made unique), the function, and
+    wrt — () when no result depends on those params (Tangent.connected)."""
     module, tangent = jvp(module, name, wanted, primals=False)
     flags = [i >= len(module[name].params) for i in range(len(tangent.func.params))]
     module, func = batch(module, tangent.func.name, flags, unique_name(module, f"{name}_jvp_batched"), "S")
-    return module, func, tangent.wrt
+    return module, func, tangent.connected
 
 
 def gradient(module: Module, name: str, wanted: Iterable[int] | None = None,

@@ -40,12 +40,20 @@ from adc.passes.tangent_rules import tangent_rules
 @dataclass(frozen=True)
 class Tangent:
     """A JVP function: it takes a tangent for each primal param in `wrt` and returns the tangent
-    of each result in `outputs` (the float results), after the primal results when `primals`."""
+    of each result in `outputs` (the float results), after the primal results when `primals`.
+    `moving`: some result's tangent is not a symbolic zero (else the results do not depend on the
+    `wrt` params, and a tape or accumulator treats them as unconnected, as the VJP's empty wrt)."""
 
     func: Func
     wrt: tuple[int, ...]
     outputs: tuple[int, ...]
     primals: bool
+    moving: bool = True
+
+    @property
+    def connected(self) -> tuple[int, ...]:
+        """`wrt` when some result moves with those params, else ()."""
+        return self.wrt if self.moving else ()
 
 
 def jvp(module: Module, name: str, wanted: Iterable[int] | None = None,
@@ -62,7 +70,8 @@ def jvp(module: Module, name: str, wanted: Iterable[int] | None = None,
     tangent = forward(primal, unique_name(module, f"{name}_jvp"), funcs, wanted, primals)
     func = cleanup(tangent.func, funcs)
     verify_func(func, funcs, pass_name="jvp")
-    return Module(funcs, module.name).replace(func), Tangent(func, tangent.wrt, tangent.outputs, primals)
+    return Module(funcs, module.name).replace(func), Tangent(func, tangent.wrt, tangent.outputs, primals,
+                                                            tangent.moving)
 
 
 def forward(func: Func, name: str, funcs: Mapping[str, Func], wanted: Iterable[int] | None = None,
@@ -78,10 +87,11 @@ def forward(func: Func, name: str, funcs: Mapping[str, Func], wanted: Iterable[i
         b.ops.append(op)
         _push(b, op, tangents)
     outputs = tuple(i for i, v in enumerate(func.returns) if v.type.dtype.is_float)
+    results = [func.returns[i] for i in outputs]
     with b.at(func.loc):
-        outs = [tangents[v] if v in tangents else full(b, 0.0, v.type) for v in (func.returns[i] for i in outputs)]
+        outs = [tangents[v] if v in tangents else full(b, 0.0, v.type) for v in results]
     returns = (list(func.returns) if primals else []) + outs
-    return Tangent(b.finish(name, returns, func.loc), wrt, outputs, primals)
+    return Tangent(b.finish(name, returns, func.loc), wrt, outputs, primals, any(v in tangents for v in results))
 
 
 def region_jvp(funcs: dict[str, Func], name: str, wanted: Iterable[int]) -> Func:

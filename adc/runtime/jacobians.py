@@ -325,6 +325,8 @@ def _one_call(nodes, target, source) -> tuple[Node, int] | None:
     x, y = sig.param_types[params[0]], sig.result_types[0]
     if x.rank < 2 or y.rank < 2 or x.shape[0] != y.shape[0]:
         return None
+    if _example_axes(node.kernel, params[0], 0)[0] is None:
+        return None     # the result does not depend on it: unconnected (None), as the walk says; not zeros
     return node, params[0]
 
 

@@ -419,3 +419,21 @@ def test_a_call_taking_the_source_twice_is_walked(monkeypatch):
         y = m.f(x, x)
     np.testing.assert_allclose(tape.batch_jacobian(y, x).numpy(),
                                np.einsum("bi,ij->bij", 2 * x.numpy() + np.cos(x.numpy()), np.eye(2)), rtol=1e-12)
+
+
+@pytest.mark.parametrize("route", [{}, {"experimental_use_pfor": False}, {"mode": "forward"}, {"mode": "reverse"},
+                                   {"parallel_iterations": 1}, {"mode": "forward", "parallel_iterations": 1}])
+def test_a_source_a_call_takes_but_its_result_ignores_is_unconnected_on_every_route(route):
+    """Forward mode agrees with reverse mode: no tangent reaches the result (the JVP's results are
+    all symbolic zeros), so None, or zeros when asked; the one-call compiled route steps aside."""
+    m = adc.compile("def f(x: f64[B, I], y: f64[B, O]) -> f64[B, O]:\n    return y * 2.0\n", "ignored.adc")
+    x, y = adc.constant(np.ones((2, 3))), adc.constant(np.ones((2, 4)))
+    with adc.GradientTape(persistent=True) as tape:
+        tape.watch(x)
+        z = m.f(x, y)
+    assert tape.jacobian(z, x, **route) is None and tape.batch_jacobian(z, x, **route) is None
+    zeros = tape.batch_jacobian(z, x, unconnected_gradients="zero", **route)
+    np.testing.assert_array_equal(zeros.numpy(), np.zeros((2, 4, 3)))
+    with adc.ForwardAccumulator(x, adc.constant(np.ones((2, 3)))) as acc:
+        z = m.f(x, y)
+    assert acc.jvp(z) is None
