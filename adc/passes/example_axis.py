@@ -15,9 +15,11 @@ from __future__ import annotations
 
 from typing import Callable
 
-from adc.ir.core import Func, Op, Value
+from adc.ir.core import Func, Module, Op, Value
 from adc.ir.ops import OPS
 from adc.ir.types import num_elements
+from adc.passes.expand import expand_custom_gradients
+from adc.passes.inline import inline_func
 
 MIXED = -1      # the value depends on the param, but not example by example along one axis
 
@@ -44,6 +46,13 @@ def example_axes(func: Func, param: int, axis: int = 0) -> tuple[int | None, ...
         found = rule(op, operand_axes) if rule and MIXED not in operand_axes else (MIXED,) * len(op.results)
         axes.update(zip(op.results, found))
     return tuple(axes.get(v) for v in func.returns)
+
+
+def function_example_axes(module: Module, name: str, param: int, axis: int = 0) -> tuple[int | None, ...]:
+    """example_axes of function `name` of `module`, its custom gradients expanded and its calls
+    inlined (what the analysis cannot look into otherwise)."""
+    expanded = expand_custom_gradients(module)
+    return example_axes(inline_func(expanded[name], expanded), param, axis)
 
 
 def depends_across(func: Func, param: int, result: int = 0) -> bool:

@@ -40,8 +40,7 @@ from adc.ir.verify import verify_func
 from adc.passes.adjoint import cleanup, unique_name, vjp
 from adc.passes.adjoint_rules import full
 from adc.passes.batch import batch
-from adc.passes.example_axis import depends_across
-from adc.passes.expand import expand_custom_gradients
+from adc.passes.example_axis import function_example_axes
 from adc.passes.inline import inline_func
 from adc.passes.jvp import jvp
 from adc.passes.one_hot import one_hot_func
@@ -156,7 +155,7 @@ def batch_jacobian(module: Module, name: str, param: int, mode: str = "auto") ->
     if x.rank < 2 or y.rank < 2 or x.shape[0] != y.shape[0]:
         raise CompileError(f"the batch Jacobian of @{name} needs param '{func.params[param].name}' ({x}) and the "
                            f"result ({y}) of rank >= 2 with the same leading (example) dimension", func.loc)
-    if depends_across(inline_func(expand_custom_gradients(module)[name], module), param):
+    if function_example_axes(module, name, param)[0] not in (None, 0):
         raise CompileError(f"the batch Jacobian of @{name}: result[i] must depend on '{func.params[param].name}'[i] "
                            f"only, but examples mix (a reduction or transpose across the leading axis); "
                            f"take the full Jacobian instead", func.loc)

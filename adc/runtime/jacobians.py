@@ -92,7 +92,8 @@ def batch_jacobian(tape, target, source, unconnected_gradients=UnconnectedGradie
                          f"shape {source.shape} must match")
     mode = _mode("batch_jacobian", mode)
     nodes = tape.take_nodes([target], "batch_jacobian", stacklevel=3)
-    _check_examples(nodes, target, source, allow_cross_example)
+    path = _path(nodes, target, source)
+    _check_examples(path, target, source, allow_cross_example)
     shape = target.shape + source.shape[1:]
     examples = target.shape[0]
     if allow_cross_example and mode == "forward":
@@ -100,7 +101,7 @@ def batch_jacobian(tape, target, source, unconnected_gradients=UnconnectedGradie
                          "over the target's examples, which only reverse mode computes; use mode='reverse'")
     forward = not allow_cross_example and _forward(mode, nodes, source.size // max(examples, 1),
                                                    target.size // max(examples, 1), experimental_use_pfor)
-    call = _one_call(nodes, target, source) if experimental_use_pfor and not allow_cross_example else None
+    call = _one_call(path, target, source) if experimental_use_pfor and not allow_cross_example else None
     if call is not None and (chunk is None or chunk >= source.size // max(examples, 1)):
         node, param = call
         return functional.batch_jacobian(node.kernel, param, "forward" if forward else "reverse")(*node.primals())
@@ -293,10 +294,10 @@ def _derive_batched(kernel, wanted: tuple[int, ...]) -> Derivative:
                     "experimental_use_pfor=False to use the embedded VJP kernels one seed at a time)")
 
 
-def _check_examples(nodes, target, source, allow: bool) -> None:
+def _check_examples(path: list[Node], target, source, allow: bool) -> None:
     """batch_jacobian's rule: no call between source and target may mix examples, and the
     examples must end on the target's first axis."""
-    crossing = _crossing_calls(_path(nodes, target, source), source, target)
+    crossing = _crossing_calls(path, source, target)
     if not crossing:
         return
     message = (f"batch_jacobian: target[i] must depend on source[i] only, but examples mix in "
@@ -309,12 +310,11 @@ def _check_examples(nodes, target, source, allow: bool) -> None:
     warnings.warn(message, stacklevel=4)
 
 
-def _one_call(nodes, target, source) -> tuple[Node, int] | None:
-    """(node, param) when one recorded kernel call takes `source` as its param `param` (once) and
-    returns `target` as its one result, its types sharing their leading (example) dimension: its
-    batch Jacobian is then one compiled kernel (adc.batch_jacobian), fused and with folded seeds,
-    not a walk of batched derivatives."""
-    path = _path(nodes, target, source)
+def _one_call(path: list[Node], target, source) -> tuple[Node, int] | None:
+    """(node, param) when `path` is one recorded kernel call, taking `source` as its param `param`
+    (once) and returning `target` as its one result, its types sharing their leading (example)
+    dimension: its batch Jacobian is then one compiled kernel (adc.batch_jacobian), fused and with
+    folded seeds, not a walk of batched derivatives."""
     if len(path) != 1 or not isinstance(path[0].kernel, Kernel):
         return None
     node = path[0]
@@ -373,13 +373,10 @@ def _crossing_calls(path: list[Node], source, target) -> list[str]:
 
 def _example_axes(kernel, param: int, axis: int) -> tuple:
     """Per result of `kernel`, where the examples of `param` along `axis` go (from the IR, cached)."""
-    from adc.passes.example_axis import example_axes
-    from adc.passes.expand import expand_custom_gradients
-    from adc.passes.inline import inline_func
+    from adc.passes.example_axis import function_example_axes
 
     with _lock:
         cache = _mixing.setdefault(kernel, {})
         if (param, axis) not in cache:
-            module = expand_custom_gradients(module_ir(kernel._owner))
-            cache[(param, axis)] = example_axes(inline_func(module[kernel.signature.name], module), param, axis)
+            cache[(param, axis)] = function_example_axes(module_ir(kernel._owner), kernel.signature.name, param, axis)
         return cache[(param, axis)]

@@ -1,5 +1,7 @@
 """`adc ir FILE --jacobian KERNEL`: the Jacobian function of one kernel (identity seeds through the batched
 VJP), parseable and verified, and a clear error for an unknown kernel; `--batch-jacobian KERNEL` alike."""
+import pytest
+
 from adc.ir.parser import parse_module
 from adc.ir.verify import verify
 from tests.cli.test_cli import KERNELS, adc_cmd
@@ -21,12 +23,18 @@ def test_jacobian_of_an_unknown_kernel_exits_1_without_traceback():
     assert result.stderr.startswith("error: no function @nope to differentiate") and "dense_relu" in result.stderr
 
 
-def test_jacobian_of_a_multi_result_kernel_is_a_located_error(tmp_path):
-    source = tmp_path / "two.adc"
-    source.write_text("def two(x: f32[N]) -> (f32[N], f32[N]):\n    return x, x * x\n")
-    result = adc_cmd("ir", str(source), "--jacobian", "two")
+@pytest.mark.parametrize("flag, name, source, message", [
+    ("--jacobian", "two", "def two(x: f32[N]) -> (f32[N], f32[N]):\n    return x, x * x\n",
+     "two.adc:1:1: error: the Jacobian of @two needs a single float result, it returns"),
+    ("--batch-jacobian", "mixing", "def mixing(x: f32[B, I]) -> f32[B, I]:\n    return x - mean(x, axis=0)\n",
+     "mixing.adc:1:1: error: the batch Jacobian of @mixing: result[i] must depend on 'x'[i] only"),
+])
+def test_a_kernel_without_the_jacobian_asked_for_is_a_located_error(tmp_path, flag, name, source, message):
+    path = tmp_path / f"{name}.adc"
+    path.write_text(source)
+    result = adc_cmd("ir", str(path), flag, name)
     assert result.returncode == 1 and "Traceback" not in result.stderr
-    assert "two.adc:1:1: error: the Jacobian of @two needs a single float result, it returns" in result.stderr
+    assert message in result.stderr
 
 
 def test_batch_jacobian_prints_the_batch_jacobian_function():
@@ -36,11 +44,3 @@ def test_batch_jacobian_prints_the_batch_jacobian_function():
                                     " -> f32[B,O,I]")
     assert result.stdout.count("matmul") == 1       # the primal x @ w: the seeds fold into a broadcast of w
     verify(parse_module(result.stdout))
-
-
-def test_batch_jacobian_of_a_kernel_mixing_examples_is_a_located_error(tmp_path):
-    source = tmp_path / "mixing.adc"
-    source.write_text("def mixing(x: f32[B, I]) -> f32[B, I]:\n    return x - mean(x, axis=0)\n")
-    result = adc_cmd("ir", str(source), "--batch-jacobian", "mixing")
-    assert result.returncode == 1 and "Traceback" not in result.stderr
-    assert "mixing.adc:1:1: error: the batch Jacobian of @mixing: result[i] must depend on 'x'[i] only" in result.stderr
