@@ -46,7 +46,7 @@ BOUNDS = {
     "exp": (1, 1), "log": (1, 1), "log1p": (2, 2), "expm1": (1, 2), "sin": (1, 1), "cos": (1, 1),
     "tan": (1, 3), "tanh": (1, 2), "sigmoid": (2, 2), "sqrt": (0, 0), "rsqrt": (1, 1),
     "abs": (0, 0), "sign": (0, 0), "round": (0, 0), "floor": (0, 0),
-    "log2": (1, 1), "log10": (1, 2), "exp2": (1, 1), "sinh": (1, 3), "cosh": (1, 2), "asinh": (1, 2),
+    "log2": (1, 1), "log10": (1, 2), "exp2": (1, 1), "sinh": (1, 3), "cosh": (1, 2), "asinh": (1, 3),
     "acosh": (1, 3), "atanh": (1, 2), "cbrt": (1, 3), "erf": (1, 1), "erfc": (1, 2),
 }
 BINARY_BOUNDS = {"atan2": (1, 2), "hypot": (1, 1)}
