@@ -46,7 +46,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Callable, NamedTuple
 
 from adc import compile_log
-from adc.abi import (ADC_VERSION, GRADIENTS_EMBEDDED, GRADIENTS_NONE, KERNEL_PREFIX, RUNTIME_SET_NUM_THREADS,
+from adc.abi import (ADC_VERSION, GRADIENTS_EMBEDDED, GRADIENTS_NONE, RUNTIME_SET_NUM_THREADS,
                      SET_NUM_THREADS_SYMBOL, ModuleInfo, decode_metadata, runtime_symbols, seal_file)
 from adc.codegen.cache import Cache
 from adc.errors import CompileError, Location
@@ -429,12 +429,11 @@ def _kernel_key(symbol: str, digest: str, target: Target) -> str:
 
 
 def kernel_object(symbol: str, ir_text: str, module_name: str, target: Target) -> bytes:
-    """Compile one kernel from its module's `KernelSources.ir` text (also in a worker process)."""
-    from adc.codegen import emit
+    """Compile one kernel from its module's `KernelSources.ir` text: in this process or in its
+    compile worker (compile_worker.py, imported on a miss only: it imports subprocess)."""
+    from adc import compile_worker
 
-    name = symbol[len(KERNEL_PREFIX):]
-    llvm_module = _compiler().lower_kernel(ir_text, module_name, name, target)
-    return emit.emit_object(llvm_module, target, f"{module_name}: {name}")
+    return compile_worker.object_code(symbol, ir_text, module_name, target)
 
 
 def _manifest(module: Module) -> dict:
@@ -546,9 +545,11 @@ def _compile_kernels(sources, module_name: str, target: Target) -> list[bytes]:
         import concurrent.futures       # only `adc compile` needs them: 14 ms at every start otherwise
         import multiprocessing
 
+        from adc import compile_worker
+
         context = multiprocessing.get_context("fork")
         with concurrent.futures.ProcessPoolExecutor(workers, mp_context=context) as pool:
-            built = pool.map(kernel_object, missing, repeat(sources.ir), repeat(module_name), repeat(target),
+            built = pool.map(compile_worker.kernel_object, missing, repeat(sources.ir), repeat(module_name), repeat(target),
                              chunksize=max(1, len(missing) // (4 * workers)))
             found.update(zip(missing, built))
     else:

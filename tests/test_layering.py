@@ -3,7 +3,8 @@
 Layers, bottom up: adc.errors, adc.version, adc.cpus and adc.compile_log import nothing of adc;
 adc.ir imports only adc.errors; adc.abi (the compiled-module ABI) builds on adc.ir;
 passes and the frontend on the IR; codegen on the IR and the ABI; the compiler
-(adc.compiler: the pipeline) on all of those; the driver (cache, JIT loading, `.so`
+(adc.compiler: the pipeline) on all of those; adc.compile_worker (where a kernel is
+compiled: this process or a worker process) on the compiler; the driver (cache, JIT loading, `.so`
 linking) on codegen and the compiler — never on the runtime; the runtime on the ABI
 and, for derivatives, on the driver and the passes' analyses — never on codegen,
 so loading a `.so` needs no llvmlite. adc.dask (kernels over Dask arrays) sits on the runtime.
@@ -28,8 +29,9 @@ ALLOWED = {
     "adc.codegen": ("adc.ir", "adc.errors", "adc.codegen", "adc.abi", "adc.cpus", "adc.compile_log"),
     "adc.compiler": ("adc.ir", "adc.errors", "adc.abi", "adc.passes", "adc.frontend", "adc.codegen",
                      "adc.compile_log"),
+    "adc.compile_worker": ("adc.abi", "adc.codegen", "adc.compiler"),
     "adc.driver": ("adc.ir", "adc.errors", "adc.abi", "adc.codegen", "adc.compiler", "adc.compile_log",
-                   "adc.cpus"),
+                   "adc.cpus", "adc.compile_worker"),
     "adc.runtime": ("adc.runtime", "adc.ir", "adc.errors", "adc.abi", "adc.cpus", "adc.driver",
                     "adc.passes.example_axis", "adc.passes.expand", "adc.passes.inline"),
     "adc.dask": ("adc.runtime", "adc.ir"),
