@@ -97,8 +97,10 @@ class Index:
 
 
 @contextmanager
-def for_range(b: ir.IRBuilder, start: ir.Value, end: ir.Value, step: ir.Value | None = None) -> Iterator[ir.Value]:
-    """for (i = start; i < end; i += step): the `with` block emits the body; leaves `b` after the loop."""
+def for_range(b: ir.IRBuilder, start: ir.Value, end: ir.Value, step: ir.Value | None = None,
+              interleave: int = 1) -> Iterator[ir.Value]:
+    """for (i = start; i < end; i += step): the `with` block emits the body; leaves `b` after the loop.
+    `interleave` > 1 asks LLVM to vectorize it with that many vectors in flight (`interleaved`)."""
     pre = b.block
     header = b.append_basic_block("loop.header")
     block = b.append_basic_block("loop.body")
@@ -112,8 +114,21 @@ def for_range(b: ir.IRBuilder, start: ir.Value, end: ir.Value, step: ir.Value | 
     yield i
     following = b.add(i, step if step is not None else i64(1), flags=NOWRAP)
     i.add_incoming(following, b.block)
-    b.branch(header)
+    latch = b.branch(header)
+    if interleave > 1:
+        latch.set_metadata("llvm.loop", interleaved(b.module, interleave))
     b.position_at_end(exit_)
+
+
+def interleaved(module: ir.Module, count: int) -> ir.values.MDValue:
+    """Loop metadata asking LLVM's vectorizer for `count` vectors in flight, which it otherwise never
+    interleaves (Target.optimize): a reduction then keeps `count` independent accumulators, so its
+    loop is not bound by the latency of one chain (a row max: compare, blend, max per vector). A
+    loop's ID is a node whose first operand is itself, which llvmlite cannot build but by hand."""
+    hint = module.add_metadata([ir.MetaDataString(module, "llvm.loop.interleave.count"), ir.Constant(I32, count)])
+    loop_id = ir.values.MDValue(module, [], name=str(len(module.metadata)))
+    loop_id.operands = (loop_id, hint)
+    return loop_id
 
 
 def counted_loop(b: ir.IRBuilder, start: ir.Value, end: ir.Value, body: Callable[[ir.Value], None]) -> None:
@@ -123,11 +138,14 @@ def counted_loop(b: ir.IRBuilder, start: ir.Value, end: ir.Value, body: Callable
 
 
 def loop_nest(b: ir.IRBuilder, ranges: Sequence[tuple[ir.Value, ir.Value]],
-              body: Callable[[list[ir.Value]], None]) -> None:
-    """Nested counted loops, the first range outermost; body gets the induction variables. The
-    loops are entered one after the other on an ExitStack: a nest is as deep as a tensor's rank."""
+              body: Callable[[list[ir.Value]], None], interleave: int = 1) -> None:
+    """Nested counted loops, the first range outermost; body gets the induction variables; the
+    innermost is `interleave`d (for_range). The loops are entered one after the other on an
+    ExitStack: a nest is as deep as a tensor's rank."""
     with ExitStack() as loops:
-        body([loops.enter_context(for_range(b, start, end)) for start, end in ranges])
+        last = len(ranges) - 1
+        body([loops.enter_context(for_range(b, start, end, interleave=interleave if k == last else 1))
+              for k, (start, end) in enumerate(ranges)])
 
 
 def tiled_loop_nest(b: ir.IRBuilder, ranges: Sequence[tuple[ir.Value, ir.Value]], tiled: int, tile: int,

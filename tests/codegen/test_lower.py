@@ -348,6 +348,27 @@ def test_reduction_propagates_nan_and_fuses_its_producer():
     assert_close(got[1], np.exp(x.astype(np.float64)).sum(axis=0), np.float32)
 
 
+@pytest.mark.parametrize("name", ["reduce_max", "reduce_min"])
+def test_a_float_max_or_min_over_rows_keeps_four_vector_accumulators(name):
+    """Interleaved (loops.interleaved): the vector loop runs four independent max (min) chains."""
+    target = Target.host()
+    module = llvm.parse_assembly(str(lower_module(kernel("x: f32[B,N]", lambda b, x: b.op(name, x, axes=[1])),
+                                                  '{"abi": 1}', target.vector_bits)))
+    target.optimize(module)
+    intrinsic = rf"@llvm\.{name[7:]}imum\.v\d+f32\("
+    loop_bodies = [block for block in re.split(r"\n(?=[\w.]+:)", str(module)) if block.startswith("vector.body")]
+    assert [n for n in (len(re.findall(intrinsic, block)) for block in loop_bodies) if n] == [4]   # one chain: [1]
+
+
+@pytest.mark.parametrize("name, oracle", [("reduce_max", np.max), ("reduce_min", np.min)])
+def test_interleaved_max_and_min_propagate_a_nan_from_every_accumulator(name, oracle):
+    """Rows with one NaN, at each position of the first 4 x 16 lanes and past them, and rows without."""
+    x = randn(140, 203)
+    x[np.arange(70), np.arange(70)] = np.nan
+    (got,) = run(kernel("x: f32[B,N]", lambda b, x: b.op(name, x, axes=[1])), x)
+    np.testing.assert_array_equal(got, oracle(x, axis=1))
+
+
 @pytest.mark.parametrize("dtype, large", [("f32", 3e8), ("f64", 1e22)])
 def test_trig_nests_rerun_exactly_where_an_argument_is_large(dtype, large):
     """Each kind of nest runs sin/cos/tan's fast variants, and again exactly when one argument is out of
