@@ -243,8 +243,8 @@ class Session:
     PYTHONDONTWRITEBYTECODE set or the checkout's __pycache__ empty: up to ~0.35 s a process).
     The peers' processes are left as they are: their packages come with their .pyc files."""
 
-    PRELOAD = ("numpy", "numpy.random", "lark", "platformdirs", "llvmlite.binding", "adc.driver", "adc.compiler",
-               "adc.cli", "adc.codegen.aot", "concurrent.futures.process", "multiprocessing.popen_fork",
+    PRELOAD = ("numpy", "numpy.random", "lark", "lark.indenter", "platformdirs", "llvmlite.binding", "adc.driver",
+               "adc.compiler", "adc.cli", "adc.codegen.aot", "concurrent.futures.process", "multiprocessing.popen_fork",
                "multiprocessing.queues", "multiprocessing.synchronize", "queue", "socket")
 
     def __init__(self, root: Path):
