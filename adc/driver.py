@@ -381,6 +381,7 @@ class JitModule:
         self._calls_externs = bool(manifest.get("externs"))
         self._loaded: dict[str, JitLibrary | DynamicLibrary] = {}
         self._lock = threading.Lock()
+        self._ahead: dict[str, int] = {}     # symbol -> the child process compiling it (compile_ahead)
 
     def metadata(self) -> str:
         return self._metadata
@@ -398,10 +399,32 @@ class JitModule:
                 self._loaded[symbol] = self._load(symbol)
             return self._loaded[symbol].address(symbol)
 
+    def compile_ahead(self, symbol: str) -> None:
+        """Start compiling kernel `symbol`, which the caller needs next (the tape: a split VJP's
+        backward, while the forward compiles and runs), in a forked child that leaves its object
+        code in the cache: llvmlite runs one LLVM call at a time in a process, so only another
+        process overlaps two compiles. Only where it is safe and pays: a fork copies the calling
+        thread alone, so this process must run no other Python thread (one may hold a lock the
+        child needs); several cores; the cache on; the code not cached yet. `address` waits for
+        the child, and compiles the kernel itself if the child left nothing."""
+        if symbol not in self._kernels or symbol in self._loaded or symbol in self._ahead:
+            return
+        cache = open_cache()
+        if cache is None or not sys.platform.startswith("linux") or (os.cpu_count() or 1) < 2 \
+                or threading.active_count() != 1:
+            return
+        target = host_target()
+        key = _kernel_key(symbol, self._kernels[symbol], target)
+        if not cache.path("modules", key).exists():
+            self._ahead[symbol] = _compile_in_child(cache, key, symbol, self._ir, self._name, target)
+
     def _load(self, symbol: str):
         global _loads
         from adc.codegen.dynamic import DynamicLibrary
 
+        ahead = self._ahead.pop(symbol, None)
+        if ahead is not None:
+            _wait_for(ahead)
         target, subject = host_target(), f"{self._name}: {symbol}"
         key = _kernel_key(symbol, self._kernels[symbol], target)
         cache = open_cache()
@@ -420,6 +443,49 @@ class JitModule:
         if shared:
             _link_later(object_code, symbol, key, subject)
         return library
+
+
+_children: set[int] = set()    # compile_ahead's children not waited for yet
+
+
+def _compile_in_child(cache: Cache, key: str, symbol: str, ir_text: str, module_name: str, target: Target) -> int:
+    """The id of a forked child that compiles a kernel into `cache` under `key`, then exits
+    without running anything of this process's (os._exit: no atexit handlers, no buffered output).
+    A fork while native threads run draws warnings (Python 3.12's, at any; JAX's, at its own): the
+    child runs only the compile, which takes none of those threads' locks (malloc's are held
+    across a fork), so they are not shown."""
+    import warnings
+
+    for pid in list(_children):     # reap those whose kernels were never asked for
+        _wait_for(pid, os.WNOHANG)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        warnings.simplefilter("ignore", RuntimeWarning)
+        pid = os.fork()
+    if pid == 0:
+        status = 1
+        try:
+            from adc import compile_worker
+
+            cache.put("modules", key, compile_worker.kernel_object(symbol, ir_text, module_name, target))
+            status = 0
+        finally:
+            os._exit(status)
+    _children.add(pid)
+    return pid
+
+
+def _wait_for(pid: int, options: int = 0) -> None:
+    """Wait for (or, with WNOHANG, reap if done) a compile_ahead child not reaped yet (a reaped
+    one's id may be another process's by now)."""
+    if pid not in _children:
+        return
+    try:
+        done, _ = os.waitpid(pid, options)
+    except ChildProcessError:       # reaped already (SIGCHLD ignored, say)
+        done = pid
+    if done:
+        _children.discard(pid)
 
 
 def _kernel_key(symbol: str, digest: str, target: Target) -> str:

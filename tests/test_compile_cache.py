@@ -1,7 +1,7 @@
 """The compile cache across processes: a second process runs no LLVM (and opening a cached module
 loads none), concurrent compiles are safe, a damaged entry is rebuilt, ADC_CACHE=0 writes nothing,
 derived kernels are cached too; a kernel's object code is shared by the modules where it calls the
-same code, and by no other."""
+same code, and by no other; a recorded call's backward is compiled ahead, by a child process."""
 from __future__ import annotations
 
 import logging
@@ -187,3 +187,41 @@ def test_a_kernel_shares_object_code_only_where_all_it_calls_is_the_same(caplog)
     assert caller_cache_lookup(callee_and_caller(3.0), 3.0) == "miss"     # only the callee differs
     unrelated = "def unrelated(x: f64[N]) -> f64[N]:\n    return x - 1.0\n"
     assert caller_cache_lookup(callee_and_caller(2.0, unrelated), 2.0) == "hit"
+
+
+COMPILE_AHEAD = """
+import os, sys, threading
+import numpy as np
+import adc
+from adc.codegen.cache import Cache
+
+case = sys.argv[1]
+if case == "child fails":                   # the child's store fails: the parent compiles the kernel
+    parent, put = os.getpid(), Cache.put
+    Cache.put = lambda self, *a: (_ for _ in ()).throw(OSError("no room")) if os.getpid() != parent else put(self, *a)
+if case == "another thread":                # a fork could copy a lock that thread holds: no child
+    gate = threading.Event()
+    threading.Thread(target=gate.wait).start()
+m = adc.compile("def scaled(x: f64[N], w: f64[N]) -> f64:\\n    return sum(sin(x * w))\\n", "ahead.adc")
+x, w = np.linspace(0, 1, 9), adc.Variable(np.linspace(1, 2, 9))
+with adc.GradientTape() as tape:
+    y = m.scaled(x, w)
+np.testing.assert_allclose(tape.gradient(y, w).numpy(), x * np.cos(x * w.numpy()), rtol=1e-12)
+if case == "another thread":
+    gate.set()
+"""
+
+
+@pytest.mark.parametrize("case, bwd_lookup, bwd_compiles", [("alone", "hit", 1), ("another thread", "miss", 1),
+                                                           ("child fails", "miss", 2)])
+def test_a_recorded_calls_backward_compiles_in_a_child_meanwhile(cache_dir, case, bwd_lookup, bwd_compiles):
+    """The tape's first recorded call of a kernel forks a child compiling its backward into the cache
+    while this process compiles and runs the forward, so the gradient finds it there; not while
+    another Python thread runs, and a child that fails leaves the compile to this process."""
+    result = subprocess.run([sys.executable, "-c", COMPILE_AHEAD, case], capture_output=True, text=True,
+                            env={**os.environ, "ADC_CACHE_DIR": str(cache_dir), "ADC_LOG": "compile"},
+                            cwd=ROOT, timeout=300)
+    assert result.returncode == 0, result.stderr
+    (lookup,) = [line for line in result.stderr.splitlines() if "adc_kernel_scaled_bwd: cache" in line]
+    assert lookup.split()[4] == bwd_lookup, result.stderr
+    assert result.stderr.count("scaled_bwd: codegen") == bwd_compiles     # the child's and this process's

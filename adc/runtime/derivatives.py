@@ -32,7 +32,7 @@ import weakref
 from dataclasses import dataclass, field
 from typing import Callable
 
-from adc.abi import GRADIENTS_DERIVED, GRADIENTS_EMBEDDED, GRADIENTS_NONE, ModuleInfo
+from adc.abi import GRADIENTS_DERIVED, GRADIENTS_EMBEDDED, GRADIENTS_NONE, KERNEL_PREFIX, ModuleInfo
 from adc.errors import CompileError
 
 _parsed: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()   # native library -> IR Module
@@ -157,7 +157,8 @@ class Split:
 
 
 def split(kernel, wanted: tuple[int, ...]) -> Split | None:
-    """The split VJP of `kernel` for the `wanted` params, or None where there is none to give:
+    """The split VJP of `kernel` for the `wanted` params, its backward compiling ahead (a tape
+    records to differentiate), or None where there is none to give:
     a shared object's kernel (its embedded VJPs need no compiler), no compiler installed, a kernel
     the adjoint pass rejects (the tape's gradient() then reports it), or no backward to call."""
     source = _sources.get(kernel._owner)
@@ -169,6 +170,7 @@ def split(kernel, wanted: tuple[int, ...]) -> Split | None:
         return None
     if module is None:
         return None
+    derived.library.compile_ahead(KERNEL_PREFIX + derived.function)     # while the forward compiles
     return Split(module[derived.forward], Derivative(module[derived.function], derived.wrt, derived.passthrough),
                  len(kernel.signature.result_types))
 
