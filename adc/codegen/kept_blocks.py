@@ -1,10 +1,12 @@
-"""A kernel's block of temporaries, kept between its calls.
+"""A function's blocks — its temporaries, a scan's stacks — kept between its calls.
 
-A kernel allocates its temporaries as one block (lower.py). Freed on return, a large block goes
-back to the system (glibc maps blocks past its mmap threshold apart, and trims the top of its
-heap), and the next call takes every page fault again: a softmax cross-entropy's 16 MB of
-temporaries took 10 ms a call this way, 3 ms kept. So a kernel keeps its last block in a global
-slot of its own and takes it back on the next call when it is large enough:
+A kernel allocates its temporaries as one block (lower.py), and a scan, once its trip count is
+known, its stacks as another. Freed on return, a large block goes back to the system (glibc maps
+blocks past its mmap threshold apart, and trims the top of its heap), and the next call takes
+every page fault again: a softmax cross-entropy's 16 MB of temporaries took 10 ms a call this
+way, 3 ms kept; an RNN's 32 MB of stacks over 1,000 steps, 41 ms a call, 26 ms kept. So each
+allocation site keeps its last block in a global slot of its own (named after the function and
+the site) and takes it back on the next call when it is large enough:
 
     kept = atomicrmw xchg @adc.kept.K, null         ; entry: take the kept block, if any
     block = kept if kept's size >= need else (free(kept); aligned_alloc(need))

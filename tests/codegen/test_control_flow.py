@@ -394,6 +394,28 @@ def test_scan_stacks_rows_a_later_loop_reads(n):
                 RNG.standard_normal(4).astype(np.float32))
 
 
+def test_a_scans_stacks_are_kept_for_the_next_call():
+    """Allocated once its trip count is known, a scan's stacks are taken from and given back to a
+    slot of the kernel's own, as its block of temporaries is (kept_blocks.py): trip counts that
+    grow, shrink, grow again, and threads calling at once, each get the interpreter's values."""
+    module = module_of(SCAN)
+    text = str(lower_module(module, "{}", Target.host().vector_bits))
+    assert re.search(r'@"adc\.kept\.k\.\d+" = internal global ptr null', text)     # beside the temporaries' "adc.kept.k"
+    lib = compile_module(module)                # its code lives as long as it does
+    address = lib.address("adc_kernel_k")
+    x, w = RNG.standard_normal(4).astype(np.float32), RNG.standard_normal(4).astype(np.float32)
+
+    def agrees(n: int) -> None:
+        for got, want in zip(call(address, module["k"], np.int64(n), x, w), interp.run(module, "k", np.int64(n), x, w),
+                             strict=True):
+            np.testing.assert_allclose(got, want, rtol=1e-6)
+    for n in (3, 2000, 0, 5, 30_000, 1):
+        agrees(n)
+    from concurrent.futures import ThreadPoolExecutor
+    with ThreadPoolExecutor(4) as pool:
+        list(pool.map(agrees, [7, 9000, 2, 40, 12_000, 0] * 3))
+
+
 @pytest.mark.parametrize("n", [0, 3])
 def test_scan_stacks_along_a_later_axis(n):
     """Batched (adc.passes.batch), a scan stacks along axis 1: each row's parts are copied apart."""
