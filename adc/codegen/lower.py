@@ -267,8 +267,8 @@ class Emitter:
     def math(self, name: str, args: list[ir.Value]) -> ir.Value:
         """vecmath's `name`, or in a fast version its fast variant, noting arguments outside its range."""
         if self.outside_fast_range is None:
-            return vecmath.call(self.b, name, args)
-        y, exact = vecmath.call_fast(self.b, name, args)
+            return vecmath.call(self.b, name, args, self.vector_bits)
+        y, exact = vecmath.call_fast(self.b, name, args, self.vector_bits)
         if exact is not None:
             slot = self.outside_fast_range
             self.b.store(self.b.or_(self.b.load(slot, typ=I1), self.b.not_(exact)), slot)

@@ -52,12 +52,13 @@ from adc.codegen.vecmath_emitter import CONSTS, Emitter, Rule, vecmath_rules
 FUNCTIONS: frozenset[str] = frozenset(vecmath_rules)
 
 
-def _define(module: ir.Module, symbol: str, rule: Rule, ty: ir.Type, exact: bool) -> ir.Function:
-    """The internal always-inline function `symbol`, built once per module."""
+def _define(module: ir.Module, symbol: str, rule: Rule, ty: ir.Type, exact: bool, scalef: bool) -> ir.Function:
+    """The internal always-inline function `symbol`, built once per module (a module is built
+    for one target, so `scalef` is the same at every call)."""
     fn = ir.Function(module, ir.FunctionType(ty, [ty] * rule.arity), symbol)
     fn.linkage = "internal"
     builder = ir.IRBuilder(fn.append_basic_block("entry"))
-    builder.ret(rule.emit(Emitter(builder, ty, exact), *fn.args))
+    builder.ret(rule.emit(Emitter(builder, ty, exact, scalef), *fn.args))
     loads = any(isinstance(i, ir.LoadInstr) for block in fn.blocks for i in block.instructions)
     for attr in ("alwaysinline", "nounwind", "readonly" if loads else "readnone"):
         fn.attributes.add(attr)
@@ -76,19 +77,21 @@ def _checked_rule(name: str, args: Sequence[ir.Value]) -> tuple[Rule, ir.Type]:
     return vecmath_rules[name], ty
 
 
-def _call(builder: ir.IRBuilder, name: str, args: Sequence[ir.Value], exact: bool) -> ir.Value:
+def _call(builder: ir.IRBuilder, name: str, args: Sequence[ir.Value], exact: bool, vector_bits: int) -> ir.Value:
     rule, ty = _checked_rule(name, args)
     symbol = f"adc.vm.{name}.{'' if exact else 'fast.'}{CONSTS[ty].suffix}"
-    fn = builder.module.globals.get(symbol) or _define(builder.module, symbol, rule, ty, exact)
+    fn = builder.module.globals.get(symbol) or _define(builder.module, symbol, rule, ty, exact, vector_bits >= 512)
     return builder.call(fn, args)
 
 
-def call(builder: ir.IRBuilder, name: str, args: Sequence[ir.Value]) -> ir.Value:
-    """A call to the vector-math function `name` on f32 or f64 scalars; defines it on first use."""
-    return _call(builder, name, args, exact=True)
+def call(builder: ir.IRBuilder, name: str, args: Sequence[ir.Value], vector_bits: int = 256) -> ir.Value:
+    """A call to the vector-math function `name` on f32 or f64 scalars, for a target with
+    `vector_bits` registers (Target.vector_bits: 512 has AVX-512's vscalef); defines it on first use."""
+    return _call(builder, name, args, True, vector_bits)
 
 
-def call_fast(builder: ir.IRBuilder, name: str, args: Sequence[ir.Value]) -> tuple[ir.Value, ir.Value | None]:
+def call_fast(builder: ir.IRBuilder, name: str, args: Sequence[ir.Value],
+              vector_bits: int = 256) -> tuple[ir.Value, ir.Value | None]:
     """`name`'s fast variant and the i1 saying where it equals `call`'s result bit for bit (None: everywhere).
 
     sin, cos and tan have one: without the exact reduction of large arguments,
@@ -96,5 +99,5 @@ def call_fast(builder: ir.IRBuilder, name: str, args: Sequence[ir.Value]) -> tup
     """
     rule, ty = _checked_rule(name, args)
     if rule.fast_range is None:
-        return call(builder, name, args), None
-    return _call(builder, name, args, exact=False), rule.fast_range(Emitter(builder, ty), *args)
+        return call(builder, name, args, vector_bits), None
+    return _call(builder, name, args, False, vector_bits), rule.fast_range(Emitter(builder, ty), *args)

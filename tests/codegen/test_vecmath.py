@@ -138,6 +138,20 @@ def test_ulp_error_wide_and_critical(name, dtype):
     assert_ulps(name, dtype, critical_inputs(name, dtype, rng, 5_000 if exact else 50_000), bound)
 
 
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("name", sorted(BOUNDS))
+def test_scaling_by_ldexp_is_bit_identical_to_two_factors(name, dtype):
+    """Built for AVX-512 (vector_bits 512), exp's family applies 2^n with one ldexp (vscalef); the
+    ulp tests above measure the two-factor scaling other targets use: both round once, so every
+    function gives the same bits either way, on the wide and the critical inputs."""
+    rng = np.random.default_rng(sum(map(ord, name)) + 1)
+    x = np.concatenate([wide_inputs(name, dtype, rng, 20_000), critical_inputs(name, dtype, rng, 5_000)])
+    one, two = (compile_loop(lambda b, args, bits=bits: vecmath.call(b, name, args, bits), dtype)
+                for bits in (512, 256))
+    np.testing.assert_array_equal(one(x).view(np.uint64 if dtype is F64 else np.uint32),
+                                  two(x).view(np.uint64 if dtype is F64 else np.uint32))
+
+
 def test_trig_near_multiples_of_half_pi():
     """The reduction keeps relative accuracy where the reduced argument nearly cancels."""
     k = np.arange(1, 6000)
