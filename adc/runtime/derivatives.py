@@ -32,7 +32,7 @@ import weakref
 from dataclasses import dataclass, field
 from typing import Callable
 
-from adc.abi import GRADIENTS_DERIVED, GRADIENTS_EMBEDDED, GRADIENTS_NONE, KERNEL_PREFIX, ModuleInfo
+from adc.abi import GRADIENTS_DERIVED, GRADIENTS_EMBEDDED, GRADIENTS_NONE, ModuleInfo
 from adc.errors import CompileError
 
 _parsed: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()   # native library -> IR Module
@@ -170,8 +170,9 @@ def split(kernel, wanted: tuple[int, ...]) -> Split | None:
         return None
     if module is None:
         return None
-    derived.library.compile_ahead(KERNEL_PREFIX + derived.function)     # while the forward compiles
-    return Split(module[derived.forward], Derivative(module[derived.function], derived.wrt, derived.passthrough),
+    backward = module[derived.function]
+    derived.library.compile_ahead(backward.signature.symbol)     # while the forward compiles
+    return Split(module[derived.forward], Derivative(backward, derived.wrt, derived.passthrough),
                  len(kernel.signature.result_types))
 
 
