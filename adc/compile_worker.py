@@ -18,6 +18,7 @@ overlaps them. If it dies, the compile runs here and the next one starts a new w
 """
 from __future__ import annotations
 
+import atexit
 import os
 import pickle
 import signal
@@ -77,13 +78,26 @@ class _Worker:
             raise answer
         return answer
 
-    def close(self) -> None:
-        """Let the worker exit (it reads end of input), without waiting for it."""
+    def close(self, kill: bool = False) -> None:
+        """End the worker (it exits at the end of its input; `kill`: at once, mid-request) and reap
+        it: a process object dropped while its process runs warns (ResourceWarning) wherever the
+        collector happens to drop it."""
         try:
-            if self.process.stdin:
+            if kill:
+                self.process.kill()
+            else:
                 self.process.stdin.close()
+            self.process.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
         except OSError:
             pass
+        for pipe in (self.process.stdin, self.process.stdout):
+            try:
+                pipe.close()
+            except OSError:
+                pass
 
 
 class _Compiles:
@@ -130,13 +144,19 @@ class _Compiles:
             return kernel_object(*request)
         except BaseException as error:         # its own error, or an interrupt mid-request
             if not isinstance(error, Exception):
-                worker.process.kill()
+                worker.close(kill=True)
                 self.worker = None
             raise
         finally:
             if self.worker is worker and worker.compiles >= WORKER_COMPILES:
                 worker.close()
                 self._start()                   # its start overlaps this process's work until the next
+
+    def close(self) -> None:
+        """At exit: end the worker, if any."""
+        if self.worker is not None:
+            self.worker.close()
+            self.worker = None
 
     def forget(self) -> None:
         """In a forked child: the parent's worker and lock are the parent's."""
@@ -146,6 +166,7 @@ class _Compiles:
 
 _compiles = _Compiles()
 os.register_at_fork(after_in_child=_compiles.forget)
+atexit.register(_compiles.close)
 
 
 def object_code(symbol: str, ir_text: str, module_name: str, target: Target) -> bytes:
