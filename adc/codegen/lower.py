@@ -51,6 +51,13 @@ TRANSPOSE_TILE = 16     # a transpose's nest walks 16 x 16 blocks: 16 cache line
 # f32 at 0.47 ms (0.23 ms interleaved); a sum's chain is one add, and interleaving it cost more
 # compile time (the mlp_loss VJP's) than it saved.
 INTERLEAVED_REDUCTIONS = {"max": 4, "min": 4}
+# ... and runs on ordered values first: llvm.maxnum/minnum under no-NaN, no-signed-zero flags is
+# one vmaxps/vminps per vector, where NaN-propagating llvm.maximum/minimum also orders -0 < +0
+# with a sign test and two blends on the accumulator's chain. A row holding a NaN, or whose
+# extremum is a zero (the sign then matters), runs again exactly: same bits, 0.45 -> 0.14 ms for a
+# row max over 4096 x 1000 f32 on one thread.
+ORDERED_EXTREMA = {"max": "maxnum", "min": "minnum"}
+ORDERED_FLAGS = ("nnan", "nsz", "reassoc")
 REGISTER_TYPES = {DType.f32: ir.FloatType(), DType.f64: ir.DoubleType(), DType.i32: I32,
                   DType.i64: I64, DType.bool: I1}
 MEMORY_TYPES = {**REGISTER_TYPES, DType.bool: I8}
@@ -1034,17 +1041,38 @@ def _accumulate_scalar(em: Emitter, op: Op, kind: str, start: ir.Value, end: ir.
     extents = [em.dim(d) for d in x.type.shape]
     acc = em.head.alloca(REGISTER_TYPES[dtype])
 
+    ordered = ORDERED_EXTREMA.get(kind) if dtype.is_float else None
+    unordered = em.head.alloca(I1) if ordered else None
+
     def reduce_at(kept_axes: list[ir.Value]) -> None:
-        def step(reduced_axes: list[ir.Value]) -> None:
+        def element_at(reduced_axes: list[ir.Value]) -> ir.Value:
             position = dict(zip(kept, kept_axes)) | dict(zip(axes, reduced_axes))
-            element = em.value_at(x, em.index(x, axes=[position[k] for k in range(x.type.rank)]))
-            em.b.store(_combine(em.b, kind, dtype, em.b.load(acc), element), acc)
+            return em.value_at(x, em.index(x, axes=[position[k] for k in range(x.type.rank)]))
+
+        def step(reduced_axes: list[ir.Value]) -> None:
+            em.b.store(_combine(em.b, kind, dtype, em.b.load(acc), element_at(reduced_axes)), acc)
             em.memo.clear()
 
-        def reduce() -> None:
+        def ordered_step(reduced_axes: list[ir.Value]) -> None:
+            element = element_at(reduced_axes)
+            em.b.store(_intrinsic(em.b, ordered, [em.b.load(acc), element], dtype, ORDERED_FLAGS), acc)
+            em.b.store(em.b.or_(em.b.load(unordered), em.b.fcmp_unordered("uno", element, element)), unordered)
+            em.memo.clear()
+
+        def loop(body: Callable[[list[ir.Value]], None]) -> None:
             em.b.store(_identity(kind, dtype), acc)
-            loop_nest(em.b, [(i64(0), extents[k]) for k in axes], step,
+            loop_nest(em.b, [(i64(0), extents[k]) for k in axes], body,
                       interleave=INTERLEAVED_REDUCTIONS.get(kind, 1) if dtype.is_float else 1)
+
+        def reduce() -> None:
+            if not ordered:
+                loop(step)
+                return
+            em.b.store(ir.Constant(I1, 0), unordered)
+            loop(ordered_step)
+            zero = em.b.fcmp_ordered("==", em.b.load(acc), ir.Constant(REGISTER_TYPES[dtype], 0.0))
+            with em.b.if_then(em.b.select(em.b.load(unordered), ir.Constant(I1, 1), zero), likely=False):
+                loop(step)
         _fast_then_exact(em, reduce)
         em.store(out, dtype, em.index(op.result, axes=kept_axes), em.b.load(acc))
 

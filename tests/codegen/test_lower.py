@@ -350,14 +350,44 @@ def test_reduction_propagates_nan_and_fuses_its_producer():
 
 @pytest.mark.parametrize("name", ["reduce_max", "reduce_min"])
 def test_a_float_max_or_min_over_rows_keeps_four_vector_accumulators(name):
-    """Interleaved (loops.interleaved): the vector loop runs four independent max (min) chains."""
+    """Interleaved (loops.interleaved): the vector loop runs four independent max (min) chains, in
+    the ordered loop (maxnum under no-NaN flags) and in the exact one that reruns rare rows."""
     target = Target.host()
     module = llvm.parse_assembly(str(lower_module(kernel("x: f32[B,N]", lambda b, x: b.op(name, x, axes=[1])),
                                                   '{"abi": 1}', target.vector_bits)))
     target.optimize(module)
-    intrinsic = rf"@llvm\.{name[7:]}imum\.v\d+f32\("
     loop_bodies = [block for block in re.split(r"\n(?=[\w.]+:)", str(module)) if block.startswith("vector.body")]
-    assert [n for n in (len(re.findall(intrinsic, block)) for block in loop_bodies) if n] == [4]   # one chain: [1]
+    for intrinsic in (rf"@llvm\.{name[7:]}num\.v\d+f32\(", rf"@llvm\.{name[7:]}imum\.v\d+f32\("):
+        assert [n for n in (len(re.findall(intrinsic, block)) for block in loop_bodies) if n] == [4]   # one chain: [1]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("name", ["reduce_max", "reduce_min"])
+def test_a_float_max_or_min_over_rows_gives_the_exact_bits_at_nan_zeros_and_inf(name, dtype):
+    """The ordered loop's rows and the rows it reruns exactly (a NaN, or a zero extremum whose sign
+    it cannot tell) agree with NaN-propagating, -0 < +0 semantics, bit for bit, at every lane."""
+    rng = np.random.default_rng(0)
+    width = 131
+    rows = [rng.standard_normal(width), np.full(width, -np.inf), np.full(width, np.inf)]
+    for position in (0, 17, 64, 130):
+        for fill, special in [(-1.0, 0.0), (-1.0, -0.0), (1.0, -0.0), (1.0, 0.0), (0.5, np.nan)]:
+            row = np.full(width, fill if name == "reduce_max" else -fill)
+            row[position] = special
+            rows.append(row)
+    zeros = np.full(width, -0.0)
+    zeros[77] = 0.0
+    rows += [zeros, -zeros, np.full(width, -0.0), np.full(width, 0.0)]
+    x = np.array(rows, dtype)
+    extremum = np.max if name == "reduce_max" else np.min
+    want = extremum(x, axis=1)
+    for i, row in enumerate(x):     # a zero extremum: +0 when a +0 is there (max), -0 when a -0 is (min)
+        if want[i] == 0:
+            signs = np.signbit(row[row == 0])
+            want[i] = 0.0 if (not signs.all() if name == "reduce_max" else not signs.any()) else -0.0
+    ty = "f32" if dtype == np.float32 else "f64"
+    (got,) = run(kernel(f"x: {ty}[B,N]", lambda b, x: b.op(name, x, axes=[1])), x)
+    np.testing.assert_array_equal(got, want)
+    np.testing.assert_array_equal(np.signbit(got), np.signbit(want))
 
 
 @pytest.mark.parametrize("name, oracle", [("reduce_max", np.max), ("reduce_min", np.min)])
