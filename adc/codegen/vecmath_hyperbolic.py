@@ -41,7 +41,7 @@ def sigmoid_vecmath(m: Emitter, x):
 
 def _half_exp(m: Emitter, a):
     """e^a / 2 for a >= 0, scaled exactly: finite up to ln(2 max), as cosh (nan gives a number)."""
-    _, n, r = reduce_ln2(m, m.clamp(a, 0.0, 711.0))
+    n, r = reduce_ln2(m, m.clamp(a, 0.0, 711.0))
     return times_pow2(m, m.add(m.c(1.0), expm1_reduced(m, r)), m.b.sub(n, m.i(1)))
 
 

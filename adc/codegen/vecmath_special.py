@@ -37,7 +37,7 @@ def _erfc_tail(m: Emitter, a):
     for coeff in reversed(coeffs[:-1]):
         erfcx = m.fma(erfcx, w, coeff)
     h, l = m.two_product(ac, ac)
-    _, n, r = reduce_ln2(m, m.neg(h))
+    n, r = reduce_ln2(m, m.neg(h))
     return times_pow2(m, m.fma(erfcx, expm1_reduced(m, m.sub(r, l)), erfcx), n)
 
 
