@@ -348,6 +348,15 @@ def test_reduction_propagates_nan_and_fuses_its_producer():
     assert_close(got[1], np.exp(x.astype(np.float64)).sum(axis=0), np.float32)
 
 
+def test_a_float_sum_over_rows_keeps_four_vector_accumulators():
+    target = Target.host()
+    module = llvm.parse_assembly(str(lower_module(kernel("x: f32[B,N]", lambda b, x: b.op("reduce_sum", x, axes=[1])),
+                                                  '{"abi": 1}', target.vector_bits)))
+    target.optimize(module)
+    loop_bodies = [block for block in re.split(r"\n(?=[\w.]+:)", str(module)) if block.startswith("vector.body")]
+    assert [len(re.findall(r"fadd reassoc <\d+ x float>", block)) for block in loop_bodies] == [4]
+
+
 @pytest.mark.parametrize("name", ["reduce_max", "reduce_min"])
 def test_a_float_max_or_min_over_rows_keeps_four_vector_accumulators(name):
     """Interleaved (loops.interleaved): the vector loop runs four independent max (min) chains, in
