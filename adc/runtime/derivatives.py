@@ -158,9 +158,11 @@ class Split:
 
 def split(kernel, wanted: tuple[int, ...]) -> Split | None:
     """The split VJP of `kernel` for the `wanted` params, its backward compiling ahead (a tape
-    records to differentiate), or None where there is none to give:
-    a shared object's kernel (its embedded VJPs need no compiler), no compiler installed, a kernel
-    the adjoint pass rejects (the tape's gradient() then reports it), or no backward to call."""
+    records to differentiate), or None where there is none to give: a shared object's kernel (its
+    embedded VJPs need no compiler), no compiler installed, or a kernel the adjoint pass rejects (the
+    tape's gradient() then reports it). Where the VJP calls nothing (it passes its cotangents
+    through, as an add's, or none reaches a param) the forward is the kernel itself, and the backward
+    walk finds that on the node instead of asking the kernel again at every gradient."""
     source = _sources.get(kernel._owner)
     if source is None or source.info.gradients != GRADIENTS_DERIVED:
         return None
@@ -168,12 +170,12 @@ def split(kernel, wanted: tuple[int, ...]) -> Split | None:
         derived, module = _open_derived(source, kernel, "split_vjp", wanted)
     except (ImportError, CompileError):
         return None
+    n_results = len(kernel.signature.result_types)
     if module is None:
-        return None
+        return Split(kernel, Derivative(None, derived.wrt, derived.passthrough) if derived.wrt else NONE, n_results)
     backward = module[derived.function]
     derived.library.compile_ahead(backward.signature.symbol)     # while the forward compiles
-    return Split(module[derived.forward], Derivative(backward, derived.wrt, derived.passthrough),
-                 len(kernel.signature.result_types))
+    return Split(module[derived.forward], Derivative(backward, derived.wrt, derived.passthrough), n_results)
 
 
 def module_ir(library):
