@@ -344,7 +344,18 @@ def _seeds(target, targets: list, output_gradients) -> list:
 
 
 def _ones_like(t) -> Tensor:
+    """The seed ones: a Tensor never changes, so a small one is made once per shape and dtype."""
     like = t.numpy()
-    array = np.empty(like.shape, like.dtype)
-    array.fill(1)       # (np.ones costs several times more for a scalar)
-    return Tensor._wrap(array, data_address(array))
+    key = (like.shape, like.dtype)
+    ones = _SMALL_ONES.get(key)
+    if ones is None:
+        array = np.empty(like.shape, like.dtype)
+        array.fill(1)       # (np.ones costs several times more for a scalar)
+        ones = Tensor._wrap(array, data_address(array))
+        if like.size <= _SMALL and len(_SMALL_ONES) < _SMALL_SHAPES:
+            _SMALL_ONES[key] = ones
+    return ones
+
+
+_SMALL, _SMALL_SHAPES = 64, 1024      # seeds kept: of at most 64 elements, of 1024 shapes at most
+_SMALL_ONES: dict = {}

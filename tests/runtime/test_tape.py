@@ -260,6 +260,39 @@ def test_a_single_tape_runs_the_backward_half_of_a_split_vjp_not_the_vjp(monkeyp
             np.testing.assert_allclose(got.numpy(), expected, rtol=1e-12)
 
 
+def test_a_call_whose_vjp_passes_cotangents_through_keeps_that_on_its_node(monkeypatch):
+    """An add's VJP calls nothing: the tape keeps that with the call, as it keeps a split backward,
+    so gradient() asks no kernel for a derivative (it did for every such call, at every gradient)."""
+    m = adc.compile("def plus(x: f64, y: f64) -> f64:\n    return x + y\n")
+    x, y = adc.Variable(np.float64(2.0)), adc.Variable(np.float64(3.0))
+    monkeypatch.setattr(type(m.plus), "derivative", lambda *a: pytest.fail("the VJP was asked for"))
+    for _ in range(2):
+        with adc.GradientTape() as tape:
+            z = m.plus(m.plus(x, y), x)
+        assert [float(g) for g in tape.gradient(z, [x, y])] == [2.0, 1.0]
+
+
+def test_gradient_seeds_shared_between_gradients_stay_ones():
+    """Small seeds (ones) are made once per shape and dtype: a gradient that is the seed itself
+    (d z / d z, or through an add) is read-only, so no caller can change the next one."""
+    x = adc.Variable([1.0, 2.0])
+    first = []
+    for _ in range(2):
+        with adc.GradientTape() as tape:
+            z = x + x
+        g = tape.gradient(z, x)
+        np.testing.assert_array_equal(g.numpy(), [2.0, 2.0])
+        with adc.GradientTape() as tape:
+            tape.watch(x)
+            z = x + 0.0
+        seed = tape.gradient(z, z)
+        first.append(seed)
+        with pytest.raises(ValueError):
+            seed.numpy()[0] = 5.0
+        np.testing.assert_array_equal(seed.numpy(), [1.0, 1.0])
+    assert first[0] is first[1]
+
+
 def test_nested_tapes_differentiate_the_gradient_computation_through_the_kernels_vjp():
     """Under an outer tape the inner gradient is itself recorded, so it runs the kernel's VJP, whose
     own VJP gives the second derivative (d/db of sum(dy/db) for y = sum(tanh(x w + b)^2))."""
