@@ -34,13 +34,17 @@ MODULE_EXPORTS = (f"{KERNEL_PREFIX}*", METADATA_SYMBOL, SET_NUM_THREADS_SYMBOL)
 
 
 def c_compiler() -> list[str]:
-    """The C compiler driver that links: `$CC` (which may carry arguments), else `cc`."""
+    """The C compiler driver that links: `$CC` (which may carry arguments), else `cc`, by its full
+    path. (Given a bare name, subprocess searches PATH through os.get_exec_path, which swaps the
+    process's warning filters: from the background linker's thread that undid whatever a caller's
+    `warnings.catch_warnings` set meanwhile, its record of warnings included.)"""
     command = shlex.split(os.environ.get("CC", "")) or ["cc"]
-    if shutil.which(command[0]) is None:
+    found = shutil.which(command[0])
+    if found is None:
         where = "$CC" if os.environ.get("CC") else "`cc`"
         raise ToolchainError(f"cannot link a shared object: the C compiler driver {where} "
                              f"({command[0]}) is not found (install gcc or clang, or set CC)")
-    return command
+    return [found, *command[1:]]
 
 
 def link_shared_object(objects: Sequence[bytes], out_path: str | os.PathLike, libraries: Sequence[str] = (),

@@ -22,6 +22,27 @@ def dense_relu():
     return kernel("x: f32[B,I], w: f32[I,O], bias: f32[O]", body, name="dense_relu")
 
 
+def test_linking_leaves_the_warning_filters_alone(tmp_path, monkeypatch):
+    """The background linker thread links while the caller's code runs: it must not swap the
+    process-wide warning filters, as `warnings.catch_warnings` does (os.get_exec_path, which
+    subprocess calls to find a compiler given by a bare name, enters one). It did, and a
+    `pytest.warns` in the main thread recorded nothing."""
+    import warnings
+
+    target = Target.host(pic=True)
+    objects = [emit.emit_object(lower_module(dense_relu(), '{"abi": 1}', target.vector_bits), target),
+               driver.runtime_object(target)]
+    swaps, real = [], warnings.catch_warnings
+
+    def recorded(*args, **kwargs):
+        swaps.append(args)
+        return real(*args, **kwargs)
+    monkeypatch.setattr(warnings, "catch_warnings", recorded)
+    aot.link_shared_object(objects, tmp_path / "dense.so")
+    monkeypatch.undo()
+    assert swaps == [] and (tmp_path / "dense.so").stat().st_size > 0
+
+
 def test_shared_object_matches_jit(tmp_path):
     module = dense_relu()
     func = module["dense_relu"]
