@@ -39,7 +39,8 @@ def test_smooth_programs_have_the_gradients_of_finite_differences(program, outco
     check_program(program, outcomes, gradients=True)
 
 
-def _compiles_or_locates(source: str, seed: int, outcomes, what: str) -> None:
+def _assert_located_or_runs(source: str, seed: int, outcomes, what: str) -> None:
+    """A located CompileError (oracle.assert_located), or kernels that agree with the interpreter."""
     module = compile_or_locate(source, outcomes, what)
     if module is not None:
         check_against_interpreter(module, np.random.default_rng(seed), outcomes, what)
@@ -48,17 +49,17 @@ def _compiles_or_locates(source: str, seed: int, outcomes, what: str) -> None:
 @fuzz_settings(60)
 @given(source=programs().flatmap(lambda p: mutated(p.source, ILL_TYPED)))
 def test_ill_typed_programs_raise_located_errors_or_run(source, outcomes):
-    _compiles_or_locates(source, len(source), outcomes, "ill-typed")
+    _assert_located_or_runs(source, len(source), outcomes, "ill-typed")
 
 
 @fuzz_settings(100)
 @given(source=programs().flatmap(lambda p: mutated(p.source)))
 def test_junk_raises_located_errors_or_runs(source, outcomes):
-    _compiles_or_locates(source, len(source), outcomes, "junk")
+    _assert_located_or_runs(source, len(source), outcomes, "junk")
 
 
 @fuzz_settings(100)
 @given(source=st.lists(st.sampled_from(CHARACTERS + SNIPPETS + tuple("abxyzNB0129.:,()[]+-*/@<=>#\n _")),
                        max_size=40).map("".join))
 def test_garbage_raises_located_errors_or_runs(source, outcomes):
-    _compiles_or_locates(source, len(source), outcomes, "garbage")
+    _assert_located_or_runs(source, len(source), outcomes, "garbage")
