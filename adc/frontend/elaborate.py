@@ -36,6 +36,8 @@ from adc.frontend.builtins import (Args, Deferred, Results, Scope, builtin_rules
                                    matmul, typed)
 from adc.ir.builder import Builder
 from adc.ir.core import Func, FuncRef, Module, Value
+from adc.ir.ops import bind_dims, substitute
+from adc.ir.shapes import contract
 from adc.ir.trampoline import trampoline
 from adc.ir.types import BOOL, MAX_ELEMENTS, DType, Dim, SymDim, TensorType, fits
 
@@ -65,13 +67,14 @@ def elaborate(program: ast.Program) -> Module:
     gradient_of = {e.gradient: e for e in externs.values() if e.gradient}
     funcs: dict[str, Func] = {name: gradient_declaration(name, e) for name, e in gradient_of.items()}
     order: dict[str, tuple[str, ...]] = {}
+    contracts: dict[str, tuple[SymDim, ...]] = {}    # what a call of each kernel needs (ir/shapes.py)
     for name in _callees_first(defs):
         fdef, decorator = defs[name], decorator_of(defs[name])
         before = set(funcs)
         if decorator is not None and decorator.name == "custom_gradient":
             made = elaborate_custom_gradient(fdef, defs, funcs, externs)
         else:
-            made = [KernelElaborator(fdef, defs, funcs, externs).run()]
+            made = [KernelElaborator(fdef, defs, funcs, externs, contracts).run()]
         regions = [n for n in funcs if n not in before]           # in the order made
         funcs.update((f.name, f) for f in made)
         order[name] = (*regions, *(f.name for f in made))
@@ -146,9 +149,10 @@ class KernelElaborator(Scope):
     """Elaborates one kernel: its signature, then its statements in order."""
 
     def __init__(self, fdef: ast.FuncDef, defs: dict[str, ast.FuncDef], funcs: dict[str, Func],
-                 externs: dict[str, Extern] | None = None):
+                 externs: dict[str, Extern] | None = None, contracts: dict[str, tuple[SymDim, ...]] | None = None):
         super().__init__(Builder(funcs, fdef.loc))
         self.fdef, self.defs, self.funcs, self.externs = fdef, defs, funcs, externs or {}
+        self.contracts = {} if contracts is None else contracts
         self.env: dict[str, object] = {}
         self.assigned_at: dict[str, Location] = {}     # where each name was last assigned
         self.dims: dict[str, SymDim] = {}
@@ -574,7 +578,18 @@ class KernelElaborator(Scope):
             with self.b.at(loc):
                 operands.append(self.tensor(value, p.type.dtype))
         results = self.b.emit("call", *operands, callee=FuncRef(e.func))
+        self.check_contract(e, callee, operands)
         return results[0] if len(results) == 1 else Results(results)
+
+    def check_contract(self, e: ast.Call, callee: Func, operands: list[Value]) -> None:
+        """A call whose static sizes break what the callee needs (its `x[1]` of an f32[1]) is an
+        error here, where the caller can fix it; symbolic ones are checked when the call runs."""
+        env = bind_dims(callee.param_types, [v.type for v in operands])
+        for need in contract(callee.name, self.funcs, self.contracts):
+            value = substitute(need, env) if need.symbols <= env.keys() else None
+            if isinstance(value, int) and value < 0:
+                given = ", ".join(f"{s} = {env[s]}" for s in sorted(need.symbols))
+                raise CompileError(f"{e.func}() needs {need} >= 0, but this call gives {given}", e.loc)
 
 
     def call_extern(self, e: ast.Call, extern: Extern) -> Value:

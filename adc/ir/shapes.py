@@ -7,15 +7,20 @@ be >= 0 — `x[1:]` of `f32[N]` has dimension `N-1`), and static slice bounds ad
 
     constraints(func)   # -> (N-1, N-3, ...) for the examples above
 
+A call needs what its callee needs, in the caller's dimensions (`call_needs`): a function's
+`contract` is its constraints and its calls' needs. A call whose arguments are static and
+break it is the caller's CompileError; passes keep the ops that carry a contract (dce.py).
+
 A loop body or a branch runs only when its parent gets there (`if M > 0: t = x[0]`), so
 its constraints cannot be asked of every call: the region function checks them itself
 when it runs, and the call fails then. `region_constraints` lists them for the message.
 """
 from __future__ import annotations
 
-from typing import Iterable
+from typing import Iterable, Mapping
 
 from adc.ir.core import Func, Module, Op
+from adc.ir.ops import bind_dims, substitute
 from adc.ir.types import Dim, SymDim
 
 
@@ -49,3 +54,38 @@ def region_constraints(module: Module, func: Func) -> tuple[SymDim, ...]:
         if region is not func:
             found.update((c, None) for c in constraints(region) if c not in own and c.symbols <= known)
     return tuple(found)
+
+
+def contract(name: str, funcs: Mapping[str, Func], known: dict[str, tuple[SymDim, ...]]) -> tuple[SymDim, ...]:
+    """What a call of `funcs[name]` needs of its sizes: its constraints and its calls' needs, in
+    its own dimension symbols. Kept in `known` (its callees' too), computed callees first without
+    recursion: a chain of calls is as long as the program."""
+    stack, entered = [name], set()
+    while stack:
+        top = stack[-1]
+        if top in known:
+            stack.pop()
+            continue
+        missing = [c for c in _callees(funcs[top]) if c not in known and c not in entered]
+        entered.add(top)
+        if missing:
+            stack += missing
+            continue
+        stack.pop()
+        found = dict.fromkeys(constraints(funcs[top]))
+        for op in funcs[top].ops:
+            if op.name == "call" and op.attrs["callee"] in known:
+                found.update(dict.fromkeys(d for d in call_needs(op, funcs, known) if isinstance(d, SymDim)))
+        known[top] = tuple(found)
+    return known[name]
+
+
+def call_needs(op: Op, funcs: Mapping[str, Func], known: dict[str, tuple[SymDim, ...]]) -> tuple[Dim, ...]:
+    """The callee's contract at call `op`, in the caller's dimensions: an int where they are static."""
+    callee = funcs[op.attrs["callee"]]
+    env = bind_dims(callee.param_types, [v.type for v in op.operands])
+    return tuple(substitute(c, env) for c in contract(callee.name, funcs, known) if c.symbols <= env.keys())
+
+
+def _callees(func: Func) -> list[str]:
+    return [op.attrs["callee"] for op in func.ops if op.name == "call"]

@@ -107,6 +107,13 @@ CASES = [
     (HEAD + "    z = i32(x)\n    z /= 2\n    return x\n", (3, 5), "div: expected float operands, got i32[N]"),
     (HEAD + "    q += x\n    return q\n", (2, 5), "'q' must be assigned before '+='"),
     (HEAD + "    return where(isnan(i32(x)), x, x)\n", (2, 24), "isnan(): expected a float tensor, got i32[N]"),
+    # a call whose static sizes break what the callee needs, its dead code included (h0's x[1]),
+    # or what the callee's own calls need (h1 calls h0 with its M)
+    ("def h0(x: f32[N]) -> f32[N]:\n    t = x[1]\n    return x\n"
+     "def f(y: f32) -> f32:\n    return sum(h0(broadcast_to(y, [1])))\n", (5, 16), "h0() needs N-2 >= 0, but this call gives N = 1"),
+    ("def h0(x: f32[N]) -> f32[N]:\n    return x * x[2]\n"
+     "def h1(x: f32[M]) -> f32[M]:\n    return h0(x)\n"
+     "def f(y: f32) -> f32:\n    t = h1(broadcast_to(y, [2]))\n    return y\n", (6, 9), "h1() needs M-3 >= 0, but this call gives M = 2"),
 ]
 
 

@@ -148,6 +148,14 @@ def body(x: f64[M], n: i64) -> f64:
 
 def caller(x: f64[M]) -> f64:
     return first(x) * 2.0
+
+def unread(x: f64[M]) -> f64:
+    t = x[3]
+    return sum(x)
+
+def unread_caller(x: f64[M]) -> f64:
+    t = unread(x)
+    return sum(x)
 """
 
 
@@ -155,11 +163,14 @@ def caller(x: f64[M]) -> f64:
     (lambda m: m.branch(np.zeros(0), -1.0), r"branch: .* needs M-1 >= 0, but M = 0"),
     (lambda m: m.body(np.zeros(5), 2), r"body: .* needs M-6 >= 0, but M = 5"),
     (lambda m: m.caller(np.zeros(3)), r"caller: .* needs M-4 >= 0, but M = 3"),
+    (lambda m: m.unread_caller(np.zeros(3)), r"unread_caller: .* needs M-4 >= 0, but M = 3"),
+    (lambda m: m.unread(np.zeros(3)), r"unread: the shapes need M-4 >= 0, but M = 3"),
 ])
 def test_an_index_in_a_branch_loop_or_callee_that_runs_is_checked_when_it_runs(call, message):
     """Native code checks the sizes a loop body, a branch or an inlined kernel needs when it gets
     there (the call boundary cannot ask them of every call): a ValueError naming what they need,
-    never a read out of bounds."""
+    never a read out of bounds. An index no result reads, and a call of a kernel that has one,
+    need the sizes as the interpreter's run of the source does."""
     module = adc.compile(INDEXED_WHEN_RUN, "indexed.adc")
     with pytest.raises(ValueError, match=message):
         call(module)
@@ -180,6 +191,8 @@ def test_the_interpreter_checks_the_same_sizes_when_a_region_or_callee_runs():
         run(module, "branch", np.zeros(0), np.float64(-1.0))
     with pytest.raises(ValueError, match=r"@first: the shapes need M-4 >= 0, but M = 3"):
         run(module, "caller", np.zeros(3))
+    with pytest.raises(ValueError, match=r"@unread: the shapes need M-4 >= 0, but M = 3"):
+        run(module, "unread_caller", np.zeros(3))
     assert run(module, "guarded", np.zeros(0))[0] == 0.0
 
 
