@@ -66,7 +66,7 @@ def contract(name: str, funcs: Mapping[str, Func], known: dict[str, tuple[SymDim
         if top in known:
             stack.pop()
             continue
-        missing = [c for c in _callees(funcs[top]) if c not in known and c not in entered]
+        missing = [c for c in _callees(funcs[top]) if c in funcs and c not in known and c not in entered]
         entered.add(top)
         if missing:
             stack += missing

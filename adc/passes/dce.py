@@ -44,8 +44,8 @@ def without_orphan_regions(before: Module, funcs: dict[str, Func]) -> Module:
 
 def eliminate_dead_code_func(func: Func, funcs: Mapping[str, Func] | None = None) -> Func:
     """`func` less its dead ops; with `funcs`, the dimensions its live loops' regions read from it
-    keep the scans that bind them, as the live ops' own types do, and dead slices whose bounds
-    nothing else checks stay (see the module docstring)."""
+    keep the scans that bind them, as the live ops' own types do, and the dead calls whose callees
+    need what nothing else checks stay, as dead slices do (see the module docstring)."""
     checks: set[Op] = set()
     known: dict[str, tuple[SymDim, ...]] = {}
     while True:
