@@ -48,6 +48,10 @@ def eliminate_dead_code_func(func: Func, funcs: Mapping[str, Func] | None = None
     need what nothing else checks stay, as dead slices do (see the module docstring)."""
     checks: set[Op] = set()
     known: dict[str, tuple[SymDim, ...]] = {}
+    defined = set(func.params)      # a check reads only these (prune_loops drops a body's unread params)
+    for op in func.ops:
+        if defined.issuperset(op.operands):
+            defined.update(op.results)
     while True:
         kept = _live_ops(func, funcs, checks)
         if len(kept) == len(func.ops):
@@ -56,7 +60,7 @@ def eliminate_dead_code_func(func: Func, funcs: Mapping[str, Func] | None = None
         held.update(*(_needs(op, funcs, known) for op in kept if op.name == "call"))
         alive, more = set(kept), False
         for op in func.ops:     # in order, each check kept only if those before do not imply it
-            if op.name in ("slice", "call") and op not in alive:
+            if op.name in ("slice", "call") and op not in alive and defined.issuperset(op.operands):
                 needs = _needs(op, funcs, known)
                 if not all(_implied(need, held) for need in needs):
                     checks.add(op)

@@ -196,6 +196,18 @@ def test_the_interpreter_checks_the_same_sizes_when_a_region_or_callee_runs():
     assert run(module, "guarded", np.zeros(0))[0] == 0.0
 
 
+def test_a_loop_body_whose_index_goes_unread_differentiates():
+    """The VJP's loop body, pruned to what the gradient reads, loses the parameter its dead x[0] read:
+    dead code elimination keeps no check of a value the function no longer has (it kept one, and the
+    verifier stopped the compile)."""
+    kernel = adc.compile("def f(x: f64[N]) -> f64:\n    t = x[0]\n    for _ in range(0):\n"
+                         "        t = tanh(x[0])\n    return t\n", "unread_in_loop.adc").f
+    x = adc.Variable(np.array([0.5, 2.0]))
+    with adc.GradientTape() as tape:
+        y = kernel(x)
+    np.testing.assert_array_equal(tape.gradient(y, x).numpy(), [1.0, 0.0])
+
+
 def test_a_loop_of_constants_differentiates():
     """The loop's state starts from a constant: simplify must not fold the loop (its body is a
     function of the module) while the tape derives the split VJP."""
