@@ -207,7 +207,7 @@ def load_count() -> int:
 def runtime_library():
     """The runtime library every JIT kernel of this process calls, loaded on first use: the shared
     object the cache keeps (its symbols global, so kernels loaded as shared objects bind to it),
-    else — cache off, no C compiler to link one — its object code through MCJIT."""
+    else — cache off, no C compiler to link one — its object code through the JIT linker (jit.py)."""
     global _runtime
     with _runtime_lock:
         if _runtime is None:
@@ -284,14 +284,14 @@ def _lowest_priority() -> None:
 
 
 def _jit_library(object_code: bytes, target: Target) -> JitLibrary:
-    """Object code through MCJIT; llvmlite is imported here, only when this loader is needed."""
+    """Object code through the JIT linker; llvmlite is imported here, only when this loader is needed."""
     from adc.codegen.jit import JitLibrary
 
     return JitLibrary(object_code, target)
 
 
 def load_object(object_code: bytes, target: Target) -> JitLibrary:
-    """Link object code into this process through MCJIT, after the runtime library it calls."""
+    """Link object code into this process (jit.py), after the runtime library it calls."""
     global _loads, _published
     from adc.codegen import jit
 
@@ -322,7 +322,7 @@ def _host() -> _Host:
     LLVM answers both (loading it takes ~35 ms), once per machine: the answers are kept in the
     cache under what they depend on, read without LLVM (`_machine_identity`), so a process whose
     code is all cached never loads LLVM. The JIT's code is position-independent: the object code
-    MCJIT loads is the code the cache links into a shared object."""
+    the JIT linker loads is the code the cache links into a shared object."""
     from adc.codegen.target import Target
 
     cache, identity = open_cache(), _machine_identity()
@@ -369,11 +369,11 @@ class JitModule:
     the module's metadata, its optimized IR text once and, per kernel symbol, the digest of the
     kernel and all it calls (`compiler.KernelSources`); `address(symbol)` loads the kernel the
     first time it is asked for: its shared object from the cache, with no LLVM, else its object
-    code (from the cache, or compiled from the IR text) through MCJIT, linking the shared object
+    code (from the cache, or compiled from the IR text) through the JIT linker, linking the shared object
     for the next process meanwhile. So opening a module of twenty kernels compiles none, a
     process pays LLVM only for the kernels it compiles, and one whose kernels are all cached
     loads no LLVM. JIT modules share the process's runtime library, so `adc_set_num_threads` is
-    the runtime's. (Kernels calling external functions keep to MCJIT, which binds them.)
+    the runtime's. (Kernels calling external functions keep to the JIT linker, which binds them.)
     """
 
     def __init__(self, manifest: dict):

@@ -1,7 +1,7 @@
 """In-process loading through the system's dynamic loader: the JIT's shared objects.
 
-The JIT keeps what it compiles in the cache twice: as object code, which an MCJIT
-engine links into a process (jit.py: needs LLVM), and as a shared object linked
+The JIT keeps what it compiles in the cache twice: as object code, which the JIT linker
+links into a process (jit.py: needs LLVM), and as a shared object linked
 from it (aot.py), which the dynamic loader maps with no LLVM at all. A process
 whose kernels are all cached loads the shared objects: the runtime library first,
 with its symbols global, so that each kernel's calls into it resolve, then each
@@ -26,7 +26,7 @@ _libc.dlerror.restype = ctypes.c_char_p
 class DynamicLibrary:
     """A shared object mapped into this process (OSError when the loader refuses it).
 
-    A kernel's library is unmapped when nothing refers to it any more, as an MCJIT library is:
+    A kernel's library is unmapped when nothing refers to it any more, as a JIT-linked one is:
     kernels are called synchronously, so none of its code runs then, and a process compiling
     fresh kernels keeps no memory of the ones it dropped. The `runtime` library is mapped for
     good, its symbols global for the kernels to bind to: its thread pool's threads run its code

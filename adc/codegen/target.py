@@ -97,7 +97,7 @@ class Target:
         return _target_machine(self)
 
     def new_target_machine(self) -> llvmlite.binding.TargetMachine:
-        """A target machine of one's own: an MCJIT engine takes ownership of (and frees) its machine."""
+        """A target machine of one's own: a JIT takes ownership of (and frees) its machine."""
         return _llvm().Target.from_triple(self.triple).create_target_machine(
             cpu=self.cpu, features=self.features, opt=min(self.opt_level, 3),
             reloc="pic" if self.pic else "default", codemodel="default" if self.pic else "jitdefault",

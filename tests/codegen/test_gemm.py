@@ -3,7 +3,7 @@
 
 The harness is minimal on purpose: one llvmlite module per vector width holding both gemm
 functions and exported wrappers, optimized at O3 and JIT-compiled for the host
-CPU with MCJIT, called through ctypes.
+CPU with the JIT linker, called through ctypes.
 """
 from __future__ import annotations
 

@@ -50,3 +50,19 @@ def test_a_scan_along_a_leading_axis_runs_its_rows_as_vector_loops():
     x = randn(5, 33)
     (got,) = call(lib.address("adc_kernel_scan_rows"), module["scan_rows"], x)
     np.testing.assert_array_equal(got, np.cumsum(x, axis=0))
+
+
+def test_a_library_exports_the_global_symbols_its_object_defines():
+    """The JIT linker gives addresses for the names asked for when it links: those the object
+    defines (read from its ELF symbol table), not the names it only calls, nor its internal ones."""
+    from adc.codegen import emit, jit
+    from adc.codegen.lower import lower_module
+    from adc.codegen.target import Target
+
+    target = Target.host(pic=True)
+    code = emit.emit_object(lower_module(sigmoid_shift(), '{"abi": 1}', target.vector_bits), target)
+    names = set(jit.defined_symbols(code))
+    assert {"adc_kernel_sigmoid_shift", "adc_module_metadata", "adc_set_num_threads"} <= names
+    assert not any(n.startswith(("adc_rt_", "adc.")) for n in names)     # called, or internal
+    lib = compile_module(sigmoid_shift())
+    assert lib.address("adc_kernel_sigmoid_shift") != 0 and lib.address("adc_kernel_nope") == 0
