@@ -36,8 +36,8 @@ from adc.frontend.builtins import (Args, Deferred, Results, Scope, builtin_rules
                                    matmul, typed)
 from adc.ir.builder import Builder
 from adc.ir.core import Func, FuncRef, Module, Value
-from adc.ir.ops import bind_dims, substitute
-from adc.ir.shapes import contract
+from adc.ir.ops import bind_dims
+from adc.ir.shapes import needs_at
 from adc.ir.trampoline import trampoline
 from adc.ir.types import BOOL, MAX_ELEMENTS, DType, Dim, SymDim, TensorType, fits
 
@@ -584,10 +584,10 @@ class KernelElaborator(Scope):
     def check_contract(self, e: ast.Call, callee: Func, operands: list[Value]) -> None:
         """A call whose static sizes break what the callee needs (its `x[1]` of an f32[1]) is an
         error here, where the caller can fix it; symbolic ones are checked when the call runs."""
-        env = bind_dims(callee.param_types, [v.type for v in operands])
-        for need in contract(callee.name, self.funcs, self.contracts):
-            value = substitute(need, env) if need.symbols <= env.keys() else None
+        arg_types = [v.type for v in operands]
+        for need, value in needs_at(callee, arg_types, self.funcs, self.contracts):
             if isinstance(value, int) and value < 0:
+                env = bind_dims(callee.param_types, arg_types)
                 given = ", ".join(f"{s} = {env[s]}" for s in sorted(need.symbols))
                 raise CompileError(f"{e.func}() needs {need} >= 0, but this call gives {given}", e.loc)
 

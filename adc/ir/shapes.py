@@ -82,9 +82,14 @@ def contract(name: str, funcs: Mapping[str, Func], known: dict[str, tuple[SymDim
 
 def call_needs(op: Op, funcs: Mapping[str, Func], known: dict[str, tuple[SymDim, ...]]) -> tuple[Dim, ...]:
     """The callee's contract at call `op`, in the caller's dimensions: an int where they are static."""
-    callee = funcs[op.attrs["callee"]]
-    env = bind_dims(callee.param_types, [v.type for v in op.operands])
-    return tuple(substitute(c, env) for c in contract(callee.name, funcs, known) if c.symbols <= env.keys())
+    return tuple(value for _, value in needs_at(funcs[op.attrs["callee"]], [v.type for v in op.operands], funcs, known))
+
+
+def needs_at(callee: Func, arg_types, funcs: Mapping[str, Func],
+             known: dict[str, tuple[SymDim, ...]]) -> list[tuple[SymDim, Dim]]:
+    """Each need of `callee`'s contract with its value for arguments of `arg_types`."""
+    env = bind_dims(callee.param_types, arg_types)
+    return [(c, substitute(c, env)) for c in contract(callee.name, funcs, known) if c.symbols <= env.keys()]
 
 
 def _callees(func: Func) -> list[str]:

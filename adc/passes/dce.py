@@ -26,7 +26,8 @@ from adc.ir.types import SymDim, evaluate_dim
 
 
 def eliminate_dead_code(module: Module) -> Module:
-    return without_orphan_regions(module, {f.name: eliminate_dead_code_func(f, module.funcs) for f in module})
+    known: dict[str, tuple[SymDim, ...]] = {}       # the functions' contracts, found once for the module
+    return without_orphan_regions(module, {f.name: eliminate_dead_code_func(f, module.funcs, known) for f in module})
 
 
 def without_orphan_regions(before: Module, funcs: dict[str, Func]) -> Module:
@@ -42,20 +43,21 @@ def without_orphan_regions(before: Module, funcs: dict[str, Func]) -> Module:
         funcs = {name: func for name, func in funcs.items() if name not in orphans}
 
 
-def eliminate_dead_code_func(func: Func, funcs: Mapping[str, Func] | None = None) -> Func:
+def eliminate_dead_code_func(func: Func, funcs: Mapping[str, Func] | None = None,
+                             known: dict[str, tuple[SymDim, ...]] | None = None) -> Func:
     """`func` less its dead ops; with `funcs`, the dimensions its live loops' regions read from it
     keep the scans that bind them, as the live ops' own types do, and the dead calls whose callees
     need what nothing else checks stay, as dead slices do (see the module docstring)."""
     checks: set[Op] = set()
-    known: dict[str, tuple[SymDim, ...]] = {}
+    known = {} if known is None else known
+    kept = _live_ops(func, funcs, checks)
+    if len(kept) == len(func.ops):      # the usual case: nothing dead, nothing more to look at
+        return func
     defined = set(func.params)      # a check reads only these (prune_loops drops a body's unread params)
     for op in func.ops:
         if defined.issuperset(op.operands):
             defined.update(op.results)
     while True:
-        kept = _live_ops(func, funcs, checks)
-        if len(kept) == len(func.ops):
-            return func
         held = set(constraints(Func(func.name, func.params, tuple(kept), func.returns, func.loc)))
         held.update(*(_needs(op, funcs, known) for op in kept if op.name == "call"))
         alive, more = set(kept), False
@@ -68,6 +70,7 @@ def eliminate_dead_code_func(func: Func, funcs: Mapping[str, Func] | None = None
                     more = True
         if not more:
             return Func(func.name, func.params, tuple(kept), func.returns, func.loc)
+        kept = _live_ops(func, funcs, checks)
 
 
 def _implied(need: SymDim, held: set[SymDim]) -> bool:
