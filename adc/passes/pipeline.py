@@ -32,6 +32,7 @@ from adc.passes.inline import inline
 from adc.passes.prune_loops import prune_dead_loop_values
 from adc.passes.simplify import simplify
 from adc.passes.sink_sums import sink_sums
+from adc.passes.sink_transposes import sink_transposes
 
 
 @dataclass(frozen=True)
@@ -53,7 +54,7 @@ CLEANUP: tuple[Pass, ...] = (
 
 # What code generation runs last: CLEANUP, then the rewrites that pay off only in code, not in IR
 # another transformation reads (a loop differentiated after `sink_sums` would store wider states).
-LOWERING: tuple[Pass, ...] = (*CLEANUP, Pass("sink_sums", sink_sums))
+LOWERING: tuple[Pass, ...] = (*CLEANUP, Pass("sink_sums", sink_sums), Pass("sink_transposes", sink_transposes))
 
 DEFAULT_PIPELINE: tuple[Pass, ...] = (Pass("expand", expand_custom_gradients), Pass("inline", inline), *LOWERING)
 SEPARATE_PIPELINE: tuple[Pass, ...] = (Pass("expand", expand_custom_gradients), *CLEANUP)

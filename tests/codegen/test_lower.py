@@ -523,6 +523,26 @@ def test_a_value_read_by_elementwise_ops_of_one_loop_is_computed_in_it():
             assert_close(got, want, np.float64)
 
 
+def test_a_computed_value_read_through_a_reshape_by_two_loops_gets_a_buffer():
+    """(x + y) reshaped [B, I] -> [I, B] and read by two loops: recomputing it at an element of either
+    takes divisions to find the element it reshapes, so it is stored once and both read the buffer."""
+    params = "x: f64[B,I], y: f64[B,I], z: f64[I,B]"
+    rng = np.random.default_rng(0)
+    x, y, z = rng.standard_normal((4, 3)), rng.standard_normal((4, 3)), rng.standard_normal((3, 4))
+
+    def two_readers(b, x, y, z):
+        s = b.op("reshape", b.op("add", x, y), shape=z.type.shape)
+        return b.op("reduce_sum", b.op("mul", s, z), axes=[0]), b.op("sub", s, z)
+
+    module = kernel(params, two_readers)
+    func = next(iter(module))
+    reshaped = next(op.result for op in func.ops if op.name == "reshape")
+    assert reshaped in plan(func).materialized
+    s = (x + y).reshape(3, 4)
+    for got, want in zip(run(module, x, y, z), ((s * z).sum(0), s - z)):
+        assert_close(got, want, np.float64)
+
+
 def test_relu_saving_its_mask_and_result_is_one_loop_storing_both():
     """The forward half of a split VJP returns relu's mask and result: one loop computes x @ w + c
     once per element and stores both (a large B spans several threads)."""
