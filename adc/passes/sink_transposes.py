@@ -78,7 +78,10 @@ class Sinker:
 
     def read_elsewhere(self, reads: Counter) -> bool:
         """Whether a value the rebuilt ops made is read by other ops too (it would then be computed
-        in both orders); the first rebuilt op's result is the transpose's operand."""
+        in both orders); the first rebuilt op's result is the transpose's operand (none: the
+        transpose was the identity)."""
+        if not self.rebuilt:
+            return False
         inside = Counter(v for op in self.rebuilt for v in op.operands)
         inside[self.rebuilt[0].result] += 1
         return any(reads[r] != inside[r] for op in self.rebuilt for r in op.results)

@@ -48,3 +48,57 @@ def test_a_transpose_of_a_long_elementwise_chain_sinks_or_stays_without_deep_rec
     assert sum(op.name == "transpose" for op in after.funcs["f"].ops) == (0 if length < MAX_REBUILT else 1)
     args = np.linspace(-2, 2, 5, dtype=np.float32), np.linspace(-1, 1, 3, dtype=np.float32)
     np.testing.assert_array_equal(run(after, "f", *args)[0], run(module, "f", *args)[0])
+
+
+def _random_program(seed: int) -> Module:
+    """A random function of rank-3 values made elementwise from broadcasts, iotas, transposes and a
+    matmul's rows, ending in a transpose (or several, read by the results)."""
+    rng = np.random.default_rng(seed)
+    dims = [SymDim.symbol(s) for s in "ABC"]
+    b = Builder()
+    small = [b.param(f"p{i}", TensorType(F32, tuple(dims[j] for j in axes)))
+             for i, axes in enumerate([(0,), (1,), (2,), (0, 1), (1, 2), (0, 2)])]
+    weight = b.param("w", TensorType(F32, (dims[2], dims[2])))
+    pool = []
+
+    def spread(v, axes):
+        return b.op("broadcast", v, dims=list(axes), shape=dims)
+
+    for axes, p in zip([(0,), (1,), (2,), (0, 1), (1, 2), (0, 2)], small):
+        pool.append(spread(p, axes))
+    pool.append(b.op("iota", axis=int(rng.integers(3)), dtype=F32, shape=dims))
+    for _ in range(int(rng.integers(3, 9))):
+        x, y = (pool[i] for i in rng.integers(len(pool), size=2))
+        kind = rng.integers(5)
+        if kind == 0:
+            v = b.op(["add", "mul", "sub"][rng.integers(3)], x, y)
+        elif kind == 1:
+            v = b.op("sin", x)
+        elif kind == 2:
+            v = b.op("select", b.op("lt", x, y), x, y)
+        elif kind == 3:     # transposed and back, or swapped axes of the same size
+            perm = [int(a) for a in rng.permutation(3)]
+            v = b.op("transpose", b.op("transpose", x, perm=perm), perm=list(np.argsort(perm)))
+        else:               # a matmul over the last axis, rows [A, B]
+            rows = b.op("reshape", x, shape=[dims[0] * dims[1], dims[2]])
+            v = b.op("reshape", b.op("matmul", rows, weight), shape=dims)
+        pool.append(v)
+    last = pool[-1]
+    outs = [b.op("transpose", last, perm=[1, 0, 2])]
+    if rng.integers(2):
+        outs.append(b.op("transpose", pool[int(rng.integers(len(pool)))], perm=[int(a) for a in rng.permutation(3)]))
+    return Module({"f": b.finish("f", outs)})
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_random_programs_keep_their_values(seed):
+    module = _random_program(seed)
+    verify(module)
+    after = sink_transposes(module)
+    verify(after, pass_name="sink_transposes")
+    rng = np.random.default_rng(seed)
+    a, b_, c = 3, 4, 5
+    shapes = [(a,), (b_,), (c,), (a, b_), (b_, c), (a, c), (c, c)]
+    args = [rng.standard_normal(s).astype(np.float32) for s in shapes]
+    for got, want in zip(run(after, "f", *args), run(module, "f", *args)):
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
