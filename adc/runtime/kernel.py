@@ -307,10 +307,16 @@ class Kernel:
         plan = plans.pop("plan", None) or self._new_plan()
         buffer, call = plan
         slot = self._result_slot
-        pointers = [t._ptr or t._pointer() for t in tensors]
-        buffer[:slot] = sizes + pointers if sizes else pointers
-        if self._one_result is not None:    # one result of a static, non-empty shape (a scalar): no loop
-            array = _empty(*self._one_result)
+        if sizes:
+            buffer[:slot] = sizes + [t._ptr or t._pointer() for t in tensors]
+        else:           # (item by item: a slice assignment costs more for a few)
+            k = 0
+            for t in tensors:
+                buffer[k] = t._ptr or t._pointer()
+                k += 1
+        one = self._one_result
+        if one is not None:     # one result of a static, non-empty shape (a scalar): no loop
+            array = _empty(one[0], one[1])
             buffer[slot] = address = _addressof(_char_at(array))
             results = (_wrap(array, address),)      # read-only for Python; the native code writes it
         else:
