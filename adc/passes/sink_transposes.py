@@ -188,4 +188,5 @@ def _sunk(op: Op, producers: dict[Value, Op], reads: Counter, funcs, ops: list[O
         return None
     ops += [o if not replaced else Op(o.name, tuple(replaced.get(v, v) for v in o.operands), o.attrs, o.results, o.loc)
             for o in builder.ops]
+    reads.update(v for o in builder.ops for v in o.operands)     # what a later rewrite must not take over
     return replaced.get(new, new)
