@@ -39,6 +39,7 @@ _KERNEL_CFUNC = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_void_p, ctypes.c_void_
 _PYTHON_VALUES = (bool, int, float, list, tuple)
 _SLOW = None   # what the lean path returns when a call needs the checked path
 _UNKNOWN = object()     # a split VJP not asked for yet
+_NO_SIZES: list = []    # the sizes of a kernel of scalar params (never written)
 
 
 class Kernel:
@@ -56,6 +57,7 @@ class Kernel:
         self._ranks = tuple(t.rank for t in signature.param_types)
         self._arity = len(self._ranks)
         self._dim_plan = _dim_plan(signature)
+        self._sized = self._dim_plan != ()       # False: scalar params only, no size to bind or check
         self._result_plan = tuple((t.dtype.numpy, _static_shape(t), _shape_plan(t, signature.dims), t)
                                   for t in signature.result_types)
         self._constrained = bool(signature.constraints)
@@ -100,10 +102,13 @@ class Kernel:
                 tensors, lean = self._checked_inputs(args), False
                 break
             tensors.append(value)
-        sizes = self._lean_dims(tensors) if self._dim_plan != () else []    # (): scalar params only
-        if sizes is _SLOW:
-            env = self._bind_dims([t._array.shape for t in tensors])
-            sizes = [env[s] for s in self.signature.dims]
+        if self._sized:
+            sizes = self._lean_dims(tensors)
+            if sizes is _SLOW:
+                env = self._bind_dims([t._array.shape for t in tensors])
+                sizes = [env[s] for s in self.signature.dims]
+        else:
+            sizes = _NO_SIZES
         if self._constrained:
             self._check_constraints(sizes)
         if self._checks_indices:
