@@ -226,7 +226,7 @@ class GradientTape:
         if unconnected is UnconnectedGradients.ZERO:
             grads = [g if g is not None else Tensor._wrap(np.zeros(s.shape, s.dtype))
                      for g, s in zip(grads, flat_sources)]
-        return pack(sources, iter(grads))
+        return grads if flat_sources is sources else pack(sources, iter(grads))
 
     def take_nodes(self, targets: list, what: str, stacklevel: int = 2) -> list[Node]:
         """The recorded calls, in call order, for a backward walk from `targets` by `what`
@@ -314,6 +314,8 @@ def _split_vjp(node: Node, live: set[int]):
 def _tensors(structure, what: str) -> list:
     if type(structure) in _TENSORS:
         return [structure]
+    if type(structure) is list and _TENSORS.issuperset(map(type, structure)):     # the usual sources
+        return structure
     flat = flatten(structure)
     if _TENSORS.issuperset(map(type, flat)):
         return flat
