@@ -135,7 +135,12 @@ def _cmd_ir(args, driver) -> int:
     from adc.passes.adjoint import vjp
     from adc.passes.jacobian import batch_jacobian, jacobian
     from adc.passes.jvp import jvp
+    from adc.passes.pipeline import DEFAULT_PIPELINE
 
+    passes = [p.name for p in DEFAULT_PIPELINE]
+    unknown = sorted(set(args.print_after) - set(passes))
+    if unknown:
+        raise UsageError(f"--print-after {', '.join(unknown)}: no such pass; the passes: {', '.join(passes)}")
     options = compiler.Options(args.print_after_all, frozenset(args.print_after))
     module = compiler.elaborate(driver.read_source(args.file), args.file)
     if args.grad is not None:

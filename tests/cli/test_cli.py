@@ -40,6 +40,12 @@ def test_ir_prints_verified_ir_and_stages():
     assert asm.returncode == 0 and "adc_kernel_sigmoid_shift:" in asm.stdout
 
 
+def test_ir_refuses_an_unknown_pass_to_print_after_without_a_traceback():
+    result = adc_cmd("ir", KERNELS, "--print-after", "adjoint", "--print-after", "cse")
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert result.stderr.startswith("adc ir: error: --print-after adjoint: no such pass; the passes: expand, ")
+
+
 @pytest.mark.parametrize("source, where, words", [
     ("def f(x: f32[N]) -> f32[N]:\n    return x +\n", "2:", ["error:"]),
     ("def f(x: f32[N]) -> f32[N]:\n    return y\n", "2:12", ["unknown name", "'y'"]),
