@@ -65,13 +65,14 @@ def _parser() -> argparse.ArgumentParser:
     ir.add_argument("--print-after-all", action="store_true", help="print the IR after each pass (to stderr)")
     ir.add_argument("--print-after", action="append", default=[], metavar="PASS",
                     help="print the IR after the named pass (repeatable)")
-    ir.add_argument("--grad", metavar="KERNEL",
+    derivative = ir.add_mutually_exclusive_group()     # one derivative's IR at a time
+    derivative.add_argument("--grad", metavar="KERNEL",
                     help="print the VJP function of KERNEL (reverse mode, after cleanup)")
-    ir.add_argument("--jvp", metavar="KERNEL",
+    derivative.add_argument("--jvp", metavar="KERNEL",
                     help="print the JVP function of KERNEL (forward mode, after cleanup)")
-    ir.add_argument("--jacobian", metavar="KERNEL",
+    derivative.add_argument("--jacobian", metavar="KERNEL",
                     help="print the Jacobian function of KERNEL (its VJP batched over identity seeds)")
-    ir.add_argument("--batch-jacobian", metavar="KERNEL",
+    derivative.add_argument("--batch-jacobian", metavar="KERNEL",
                     help="print the batch Jacobian function of KERNEL w.r.t. its first parameter (per-example "
                          "seeds through the batched JVP or VJP, as adc.batch_jacobian)")
 
@@ -137,6 +138,10 @@ def _cmd_ir(args, driver) -> int:
     from adc.passes.jvp import jvp
     from adc.passes.pipeline import DEFAULT_PIPELINE
 
+    derived = next((flag for flag in ("grad", "jvp", "jacobian", "batch_jacobian") if getattr(args, flag)), None)
+    if derived and (args.emit != "ir" or args.print_after_all or args.print_after):
+        raise UsageError(f"--{derived.replace('_', '-')} prints the derivative's IR after cleanup; --emit and "
+                         f"--print-after apply to the module itself, without it")
     passes = [p.name for p in DEFAULT_PIPELINE]
     unknown = sorted(set(args.print_after) - set(passes))
     if unknown:

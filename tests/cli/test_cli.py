@@ -46,6 +46,13 @@ def test_ir_refuses_an_unknown_pass_to_print_after_without_a_traceback():
     assert result.stderr.startswith("adc ir: error: --print-after adjoint: no such pass; the passes: expand, ")
 
 
+@pytest.mark.parametrize("args", [("--grad", "mlp_loss", "--emit", "asm"), ("--jvp", "mlp_loss", "--print-after-all"),
+                                  ("--grad", "mlp_loss", "--jvp", "mlp_loss")])
+def test_ir_refuses_options_that_would_be_ignored(args):
+    result = adc_cmd("ir", KERNELS, *args)
+    assert result.returncode == 2 and "Traceback" not in result.stderr and "error:" in result.stderr
+
+
 @pytest.mark.parametrize("source, where, words", [
     ("def f(x: f32[N]) -> f32[N]:\n    return x +\n", "2:", ["error:"]),
     ("def f(x: f32[N]) -> f32[N]:\n    return y\n", "2:12", ["unknown name", "'y'"]),
