@@ -24,12 +24,13 @@ import ctypes
 import functools
 import inspect
 import threading
+from math import prod
 from typing import Any, Callable
 
 import numpy as np
 
 from adc.abi import STATUS_OK, STATUS_SHAPES, KernelSignature
-from adc.runtime import derivatives
+from adc.runtime import buffers, derivatives
 from adc.ir.types import SymDim, TensorType, evaluate_dim
 from adc.runtime.tape import GradientTape, record, recordable, thread_state
 from adc.runtime.tensor import Tensor
@@ -62,7 +63,8 @@ class Kernel:
                                   for t in signature.result_types)
         self._constrained = bool(signature.constraints)
         self._checks_indices = bool(signature.index_bounds)
-        static = [(shape, dtype) for dtype, shape, _, _ in self._result_plan if shape is not None and all(shape)]
+        static = [(shape, dtype) for dtype, shape, _, _ in self._result_plan
+                  if shape is not None and all(shape) and prod(shape) * dtype.itemsize < buffers.MIN_BYTES]
         self._one_result = static[0] if len(static) == len(self._result_plan) == 1 else None
         self._result_slot = len(signature.dims) + len(signature.param_types)
         self._plans = threading.local()     # per thread: an argument buffer and the call bound to it
@@ -353,7 +355,7 @@ class Kernel:
             if shape is None:
                 shape = (tuple([sizes[d] if symbolic else d for symbolic, d in shape_plan]) if shape_plan
                          else _shape(rtype, dict(zip(self.signature.dims, sizes))))
-            array = _empty(shape, dtype)
+            array = _result_array(shape, dtype)
             buffer[slot] = pointer = _addressof(_char_at(array)) if array.nbytes else array.ctypes.data
             slot += 1
             results.append(_wrap(array, pointer))
@@ -395,7 +397,7 @@ def _shape_plan(t: TensorType, dims: tuple[str, ...]) -> tuple | None:
     return tuple(plan)
 
 
-_wrap, _empty = Tensor._wrap, np.empty
+_wrap, _empty, _result_array = Tensor._wrap, np.empty, buffers.empty
 _addressof, _char_at = ctypes.addressof, ctypes.c_char.from_buffer    # tensor.data_address, inlined
 
 
