@@ -39,7 +39,7 @@ from adc.ir.core import Func, FuncRef, Module, Value
 from adc.ir.ops import bind_dims
 from adc.ir.shapes import needs_at
 from adc.ir.trampoline import trampoline
-from adc.ir.types import BOOL, MAX_ELEMENTS, DType, Dim, SymDim, TensorType, fits
+from adc.ir.types import BOOL, MAX_ELEMENTS, RESERVED_NAMES, DType, Dim, SymDim, TensorType, fits
 
 BINARY_OPS = {"+": "add", "-": "sub", "*": "mul", "/": "div", "**": "pow", "//": "floor_div", "%": "mod",
               "<": "lt", "<=": "le", ">": "gt", ">=": "ge", "==": "eq", "!=": "ne",
@@ -186,6 +186,8 @@ class KernelElaborator(Scope):
             if isinstance(d, ast.Number) and type(d.value) is int:
                 shape.append(d.value)
             elif isinstance(d, ast.Name):
+                if d.id in RESERVED_NAMES:
+                    raise CompileError(f"'{d.id}' names a dtype or a truth value; name the dimension otherwise", d.loc)
                 shape.append(self.dims.setdefault(d.id, SymDim.symbol(d.id)))
             else:
                 raise CompileError("a parameter dimension must be an integer or a symbol; "

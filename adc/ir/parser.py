@@ -29,7 +29,7 @@ from adc.ir.types import DType, TensorType, parse_dim
 
 _FLOAT = re.compile(r"-?(inf|nan|\d+\.\d*(e[+-]?\d+)?|\d+e[+-]?\d+)")
 _INT = re.compile(r"-?\d+")
-_KEYWORDS: dict[str, Any] = {"true": True, "false": False, **{d.value: d for d in DType}}
+_KEYWORDS: dict[str, Any] = {"true": True, "false": False, **{d.value: d for d in DType}}   # types.RESERVED_NAMES: no dimension symbol is one
 MAX_LIST_DEPTH = 8      # an op's attributes are lists of numbers at most; deeper text is not adc's IR
 
 

@@ -57,6 +57,9 @@ _NUMPY_NAMES = {DType.f32: "float32", DType.f64: "float64", DType.i32: "int32",
                 DType.i64: "int64", DType.bool: "bool"}
 
 F32, F64, I32, I64, BOOL = DType.f32, DType.f64, DType.i32, DType.i64, DType.bool
+# Words the IR's text reads as a dtype or a truth value wherever an attribute's atom may stand (a
+# broadcast's `shape = [N]`): no dimension symbol may be one, or the IR would not read back
+RESERVED_NAMES = frozenset({*(d.value for d in DType), "true", "false"})
 
 # A monomial is a sorted tuple of symbol names (with repetition for powers);
 # the empty tuple is the constant term.

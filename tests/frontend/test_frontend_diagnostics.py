@@ -62,6 +62,9 @@ CASES = [
     ("def f(x: f32, lambda: f32) -> f32:\n    return x\n", (1, 15), "'lambda' is a Python keyword"),
     ("def f(x: f32[N]) -> f32[K]:\n    return x\n", (1, 25), "unbound dimension 'K'"),
     ("def f(x: f32[N+1]) -> f32[N]:\n    return x\n", (1, 14), "a parameter dimension must be an integer or a symbol"),
+    # the IR reads these words as a dtype or a truth value: a symbol named so would not read back
+    ("def f(x: f32[bool]) -> f32[bool]:\n    return x * 2.0\n", (1, 14), "'bool' names a dtype or a truth value"),
+    ("def f(x: f32[3, true]) -> f32:\n    return sum(x)\n", (1, 17), "'true' names a dtype or a truth value"),
     ("def f(x: float[N]) -> f32[N]:\n    return x\n", (1, 10), "unknown type 'float'"),
     ("def f(x: f32[N]) -> f32[N]:\n    return g(x)\n\ndef g(x: f32[N]) -> f32[N]:\n    return f(x)\n",
      (5, 12), "recursive call to 'f' (f -> g -> f)"),
