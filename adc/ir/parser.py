@@ -25,11 +25,11 @@ import lark
 from adc.errors import CompileError, Location
 from adc.ir.core import Attrs, Func, FuncRef, Module, Op, Value
 from adc.ir.ops import TypeRuleError, infer_types
-from adc.ir.types import DType, TensorType, parse_dim
+from adc.ir.types import TRUTH_VALUES, DType, TensorType, parse_dim
 
 _FLOAT = re.compile(r"-?(inf|nan|\d+\.\d*(e[+-]?\d+)?|\d+e[+-]?\d+)")
 _INT = re.compile(r"-?\d+")
-_KEYWORDS: dict[str, Any] = {"true": True, "false": False, **{d.value: d for d in DType}}   # types.RESERVED_NAMES: no dimension symbol is one
+_KEYWORDS: dict[str, Any] = {**TRUTH_VALUES, **{d.value: d for d in DType}}     # types.RESERVED_NAMES
 MAX_LIST_DEPTH = 8      # an op's attributes are lists of numbers at most; deeper text is not adc's IR
 
 

@@ -57,9 +57,10 @@ _NUMPY_NAMES = {DType.f32: "float32", DType.f64: "float64", DType.i32: "int32",
                 DType.i64: "int64", DType.bool: "bool"}
 
 F32, F64, I32, I64, BOOL = DType.f32, DType.f64, DType.i32, DType.i64, DType.bool
+TRUTH_VALUES = {"true": True, "false": False}      # how the IR's text writes a bool attribute
 # Words the IR's text reads as a dtype or a truth value wherever an attribute's atom may stand (a
 # broadcast's `shape = [N]`): no dimension symbol may be one, or the IR would not read back
-RESERVED_NAMES = frozenset({*(d.value for d in DType), "true", "false"})
+RESERVED_NAMES = frozenset({*(d.value for d in DType), *TRUTH_VALUES})
 
 # A monomial is a sorted tuple of symbol names (with repetition for powers);
 # the empty tuple is the constant term.

@@ -165,8 +165,7 @@ def sink_transposes_func(func: Func, funcs) -> Func:
             if new is not None:
                 replaced[op.result] = new
                 continue
-        ops.append(op if not replaced else
-                   Op(op.name, tuple(replaced.get(v, v) for v in op.operands), op.attrs, op.results, op.loc))
+        ops.append(_renamed(op, replaced))
     if not replaced:
         return func
     returns = tuple(replaced.get(v, v) for v in func.returns)
@@ -186,7 +185,12 @@ def _sunk(op: Op, producers: dict[Value, Op], reads: Counter, funcs, ops: list[O
         return None
     if sinker.read_elsewhere(reads):
         return None
-    ops += [o if not replaced else Op(o.name, tuple(replaced.get(v, v) for v in o.operands), o.attrs, o.results, o.loc)
-            for o in builder.ops]
+    ops += [_renamed(o, replaced) for o in builder.ops]
     reads.update(v for o in builder.ops for v in o.operands)     # what a later rewrite must not take over
     return replaced.get(new, new)
+
+
+def _renamed(op: Op, replaced: dict[Value, Value]) -> Op:
+    """`op` reading the values that replace its operands, itself when none is replaced."""
+    operands = tuple(replaced.get(v, v) for v in op.operands)
+    return op if operands == op.operands else Op(op.name, operands, op.attrs, op.results, op.loc)
