@@ -6,10 +6,11 @@ the same tensor are summed with the eager `add`. The VJPs and sums are kernel ca
 so an enclosing tape records the walk itself: that is all higher orders need.
 
 Two parameters are where the callers differ:
-- `vjp(node, live)` -> (derivatives.Derivative, arguments): which VJP runs for a call,
-  for its arguments on a path from a source (`node.wanted(live)`; `live` holds those
-  values' ids), and what its kernel takes before the cotangents (the primals, and any
-  residuals). `tape.walk_vjp()` (gradient, and the Jacobians' seed-at-a-time route)
+- `vjp(node, live)` -> (derivatives.Derivative, arguments, sizes): which VJP runs for a
+  call, for its arguments on a path from a source (`node.wanted(live)`; `live` holds those
+  values' ids), what its kernel takes before the cotangents (the primals, and any
+  residuals), and the sizes of its dims when the forward call bound them (a split VJP's
+  backward: run without checking its arguments again, Kernel.run_bound), else None. `tape.walk_vjp()` (gradient, and the Jacobians' seed-at-a-time route)
   gives the call's split backward or its kernel's VJP; jacobians.py gives the batched
   VJP, which takes cotangents with a leading seed axis.
 - `seed_count`: None when a cotangent has its value's shape; S when it is
@@ -26,7 +27,7 @@ and each call's VJP runs at most once per walk.
 from __future__ import annotations
 
 from itertools import repeat
-from operator import is_not
+from operator import attrgetter, is_not
 from typing import Callable, Sequence
 
 import numpy as np
@@ -64,21 +65,36 @@ def walk(nodes: Sequence, targets: Sequence, seeds: Sequence, sources: Sequence,
             if not reached:
                 continue
             complete = reached == len(incoming)
-        derivative, leading = vjp(node, live)
+        derivative, leading, sizes = vjp(node, live)
         if not derivative.wrt:
             continue
         if not complete:
             incoming = [ct if ct is not None else _zeros(r, seed_count) for ct, r in zip(incoming, outputs)]
-        if derivative.needs_call:
+        if not derivative.needs_call:
+            outgoing = map(incoming.__getitem__, derivative.passthrough)
+        elif sizes is not None and _shapes_match(incoming, outputs):
+            outgoing = derivative.kernel.run_bound([*leading, *incoming], sizes)
+        else:
             outgoing = derivative.kernel(*leading, *incoming)
             if type(outgoing) is not tuple:
                 outgoing = (outgoing,)
-        else:
-            outgoing = [incoming[p] for p in derivative.passthrough]
         inputs = node.inputs
         for i, ct in zip(derivative.wrt, outgoing):
-            _accumulate(cts, live, id(inputs[i]), ct)
+            key = id(inputs[i])     # (_accumulate, inlined: this loop is the walk's hot path)
+            if key in live:
+                cts[key] = _add(cts[key], ct) if key in cts else ct
     return list(map(get, map(id, sources)))
+
+
+def _shapes_match(cts: Sequence[Tensor], values: Sequence[Tensor]) -> bool:
+    """Each cotangent has its value's shape: a guard before native code reads them unchecked
+    (Kernel.run_bound), though every cotangent a walk makes does (typed results, checked seeds)."""
+    if len(cts) == 1:
+        return cts[0].shape == values[0].shape
+    return list(map(_shape, cts)) == list(map(_shape, values))
+
+
+_shape = attrgetter("shape")
 
 
 def _accumulate(cts: dict, live: set, key: int, ct: Tensor) -> None:

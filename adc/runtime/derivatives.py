@@ -149,11 +149,13 @@ def _open_derived(source: GradientSource, kernel, derivation: str, wanted: tuple
 class Split:
     """A kernel's VJP in two halves: `forward` takes the kernel's args and returns its
     `n_results` results, then the residuals; `backward` takes the args, the residuals, then the
-    results' cotangents."""
+    results' cotangents. `same_dims`: the backward binds the forward's dimension symbols, in
+    its order, so a backward walk runs it on the sizes the forward call bound (Kernel.run_bound)."""
 
     forward: object
     backward: Derivative
     n_results: int
+    same_dims: bool = False
 
 
 def split(kernel, wanted: tuple[int, ...]) -> Split | None:
@@ -175,7 +177,8 @@ def split(kernel, wanted: tuple[int, ...]) -> Split | None:
         return Split(kernel, Derivative(None, derived.wrt, derived.passthrough) if derived.wrt else NONE, n_results)
     backward = module[derived.function]
     derived.library.compile_ahead(backward.signature.symbol)     # while the forward compiles
-    return Split(module[derived.forward], Derivative(backward, derived.wrt, derived.passthrough), n_results)
+    return Split(module[derived.forward], Derivative(backward, derived.wrt, derived.passthrough), n_results,
+                 backward.signature.dims == kernel.signature.dims)
 
 
 def module_ir(library):

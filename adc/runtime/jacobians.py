@@ -259,9 +259,9 @@ def _reshape(t, shape: tuple):
     return t if t.shape == shape else reshape(t, shape)
 
 
-def batched_vjp(node: Node, live: set[int]) -> tuple[Derivative, list]:
+def batched_vjp(node: Node, live: set[int]) -> tuple[Derivative, list, None]:
     """The batched VJP a walk with a seed axis runs for a recorded call, on its primals."""
-    return batched_derivative(node.kernel, node.wanted(live)), node.primals()
+    return batched_derivative(node.kernel, node.wanted(live)), node.primals(), None
 
 
 def batched_derivative(kernel, wanted: tuple[int, ...]) -> Derivative:

@@ -119,7 +119,7 @@ class Kernel:
         if recording and self.float_results:
             results = self._recorded_run(recording, args, tensors, sizes, lean)
         else:
-            results = self._run(tensors, sizes)
+            results = self.run_bound(tensors, sizes)
         return results[0] if len(results) == 1 else results
 
     def _recorded_run(self, recording: list, args: tuple, tensors: list[Tensor], sizes: list[int],
@@ -130,28 +130,29 @@ class Kernel:
         and so need the kernel's whole VJP, or other recorders, each keeps the plain call. `lean`: every argument
         is a Tensor or Variable, so the tape can keep them as they are (tape.recordable)."""
         if len(recording) != 1 or type(recording[0]) is not GradientTape:     # a ForwardAccumulator splits nothing
-            results = self._run(tensors, sizes)
+            results = self.run_bound(tensors, sizes)
             record(self, args, tensors, results)
             return results
         tape = recording[0]
         wanted = tape.watching(args)
         if not wanted:
-            return self._run(tensors, sizes)
+            return self.run_bound(tensors, sizes)
         split = self._splits.get(wanted, _UNKNOWN)
         if split is _UNKNOWN:
             split = self._splits[wanted] = derivatives.split(self, wanted)
         if not lean:
             args, tensors = recordable(args, tensors)
         if split is None:
-            results = self._run(tensors, sizes)
+            results = self.run_bound(tensors, sizes)
             tape.keep(self, args, tensors, results)
         else:
-            outputs = split.forward._run(tensors, sizes)
+            outputs = split.forward.run_bound(tensors, sizes)
             n = split.n_results
             results = outputs[:n]
             # the backward's arguments before the cotangents: the call's values, then the residuals
             leading = tensors if len(outputs) == n else [*tensors, *outputs[n:]]
-            tape.keep(self, args, tensors, results, (split.backward, leading))
+            tape.keep(self, args, tensors, results,
+                      (split.backward, leading, sizes if split.same_dims else None))
         return results
 
     def derivative(self, wanted: tuple[int, ...] | None = None):
@@ -308,8 +309,11 @@ class Kernel:
                 raise IndexError(f"{self._where(self.signature.param_names[k])}: index {bad} is out of "
                                  f"bounds for an axis of size {n} ({dim})")
 
-    def _run(self, tensors: list[Tensor], sizes: list[int]) -> tuple[Tensor, ...]:
-        """The native call on checked arguments: results allocated, this thread's buffer filled."""
+    def run_bound(self, tensors: list[Tensor], sizes: list[int]) -> tuple[Tensor, ...]:
+        """The native call on Tensors of the params' dtypes, ranks and shapes, the dims' `sizes` bound:
+        results allocated, this thread's buffer filled. A call checks its arguments first; a backward
+        walk calls it itself for a split VJP's backward (derivatives.Split.same_dims), whose
+        arguments the forward call checked and whose cotangents have its results' shapes."""
         plans = self._plans.__dict__
         plan = plans.pop("plan", None) or self._new_plan()
         buffer, call = plan

@@ -304,7 +304,7 @@ def walk_vjp():
 
 
 def _kernel_vjp(node: Node, live: set[int]):
-    return node.kernel.derivative(node.wanted(live)), node.primals()
+    return node.kernel.derivative(node.wanted(live)), node.primals(), None
 
 
 def _split_vjp(node: Node, live: set[int]):
