@@ -146,11 +146,11 @@ class Kernel:
             results = self.run_bound(tensors, sizes)
             tape.keep(self, args, tensors, results)
         else:
-            outputs = split.forward.run_bound(tensors, sizes)
-            n = split.n_results
-            results = outputs[:n]
+            results = split.forward.run_bound(tensors, sizes)
             # the backward's arguments before the cotangents: the call's values, then the residuals
-            leading = tensors if len(outputs) == n else [*tensors, *outputs[n:]]
+            leading, n = tensors, split.n_results
+            if len(results) != n:
+                results, leading = results[:n], [*tensors, *results[n:]]
             tape.keep(self, args, tensors, results,
                       (split.backward, leading, sizes if split.same_dims else None))
         return results

@@ -190,8 +190,9 @@ class GradientTape:
         for i, a in enumerate(args):
             if id(a) in watched:
                 wanted.append(i)
-            elif type(a) is Variable and a.trainable:
-                self._watch(a)
+            elif type(a) is Variable and a.trainable:     # (self._watch(a), inlined)
+                watched[id(a)] = a
+                self._variables.setdefault(id(a), a)
                 wanted.append(i)
         return tuple(wanted)
 
