@@ -65,12 +65,12 @@ class _Namer:
 def format_op(op: Op, namer: _Namer, locations: bool = True) -> str:
     operands = ", ".join(namer(v) for v in op.operands)
     results = ", ".join(namer.define(v) for v in op.results)
-    text = f"{results} = {op.name}"
+    text = f"{results} = {op.name}" if results else op.name     # (a call of a function returning nothing)
     if operands:
         text += f" {operands}"
     if op.attrs:
         text += " {" + ", ".join(f"{k} = {format_attr(v)}" for k, v in op.attrs.items()) + "}"
-    text += " : " + ", ".join(str(v.type) for v in op.results)
+    text += " : " + (", ".join(str(v.type) for v in op.results) or "()")
     return text + (format_loc(op.loc) if locations else "")
 
 

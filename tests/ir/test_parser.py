@@ -68,6 +68,17 @@ func @pads(%x: f32[N], %v: f32) -> (f32[N+3], f32[2*N+3]) {
 func @empty() -> () {
   return 
 }
+
+func @checks(%x: f32[N]) -> f32 {
+  call %x {callee = @tail} : ()
+  %0 = reduce_sum %x {axes = [0]} : f32
+  return %0
+}
+
+func @tail(%x: f32[N]) -> () {
+  %0 = slice %x {start = [N-1], step = [1], stop = [N]} : f32[1]
+  return 
+}
 '''
 
 

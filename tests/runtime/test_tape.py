@@ -307,3 +307,29 @@ def test_nested_tapes_differentiate_the_gradient_computation_through_the_kernels
     t = np.tanh(x @ w + b.numpy())
     d = 1 - t * t
     np.testing.assert_allclose(outer.gradient(s, b).numpy(), (2 * d * d - 4 * t * t * d).sum(axis=0), rtol=1e-10)
+
+
+BRANCH_OF_A_CHECK = """\
+def f(t0: f64[N], y: i32[N], w: f64) -> f64:
+    if w >= t0[0]:
+        t13 = sum(t0)
+    else:
+        t13 = f64(y[-1])
+    return w * t13
+"""
+
+
+@pytest.mark.parametrize("w", [5.0, -5.0], ids=["sum-branch", "index-branch"])
+def test_a_branch_whose_backward_only_checks_sizes(w, monkeypatch):
+    """The split VJP w.r.t. t0 calls the else-branch's VJP for its size check alone (y[-1] needs
+    N >= 1): a call with no results, whose IR text the compile worker must read back (found by
+    the fuzzer, seed 163)."""
+    monkeypatch.setenv("ADC_IN_PROCESS_COMPILES", "0")     # every compile through the IR's text
+    monkeypatch.setenv("ADC_CACHE", "0")
+    m = adc.compile(BRANCH_OF_A_CHECK, "branch_check.adc")
+    t0, y = adc.Variable(np.array([1.0, 2.0, 3.0])), np.array([4, 5, 6], np.int32)
+    with adc.GradientTape() as tape:
+        value = m.f(t0, y, np.float64(w))
+    expected = np.full(3, w) if w >= 1.0 else np.zeros(3)
+    np.testing.assert_allclose(value.numpy(), w * 6.0)     # sum(t0) and y[-1] are both 6
+    np.testing.assert_allclose(tape.gradient(value, t0).numpy(), expected)
