@@ -24,7 +24,6 @@ import ctypes
 import functools
 import inspect
 import threading
-from math import prod
 from typing import Any, Callable
 
 import numpy as np
@@ -35,6 +34,13 @@ from adc.ir.types import SymDim, TensorType, evaluate_dim
 from adc.runtime.tape import GradientTape, record, recordable, thread_state
 from adc.runtime.tensor import Tensor
 from adc.runtime.variable import Variable
+
+try:    # built by setup.py where there is a C compiler: Kernel.run_bound's work in C
+    from adc.runtime import native_call
+except ImportError:
+    native_call = None
+else:
+    native_call.setup(Tensor, buffers.empty, buffers.MIN_BYTES)
 
 _KERNEL_CFUNC = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p)
 _PYTHON_VALUES = (bool, int, float, list, tuple)
@@ -53,7 +59,8 @@ class Kernel:
         # base kernel for a derivative (module.py, functional.py)
         self.recipe = recipe
         self._owner = owner  # the native library: keeps it alive as long as the kernel
-        self._cfunc = None   # its entry point, asked for on the first call (a JIT module compiles it then)
+        self._address = 0    # its entry point, asked for on the first call (a JIT module compiles it then)
+        self._cfunc = None   # that address as a ctypes function (the Python route, `_run_in_python`)
         self._np_dtypes = tuple(t.dtype.numpy for t in signature.param_types)
         self._ranks = tuple(t.rank for t in signature.param_types)
         self._arity = len(self._ranks)
@@ -63,9 +70,8 @@ class Kernel:
                                   for t in signature.result_types)
         self._constrained = bool(signature.constraints)
         self._checks_indices = bool(signature.index_bounds)
-        static = [(shape, dtype) for dtype, shape, _, _ in self._result_plan
-                  if shape is not None and all(shape) and prod(shape) * dtype.itemsize < buffers.MIN_BYTES]
-        self._one_result = static[0] if len(static) == len(self._result_plan) == 1 else None
+        static = tuple((dtype, shape) for dtype, shape, _, _ in self._result_plan if shape is not None)
+        self._static_results = static if len(static) == len(self._result_plan) else None
         self._result_slot = len(signature.dims) + len(signature.param_types)
         self._plans = threading.local()     # per thread: an argument buffer and the call bound to it
         self.float_results = any(t.dtype.is_float for t in signature.result_types)
@@ -162,12 +168,12 @@ class Kernel:
             self._derivatives[wanted] = derivatives.derive(self, wanted)
         return self._derivatives[wanted]
 
-    def _entry_point(self):
+    def _entry_address(self) -> int:
         address = self._owner.address(self.signature.symbol)
         if not address:
             raise RuntimeError(f"{self.signature.name}: its library does not define {self.signature.symbol}")
-        self._cfunc = _KERNEL_CFUNC(address)
-        return self._cfunc
+        self._address = address
+        return address
 
     def _new_plan(self) -> tuple:
         """An argument buffer (dims, then input and output pointers) and the native call bound to it.
@@ -176,8 +182,9 @@ class Kernel:
         sig = self.signature
         buffer = (ctypes.c_int64 * max(1, self._result_slot + len(sig.result_types)))()
         base = ctypes.addressof(buffer)
-        call = functools.partial(self._cfunc or self._entry_point(), base, base + 8 * len(sig.dims),
-                                 base + 8 * self._result_slot)
+        if self._cfunc is None:
+            self._cfunc = _KERNEL_CFUNC(self._address or self._entry_address())
+        call = functools.partial(self._cfunc, base, base + 8 * len(sig.dims), base + 8 * self._result_slot)
         return buffer, call
 
     def _bind(self, args: tuple, kwargs: dict) -> tuple:
@@ -309,11 +316,16 @@ class Kernel:
                 raise IndexError(f"{self._where(self.signature.param_names[k])}: index {bad} is out of "
                                  f"bounds for an axis of size {n} ({dim})")
 
-    def run_bound(self, tensors: list[Tensor], sizes: list[int]) -> tuple[Tensor, ...]:
-        """The native call on Tensors of the params' dtypes, ranks and shapes, the dims' `sizes` bound:
-        results allocated, this thread's buffer filled. A call checks its arguments first; a backward
-        walk calls it itself for a split VJP's backward (derivatives.Split.same_dims), whose
-        arguments the forward call checked and whose cotangents have its results' shapes."""
+    def _run_native(self, tensors: list[Tensor], sizes: list[int]) -> tuple[Tensor, ...]:
+        results = native_call.run(self._address or self._entry_address(), sizes, tensors,
+                                   self._static_results or self._result_shapes(sizes))
+        if type(results) is not tuple:      # the kernel's nonzero status
+            raise self._failure(results, sizes)
+        return results
+
+    def _run_in_python(self, tensors: list[Tensor], sizes: list[int]) -> tuple[Tensor, ...]:
+        """run_bound where adc.runtime.native_call is not built: this thread's argument buffer
+        filled, the results allocated, the native function called through ctypes."""
         plans = self._plans.__dict__
         plan = plans.pop("plan", None) or self._new_plan()
         buffer, call = plan
@@ -325,18 +337,24 @@ class Kernel:
             for t in tensors:
                 buffer[k] = t._ptr or t._pointer()
                 k += 1
-        one = self._one_result
-        if one is not None:     # one result of a static, non-empty shape (a scalar): no loop
-            array = _empty(one[0], one[1])
-            buffer[slot] = address = _addressof(_char_at(array))
-            results = (_wrap(array, address),)      # read-only for Python; the native code writes it
-        else:
-            results = self._results(buffer, slot, sizes)
+        results = []
+        for dtype, shape in self._static_results or self._result_shapes(sizes):
+            array = _result_array(shape, dtype)
+            buffer[slot] = pointer = _addressof(_char_at(array)) if array.nbytes else array.ctypes.data
+            slot += 1
+            results.append(_wrap(array, pointer))      # read-only for Python; the native code writes it
         status = call()
         plans["plan"] = plan
         if status != STATUS_OK:
             raise self._failure(status, sizes)
-        return results
+        return tuple(results)
+
+    # The native call on Tensors of the params' dtypes, ranks and shapes, the dims' `sizes` bound:
+    # results allocated, the C ABI's argument buffer filled, the kernel run. A call checks its
+    # arguments first; a backward walk calls this itself for a split VJP's backward
+    # (derivatives.Split.same_dims), whose arguments the forward call checked and whose cotangents
+    # have its results' shapes. In C where adc.runtime.native_call is built (setup.py).
+    run_bound = _run_native if native_call is not None else _run_in_python
 
     def _failure(self, status: int, sizes: list[int]) -> Exception:
         """The error of a native call that returned `status`: sizes that a loop body, a branch or a
@@ -352,18 +370,15 @@ class Kernel:
         return ValueError(f"{name}: a loop body or branch that ran, or a kernel it calls, needs {need}, "
                           f"but {shown}")
 
-    def _results(self, buffer, slot: int, sizes: list[int]) -> tuple[Tensor, ...]:
-        """The results allocated for `sizes`, their addresses written to buffer[slot:]."""
-        results = []
+    def _result_shapes(self, sizes: list[int]) -> tuple[tuple[np.dtype, tuple[int, ...]], ...]:
+        """(dtype, shape) of each result for `sizes` (`_static_results` when no dim symbol is in them)."""
+        shapes = []
         for dtype, shape, shape_plan, rtype in self._result_plan:
             if shape is None:
                 shape = (tuple([sizes[d] if symbolic else d for symbolic, d in shape_plan]) if shape_plan
                          else _shape(rtype, dict(zip(self.signature.dims, sizes))))
-            array = _result_array(shape, dtype)
-            buffer[slot] = pointer = _addressof(_char_at(array)) if array.nbytes else array.ctypes.data
-            slot += 1
-            results.append(_wrap(array, pointer))
-        return tuple(results)
+            shapes.append((dtype, shape))
+        return tuple(shapes)
 
 
 def _dim_plan(sig: KernelSignature) -> tuple | None:
@@ -401,7 +416,7 @@ def _shape_plan(t: TensorType, dims: tuple[str, ...]) -> tuple | None:
     return tuple(plan)
 
 
-_wrap, _empty, _result_array = Tensor._wrap, np.empty, buffers.empty
+_wrap, _result_array = Tensor._wrap, buffers.empty
 _addressof, _char_at = ctypes.addressof, ctypes.c_char.from_buffer    # tensor.data_address, inlined
 
 

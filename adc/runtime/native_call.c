@@ -1,0 +1,214 @@
+/* adc.runtime.native_call: the Python side of a kernel call, in C (Kernel.run_bound).
+
+A kernel call on small arrays spends most of its time on the Python side: filling the
+argument buffer of the C ABI (sizes, input pointers, output pointers), allocating each
+result and wrapping it in a Tensor, and the ctypes call itself — about 1.1 us in Python
+against 0.35 us here, and a tape's step makes one such call per recorded op and per VJP.
+This module does exactly what kernel.py's `Kernel._run_in_python` does, which stays
+as the route where this module is not built (setup.py builds it when a C compiler is there):
+
+    int32_t adc_kernel_<name>(const int64_t *dims, void **inputs, void **outputs);
+
+`run(address, sizes, tensors, results)`: `sizes` the dimension symbols' values (a list of
+ints), `tensors` the arguments (a list of Tensors, already checked against the signature),
+`results` a tuple of (dtype, shape) per result. Returns the results as a tuple of new
+Tensors, or the kernel's nonzero status as an int (the caller raises the error it names).
+A result of `min_bytes` or more comes from `allocate_large(shape, dtype)` (buffers.empty:
+a pooled block), a smaller one from NumPy directly. The argument buffer lives on the C
+stack, so a call made meanwhile (a signal handler's, another thread's) has its own; the
+GIL is released while native code runs, as ctypes does.
+*/
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#define NPY_NO_DEPRECATED_API NPY_1_7_API_VERSION
+#include <numpy/arrayobject.h>
+#include <stdint.h>
+
+#if NPY_ABI_VERSION < 0x02000000       /* NumPy 1.x headers, which lack it */
+#define PyDataType_ELSIZE(descr) ((descr)->elsize)
+#endif
+
+typedef int32_t (*kernel_fn)(const int64_t *dims, void **inputs, void **outputs);
+
+enum { STACK_SLOTS = 64 };      /* dims + inputs + outputs held on the stack; more take the heap */
+
+static PyTypeObject *tensor_type;       /* adc.runtime.tensor.Tensor */
+static PyObject *allocate_large;        /* buffers.empty */
+static Py_ssize_t min_bytes;            /* buffers.MIN_BYTES */
+static PyObject *s_array, *s_ptr, *s_pointer;
+
+/* The data address of a Tensor argument: its `_ptr`, or `_pointer()` when that is 0 (not yet
+   known, or an empty array's). -1 with an exception set on failure. */
+static int pointer_of(PyObject *tensor, int64_t *out)
+{
+    PyObject *value = PyObject_GetAttr(tensor, s_ptr);
+    if (value == NULL)
+        return -1;
+    long long address = PyLong_AsLongLong(value);
+    Py_DECREF(value);
+    if (address == 0) {
+        value = PyObject_CallMethodNoArgs(tensor, s_pointer);
+        if (value == NULL)
+            return -1;
+        address = PyLong_AsLongLong(value);
+        Py_DECREF(value);
+    }
+    if (address == -1 && PyErr_Occurred())
+        return -1;
+    *out = (int64_t)address;
+    return 0;
+}
+
+/* A new, uninitialized result array of `dtype` and `shape` (a tuple of ints). */
+static PyArrayObject *new_array(PyArray_Descr *dtype, PyObject *shape)
+{
+    npy_intp dims[NPY_MAXDIMS];
+    Py_ssize_t rank = PyTuple_GET_SIZE(shape);
+    if (rank > NPY_MAXDIMS) {
+        PyErr_SetString(PyExc_ValueError, "a kernel result has more dimensions than NumPy allows");
+        return NULL;
+    }
+    Py_ssize_t nbytes = PyDataType_ELSIZE(dtype);
+    for (Py_ssize_t k = 0; k < rank; k++) {
+        dims[k] = PyLong_AsSsize_t(PyTuple_GET_ITEM(shape, k));
+        if (dims[k] == -1 && PyErr_Occurred())
+            return NULL;
+        nbytes = dims[k] > 0 && nbytes > PY_SSIZE_T_MAX / dims[k] ? PY_SSIZE_T_MAX : nbytes * dims[k];
+    }
+    if (nbytes >= min_bytes) {
+        PyObject *array = PyObject_CallFunctionObjArgs(allocate_large, shape, (PyObject *)dtype, NULL);
+        if (array != NULL && !PyArray_Check(array)) {
+            Py_DECREF(array);
+            PyErr_SetString(PyExc_TypeError, "the large-result allocator did not return an array");
+            return NULL;
+        }
+        return (PyArrayObject *)array;
+    }
+    Py_INCREF(dtype);       /* PyArray_Empty steals it */
+    return (PyArrayObject *)PyArray_Empty((int)rank, dims, dtype, 0);
+}
+
+/* A Tensor adopting `array` (made read-only; native code writes it before Python reads it). */
+static PyObject *wrap(PyArrayObject *array)
+{
+    PyObject *tensor = tensor_type->tp_alloc(tensor_type, 0);
+    PyObject *address = PyLong_FromVoidPtr(PyArray_SIZE(array) ? PyArray_DATA(array) : NULL);
+    PyArray_CLEARFLAGS(array, NPY_ARRAY_WRITEABLE);
+    if (tensor == NULL || address == NULL
+            || PyObject_SetAttr(tensor, s_array, (PyObject *)array) < 0
+            || PyObject_SetAttr(tensor, s_ptr, address) < 0) {
+        Py_XDECREF(tensor);
+        Py_XDECREF(address);
+        return NULL;
+    }
+    Py_DECREF(address);
+    return tensor;
+}
+
+static PyObject *run(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 4 || !PyList_Check(args[1]) || !PyList_Check(args[2]) || !PyTuple_Check(args[3])) {
+        PyErr_SetString(PyExc_TypeError, "run(address, sizes: list, tensors: list, results: tuple)");
+        return NULL;
+    }
+    if (tensor_type == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "adc.runtime.native_call.setup() was not called");
+        return NULL;
+    }
+    kernel_fn kernel = (kernel_fn)PyLong_AsVoidPtr(args[0]);
+    if (kernel == NULL) {
+        if (!PyErr_Occurred())
+            PyErr_SetString(PyExc_ValueError, "a kernel address of 0");
+        return NULL;
+    }
+    PyObject *sizes = args[1], *tensors = args[2], *specs = args[3];
+    Py_ssize_t n_dims = PyList_GET_SIZE(sizes), n_in = PyList_GET_SIZE(tensors), n_out = PyTuple_GET_SIZE(specs);
+    int64_t on_stack[STACK_SLOTS];
+    int64_t *slots = on_stack;
+    if (n_dims + n_in + n_out > STACK_SLOTS) {
+        slots = PyMem_Malloc(sizeof(int64_t) * (size_t)(n_dims + n_in + n_out));
+        if (slots == NULL)
+            return PyErr_NoMemory();
+    }
+    PyObject *results = NULL;
+    for (Py_ssize_t i = 0; i < n_dims; i++) {
+        slots[i] = PyLong_AsLongLong(PyList_GET_ITEM(sizes, i));
+        if (slots[i] == -1 && PyErr_Occurred())
+            goto done;
+    }
+    for (Py_ssize_t i = 0; i < n_in; i++)
+        if (pointer_of(PyList_GET_ITEM(tensors, i), &slots[n_dims + i]) < 0)
+            goto done;
+    results = PyTuple_New(n_out);
+    if (results == NULL)
+        goto done;
+    for (Py_ssize_t i = 0; i < n_out; i++) {
+        PyObject *spec = PyTuple_GET_ITEM(specs, i);
+        if (!PyTuple_Check(spec) || PyTuple_GET_SIZE(spec) != 2 || !PyArray_DescrCheck(PyTuple_GET_ITEM(spec, 0))
+                || !PyTuple_Check(PyTuple_GET_ITEM(spec, 1))) {
+            PyErr_SetString(PyExc_TypeError, "a result is given as (dtype, shape tuple)");
+            goto failed;
+        }
+        PyArrayObject *array = new_array((PyArray_Descr *)PyTuple_GET_ITEM(spec, 0), PyTuple_GET_ITEM(spec, 1));
+        if (array == NULL)
+            goto failed;
+        slots[n_dims + n_in + i] = (int64_t)(intptr_t)PyArray_DATA(array);
+        PyObject *tensor = wrap(array);
+        Py_DECREF(array);
+        if (tensor == NULL)
+            goto failed;
+        PyTuple_SET_ITEM(results, i, tensor);
+    }
+    int32_t status;
+    Py_BEGIN_ALLOW_THREADS
+    status = kernel(slots, (void **)(slots + n_dims), (void **)(slots + n_dims + n_in));
+    Py_END_ALLOW_THREADS
+    if (status != 0) {
+        Py_DECREF(results);
+        results = PyLong_FromLong(status);
+    }
+    goto done;
+failed:
+    Py_CLEAR(results);
+done:
+    if (slots != on_stack)
+        PyMem_Free(slots);
+    return results;
+}
+
+static PyObject *setup(PyObject *module, PyObject *args)
+{
+    PyObject *tensor, *allocate;
+    Py_ssize_t threshold;
+    if (!PyArg_ParseTuple(args, "O!On", &PyType_Type, &tensor, &allocate, &threshold))
+        return NULL;
+    Py_INCREF(tensor);
+    Py_INCREF(allocate);
+    Py_XSETREF(tensor_type, (PyTypeObject *)tensor);
+    Py_XSETREF(allocate_large, allocate);
+    min_bytes = threshold;
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef methods[] = {
+    {"run", (PyCFunction)(void (*)(void))run, METH_FASTCALL,
+     "run(address, sizes, tensors, results) -> tuple of Tensors, or the kernel's nonzero status"},
+    {"setup", setup, METH_VARARGS,
+     "setup(Tensor, allocate_large, min_bytes): the result type and the allocator of large results"},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef native_call = {
+    PyModuleDef_HEAD_INIT, "native_call", "A kernel call's Python-side work in C (Kernel.run_bound).", -1, methods,
+};
+
+PyMODINIT_FUNC PyInit_native_call(void)
+{
+    import_array();
+    s_array = PyUnicode_InternFromString("_array");
+    s_ptr = PyUnicode_InternFromString("_ptr");
+    s_pointer = PyUnicode_InternFromString("_pointer");
+    if (s_array == NULL || s_ptr == NULL || s_pointer == NULL)
+        return NULL;
+    return PyModule_Create(&native_call);
+}

@@ -1,0 +1,98 @@
+"""A kernel call's Python-side work (Kernel.run_bound) has two routes: adc/runtime/native_call.c,
+built by setup.py where there is a C compiler, and `Kernel._run_in_python` where it is not. Both
+must give the same results: each test here runs on both. Oracles: NumPy, closed forms."""
+import numpy as np
+import pytest
+
+import adc
+from adc.runtime import buffers, kernel
+from adc.runtime.kernel import Kernel
+
+SOURCE = """\
+def shapes(x: f32[N, M]) -> (f32[M, N], f32[N], f32):
+    return transpose(x), sum(x, axis=1), sum(x)
+
+def scaled(x: f32[N]) -> f32[N]:
+    return x * 2.0
+
+def first(x: f64[M], z: f64) -> f64:
+    if z < 0.0:
+        t = x[0]
+    else:
+        t = z
+    return t
+"""
+
+MANY = 70     # params: more argument slots than the C route keeps on its stack
+WIDE = "def wide({}) -> f64:\n    return {}\n".format(
+    ", ".join(f"a{i}: f64" for i in range(MANY)), " + ".join(f"a{i}" for i in range(MANY)))
+
+
+@pytest.fixture(params=["c", "python"])
+def route(request, monkeypatch):
+    if request.param == "python":
+        monkeypatch.setattr(Kernel, "run_bound", Kernel._run_in_python)
+    return request.param
+
+
+@pytest.fixture(scope="module")
+def m():
+    return adc.compile(SOURCE, "native_call.adc")
+
+
+def test_the_c_route_is_built():
+    """setup.py builds it wherever a C compiler is, as on every machine that runs these tests;
+    a silent build failure would leave every call on the slower Python route."""
+    assert kernel.native_call is not None
+    assert Kernel.run_bound is Kernel._run_native
+
+
+def test_results_of_dynamic_and_static_shapes(m, route):
+    x = np.arange(12, dtype=np.float32).reshape(3, 4)
+    transposed, rows, total = m.shapes(x)
+    np.testing.assert_array_equal(transposed.numpy(), x.T)
+    np.testing.assert_array_equal(rows.numpy(), x.sum(axis=1))
+    assert total.numpy().shape == () and float(total) == 66.0
+    for result in (transposed, rows, total):
+        assert not result.numpy().flags.writeable      # a Tensor never changes
+
+
+def test_empty_arguments_and_results(m, route):
+    transposed, rows, total = m.shapes(np.zeros((0, 5), np.float32))
+    assert transposed.shape == (5, 0) and rows.shape == (0,) and float(total) == 0.0
+    assert m.scaled(transposed.numpy()[0]).shape == (0,)     # an empty result read back as an argument
+
+
+def test_a_large_result_is_a_pooled_block(m, route):
+    n = buffers.MIN_BYTES // 4 + 1
+    x = np.ones(n, np.float32)
+    y = m.scaled(x)
+    np.testing.assert_array_equal(y.numpy()[[0, -1]], [2.0, 2.0])
+    assert y.numpy().base is not None and y.numpy().base.dtype == np.uint8     # buffers.empty's view
+
+
+def test_more_arguments_than_the_stack_holds(route):
+    wide = adc.compile(WIDE, "wide.adc").wide
+    assert float(wide(*map(float, range(MANY)))) == MANY * (MANY - 1) / 2
+
+
+def test_a_failing_status_is_the_error_it_names(m, route):
+    with pytest.raises(ValueError, match=r"first: .* needs M-1 >= 0, but M = 0"):
+        m.first(np.zeros(0), -1.0)
+    assert float(m.first(np.zeros(0), 2.0)) == 2.0      # the branch that indexes did not run
+
+
+def test_a_tape_gradient_through_both_halves_of_a_split_vjp(route):
+    x, y = adc.Variable(2.0), adc.Variable(3.0)
+    with adc.GradientTape() as tape:
+        z = x * x + y * y
+    assert [float(g) for g in tape.gradient(z, [x, y])] == [4.0, 6.0]
+
+
+def test_the_c_route_refuses_malformed_calls():
+    with pytest.raises(ValueError, match="address of 0"):
+        kernel.native_call.run(0, [], [], ())
+    with pytest.raises(TypeError, match="run"):
+        kernel.native_call.run(1, (), [], ())
+    with pytest.raises(TypeError, match="dtype, shape"):
+        kernel.native_call.run(1, [], [], ((np.float32, (2,)),))
