@@ -10,9 +10,10 @@ Two parameters are where the callers differ:
   call, for its arguments on a path from a source (`node.wanted(live)`; `live` holds those
   values' ids), what its kernel takes before the cotangents (the primals, and any
   residuals), and the sizes of its dims when the forward call bound them (a split VJP's
-  backward: run without checking its arguments again, Kernel.run_bound), else None. `tape.walk_vjp()` (gradient, and the Jacobians' seed-at-a-time route)
-  gives the call's split backward or its kernel's VJP; jacobians.py gives the batched
-  VJP, which takes cotangents with a leading seed axis.
+  backward, run without checking its arguments again: Kernel.run_bound), else None.
+  `tape.walk_vjp()` (gradient, and the Jacobians' seed-at-a-time route) gives the call's
+  split backward or its kernel's VJP; jacobians.py gives the batched VJP, which takes
+  cotangents with a leading seed axis.
 - `seed_count`: None when a cotangent has its value's shape; S when it is
   [S, *value.shape], a block of S seeds walked at once. The zeros standing in for a
   result no cotangent reached have that shape.

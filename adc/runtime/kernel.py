@@ -8,9 +8,10 @@ allocates the results and calls the native function through the C ABI
 Every mistake is a TypeError or ValueError naming the parameter and dimension.
 
 Calls with Tensors and Variables of the right dtypes and ranks take a lean path
-(precomputed dimension bindings and result shapes; each thread reuses one ctypes
-buffer for the dims, inputs and outputs, with the native call bound to it);
-anything else takes the checked path, which also writes the errors. Every call
+(precomputed dimension bindings and result shapes); anything else takes the checked
+path, which also writes the errors. Both end in `run_bound`, which fills the C ABI's
+arguments, allocates the results and calls: in C (adc/runtime/native_call.c) where
+setup.py built it, else in Python through ctypes (`_run_in_python`). Every call
 is offered to the active GradientTapes (adc/runtime/tape.py), and `derivative()`
 gives the kernel's VJP as another Kernel, compiled on first use
 (adc/runtime/derivatives.py).
@@ -317,6 +318,7 @@ class Kernel:
                                  f"bounds for an axis of size {n} ({dim})")
 
     def _run_native(self, tensors: list[Tensor], sizes: list[int]) -> tuple[Tensor, ...]:
+        """run_bound by adc.runtime.native_call: its work in C, the GIL released while native code runs."""
         results = native_call.run(self._address or self._entry_address(), sizes, tensors,
                                    self._static_results or self._result_shapes(sizes))
         if type(results) is not tuple:      # the kernel's nonzero status

@@ -190,9 +190,8 @@ class GradientTape:
         for i, a in enumerate(args):
             if id(a) in watched:
                 wanted.append(i)
-            elif type(a) is Variable and a.trainable:     # (self._watch(a), inlined)
-                watched[id(a)] = a
-                self._variables.setdefault(id(a), a)
+            elif type(a) is Variable and a.trainable:
+                self._watch(a)
                 wanted.append(i)
         return tuple(wanted)
 
