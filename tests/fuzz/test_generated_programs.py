@@ -22,7 +22,8 @@ from tests.fuzz.budget import fuzz_settings
 from tests.fuzz.oracle import check_against_interpreter, check_program, compile_or_locate
 from tests.support.vocabulary import Options
 from tests.support.mutations import CHARACTERS, ILL_TYPED, SNIPPETS, mutated
-from tests.support.programs import programs
+from tests.support.programs import Program, programs
+from tests.support.vocabulary import Signature, Type
 
 SMOOTH = Options(floats=("f64",), smooth=True)
 
@@ -36,6 +37,22 @@ def test_well_typed_programs_compute_what_numpy_computes(program, outcomes):
 @fuzz_settings(20)
 @given(program=programs(SMOOTH))
 def test_smooth_programs_have_the_gradients_of_finite_differences(program, outcomes):
+    check_program(program, outcomes, gradients=True)
+
+
+def test_a_branch_on_a_tie_is_differentiated_as_taken(outcomes):
+    """Seed 179's program: the condition's two sides are the same number, x[-1] and a mean of copies
+    of it, so a finite-difference step flipped the branch (45,290 against the VJP's -0.37) until the
+    twin kept the decision taken at the point, as reverse mode does."""
+    program = Program(
+        source="def f(x: f64[2]) -> (f64, f64[2]):\n    t1 = x[0]\n"
+               "    if mean(broadcast_to(x[-1], [5])) < x[-1]:\n        t2 = x\n    else:\n        t2 = sin(x)\n"
+               "    return ((log(1.5 + t1 * t1) + t1) + t1), t2\n",
+        twin="def f(x):\n    t1 = x[0]\n"
+             "    if _taken(_mean(np.broadcast_to(x[-1], (5,)), (0,), False) < x[-1]):\n        t2 = x\n"
+             "    else:\n        t2 = np.sin(x)\n    return ((np.log(1.5 + t1 * t1) + t1) + t1), t2\n",
+        main=Signature("f", (("x", Type("f64", (2,))),), (Type("f64"), Type("f64", (2,))), (5.71, 2.0)),
+        sizes={}, seed=195)
     check_program(program, outcomes, gradients=True)
 
 

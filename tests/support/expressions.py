@@ -302,7 +302,10 @@ class Expressions:
         return updated
 
     def branch(self, t: Type, depth: int) -> Expr:
-        """`if c: tK = a else: tK = b` on a scalar comparison c of two drawn scalars."""
+        """`if c: tK = a else: tK = b` on a scalar comparison c of two drawn scalars. The twin marks
+        the decision (`_taken`), which finite differences then keep: a gradient is the taken
+        branch's, and two sides drawn equal (a mean of copies of x[-1] against x[-1]) tie within
+        a difference step."""
         scalar = Type(self.dtypes[0], ())
         left, right = self.draw(scalar, depth), self.draw(scalar, depth)
         a, b = self.draw(t, depth), self.draw(t, depth)
@@ -311,7 +314,7 @@ class Expressions:
         op = self.pick(["<", ">="])
         self.statements.append((f"if {left.adc} {op} {right.adc}:\n        {name} = {a.adc}\n    else:\n"
                                 f"        {name} = {b.adc}",
-                                f"if {left.py} {op} {right.py}:\n        {name} = {a.py}\n    else:\n"
+                                f"if _taken({left.py} {op} {right.py}):\n        {name} = {a.py}\n    else:\n"
                                 f"        {name} = {b.py}"))
         v = Expr(name, name, t, max(a.bound, b.bound), atom=True)
         self.scope.append(v)

@@ -142,7 +142,8 @@ class Twin:
     def __init__(self, source: str, main: str):
         self._recorded: list | None = None
         self._replay = None
-        namespace = {**RUNTIME, "_sg": self._stop_gradient}
+        # a branch's decision is fixed as a stop_gradient operand is (`frozen_at`)
+        namespace = {**RUNTIME, "_sg": self._stop_gradient, "_taken": self._stop_gradient}
         exec(compile(source, "<twin>", "exec"), namespace)
         self._main = namespace[main]
 
@@ -153,7 +154,8 @@ class Twin:
         return tuple(np.asarray(v) for v in (out if isinstance(out, tuple) else (out,)))
 
     def frozen_at(self, args) -> Callable[[list], tuple[np.ndarray, ...]]:
-        """The twin with every stop_gradient operand fixed at its value for `args`."""
+        """The twin with every stop_gradient operand and every branch decision fixed at its value
+        for `args`: what reverse mode differentiates, so what finite differences must move."""
         self._recorded = []
         try:
             self(*args)
