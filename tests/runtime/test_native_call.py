@@ -7,6 +7,7 @@ import pytest
 import adc
 from adc.runtime import buffers, kernel
 from adc.runtime.kernel import Kernel
+from tests.runtime.test_loops import INDEXED_WHEN_RUN
 
 SOURCE = """\
 def shapes(x: f32[N, M]) -> (f32[M, N], f32[N], f32):
@@ -14,13 +15,6 @@ def shapes(x: f32[N, M]) -> (f32[M, N], f32[N], f32):
 
 def scaled(x: f32[N]) -> f32[N]:
     return x * 2.0
-
-def first(x: f64[M], z: f64) -> f64:
-    if z < 0.0:
-        t = x[0]
-    else:
-        t = z
-    return t
 """
 
 MANY = 70     # params: more argument slots than the C route keeps on its stack
@@ -76,10 +70,11 @@ def test_more_arguments_than_the_stack_holds(route):
     assert float(wide(*map(float, range(MANY)))) == MANY * (MANY - 1) / 2
 
 
-def test_a_failing_status_is_the_error_it_names(m, route):
-    with pytest.raises(ValueError, match=r"first: .* needs M-1 >= 0, but M = 0"):
-        m.first(np.zeros(0), -1.0)
-    assert float(m.first(np.zeros(0), 2.0)) == 2.0      # the branch that indexes did not run
+def test_a_failing_status_is_the_error_it_names(route):
+    m = adc.compile(INDEXED_WHEN_RUN, "indexed.adc")
+    with pytest.raises(ValueError, match=r"branch: .* needs M-1 >= 0, but M = 0"):
+        m.branch(np.zeros(0), -1.0)
+    assert float(m.branch(np.zeros(0), 2.0)) == 2.0      # the branch that indexes did not run
 
 
 def test_a_tape_gradient_through_both_halves_of_a_split_vjp(route):
