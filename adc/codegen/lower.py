@@ -916,40 +916,64 @@ def gather_lower(em: Emitter, op: Op, idx: Index) -> ir.Value:
 lower_rules["gather"] = gather_lower
 
 
+# What one update of a scatter into a large base is weighed as, in elements streamed: a cache miss
+# (some 10 ns, overlapped with others) against a vector lane's share of a streamed line.
+SCATTERED_UPDATE_WORK = 64
+
+
 def scatter_lower(kernel: Emitter, op: Op, dest: ir.Value) -> None:
     # dest = base, then dest[pre, clamped(indices[j]), post] += updates[pre, j, post] (scatter: =) in
-    # row-major order on one thread: duplicates accumulate in a fixed order (scatter: the last one
-    # stays), and no two writes race
+    # row-major order of the updates. The positions along `axis` are split between threads, each
+    # thread copying its positions of the base and applying the updates that land in them (all of
+    # them, scanning every index): an element's updates are applied by one thread, in order, so
+    # duplicates accumulate as on one thread (scatter: the last one stays), and no two writes race
     base, indices, updates = op.operands
     leaves = kernel.plan.leaves(op)
     fn = outline(kernel.llmod, op.name, 1 + len(leaves))
     em = kernel.nested(fn, fn.args[2], dict(zip(leaves, fn.args[4:])))
+    owned_start, owned_end = fn.args[0], fn.args[1]
     out, dtype, axis = fn.args[3], base.type.dtype, op.attrs["axis"]
-    if op.result not in kernel.plan.scattered_into.values():    # else the base's own loop wrote dest
+    copying = op.result not in kernel.plan.scattered_into.values()     # else the base's own loop wrote dest
+    if copying:
         # a loop body may get one buffer as its base and its result (control_flow.updated_in_place)
         aliased = em.b.icmp_unsigned("==", em.buffers[base], out) if base in em.buffers else ir.Constant(I1, 0)
+        ranges = [(owned_start, owned_end) if d == axis else (i64(0), em.dim(n))
+                  for d, n in enumerate(base.type.shape)]
         with em.b.if_then(em.b.not_(aliased)):
-            counted_loop(em.b, i64(0), em.dim(num_elements(base.type.shape)),
-                         lambda i: _copy_element(em, base, op.result, out, i))
+            loop_nest(em.b, ranges, lambda axes: _copy_element(em, base, op.result, out, axes))
     n = em.dim(base.type.shape[axis])
     add = _int_or_float("add", "fadd")
 
     def accumulate(axes: list[ir.Value]) -> None:
         k = clamped_index(em, indices, axes[axis:axis + indices.type.rank], n)
-        target = em.index(op.result, axes=[*axes[:axis], k, *axes[axis + indices.type.rank:]])
-        update = em.value_at(updates, em.index(updates, axes=axes))
-        if op.name == "scatter_add":
-            update = add(em.b, dtype, em.load(out, dtype, target), update)
-        em.store(out, dtype, target, update)
+        owned = em.b.and_(em.b.icmp_signed(">=", k, owned_start), em.b.icmp_signed("<", k, owned_end))
+        with em.b.if_then(owned):
+            target = em.index(op.result, axes=[*axes[:axis], k, *axes[axis + indices.type.rank:]])
+            update = em.value_at(updates, em.index(updates, axes=axes))
+            if op.name == "scatter_add":
+                update = add(em.b, dtype, em.load(out, dtype, target), update)
+            em.store(out, dtype, target, update)
         em.memo.clear()
-    with em.b.if_then(em.b.icmp_signed(">", n, i64(0))):
-        loop_nest(em.b, [(i64(0), em.dim(d)) for d in updates.type.shape], accumulate)
+    loop_nest(em.b, [(i64(0), em.dim(d)) for d in updates.type.shape], accumulate)
     em.b.ret_void()
-    kernel.b.call(fn, [i64(0), i64(1), kernel.dims_ptr, dest, *[kernel.buffers[v] for v in leaves]])
+    buffers = [kernel.dims_ptr, dest, *[kernel.buffers[v] for v in leaves]]
+    parallel.call_loop(kernel.b, kernel.head, fn, kernel.dim(base.type.shape[axis]),
+                       _scatter_work(kernel, base, updates, copying), parallel.FLAT_GRAIN, buffers)
 
 
-def _copy_element(em: Emitter, source: Value, like: Value, out: ir.Value, i: ir.Value) -> None:
-    em.store(out, like.type.dtype, em.index(like, flat=i), em.value_at(source, em.index(source, flat=i)))
+def _scatter_work(kernel: Emitter, base: Value, updates: Value, copying: bool) -> ir.Value:
+    """What splitting a scatter across threads is weighed by (parallel.THRESHOLD): the base's
+    elements when it is copied; and when the base is that large, an update is taken to cost what
+    SCATTERED_UPDATE_WORK copied elements do, a cache miss each, not a vector's lane."""
+    size = kernel.dim(num_elements(base.type.shape))
+    moved = kernel.b.mul(kernel.dim(num_elements(updates.type.shape)), i64(SCATTERED_UPDATE_WORK), flags=NOWRAP)
+    large = kernel.b.icmp_signed(">=", size, i64(parallel.THRESHOLD))
+    return kernel.b.add(size if copying else i64(0), kernel.b.select(large, moved, i64(0)), flags=NOWRAP)
+
+
+def _copy_element(em: Emitter, source: Value, like: Value, out: ir.Value, axes: list[ir.Value]) -> None:
+    index = em.index(like, axes=axes)
+    em.store(out, like.type.dtype, index, em.value_at(source, em.index(source, axes=axes)))
     em.memo.clear()
 
 

@@ -204,6 +204,44 @@ def test_scatter_keeps_the_last_duplicate_in_native_code_and_the_interpreter(dty
     assert empty.shape == (3, 0)
 
 
+SPLIT = """\
+def added_rows(b: f32[N, M], i: i64[K], u: f32[K, M]) -> f32[N, M]:
+    return scatter_add(b, i, u)
+
+def added_columns(b: f32[N, M], i: i64[K], u: f32[N, K]) -> f32[N, M]:
+    return scatter_add(b * 2.0, i, u, axis=1)
+
+def written_columns(b: f32[N, M], i: i64[K], u: f32[N, K]) -> f32[N, M]:
+    return scatter(b, i, u, axis=1)
+"""
+
+
+@pytest.mark.parametrize("threads", [2, 3, 8])
+def test_a_scatter_split_between_threads_gives_the_serial_bits(threads):
+    """Large enough to be split (a base of >= 131072 elements, 2048 updates or more): each thread
+    copies and updates only its positions along the axis, scanning every index, so duplicates on
+    either side of a split (the indices crowd around 1024, the middle of 2048) still accumulate in
+    the updates' order, as np.add.at's float32 sums do, and the last of them stays."""
+    rng = np.random.default_rng(11)
+    m = adc.compile(SPLIT, "split.adc")
+    b = rng.standard_normal((2048, 96)).astype(np.float32)
+    rows, u_rows = rng.integers(1000, 1050, 2400), rng.standard_normal((2400, 96)).astype(np.float32)
+    columns = np.concatenate([rng.integers(40, 56, 2100), [-1, 0, 95, -96]])
+    u_columns = rng.standard_normal((2048, columns.size)).astype(np.float32)
+    wanted = {"added_rows": b.copy(), "added_columns": b * np.float32(2.0),
+              "written_columns": numpy_scatter(b, columns, u_columns, 1)}
+    np.add.at(wanted["added_rows"], rows, u_rows)
+    np.add.at(wanted["added_columns"], (slice(None), clamped(columns, 96)), u_columns)
+    args = {"added_rows": (b, rows, u_rows), "added_columns": (b, columns, u_columns),
+            "written_columns": (b, columns, u_columns)}
+    try:
+        adc.set_num_threads(threads)
+        for name, want in wanted.items():
+            np.testing.assert_array_equal(getattr(m, name)(*args[name]).numpy(), want, err_msg=name)
+    finally:
+        adc.set_num_threads(0)
+
+
 def test_scatter_gradients_in_both_modes_give_the_last_duplicate_its_cotangent():
     module = compile_source("def f(b: f64[N], i: i64[K], u: f64[K]) -> f64[N]:\n    return scatter(b, i, u) ** 2\n",
                             "s.adc")
