@@ -3,13 +3,13 @@ what the interpreter and NumPy compute.
 
 Well-typed programs (tests/support/programs.py: several kernels calling each other,
 custom gradients, extern functions, every dtype, broadcasting, reductions, slicing,
-matmul, where, comparisons, builtins) must compile, and their main kernel agree with
-the reference interpreter and the program's NumPy twin; in float64 with smooth ops,
-its gradient through the tape's compiled VJPs agrees with central finite differences
-of the twin. Ill-typed programs (one of them with a name, dtype or number replaced),
-junk (tokens dropped, duplicated, swapped; lines moved; characters inserted; text cut)
-and garbage raise a CompileError located in the text, or compile and agree with the
-interpreter.
+matmul, where, comparisons, takes and scatters by computed indices, builtins) must
+compile, and their main kernel agree with the reference interpreter and the program's
+NumPy twin; in float64 with smooth ops, its gradient through the tape's compiled VJPs
+agrees with central finite differences of the twin. Ill-typed programs (one of them with
+a name, dtype or number replaced), junk (tokens dropped, duplicated, swapped; lines moved;
+characters inserted; text cut) and garbage raise a CompileError located in the text, or
+compile and agree with the interpreter.
 
 CI runs a fixed sample (tests/fuzz/budget.py). A long run, with a table of outcomes:
 

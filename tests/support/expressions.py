@@ -3,10 +3,11 @@
 `Expressions.draw(type, depth)` returns an `Expr` of exactly that dtype and shape, made by
 one of the forms that can give it (`FORMS`): a function of an expression of the same type,
 a reduction of one with an extra axis, a matmul of two sharing a contracted axis, an index
-dropping an axis, a slice, a concat of pieces, a call of another kernel, ... Each `Expr`
-carries its adc text, the NumPy text of the same value (run by tests/support/twin.py) and
-a bound on |value| over the arguments the tests draw. Bounds keep exp below overflow and
-sin within the range where adc's vector math is accurate, and scale the tolerances.
+dropping an axis, a take, take_along_axis or scatter by computed indices, a cumsum, a
+slice, a concat of pieces, a call of another kernel, ... Each `Expr` carries its adc text,
+the NumPy text of the same value (run by tests/support/twin.py) and a bound on |value| over
+the arguments the tests draw. Bounds keep exp below overflow and sin within the range where
+adc's vector math is accurate, and scale the tolerances.
 
     Expressions(draw, options, dtypes, params, callables, externs).draw(Type("f64", ("N",)), 2)
     -> Expr(adc="(sin(x) * sum(w, axis=1))", py="(np.sin(x) * _sum(w, (1,), False))",
@@ -336,6 +337,49 @@ class Expressions:
         adc, py = a.postfix()
         return Expr(f"{adc}[{subscript}]", f"{py}[{subscript}]", t, a.bound)
 
+    def indices(self, shape, depth: int) -> Expr:
+        """Integer indices of `shape`, computed (`% 11 - 5`: in [-5, 5]) so that the kernel clamps them by the
+        index rule, counting negative ones from the end once; a parameter taken unchanged would be
+        checked at the call instead."""
+        i = self.draw(Type(self.pick([x for x in self.dtypes if x in INTS]), tuple(shape)), depth)
+        return Expr(f"({i.adc} % 11 - 5)", f"({i.py} % 11 - 5)", i.type, 5.0)
+
+    def take(self, t: Type, depth: int) -> Expr:
+        """take(a, indices, axis): a gather along one axis of a, zeros where that axis is empty."""
+        p, d = self.integer(0, t.rank - 1), self.token()
+        a = self.draw(t.of(t.shape[:p] + (d,) + t.shape[p + 1:]), depth)
+        i = self.indices(t.shape[p:p + 1], depth)
+        return Expr(f"take({a.adc}, {i.adc}, axis={self.pick([p, p - t.rank])})", f"_take({a.py}, {i.py}, {p})",
+                    t, a.bound)
+
+    def take_along_axis(self, t: Type, depth: int) -> Expr:
+        """take_along_axis(a, indices, axis): indices of t's shape pick along one axis of a."""
+        p, d = self.integer(0, t.rank - 1), self.token()
+        a = self.draw(t.of(t.shape[:p] + (d,) + t.shape[p + 1:]), depth)
+        i = self.indices(t.shape, depth)
+        return Expr(f"take_along_axis({a.adc}, {i.adc}, {self.pick([p, p - t.rank])})",
+                    f"_take_along_axis({a.py}, {i.py}, {p})", t, a.bound)
+
+    def scan(self, t: Type, depth: int) -> Expr:
+        """cumsum(a, axis) along one axis, inclusive or exclusive, from either end."""
+        p = self.integer(0, t.rank - 1)
+        a = self.draw(t, depth)
+        exclusive, reverse = self.data(st.booleans()), self.data(st.booleans())
+        return Expr(f"cumsum({a.adc}, axis={self.pick([p, p - t.rank])}, exclusive={exclusive}, reverse={reverse})",
+                    f"_cumsum({a.py}, {p}, {exclusive}, {reverse})", t, a.bound * extent(t.shape[p]))
+
+    def scatter(self, t: Type, depth: int) -> Expr:
+        """scatter_add(base, indices, updates, axis) (duplicates accumulate) or scatter (the last one
+        stays) along one axis of base; nothing lands where that axis is empty."""
+        p, k = self.integer(0, t.rank - 1), self.token()
+        name = self.pick(["scatter"] + ["scatter_add"] * (t.dtype != "bool"))
+        base = self.draw(t, depth)
+        i = self.indices((k,), depth)
+        u = self.draw(t.of(t.shape[:p] + (k,) + t.shape[p + 1:]), depth)
+        bound = base.bound + extent(k) * u.bound if name == "scatter_add" else max(base.bound, u.bound)
+        return Expr(f"{name}({base.adc}, {i.adc}, {u.adc}, axis={self.pick([p, p - t.rank])})",
+                    f"_{name}({base.py}, {i.py}, {u.py}, {p})", t, bound)
+
     def slice(self, t: Type, depth: int) -> Expr:
         p = self.pick([i for i, d in enumerate(t.shape) if isinstance(d, int)])
         s, step = t.shape[p], self.pick([1, 2])
@@ -512,6 +556,10 @@ FORMS: dict[str, tuple[int, Callable[[Expressions, Type], bool]]] = {
     "loop": (1, lambda g, t: t.is_float),
     "branch": (1, lambda g, t: g.dtypes[0] in FLOATS),
     "index": (1, lambda g, t: t.rank < MAX_RANK),
+    "take": (1, lambda g, t: t.rank >= 1 and any(x in INTS for x in g.dtypes)),
+    "scan": (1, lambda g, t: t.dtype != "bool" and t.rank >= 1),
+    "take_along_axis": (1, lambda g, t: t.rank >= 1 and any(x in INTS for x in g.dtypes)),
+    "scatter": (1, lambda g, t: t.rank >= 1 and any(x in INTS for x in g.dtypes)),
     "slice": (1, lambda g, t: _static(t, lambda d: True)),
     "transpose": (1, lambda g, t: t.rank >= 2),
     "reshape": (1, lambda g, t: t.rank < MAX_RANK or 1 in t.shape),

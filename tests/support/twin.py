@@ -117,6 +117,53 @@ def _one_hot(indices, depth, dtype):
     return (np.asarray(indices)[..., None] == np.arange(depth)).astype(dtype)
 
 
+def _cumsum(x, axis, exclusive, reverse):
+    # in x's dtype; exclusive: the sums before each element (0 first), reverse: from the end
+    y = np.flip(x, axis) if reverse else x
+    sums = np.cumsum(y, axis=axis, dtype=x.dtype)
+    if exclusive and sums.shape[axis]:
+        before = np.moveaxis(sums, axis, 0)
+        sums = np.moveaxis(np.concatenate([np.zeros_like(before[:1]), before[:-1]]), 0, axis)
+    return np.flip(sums, axis) if reverse else sums
+
+
+def _clamped(indices, n):
+    # adc's index rule: a negative index counts from the end once, then every index clamps into [0, n)
+    i = np.asarray(indices).astype(np.int64)
+    return np.clip(np.where(i < 0, i + n, i), 0, max(n - 1, 0))
+
+
+def _take(x, indices, axis):
+    # adc's gather from an axis empty at run time gives zeros (NumPy raises)
+    if not x.shape[axis]:
+        return np.zeros(x.shape[:axis] + np.shape(indices) + x.shape[axis + 1:], x.dtype)
+    return np.take(x, _clamped(indices, x.shape[axis]), axis=axis)
+
+
+def _take_along_axis(x, indices, axis):
+    if not x.shape[axis]:
+        return np.zeros(np.shape(indices), x.dtype)
+    return np.take_along_axis(x, _clamped(indices, x.shape[axis]), axis=axis)
+
+
+def _scatter_add(base, indices, updates, axis):
+    # np.add.at on a copy; on an axis empty at run time nothing lands
+    out = np.array(base, copy=True)
+    if out.shape[axis]:
+        np.add.at(np.moveaxis(out, axis, 0), _clamped(indices, out.shape[axis]), np.moveaxis(updates, axis, 0))
+    return out
+
+
+def _scatter(base, indices, updates, axis):
+    # slices written in order of the indices: of duplicates the last one stays
+    out = np.array(base, copy=True)
+    if out.shape[axis]:
+        rows, moved = np.moveaxis(out, axis, 0), np.moveaxis(updates, axis, 0)
+        for k, i in enumerate(_clamped(indices, out.shape[axis])):
+            rows[i] = moved[k]
+    return out
+
+
 def _erf(x):
     return _ERF(x).astype(np.asarray(x).dtype)
 
@@ -133,7 +180,7 @@ RUNTIME = {"np": np, "_sigmoid": _sigmoid, "_softplus": _softplus, "_relu": _rel
            "_sum": _sum, "_prod": _prod, "_mean": _mean, "_max": _max, "_min": _min, "_norm": _norm,
            "_logsumexp": _logsumexp, "_softmax": _softmax, "_log_softmax": _log_softmax,
            "_cast": _cast, "_erf": _erf, "_erfc": _erfc, "_lgamma": _lgamma, "_argmax": _argmax, "_argmin": _argmin, "_one_hot": _one_hot,
-           "pi": np.pi, "e": np.e}
+           "_cumsum": _cumsum, "_take": _take, "_take_along_axis": _take_along_axis, "_scatter_add": _scatter_add, "_scatter": _scatter, "pi": np.pi, "e": np.e}
 
 
 class Twin:
