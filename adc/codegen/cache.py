@@ -129,21 +129,19 @@ class Cache:
 
     def clear(self) -> None:
         """Remove every entry (and the folders adc made), leaving the root folder."""
-        if not self.root.is_dir():
-            return
-        for child in self.root.iterdir():
+        for child in _listed(self.root):
             if child.is_dir():
-                shutil.rmtree(child, ignore_errors=True)
+                shutil.rmtree(child.path, ignore_errors=True)
 
     def _entries(self) -> list[tuple[Path, int, float]]:
-        """(path, bytes, last use) of every entry; files being written are not entries."""
+        """(path, bytes, last use) of every entry; files being written are not entries. Another
+        process may remove entries or whole folders meanwhile (its eviction, `adc cache clear`):
+        what is gone is not listed."""
         found = []
-        if not self.root.is_dir():
-            return found
-        for folder in self.root.iterdir():
+        for folder in _listed(self.root):
             if not folder.is_dir():
                 continue
-            for entry in os.scandir(folder):
+            for entry in _listed(folder):
                 if entry.name.endswith(TEMP_SUFFIX) or not entry.is_file():
                     continue
                 try:
@@ -152,6 +150,15 @@ class Cache:
                     continue
                 found.append((Path(entry.path), stat.st_size, stat.st_mtime))
         return found
+
+
+def _listed(folder: os.PathLike) -> list[os.DirEntry]:
+    """The entries of `folder`; none when it is missing, gone or unreadable."""
+    try:
+        with os.scandir(folder) as entries:
+            return list(entries)
+    except OSError:
+        return []
 
 
 def _user_cache_folder() -> str:

@@ -66,6 +66,26 @@ def test_info_counts_entries_per_namespace_and_clear_empties(tmp_path):
     assert cache.info().entries == {} and tmp_path.is_dir()
 
 
+def test_a_folder_another_process_removes_while_listed_is_skipped(tmp_path, monkeypatch):
+    """Another process clearing the cache (`adc cache clear`) between this one's listing of the
+    root and its scan of a namespace: the scan finds the folder gone, and a write still succeeds."""
+    cache = Cache(tmp_path)
+    cache.put("runtime", "r", b"333")
+    cache.put("modules", "a", b"1")
+    scan = os.scandir
+
+    def cleared_meanwhile(path="."):
+        if os.fspath(path) == os.fspath(tmp_path / "runtime"):
+            for entry in scan(path):
+                os.unlink(entry.path)
+            os.rmdir(path)
+        return scan(path)
+    monkeypatch.setattr(os, "scandir", cleared_meanwhile)
+    assert cache.info().entries == {"modules": 1}
+    cache.put("modules", "b", b"22")                        # its eviction lists the entries too
+    assert cache.get("modules", "b") == b"22"
+
+
 def test_an_unwritable_cache_is_skipped(tmp_path):
     (tmp_path / "modules").write_text("a file where the folder should be")
     cache = Cache(tmp_path)
