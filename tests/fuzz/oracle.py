@@ -20,6 +20,7 @@ import pytest
 import adc
 from adc.ir.interp import run
 from adc.ir.parser import parse_module
+from adc.ir.printer import format_module
 from adc.ir.types import evaluate_dim
 from adc.passes.pipeline import run_pipeline
 from tests.support.vocabulary import INPUT_BOUND
@@ -219,8 +220,16 @@ def check_against_interpreter(module: adc.Module, rng: np.random.Generator, outc
         except (ValueError, IndexError):      # a size, or an index parameter out of range
             outcomes.add(f"{what}: compiled, a kernel refused its arguments")
             continue
-        want = run(ir, name, *args)
-        exact = _reference_moved(module.ir, ir, name, args, want, rounding)
+        try:
+            want = run(ir, name, *args)
+            reference, text = ir, module.ir
+        except ValueError:
+            # a size only a loop body or branch needs whose results nothing reads: adc drops the
+            # region with its check (_assert_unused_index); the optimized IR is then the reference
+            reference = run_pipeline(parse_module(module.ir, FILENAME), verify=False)
+            text = format_module(reference)
+            want = run(reference, name, *args)
+        exact = _reference_moved(text, reference, name, args, want, rounding)
         for k, (g, w, e) in enumerate(zip(got, want, exact, strict=True)):
             assert_agree(g, w, e, rounding, math.inf, f"@{name} result {k} against the interpreter")
     outcomes.add(f"{what}: compiled, values agree with the interpreter")

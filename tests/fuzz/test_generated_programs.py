@@ -19,6 +19,7 @@ import numpy as np
 from hypothesis import given, strategies as st
 
 from tests.fuzz.budget import fuzz_settings
+from tests.fuzz.conftest import Outcomes
 from tests.fuzz.oracle import check_against_interpreter, check_program, compile_or_locate
 from tests.support.vocabulary import Options
 from tests.support.mutations import CHARACTERS, ILL_TYPED, SNIPPETS, mutated
@@ -54,6 +55,20 @@ def test_a_branch_on_a_tie_is_differentiated_as_taken(outcomes):
         main=Signature("f", (("x", Type("f64", (2,))),), (Type("f64"), Type("f64", (2,))), (5.71, 2.0)),
         sizes={}, seed=195)
     check_program(program, outcomes, gradients=True)
+
+
+def test_a_dead_loop_whose_index_adc_drops_is_checked_against_the_optimized_ir():
+    """Seed 367's mutation, cut down: a loop body indexes x[0, -2**31], read only by a branch whose
+    results nothing reads. adc drops both, and the index's check with them, as it drops an unused
+    index from a region (oracle._assert_unused_index); the interpreter of the unoptimized IR runs
+    the loop and raises, so the compiled kernel is checked against the optimized IR instead."""
+    source = ("def f(x: f64[5, M], z: bool) -> f64[M]:\n    t1 = 0.0\n    for _ in range(1):\n"
+              "        t1 = tanh(x[0, -2147483648])\n    if 0.5 < (M + t1):\n"
+              "        t2 = take_along_axis(broadcast_to(z, [2, 5]), full([2, 5], 7, dtype=i64) % 11 - 5, 0)\n"
+              "    else:\n        t2 = broadcast_to(z, [2, 5])\n    return x[0] * 2.0\n")
+    seen = Outcomes()
+    _assert_located_or_runs(source, 0, seen, "ill-typed")
+    assert set(seen.counts) == {"ill-typed: compiled, values agree with the interpreter"}
 
 
 def _assert_located_or_runs(source: str, seed: int, outcomes, what: str) -> None:
