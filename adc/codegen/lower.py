@@ -958,17 +958,24 @@ def scatter_lower(kernel: Emitter, op: Op, dest: ir.Value) -> None:
     em.b.ret_void()
     buffers = [kernel.dims_ptr, dest, *[kernel.buffers[v] for v in leaves]]
     parallel.call_loop(kernel.b, kernel.head, fn, kernel.dim(base.type.shape[axis]),
-                       _scatter_work(kernel, base, updates, copying), parallel.FLAT_GRAIN, buffers)
+                       _scatter_work(kernel, op, dest, copying), parallel.FLAT_GRAIN, buffers)
 
 
-def _scatter_work(kernel: Emitter, base: Value, updates: Value, copying: bool) -> ir.Value:
+def _scatter_work(kernel: Emitter, op: Op, dest: ir.Value, copying: bool) -> ir.Value:
     """What splitting a scatter across threads is weighed by (parallel.THRESHOLD): the base's
-    elements when it is copied; and when the base is that large, an update is taken to cost what
-    SCATTERED_UPDATE_WORK copied elements do, a cache miss each, not a vector's lane."""
+    elements when it is copied (not when a loop body updates its carried buffer in place: a
+    step writing one slice of a stack of them costs no wake-up of the pool); and when the
+    base is that large, an update is taken to cost what SCATTERED_UPDATE_WORK copied elements
+    do, a cache miss each, not a vector's lane."""
+    base, _, updates = op.operands
+    b = kernel.b
     size = kernel.dim(num_elements(base.type.shape))
-    moved = kernel.b.mul(kernel.dim(num_elements(updates.type.shape)), i64(SCATTERED_UPDATE_WORK), flags=NOWRAP)
-    large = kernel.b.icmp_signed(">=", size, i64(parallel.THRESHOLD))
-    return kernel.b.add(size if copying else i64(0), kernel.b.select(large, moved, i64(0)), flags=NOWRAP)
+    moved = b.mul(kernel.dim(num_elements(updates.type.shape)), i64(SCATTERED_UPDATE_WORK), flags=NOWRAP)
+    copied = i64(0)
+    if copying:
+        in_place = b.icmp_unsigned("==", kernel.buffers[base], dest) if base in kernel.buffers else ir.Constant(I1, 0)
+        copied = b.select(in_place, i64(0), size)
+    return b.add(copied, b.select(b.icmp_signed(">=", size, i64(parallel.THRESHOLD)), moved, i64(0)), flags=NOWRAP)
 
 
 def _copy_element(em: Emitter, source: Value, like: Value, out: ir.Value, axes: list[ir.Value]) -> None:
