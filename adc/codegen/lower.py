@@ -935,11 +935,9 @@ def scatter_lower(kernel: Emitter, op: Op, dest: ir.Value) -> None:
     out, dtype, axis = fn.args[3], base.type.dtype, op.attrs["axis"]
     copying = op.result not in kernel.plan.scattered_into.values()     # else the base's own loop wrote dest
     if copying:
-        # a loop body may get one buffer as its base and its result (control_flow.updated_in_place)
-        aliased = em.b.icmp_unsigned("==", em.buffers[base], out) if base in em.buffers else ir.Constant(I1, 0)
         ranges = [(owned_start, owned_end) if d == axis else (i64(0), em.dim(n))
                   for d, n in enumerate(base.type.shape)]
-        with em.b.if_then(em.b.not_(aliased)):
+        with em.b.if_then(em.b.not_(_in_place(em, base, out))):
             loop_nest(em.b, ranges, lambda axes: _copy_element(em, base, op.result, out, axes))
     n = em.dim(base.type.shape[axis])
     add = _int_or_float("add", "fadd")
@@ -973,9 +971,14 @@ def _scatter_work(kernel: Emitter, op: Op, dest: ir.Value, copying: bool) -> ir.
     moved = b.mul(kernel.dim(num_elements(updates.type.shape)), i64(SCATTERED_UPDATE_WORK), flags=NOWRAP)
     copied = i64(0)
     if copying:
-        in_place = b.icmp_unsigned("==", kernel.buffers[base], dest) if base in kernel.buffers else ir.Constant(I1, 0)
-        copied = b.select(in_place, i64(0), size)
+        copied = b.select(_in_place(kernel, base, dest), i64(0), size)
     return b.add(copied, b.select(b.icmp_signed(">=", size, i64(parallel.THRESHOLD)), moved, i64(0)), flags=NOWRAP)
+
+
+def _in_place(em: Emitter, base: Value, out: ir.Value) -> ir.Value:
+    """Whether a loop body gave one buffer as a scatter's base and its result (control_flow.updated_in_place):
+    the base is then already there, and is not copied."""
+    return em.b.icmp_unsigned("==", em.buffers[base], out) if base in em.buffers else ir.Constant(I1, 0)
 
 
 def _copy_element(em: Emitter, source: Value, like: Value, out: ir.Value, axes: list[ir.Value]) -> None:
