@@ -17,6 +17,7 @@ from adc.passes.adjoint import vjp
 from adc.passes.batch import batch
 from tests.support.gradcheck import check_jvp, check_vjp
 from tests.support.native import jit_module
+from tests.support.twin import clamped, scattered
 
 SOURCE = """\
 def rows(x: T[V, D], idx: I[B, S]) -> T[B, S, D]:
@@ -40,11 +41,6 @@ def shifted_rows(x: T[V, D], idx: I[B, S], k: I[1]) -> T[B, S, D]:
 def add_shifted_rows(base: T[V, D], idx: I[K], updates: T[K, D], k: I[1]) -> T[V, D]:
     return scatter_add(base, idx + k, updates)
 """
-
-
-def clamped(idx, n):
-    """The index rule, spelled in NumPy: a negative index counts from the end once, then clamps."""
-    return np.clip(np.where(idx < 0, idx + n, idx), 0, max(n - 1, 0))
 
 
 def compiled(dtype, index_dtype):
@@ -177,17 +173,6 @@ def test_a_gathers_cotangent_is_scattered_into_the_others_buffer():
     np.testing.assert_allclose(adc.grad(m.f, wrt="w")(w, idx, v), expected, rtol=1e-14)
 
 
-def numpy_scatter(base, indices, updates, axis):
-    """base[..., i, ...] = updates slice by slice in row-major order of the indices (the last
-    duplicate stays), indices wrapped once when negative and clamped, as the index rule says."""
-    out = np.moveaxis(base.copy(), axis, 0)
-    n = out.shape[0]
-    rows = np.moveaxis(updates, list(range(axis, axis + indices.ndim)), list(range(indices.ndim)))
-    for k, i in enumerate(indices.ravel()):
-        out[min(max(i + n if i < 0 else i, 0), n - 1)] = rows.reshape((indices.size,) + out.shape[1:])[k]
-    return np.moveaxis(out, 0, axis)
-
-
 @pytest.mark.parametrize("dtype", ["f32", "f64", "i32", "i64", "bool"])
 def test_scatter_keeps_the_last_duplicate_in_native_code_and_the_interpreter(dtype):
     source = (f"def f(b: {dtype}[N, M], i: i64[J, K], u: {dtype}[N, J, K], k: i64[1]) -> {dtype}[N, M]:\n"
@@ -196,7 +181,7 @@ def test_scatter_keeps_the_last_duplicate_in_native_code_and_the_interpreter(dty
     numpy_dtype = np.dtype({"f32": "float32", "f64": "float64", "i32": "int32", "i64": "int64", "bool": "bool"}[dtype])
     b, u = (rng.integers(-9, 9, shape).astype(numpy_dtype) for shape in ((3, 5), (3, 2, 4)))
     i = np.array([[4, 0, 4, -1], [9, -7, 1, 0]])            # duplicates, negatives, out of range both ways
-    want = numpy_scatter(b, i, u, 1)
+    want = scattered(b, i, u, 1)
     (interpreted,) = run(compile_source(source, "s.adc"), "f", b, i, u, np.zeros(1, np.int64))
     np.testing.assert_array_equal(interpreted, want)
     np.testing.assert_array_equal(adc.compile(source).f(b, i, u, [0]).numpy(), want)
@@ -229,7 +214,7 @@ def test_a_scatter_split_between_threads_gives_the_serial_bits(threads):
     columns = np.concatenate([rng.integers(40, 56, 2100), [-1, 0, 95, -96]])
     u_columns = rng.standard_normal((2048, columns.size)).astype(np.float32)
     wanted = {"added_rows": b.copy(), "added_columns": b * np.float32(2.0),
-              "written_columns": numpy_scatter(b, columns, u_columns, 1)}
+              "written_columns": scattered(b, columns, u_columns, 1)}
     np.add.at(wanted["added_rows"], rows, u_rows)
     np.add.at(wanted["added_columns"], (slice(None), clamped(columns, 96)), u_columns)
     args = {"added_rows": (b, rows, u_rows), "added_columns": (b, columns, u_columns),

@@ -127,8 +127,9 @@ def _cumsum(x, axis, exclusive, reverse):
     return np.flip(sums, axis) if reverse else sums
 
 
-def _clamped(indices, n):
-    # adc's index rule: a negative index counts from the end once, then every index clamps into [0, n)
+def clamped(indices, n):
+    """adc's index rule in NumPy: a negative index counts from the end once, then every index
+    clamps into [0, n)."""
     i = np.asarray(indices).astype(np.int64)
     return np.clip(np.where(i < 0, i + n, i), 0, max(n - 1, 0))
 
@@ -137,29 +138,34 @@ def _take(x, indices, axis):
     # adc's gather from an axis empty at run time gives zeros (NumPy raises)
     if not x.shape[axis]:
         return np.zeros(x.shape[:axis] + np.shape(indices) + x.shape[axis + 1:], x.dtype)
-    return np.take(x, _clamped(indices, x.shape[axis]), axis=axis)
+    return np.take(x, clamped(indices, x.shape[axis]), axis=axis)
 
 
 def _take_along_axis(x, indices, axis):
     if not x.shape[axis]:
         return np.zeros(np.shape(indices), x.dtype)
-    return np.take_along_axis(x, _clamped(indices, x.shape[axis]), axis=axis)
+    return np.take_along_axis(x, clamped(indices, x.shape[axis]), axis=axis)
 
 
 def _scatter_add(base, indices, updates, axis):
     # np.add.at on a copy; on an axis empty at run time nothing lands
     out = np.array(base, copy=True)
     if out.shape[axis]:
-        np.add.at(np.moveaxis(out, axis, 0), _clamped(indices, out.shape[axis]), np.moveaxis(updates, axis, 0))
+        np.add.at(np.moveaxis(out, axis, 0), clamped(indices, out.shape[axis]), np.moveaxis(updates, axis, 0))
     return out
 
 
-def _scatter(base, indices, updates, axis):
-    # slices written in order of the indices: of duplicates the last one stays
+def scattered(base, indices, updates, axis):
+    """adc's scatter in NumPy: on a copy of base, base[..., i, ...] = updates slice by slice in
+    row-major order of the indices (of duplicates the last one stays); on an axis empty at run
+    time nothing lands."""
     out = np.array(base, copy=True)
     if out.shape[axis]:
-        rows, moved = np.moveaxis(out, axis, 0), np.moveaxis(updates, axis, 0)
-        for k, i in enumerate(_clamped(indices, out.shape[axis])):
+        indices = np.asarray(indices)
+        rows = np.moveaxis(out, axis, 0)
+        moved = np.moveaxis(updates, list(range(axis, axis + indices.ndim)), list(range(indices.ndim)))
+        moved = moved.reshape((indices.size,) + rows.shape[1:])
+        for k, i in enumerate(clamped(indices.ravel(), out.shape[axis])):
             rows[i] = moved[k]
     return out
 
@@ -180,7 +186,7 @@ RUNTIME = {"np": np, "_sigmoid": _sigmoid, "_softplus": _softplus, "_relu": _rel
            "_sum": _sum, "_prod": _prod, "_mean": _mean, "_max": _max, "_min": _min, "_norm": _norm,
            "_logsumexp": _logsumexp, "_softmax": _softmax, "_log_softmax": _log_softmax,
            "_cast": _cast, "_erf": _erf, "_erfc": _erfc, "_lgamma": _lgamma, "_argmax": _argmax, "_argmin": _argmin, "_one_hot": _one_hot,
-           "_cumsum": _cumsum, "_take": _take, "_take_along_axis": _take_along_axis, "_scatter_add": _scatter_add, "_scatter": _scatter, "pi": np.pi, "e": np.e}
+           "_cumsum": _cumsum, "_take": _take, "_take_along_axis": _take_along_axis, "_scatter_add": _scatter_add, "_scatter": scattered, "pi": np.pi, "e": np.e}
 
 
 class Twin:
