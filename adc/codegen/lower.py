@@ -455,11 +455,28 @@ def _block_contents(func: Func, fusion: Plan, late: frozenset[str]) -> tuple[lis
 
 def _block_sizes(em: Emitter, func: Func, fusion: Plan) -> list[ir.Value]:
     """The bytes of each part of `func`'s block, from `em`'s symbols: its temporaries and spares,
-    then the block of each region it runs, which that region's calls share."""
+    then the block of each region it runs, which that region's calls share. A region's block holds
+    its regions' in turn; each region's size is computed once, its regions' first (in a nest of
+    loops, a reversed loop's body runs in both of its reversals: summed path by path, the sizes
+    would double per level), without recursion (a nest is as deep as the program)."""
+    totals: dict[str, ir.Value] = {}
+    stack = [(name, False) for name in func.regions()]
+    while stack:
+        name, ready = stack.pop()
+        if name in totals:
+            continue
+        region = em.module[name]
+        if not ready:
+            stack += [(name, True)] + [(r, False) for r in region.regions() if r not in totals]
+            continue
+        totals[name] = _layout(em, _own_sizes(em, region, plan(region)) + [totals[r] for r in region.regions()])[0]
+    return _own_sizes(em, func, fusion) + [totals[name] for name in func.regions()]
+
+
+def _own_sizes(em: Emitter, func: Func, fusion: Plan) -> list[ir.Value]:
+    """The bytes of `func`'s temporaries and spares, from `em`'s symbols."""
     temps, spares = _block_contents(func, fusion, em.late)
-    regions = [em.module[name] for name in func.regions()]
-    return ([em.bytes_of(v) for v in temps + spares]
-            + [_layout(em, _block_sizes(em, r, plan(r)))[0] for r in regions])
+    return [em.bytes_of(v) for v in temps + spares]
 
 
 def _layout(em: Emitter, sizes: list[ir.Value]) -> tuple[ir.Value, list[ir.Value]]:

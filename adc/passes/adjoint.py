@@ -35,7 +35,7 @@ from adc.passes.cse import cse_func
 from adc.passes.dce import eliminate_dead_code_func
 from adc.passes.inline import inline_func
 from adc.passes.prune_loops import prune_loops
-from adc.passes.regions import call_free, fresh_name
+from adc.passes.regions import call_free, derived_once, fresh_name
 from adc.passes.simplify import simplify_func
 
 CLEANUP_ROUNDS = 4      # simplify exposes work for cse and back; two rounds usually reach the fixed point
@@ -97,10 +97,14 @@ def adjoint(func: Func, name: str, funcs: Mapping[str, Func], wanted: Iterable[i
 def region_vjp(funcs: dict[str, Func], name: str, wanted: Iterable[int]) -> Gradient:
     """The cleaned VJP of region function `name` w.r.t. its `wanted` params (those connected to a
     result: `wrt`), added to `funcs` (the calling pass's own copy)."""
-    grad = adjoint(call_free(funcs, name), fresh_name(funcs, f"{name}_vjp"), funcs, wanted)
-    func = cleanup(grad.func, funcs)
-    funcs[func.name] = func
-    return Gradient(func, grad.wrt)
+    def build() -> Gradient:
+        grad = adjoint(call_free(funcs, name), fresh_name(funcs, f"{name}_vjp"), funcs, wanted)
+        func = cleanup(grad.func, funcs)
+        funcs[func.name] = func
+        return Gradient(func, grad.wrt)
+
+    wanted = tuple(sorted(set(wanted)))
+    return derived_once(funcs, funcs[name], ("vjp", wanted), lambda grad: (grad.func,), build)
 
 
 def cleanup(func: Func, funcs: dict[str, Func]) -> Func:

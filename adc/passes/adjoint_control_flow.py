@@ -41,7 +41,7 @@ from adc.errors import CompileError
 from adc.ir.builder import Builder, full
 from adc.ir.core import Func, FuncRef, Op, Value
 from adc.ir.types import BOOL, F64, I64, TensorType, num_elements
-from adc.passes.regions import build_region, extend, like
+from adc.passes.regions import build_region, derived_once, extend, like
 
 STORE_ALL_BYTES = 256 * 2 ** 20
 COUNTER = TensorType(I64)
@@ -87,9 +87,11 @@ def while_adjoint(b: Builder, op: Op, cts):
                        "carried": k + 1,
                        "cond": build_region(b.funcs, f"{cond}_counting", like(params), counting_cond, op.loc)})
     step_params = [Value(COUNTER, "i")] + like(inits) + like(captured)
-    as_for = build_region(b.funcs, f"{body}_step", step_params,
-                          lambda inner: list(inner.emit("call", *step_params[1:], callee=body)), op.loc)
-    return _reverse(b, None, n, inits, captured, str(as_for), 0, cts)
+    as_for = derived_once(   # one per body, so that its reversals are too (regions.derived_once)
+        b.funcs, b.funcs[body], "as a for body", lambda step: (step,),
+        lambda: b.funcs[build_region(b.funcs, f"{body}_step", step_params,
+                                     lambda inner: list(inner.emit("call", *step_params[1:], callee=body)), op.loc)])
+    return _reverse(b, None, n, inits, captured, as_for.name, 0, cts)
 
 
 def scan_adjoint(b: Builder, op: Op, cts):
@@ -150,8 +152,11 @@ def _reverse(b: Builder, primal: Op | None, n: Value, inits: Sequence[Value], ca
         return (None,) * (k + m)
     loc = b.loc
     stored = _StoredSteps(b, body, inits, captured, floats, cap_floats, loc) if checkpoint in (0, 1) else None
-    first = fresh_symbol(b.params, b.ops, "T")      # the scans' lengths, before `b` is cut at `primal`
-    lengths = (first, fresh_symbol(b.params, b.ops, "T", also={first}))
+    # the scans' lengths, before `b` is cut at `primal`; apart from every function's, so that inlining
+    # the function this reversal ends up in never renames them, copying the regions that use them
+    bound = frozenset(s for func in b.funcs.values() for s in func.bound_symbols)
+    first = fresh_symbol(b.params, b.ops, "T", also=bound)
+    lengths = (first, fresh_symbol(b.params, b.ops, "T", also=bound | {first}))
     with _in_place_of(b, primal, replace=True) if primal is not None else nullcontext():
         start, rest = inits, n
         if stored is not None:

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from adc.ir.core import REGION_ATTRS, Attrs, Func, FuncRef, Module, Op, Value
 from adc.ir.shapes import constraints, op_constraints
+from adc.passes.cse import cse_func
 from adc.passes.dce import eliminate_dead_code_func, without_orphan_regions
 from adc.passes.regions import fresh_name, unused_params
 
@@ -40,7 +41,9 @@ def hoist_invariants(module: Module) -> Module:
 
 def hoist_func(func: Func, funcs: dict[str, Func], made: dict | None = None) -> Func:
     """`func` with the invariant ops of its loops before them (new bodies added to `funcs`; `made`
-    remembers them, so loops running one body — copies an inliner made — share the new one)."""
+    remembers them, so loops running one body — copies an inliner made — share the new one). The
+    copies merge (cse): a loop's own invariants include those its inner loops gave it, so in a nest
+    whose loops run shared bodies (a reversed loop's two reversals) they would multiply per level."""
     ops: list[Op] = []
     held = set(constraints(func))
     for op in func.ops:
@@ -50,7 +53,7 @@ def hoist_func(func: Func, funcs: dict[str, Func], made: dict | None = None) -> 
         ops.append(op)
     if len(ops) == len(func.ops):
         return func
-    return Func(func.name, func.params, tuple(ops), func.returns, func.loc)
+    return cse_func(Func(func.name, func.params, tuple(ops), func.returns, func.loc))
 
 
 def _hoisted(loop: Op, funcs: dict[str, Func], made: dict, held: set) -> tuple[list[Op], Op]:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from adc.ir.core import Attrs, Func, FuncRef, Module, Op, Value, dims_in
 from adc.passes.dce import eliminate_dead_code_func, without_orphan_regions
-from adc.passes.regions import fresh_name
+from adc.passes.regions import derived_once, fresh_name, reached
 
 LOOPS = {"for": 1, "scan": 1, "while": 0}      # loop -> parameters of its body before the carried ones
 
@@ -62,30 +62,46 @@ def _pruned(op: Op, used: set[Value], funcs: dict[str, Func]) -> Op:
     if len(carried) == k and len(captured) == len(body.params) - lead - k and len(rows) == len(op.results) - k:
         return op
     params = list(range(lead)) + [lead + j for j in carried] + captured
-    attrs = dict(op.attrs, carried=len(carried),
-                 body=_region(funcs, body, params, [body.returns[j] for j in carried + rows]))
+    attrs = dict(op.attrs, carried=len(carried), body=_region(funcs, body.name, params, carried + rows))
     if op.name == "while":
         cond = funcs[op.attrs["cond"]]
-        attrs["cond"] = _region(funcs, cond, params, list(cond.returns))
+        attrs["cond"] = _region(funcs, cond.name, params, list(range(len(cond.returns))))
     operands = tuple(op.operands[p] for p in params)       # a body's parameters match the operands
     return Op(op.name, operands, Attrs(attrs), tuple(op.results[j] for j in carried + rows), op.loc)
 
 
-def _region(funcs: dict[str, Func], region: Func, params: list[int], returns: list[Value]) -> FuncRef:
-    trimmed = Func(fresh_name(funcs, f"{region.name}_pruned"), tuple(region.params[p] for p in params), region.ops,
-                   tuple(returns), region.loc)
-    pruned = eliminate_dead_code_func(prune_loops(eliminate_dead_code_func(trimmed, funcs), funcs), funcs)
-    funcs[pruned.name] = pruned
-    return FuncRef(pruned.name)
+def _region(funcs: dict[str, Func], name: str, params: list[int], results: list[int]) -> FuncRef:
+    """Region `name` keeping only its `params` and `results` (by position), pruned in turn: one
+    copy however many loops run it so (regions.derived_once)."""
+    def build() -> Func:
+        region = funcs[name]
+        trimmed = Func(fresh_name(funcs, f"{name}_pruned"), tuple(region.params[p] for p in params), region.ops,
+                       tuple(region.returns[j] for j in results), region.loc)
+        pruned = eliminate_dead_code_func(prune_loops(eliminate_dead_code_func(trimmed, funcs), funcs), funcs)
+        funcs[pruned.name] = pruned
+        return pruned
+
+    key = ("pruned", tuple(params), tuple(results))
+    return FuncRef(derived_once(funcs, funcs[name], key, lambda pruned: (pruned,), build).name)
 
 
 def _reads(func: Func, results: list[int], funcs: dict[str, Func] | None = None) -> set[int]:
     """The indices of the parameters `func`'s `results` are computed from; with `funcs`, after the
-    loops inside it are pruned to what those results need (a loop's result reads all its operands)."""
-    if funcs is not None:
-        func = prune_loops(Func(func.name, func.params, func.ops, tuple(func.returns[j] for j in results), func.loc),
-                           funcs)
-        results = list(range(len(func.returns)))
+    loops inside it are pruned to what those results need (a loop's result reads all its operands),
+    once per function and results while the functions it reaches are those it reached then
+    (regions.derived_once)."""
+    if funcs is None:
+        return _reads_of(func, results)
+
+    def build() -> tuple[set[int], list[Func]]:
+        pruned = prune_loops(Func(func.name, func.params, func.ops, tuple(func.returns[j] for j in results),
+                                  func.loc), funcs)
+        return _reads_of(pruned, list(range(len(pruned.returns)))), reached(funcs, func)
+
+    return derived_once(funcs, func, ("reads", tuple(results)), lambda found: found[1], build)[0]
+
+
+def _reads_of(func: Func, results: list[int]) -> set[int]:
     reads: dict[Value, set[int]] = {p: {k} for k, p in enumerate(func.params)}
     binders: dict[str, set[int]] = {}       # a scan's length symbol reads what the scan reads
     for op in func.ops:

@@ -6,7 +6,8 @@ ops after it need no renaming.
 """
 from __future__ import annotations
 
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Hashable, Mapping, Sequence, TypeVar
+from weakref import WeakKeyDictionary
 
 from adc.errors import Location
 from adc.ir.builder import Builder
@@ -14,6 +15,11 @@ from adc.ir.core import REGION_ATTRS, Attrs, Func, FuncRef, Module, Op, Value
 from adc.ir.ops import infer_types
 from adc.ir.types import TensorType
 from adc.passes.inline import inline_func
+
+T = TypeVar("T")
+
+# region function -> what was derived from it, by key (derived_once)
+_DERIVED: WeakKeyDictionary[Func, dict[Hashable, Any]] = WeakKeyDictionary()
 
 
 def fresh_name(funcs: Mapping[str, Func], base: str) -> str:
@@ -24,20 +30,43 @@ def fresh_name(funcs: Mapping[str, Func], base: str) -> str:
     return candidate
 
 
+def derived_once(funcs: dict[str, Func], source: Func, key: Hashable, made: Callable[[T], Sequence[Func]],
+                 build: Callable[[], T]) -> T:
+    """What `build()` derives from region function `source` (its VJP, its split VJP, a pruned copy,
+    what its results read) for `key`, built once per function. A region runs in several places once
+    a loop is reversed (its body is differentiated twice: stored steps and segments,
+    adjoint_control_flow.py), so without this the work on a nest of loops, and its code, would
+    grow twice over or more per level. A result is reused while `funcs` (or a copy of it) holds
+    the functions it `made`, which it added after the regions they call."""
+    memo = _DERIVED.setdefault(source, {})
+    if key in memo and all(funcs.get(f.name) is f for f in made(memo[key])):
+        return memo[key]
+    memo[key] = result = build()
+    return result
+
+
 def symbols_within(funcs: Mapping[str, Func], func: Func) -> set[str]:
     """Every dimension symbol `func` and the regions it reaches use or bind (their scans' lengths
     too, and those of the functions they call, which inlining brings into them): what a new symbol
     of `func` (a batch axis) must differ from, as its regions share its symbols."""
     found: set[str] = set()
+    for f in (func, *reached(funcs, func)):
+        found.update(f.dim_symbols, f.free_symbols, f.bound_symbols)
+    return found
+
+
+def reached(funcs: Mapping[str, Func], func: Func) -> list[Func]:
+    """The functions of `funcs` that `func`'s regions and calls reach, transitively."""
+    found: list[Func] = []
     stack, seen = [func], set()
     while stack:
         f = stack.pop()
-        found.update(f.dim_symbols, f.free_symbols, f.bound_symbols)
         for op in f.ops:
             for key in (*REGION_ATTRS.get(op.name, ()), *(("callee",) if op.name == "call" else ())):
                 if op.attrs[key] not in seen and op.attrs[key] in funcs:
                     seen.add(op.attrs[key])
-                    stack.append(funcs[op.attrs[key]])
+                    found.append(funcs[op.attrs[key]])
+                    stack.append(found[-1])
     return found
 
 

@@ -31,7 +31,7 @@ from adc.ir.core import Func, Module, Op, Value
 from adc.ir.verify import verify_func
 from adc.passes.adjoint import adjoint, cleanup
 from adc.passes.inline import inline_func
-from adc.passes.regions import fresh_name
+from adc.passes.regions import derived_once, fresh_name
 
 # Ops recomputed by the backward rather than saved: free once fused into their consumers.
 RECOMPUTED = frozenset({"constant", "dim", "iota", "broadcast", "reshape", "transpose"})
@@ -63,7 +63,14 @@ def split_vjp(module: Module, name: str, wanted: Iterable[int] | None = None) ->
 
 def split_in(funcs: dict[str, Func], name: str, wanted: Iterable[int] | None = None) -> SplitVjp:
     """split_vjp within a pass's own copy of the functions, which gets the two halves (the
-    reversal of a loop splits its body so the backward reads what the forward stored)."""
+    reversal of a loop splits its body so the backward reads what the forward stored), once per
+    function and `wanted` (regions.derived_once)."""
+    key = ("split", None if wanted is None else tuple(sorted(set(wanted))))
+    return derived_once(funcs, funcs[name], key, lambda split: (split.forward, split.backward),
+                        lambda: _split(funcs, name, wanted))
+
+
+def _split(funcs: dict[str, Func], name: str, wanted: Iterable[int] | None) -> SplitVjp:
     primal = inline_func(funcs[name], Module(dict(funcs)), funcs)
     grad = adjoint(primal, name, funcs, wanted)
     n_params = len(primal.params)
