@@ -55,6 +55,7 @@ class RegionElaborator(KernelElaborator):
         self.parent, self.captures, self.trial = parent, captures, trial
         self.dims, self.region_names = parent.dims, parent.region_names
         self.params_of: dict[Value, Value] = {}     # outer tensor -> the parameter it is here
+        self.nesting = parent.nesting + 1
 
     def lookup(self, name: str) -> object:
         if name in self.env:
@@ -98,6 +99,7 @@ class RegionElaborator(KernelElaborator):
 # ---------------------------------------------------------------- loops
 
 def for_statement(cx: KernelElaborator, stmt: ast.For) -> None:
+    cx.check_nesting(1, "this for loop", stmt.loc)
     start, count, step = _range(cx, stmt.iterable)
     checkpoint = _checkpoint(cx, stmt.iterable)
     carried = _carried(cx, stmt.body, exclude=stmt.target.id, loc=stmt.loc)
@@ -172,6 +174,7 @@ def _checkpoint(cx: KernelElaborator, e: ast.Call) -> int:
 
 
 def while_statement(cx: KernelElaborator, stmt: ast.While) -> None:
+    cx.check_nesting(1, "this while loop", stmt.loc)
     carried = _carried(cx, stmt.body, exclude=None, loc=stmt.loc)
     types = _carried_types(cx, carried, lambda trial: trial.statements(stmt.body))
     inits = [_init(cx, carried[n], t, stmt.loc) for n, t in types.items()]
@@ -291,6 +294,7 @@ def if_statement(cx: KernelElaborator, stmt: ast.If) -> None:
         cx.statements(stmt.then if cond else stmt.otherwise)
         return
     cond = _condition(cx, stmt.cond, cond, "if statement")
+    cx.check_nesting(1, "this if statement", stmt.loc)
     captures = Captures()
     branches = [RegionElaborator(cx, captures), RegionElaborator(cx, captures)]
     assigned = [assigned_names(stmt.then), assigned_names(stmt.otherwise)]

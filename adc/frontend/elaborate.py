@@ -35,7 +35,7 @@ from adc.frontend.externs import Extern, check_gradient, decorator_of, externs_o
 from adc.frontend.builtins import (Args, Deferred, Results, Scope, builtin_rules, describe, index_tensor, is_static,
                                    matmul, typed)
 from adc.ir.builder import Builder
-from adc.ir.core import Func, FuncRef, Module, Value
+from adc.ir.core import REGION_ATTRS, Func, FuncRef, Module, Value
 from adc.ir.ops import bind_dims
 from adc.ir.shapes import needs_at
 from adc.ir.trampoline import trampoline
@@ -50,6 +50,11 @@ FOLD = {"+": operator.add, "-": operator.sub, "*": operator.mul, "/": operator.t
         "!=": operator.ne, "&": operator.and_, "|": operator.or_, "^": operator.xor,
         "and": operator.and_, "or": operator.or_}
 DIM_FOLD = ("+", "-", "*")
+# for, while and if blocks inside one another, those of the kernels called inside them included (once
+# inlined they nest there). The compiler walks a nest on Python's stack, a few frames per level, and
+# a gradient through nested while loops takes time and temporaries growing faster than the depth:
+# 16 deep, about a minute to compile; 24 deep, more temporaries than fit. Python allows 20.
+MAX_NESTING = 16
 ARITHMETIC = ("+", "-", "*", "/", "**", "//", "%")
 LOGICAL = ("and", "or", "not")           # bools only
 BITWISE = ("&", "|", "^", "~")           # bools and integers
@@ -157,6 +162,7 @@ class KernelElaborator(Scope):
         self.assigned_at: dict[str, Location] = {}     # where each name was last assigned
         self.dims: dict[str, SymDim] = {}
         self.region_names = RegionNames(fdef.name, defs)
+        self.nesting = 0        # the blocks it is inside (a region's: its parent's and its own)
 
     def run(self) -> Func:
         self.bind_params()
@@ -579,9 +585,17 @@ class KernelElaborator(Scope):
             value, loc = bound[p.name]
             with self.b.at(loc):
                 operands.append(self.tensor(value, p.type.dtype))
+        self.check_nesting(nesting_depth(self.funcs, e.func), f"the call of {e.func}()", e.loc)
         results = self.b.emit("call", *operands, callee=FuncRef(e.func))
         self.check_contract(e, callee, operands)
         return results[0] if len(results) == 1 else Results(results)
+
+    def check_nesting(self, depth: int, what: str, loc: Location) -> None:
+        """A located error when `what`, whose blocks nest `depth` deep, would nest them past MAX_NESTING here."""
+        if self.nesting + depth > MAX_NESTING:
+            raise CompileError(f"{what} nests for, while and if blocks {self.nesting + depth} deep here (the "
+                               f"blocks of called kernels count where they are called); at most {MAX_NESTING} "
+                               "are allowed", loc)
 
     def check_contract(self, e: ast.Call, callee: Func, operands: list[Value]) -> None:
         """A call whose static sizes break what the callee needs (its `x[1]` of an f32[1]) is an
@@ -651,6 +665,24 @@ def check_param_name(p: ast.Param) -> None:
     """Kernels are called from Python, by keyword too: a parameter cannot be named `lambda` or `None`."""
     if keyword.iskeyword(p.name):
         raise CompileError(f"'{p.name}' is a Python keyword; name the parameter otherwise", p.loc)
+
+
+def nesting_depth(funcs: dict[str, Func], name: str) -> int:
+    """How deep the blocks of function `name` nest, counting those of the functions it calls where
+    they are called; on a list, not Python's stack."""
+    depth: dict[str, int] = {}
+    stack = [(name, False)]
+    while stack:
+        current, ready = stack.pop()
+        if current in depth:
+            continue
+        inner = [(str(op.attrs[key]), 1) for op in funcs[current].ops for key in REGION_ATTRS.get(op.name, ())]
+        inner += [(str(op.attrs["callee"]), 0) for op in funcs[current].ops if op.name == "call"]
+        if ready:
+            depth[current] = max((depth[f] + step for f, step in inner), default=0)
+        else:
+            stack += [(current, True)] + [(f, False) for f, _ in inner if f not in depth]
+    return depth[name]
 
 
 def _count(n: int, word: str) -> str:

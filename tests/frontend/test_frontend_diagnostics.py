@@ -3,6 +3,7 @@ import pytest
 
 from adc.errors import CompileError
 from adc.frontend import compile_source
+from adc.frontend.elaborate import nesting_depth
 
 HEAD = "def f(x: f32[N], y: f32[M], b: f32[N, 3]) -> f32[N]:\n"
 
@@ -144,3 +145,36 @@ def test_excerpt_is_the_line_the_lexer_counted(brk):
     with pytest.raises(CompileError) as info:
         compile_source(source, "bad.adc")
     assert info.value.render().split("\n") == ["bad.adc:2:12: error: unknown name 'y'", "    return y", " " * 11 + "^"]
+
+
+def _nest(kinds: str, inner: str = "x = x + 1.0") -> list[str]:
+    """Lines of blocks nested in the order of `kinds` (f: for, w: while, i: if) around `inner`."""
+    heads = {"f": "for k{} in range(2):", "w": "while x[0] < {}.0:", "i": "if x[0] > -{}.0:"}
+    return ["    " * level + heads[kind].format(level) for level, kind in enumerate(kinds)] + ["    " * len(kinds) + inner]
+
+
+def _kernel(name: str, body: list[str]) -> str:
+    return f"def {name}(x: f32[N]) -> f32[N]:\n" + "".join(f"    {line}\n" for line in body) + "    return x\n"
+
+
+def test_blocks_nest_16_deep_and_no_deeper():
+    """Past MAX_NESTING the compiler would walk the nest on Python's stack ever deeper (a 250-deep
+    if reached its recursion limit in codegen, a 150-deep for in the adjoint) and a gradient through
+    nested while loops would need more temporaries than fit (24 deep): a located error."""
+    kinds = "fwi" * 5 + "f"
+    assert nesting_depth(compile_source(_kernel("f", _nest(kinds))).funcs, "f") == 16
+    with pytest.raises(CompileError) as err:
+        compile_source(_kernel("f", _nest(kinds + "w")))
+    assert (err.value.loc.line, err.value.loc.col) == (18, 69)
+    assert "this while loop nests for, while and if blocks 17 deep here" in str(err.value)
+
+
+def test_a_call_counts_the_blocks_of_its_callee_where_it_is_called():
+    """Inlined, the callee's blocks nest inside the caller's."""
+    callee = _kernel("g", _nest("f" * 10))
+    caller = _kernel("f", _nest("i" * 6, "x = g(x)"))
+    assert nesting_depth(compile_source(callee + caller).funcs, "f") == 16
+    with pytest.raises(CompileError) as err:
+        compile_source(callee + _kernel("f", _nest("i" * 7, "x = g(x)")))
+    assert (err.value.loc.line, err.value.loc.col) == (22, 37)
+    assert "the call of g() nests for, while and if blocks 17 deep here" in str(err.value)
