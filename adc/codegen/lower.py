@@ -37,7 +37,7 @@ from adc.codegen.loops import (I1, I8, I32, I64, NOWRAP, PTR, Index, counted_loo
                                i64, if_then_else, loop_nest, outline, stack_array, tiled_loop_nest)
 from adc.abi import STATUS_NO_MEMORY, STATUS_SHAPES
 from adc.errors import CompileError
-from adc.ir.core import Func, Module, Op, Value
+from adc.ir.core import Func, Module, Op, Value, children_first
 from adc.ir.shapes import constraints
 from adc.ir.types import DType, Dim, SymDim, num_elements
 
@@ -460,15 +460,8 @@ def _block_sizes(em: Emitter, func: Func, fusion: Plan) -> list[ir.Value]:
     loops, a reversed loop's body runs in both of its reversals: summed path by path, the sizes
     would double per level), without recursion (a nest is as deep as the program)."""
     totals: dict[str, ir.Value] = {}
-    stack = [(name, False) for name in func.regions()]
-    while stack:
-        name, ready = stack.pop()
-        if name in totals:
-            continue
+    for name in children_first(func.regions(), lambda name: em.module[name].regions()):
         region = em.module[name]
-        if not ready:
-            stack += [(name, True)] + [(r, False) for r in region.regions() if r not in totals]
-            continue
         totals[name] = _layout(em, _own_sizes(em, region, plan(region)) + [totals[r] for r in region.regions()])[0]
     return _own_sizes(em, func, fusion) + [totals[name] for name in func.regions()]
 

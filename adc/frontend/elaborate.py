@@ -35,7 +35,7 @@ from adc.frontend.externs import Extern, check_gradient, decorator_of, externs_o
 from adc.frontend.builtins import (Args, Deferred, Results, Scope, builtin_rules, describe, index_tensor, is_static,
                                    matmul, typed)
 from adc.ir.builder import Builder
-from adc.ir.core import REGION_ATTRS, Func, FuncRef, Module, Value
+from adc.ir.core import REGION_ATTRS, Func, FuncRef, Module, Value, children_first
 from adc.ir.ops import bind_dims
 from adc.ir.shapes import needs_at
 from adc.ir.trampoline import trampoline
@@ -670,18 +670,18 @@ def check_param_name(p: ast.Param) -> None:
 def nesting_depth(funcs: dict[str, Func], name: str) -> int:
     """How deep the blocks of function `name` nest, counting those of the functions it calls where
     they are called; on a list, not Python's stack."""
+    runs: dict[str, list[tuple[str, int]]] = {}       # function -> (function it runs, levels it adds)
+
+    def inner(current: str) -> list[tuple[str, int]]:
+        if current not in runs:
+            ops = funcs[current].ops
+            runs[current] = ([(str(op.attrs[key]), 1) for op in ops for key in REGION_ATTRS.get(op.name, ())]
+                             + [(str(op.attrs["callee"]), 0) for op in ops if op.name == "call"])
+        return runs[current]
+
     depth: dict[str, int] = {}
-    stack = [(name, False)]
-    while stack:
-        current, ready = stack.pop()
-        if current in depth:
-            continue
-        inner = [(str(op.attrs[key]), 1) for op in funcs[current].ops for key in REGION_ATTRS.get(op.name, ())]
-        inner += [(str(op.attrs["callee"]), 0) for op in funcs[current].ops if op.name == "call"]
-        if ready:
-            depth[current] = max((depth[f] + step for f, step in inner), default=0)
-        else:
-            stack += [(current, True)] + [(f, False) for f, _ in inner if f not in depth]
+    for current in children_first([name], lambda current: [f for f, _ in inner(current)]):
+        depth[current] = max((depth[f] + step for f, step in inner(current)), default=0)
     return depth[name]
 
 

@@ -14,7 +14,7 @@ ones, so an IR object, once built, is never changed.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Iterator, Mapping
+from typing import Any, Callable, Iterable, Iterator, Mapping
 
 from adc.errors import Location
 from adc.ir.types import TensorType
@@ -149,6 +149,24 @@ class Func:
         """The region functions its control-flow ops run (bodies, conditions, branches), each once,
         in order of appearance."""
         return tuple(dict.fromkeys(str(op.attrs[key]) for op in self.ops for key in REGION_ATTRS.get(op.name, ())))
+
+
+def children_first(roots: Iterable[str], children: Callable[[str], Iterable[str]]) -> list[str]:
+    """`roots` and the functions they reach through `children` (a function's regions, its callees),
+    each once, every one after all it reaches: the order to compute what a function is from what
+    its regions are (their depth, their size), each once however many paths lead to it, on a list,
+    not Python's stack (a nest is as deep as the program)."""
+    order: list[str] = []
+    done: set[str] = set()
+    stack = [(name, False) for name in reversed(list(roots))]
+    while stack:
+        name, ready = stack.pop()
+        if ready:
+            order.append(name)
+        elif name not in done:
+            done.add(name)
+            stack += [(name, True)] + [(c, False) for c in children(name) if c not in done]
+    return order
 
 
 def dims_in(values) -> Iterator[Any]:
