@@ -358,8 +358,21 @@ def _machine_identity() -> str | None:
 
 
 def host_target() -> Target:
-    """This machine's target, for the JIT (see _host)."""
-    return _host().target
+    """The JIT's target: this machine's (see _host), or the CPU `ADC_CPU` names as `adc compile
+    --cpu` takes it (an x86-64 level such as x86-64-v3, or an LLVM CPU name), so that a tool which
+    cannot decode this machine's widest instructions (valgrind 3.19 and AVX-512) runs the JIT's code."""
+    cpu = os.environ.get("ADC_CPU", "").strip()
+    return _host().target if cpu in ("", "native") else _target_for_cpu(cpu)
+
+
+@functools.cache
+def _target_for_cpu(cpu: str) -> Target:
+    from adc.codegen.target import Target
+
+    try:
+        return Target.for_cpu(cpu, pic=True)
+    except ValueError as error:
+        raise ValueError(f"ADC_CPU={cpu}: {error}") from None
 
 
 class JitModule:

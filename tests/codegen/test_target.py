@@ -133,3 +133,21 @@ def test_x86_64_v4_code_uses_zmm_for_512_bit_vectors():
     """LLVM's x86-64-v4 prefers 256-bit vectors when it vectorizes loops itself (like
     skylake-avx512), but 512-bit vectors, which vector_bits asks lower.py for, use zmm."""
     assert "zmm" in registers(Target.for_cpu("x86-64-v4"), SCALE_16)
+
+
+def test_adc_cpu_sets_the_jit_target(monkeypatch):
+    from adc import driver
+
+    monkeypatch.setenv("ADC_CPU", "x86-64-v3")
+    target = driver.host_target()
+    assert (target.cpu, target.pic, target.vector_bits) == ("x86-64-v3", True, 256)
+    monkeypatch.setenv("ADC_CPU", "native")
+    assert driver.host_target() == Target.host(pic=True)
+
+
+def test_an_unknown_adc_cpu_is_an_error_naming_the_variable(monkeypatch):
+    from adc import driver
+
+    monkeypatch.setenv("ADC_CPU", "pentium-9000")
+    with pytest.raises(ValueError, match="ADC_CPU=pentium-9000"):
+        driver.host_target()
