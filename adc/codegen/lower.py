@@ -319,8 +319,7 @@ def _lower_kernel(llmod: ir.Module, module: Module, func: Func, vector_bits: int
     if not region:
         fn.attributes.add("optnone")
     dims, inputs, outputs = fn.args
-    func = _scalar_results_last(func)
-    fusion = plan(func)
+    func, fusion = _as_lowered(func)
     em = Emitter(llmod, module, func, fusion, fn, dims, symbols, {}, vector_bits)
     em.pass_bound_symbols(func.bound_symbols)
     # A loop body's nests run once per iteration, over a loop's state, mostly small: the bookkeeping
@@ -365,6 +364,16 @@ def _lower_kernel(llmod: ir.Module, module: Module, func: Func, vector_bits: int
     em.release()
     em.b.ret(ir.Constant(I32, 0))
     return fn
+
+
+def _as_lowered(func: Func) -> tuple[Func, Plan]:
+    """`func` in the order lowering emits it and fusion's plan of that order: what a function's
+    own lowering carves its block into, and what its parent sizes the block it passes by, so the
+    two cannot disagree. (The parent once planned a region in its source order: moving the ops of
+    scalar results last changes what fusion materializes, and a reversed loop's body wrote
+    temporaries past the end of the block it was given.)"""
+    func = _scalar_results_last(func)
+    return func, plan(func)
 
 
 def _scalar_results_last(func: Func) -> Func:
@@ -461,8 +470,8 @@ def _block_sizes(em: Emitter, func: Func, fusion: Plan) -> list[ir.Value]:
     would double per level), without recursion (a nest is as deep as the program)."""
     totals: dict[str, ir.Value] = {}
     for name in children_first(func.regions(), lambda name: em.module[name].regions()):
-        region = em.module[name]
-        totals[name] = _layout(em, _own_sizes(em, region, plan(region)) + [totals[r] for r in region.regions()])[0]
+        region, region_plan = _as_lowered(em.module[name])
+        totals[name] = _layout(em, _own_sizes(em, region, region_plan) + [totals[r] for r in region.regions()])[0]
     return _own_sizes(em, func, fusion) + [totals[name] for name in func.regions()]
 
 
