@@ -29,7 +29,7 @@ from typing import Callable, Sequence
 
 import llvmlite.ir as ir
 
-from adc.codegen import control_flow, division, gemm, kept_blocks, parallel, vecmath
+from adc.codegen import control_flow, division, gemm, kept_blocks, parallel, sizes, vecmath
 from adc.codegen.control_flow import CARRYING, in_place_scatters
 from adc.codegen.fusion import CONTROL_FLOW, MATERIALIZING, Plan, plan
 from adc.codegen.strips import REDUCTIONS, Nest, RowStrip
@@ -140,6 +140,7 @@ class Emitter:
         self.bound: set[str] = set()                # the symbols its scans have bound so far (their trip counts)
         self.owned: list[ir.Value] = []             # slots of the buffers it allocated, given back when it returns
         self.unchecked: list[SymDim] = []           # shape constraints left to check (check_shapes)
+        self.unsized: list[sizes.Shape] = []        # symbolic shapes left to check for fitting int64 bytes
         self.late: frozenset[str] = frozenset()     # symbols scans bind: sizes known only once one ran
         self.strip = RowStrip()                     # nests over the same rows waiting to run strip by strip
         self.kept: dict[ir.Value, str] = {}         # slots of blocks kept for its next call -> their names (kept_blocks.py)
@@ -186,11 +187,16 @@ class Emitter:
     def check_shapes(self) -> None:
         """Return STATUS_SHAPES unless the constraints its known symbols decide hold (ir/shapes.py):
         a kernel's were checked by its caller, but not those of the kernels inlined into it or of
-        a loop body or branch, which only this run reaches."""
+        a loop body or branch, which only this run reaches; and STATUS_NO_MEMORY if a shape they
+        decide holds more bytes than int64 counts (sizes.py)."""
         decided = [c for c in self.unchecked if c.symbols <= self.symbols.keys()]
         self.unchecked = [c for c in self.unchecked if c not in decided]
         for constraint in decided:
             self.fail_if(self.b.icmp_signed("<", self.dim(constraint), i64(0)), STATUS_SHAPES)
+        known = [s for s in self.unsized if sizes.symbols_of(s) <= self.symbols.keys()]
+        self.unsized = [s for s in self.unsized if s not in known]
+        if known:
+            self.fail_if(sizes.too_large(self.b, known, self.symbols))
 
     def allocate(self, size: ir.Value) -> ir.Value:
         """A buffer of `size` bytes for this call, kept for the function's next call as its block
@@ -327,6 +333,7 @@ def _lower_kernel(llmod: ir.Module, module: Module, func: Func, vector_bits: int
     em.strip.enabled = not region
     em.late = frozenset(s for f in module for s in f.bound_symbols)
     em.unchecked = list(constraints(func))
+    em.unsized = sizes.symbolic_shapes(module, func, region)
     em.check_shapes()
     for k, p in enumerate(func.params):
         em.buffers[p] = _load_pointer(em.head, inputs, k)

@@ -33,6 +33,9 @@ from adc.frontend.elaborate import MISSING, KernelElaborator, Unbound
 from adc.ir.core import Func, FuncRef, Value
 from adc.ir.types import BOOL, F32, I64, SymDim, TensorType
 
+MAX_TRIP_COUNT = 2**63 - 1     # a loop's counter is an i64
+
+
 class Captures:
     """The outer tensors sibling regions read, in order of first use: the op's operands after its
     carried values."""
@@ -148,15 +151,40 @@ def _range(cx: KernelElaborator, e: ast.Expr) -> tuple[object, Value, int]:
         raise CompileError(f"the step of range() must be a nonzero integer literal, got {describe(step)}",
                            e.args[2].loc)
     with cx.b.at(e.loc):
-        if is_static(start) and is_static(stop):
-            span = cx.tensor(stop - start, I64)
+        if type(start) is int and type(stop) is int:
+            count = cx.tensor(_static_trip_count(start, stop, step, e.loc), I64)
+        elif is_static(start) and is_static(stop) and step == 1:
+            count = cx.op("maximum", cx.tensor(stop - start, I64), cx.constant(0, I64))
         else:
-            span = cx.tensor(stop, I64) if start == 0 else cx.op("sub", cx.tensor(stop, I64), cx.tensor(start, I64))
-        if step != 1:   # ceil(span / step) = (span + step -/+ 1) // step
-            span = cx.op("floor_div", cx.op("add", span, cx.constant(step - 1 if step > 0 else step + 1, I64)),
-                         cx.constant(step, I64))
-        count = cx.op("maximum", span, cx.constant(0, I64))
+            count = _trip_count(cx, cx.tensor(start, I64), cx.tensor(stop, I64), step)
     return start, count, step
+
+
+def _static_trip_count(start: int, stop: int, step: int, loc: Location) -> int:
+    count = max(0, (stop - start + step - (1 if step > 0 else -1)) // step)
+    if count > MAX_TRIP_COUNT:
+        raise CompileError(f"range({start}, {stop}, {step}) runs {count} iterations, more than the "
+                           f"{MAX_TRIP_COUNT} a loop counts", loc)
+    return count
+
+
+def _trip_count(cx: KernelElaborator, start: Value, stop: Value, step: int) -> Value:
+    """len(range(start, stop, step)) in i64 arithmetic that cannot overflow where the count fits:
+    `stop - start` (or, with a step, `+ step - 1`) wrapped for far-apart bounds, and
+    range(N, 0, -2**63) ran no iteration. The count is qb - qa + [rb >= ra] with q, r the floor
+    quotients and remainders by the step of the last index a step may reach (stop - 1, or stop + 1
+    going down) and of start, none larger than the bounds; 0 unless start is before stop."""
+    def const(k: int) -> Value:
+        return cx.constant(k, I64)
+    ahead = cx.op("lt", start, stop) if step > 0 else cx.op("gt", start, stop)
+    if step == 1:
+        return cx.op("select", ahead, cx.op("sub", stop, start), const(0))
+    last = cx.op("sub" if step > 0 else "add", stop, const(1))
+    divisor = const(step)
+    qb, rb = cx.op("floor_div", last, divisor), cx.op("mod", last, divisor)
+    qa, ra = cx.op("floor_div", start, divisor), cx.op("mod", start, divisor)
+    partial = cx.op("select", cx.op("ge" if step > 0 else "le", rb, ra), const(1), const(0))
+    return cx.op("select", ahead, cx.op("add", cx.op("sub", qb, qa), partial), const(0))
 
 
 def _checkpoint(cx: KernelElaborator, e: ast.Call) -> int:

@@ -39,7 +39,7 @@ from adc.ir.core import REGION_ATTRS, Func, FuncRef, Module, Value, children_fir
 from adc.ir.ops import bind_dims
 from adc.ir.shapes import needs_at
 from adc.ir.trampoline import trampoline
-from adc.ir.types import BOOL, MAX_ELEMENTS, RESERVED_NAMES, DType, Dim, SymDim, TensorType, fits
+from adc.ir.types import BOOL, MAX_BYTES, RESERVED_NAMES, DType, Dim, SymDim, TensorType, fits
 
 BINARY_OPS = {"+": "add", "-": "sub", "*": "mul", "/": "div", "**": "pow", "//": "floor_div", "%": "mod",
               "<": "lt", "<=": "le", ">": "gt", ">=": "ge", "==": "eq", "!=": "ne",
@@ -200,7 +200,7 @@ class KernelElaborator(Scope):
                                    "write dimension expressions in the result type", d.loc)
         t = TensorType(self.dtype(texpr), tuple(shape))
         if not fits(t):
-            raise CompileError(f"{t} has more than {MAX_ELEMENTS} elements", texpr.loc)
+            raise CompileError(f"{t} has more than {MAX_BYTES} bytes", texpr.loc)
         return t
 
     def result_type(self, texpr: ast.TypeExpr) -> TensorType:

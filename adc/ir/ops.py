@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Sequence
 
-from adc.ir.types import BOOL, I64, MAX_ELEMENTS, Dim, DType, SymDim, TensorType, fits, num_elements
+from adc.ir.types import BOOL, I64, MAX_BYTES, Dim, DType, SymDim, TensorType, fits, num_elements
 
 
 class TypeRuleError(Exception):
@@ -689,6 +689,6 @@ def infer_types(name: str, operand_types: Sequence[TensorType], attrs: Mapping[s
         raise TypeRuleError(f"'{name}' needs attributes {list(opdef.attrs)}, got {sorted(attrs)}")
     types = opdef.type_rule(operand_types, attrs, funcs)
     for t in types:
-        _require(fits(t), f"{t} has more than {MAX_ELEMENTS} elements")
+        _require(fits(t), f"{t} has more than {MAX_BYTES} bytes")
     return types
 

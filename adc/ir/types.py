@@ -233,12 +233,15 @@ class TensorType:
         return f"{self.dtype}[{','.join(str(d) for d in self.shape)}]"
 
 
-MAX_ELEMENTS = 2**63 - 1     # sizes are int64 at run time (the ABI's dims, loop counters)
+MAX_BYTES = 2**63 - 1     # sizes are int64 at run time (the ABI's dims, loop counters, byte offsets)
 
 
 def fits(t: "TensorType") -> bool:
-    """Whether the static dimensions of `t` hold at most MAX_ELEMENTS elements."""
-    return math.prod(d for d in t.shape if isinstance(d, int) and d > 0) <= MAX_ELEMENTS
+    """Whether the static dimensions of `t` hold at most MAX_BYTES bytes: in elements the bound let
+    an f32[2**62] through, whose 2**64 bytes wrapped to 0 in the kernel's i64 arithmetic, and the
+    kernel wrote into a block of no bytes. Symbolic sizes are checked where they become known
+    (codegen/sizes.py)."""
+    return math.prod(d for d in t.shape if isinstance(d, int) and d > 0) * t.dtype.numpy.itemsize <= MAX_BYTES
 
 
 def num_elements(shape: tuple[Dim, ...]) -> Dim:

@@ -364,7 +364,8 @@ class Kernel:
         memory for the temporaries."""
         name = self.signature.name
         if status != STATUS_SHAPES:
-            return MemoryError(f"{name}: native code could not allocate its temporaries")
+            return MemoryError(f"{name}: native code could not allocate its temporaries (the system had no "
+                               f"memory for them, or a size passed 2**63 - 1 bytes)")
         env = dict(zip(self.signature.dims, sizes))
         shown = ", ".join(f"{s} = {v}" for s, v in env.items())
         broken = _broken_constraint(self, env)

@@ -89,7 +89,7 @@ CASES = [
     # sizes are int64 at run time (a tensor of 2**63 elements was compiled, and native code wrapped its size)
     ("def f(x: bool[9223372036854775808]) -> f32:\n    return 1.0\n", (1, 10), "has more than 9223372036854775807"),
     ("def f(x: f32[N]) -> i64:\n    return sum(full([N, 2**62, 2], 1, dtype=i64))\n", (2, 16),
-     "i64[N,4611686018427387904,2] has more than 9223372036854775807 elements"),
+     "i64[N,4611686018427387904,2] has more than 9223372036854775807 bytes"),
     (HEAD + "    '''doc'''\n    z = x\n    'late'\n    return z\n", (4, 5), "a string can only be the kernel's docstring"),
     (HEAD + "    return where(x, x, x)\n", (2, 12), "the condition must be a bool tensor"),
     (HEAD + "    return broadcast_to(b, [N])\n", (2, 28), "cannot broadcast f32[N,3] to [N]"),
