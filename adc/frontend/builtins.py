@@ -11,6 +11,10 @@ Compositions become several primitives; weak literals take the tensor's dtype:
                    %2 = le %x, %1 : bool[N]
                    %3 = select %2, %1, %x : f32[N]
 
+A composition that is smooth where its pieces are kinked lets one comparison pick the side of
+every piece, so that at the seam all of it is one side's analytic formula and its derivatives
+of every order are its own (softplus; docs/autodiff.md).
+
 The first half of this file is `Scope`: literals, dtypes and NumPy broadcasting,
 shared by the rules and the elaborator's operators.
 """
