@@ -11,6 +11,10 @@ Compositions become several primitives; weak literals take the tensor's dtype:
                    %2 = le %x, %1 : bool[N]
                    %3 = select %2, %1, %x : f32[N]
 
+A composition that is smooth where its pieces are kinked lets one comparison pick the side of
+every piece, so that at the seam all of it is one side's analytic formula and its derivatives
+of every order are its own (softplus; docs/autodiff.md).
+
 The first half of this file is `Scope`: literals, dtypes and NumPy broadcasting,
 shared by the rules and the elaborator's operators.
 """
@@ -311,10 +315,14 @@ def elu_expand(cx, a):
 
 @builtin("softplus", "x")
 def softplus_expand(cx, a):
-    # softplus(x) = maximum(x, 0) + log1p(exp(-|x|)), which never overflows
+    # softplus(x) = log1p(exp(x)) for x <= 0, x + log1p(exp(-x)) above, which never overflows. One
+    # comparison picks the side of every piece (not maximum(x, 0) + log1p(exp(-|x|)), whose kinks
+    # at 0 meet from different sides), so at x = 0 all of it is log1p(exp(x)), analytic there, and
+    # every derivative is softplus's own: 1/2, 1/4, ...
     x = a.tensor("x")
-    tail = cx.op("log1p", cx.op("exp", cx.op("neg", cx.op("abs", x))))
-    return cx.op("add", cx.elementwise("maximum", x, 0), tail)
+    above = cx.elementwise("gt", x, 0)
+    tail = cx.op("log1p", cx.op("exp", cx.select(above, cx.op("neg", x), x)))
+    return cx.op("add", cx.select(above, x, 0), tail)
 
 
 @builtin("square", "x")
@@ -406,21 +414,29 @@ def mean_expand(cx, a):
     return cx.elementwise("div", total, _count(cx, x.type.shape, a.axes("axis", x.type.rank), x.type.dtype))
 
 
+def _root_of_squares(cx: Scope, squares: Value) -> Value:
+    """sqrt of a sum of squares, whose derivatives are 0 where the sum is 0: at the tip of the cone,
+    where a norm has none, it takes abs's convention (the norm of one element is |x|, abs'(0) = 0)
+    instead of 0/0 = nan. The inner select keeps sqrt's infinite slope at 0 out of every derivative
+    (the double-where idiom); nan stays nan."""
+    zero = cx.elementwise("eq", squares, 0)
+    return cx.select(zero, 0, cx.op("sqrt", cx.select(zero, 1, squares)))
+
+
 @builtin("norm", "x", axis=None, keepdims=False)
 def norm_expand(cx, a):
-    # norm(x) = sqrt(sum(x * x))
+    # norm(x) = sqrt(sum(x * x)), its gradient 0 at x = 0
     x = _float_tensor(a, "x")
-    return cx.op("sqrt", _reduce(cx, a, "reduce_sum", cx.op("mul", x, x)))
+    return _root_of_squares(cx, _reduce(cx, a, "reduce_sum", cx.op("mul", x, x)))
 
 
 @builtin("clip_by_norm", "t", "clip_norm", axes=None)
 def clip_by_norm_expand(cx, a):
-    # TensorFlow's formula; the `where`s keep the gradient finite at t = 0
+    # TensorFlow's formula t * c / maximum(norm(t), c); the norm's gradient is finite at t = 0
     t = _float_tensor(a, "t")
     axes = a.axes("axes", t.type.rank)
     l2sum = _keepdims(cx, cx.op("reduce_sum", cx.op("mul", t, t), axes=axes), t.type.shape, axes)
-    pred = cx.elementwise("gt", l2sum, 0)
-    l2norm = cx.select(pred, cx.op("sqrt", cx.select(pred, l2sum, 1)), l2sum)
+    l2norm = _root_of_squares(cx, l2sum)
     clip_norm = a.tensor("clip_norm", t.type.dtype)
     return cx.elementwise("div", cx.elementwise("mul", t, clip_norm), cx.elementwise("maximum", l2norm, clip_norm))
 

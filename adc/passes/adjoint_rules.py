@@ -378,9 +378,12 @@ adjoint_rules["atan2"] = atan2_adjoint
 
 
 def hypot_adjoint(b, op, cts):
-    # d hypot(x, y) = ct*x/h, ct*y/h (nan at x = y = 0, where hypot has no derivative)
-    (ct,), (x, y) = cts, op.operands
-    scaled = b.op("div", ct, op.result)
+    # d hypot(x, y) = ct*x/h, ct*y/h; 0, 0 at x = y = 0, the tip of a cone with no derivative, where
+    # hypot(x, 0) = |x| takes abs's convention abs'(0) = 0 (and the safe divisor keeps 0/0 out)
+    (ct,), (x, y), h = cts, op.operands, op.result
+    zero = full(b, 0.0, h.type)
+    at_origin = b.op("eq", h, zero)
+    scaled = b.op("select", at_origin, zero, b.op("div", ct, b.op("select", at_origin, full(b, 1.0, h.type), h)))
     return (b.op("mul", scaled, x), b.op("mul", scaled, y))
 
 

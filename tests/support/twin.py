@@ -31,8 +31,9 @@ def _sigmoid(x):
 
 
 def _softplus(x):
-    # adc's formula: maximum(x, 0) + log1p(exp(-|x|))
-    return np.maximum(x, 0) + np.log1p(np.exp(-np.abs(x)))
+    # adc's formula: x > 0 ? x + log1p(exp(-x)) : log1p(exp(x))
+    above = x > 0
+    return np.where(above, x, 0) + np.log1p(np.exp(np.where(above, -x, x)))
 
 
 def _relu(x):
