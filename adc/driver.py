@@ -49,6 +49,7 @@ from adc import compile_log
 from adc.abi import (ADC_VERSION, GRADIENTS_EMBEDDED, GRADIENTS_NONE, RUNTIME_SET_NUM_THREADS,
                      SET_NUM_THREADS_SYMBOL, ModuleInfo, decode_metadata, runtime_symbols, seal_file)
 from adc.codegen.cache import Cache
+from adc.codegen.source_digest import source_digest
 from adc.errors import CompileError, Location
 from adc.ir.core import Module
 from adc.ir.printer import format_module
@@ -93,21 +94,16 @@ def _compiler():
 
 # ---------------------------------------------------------------- the cache
 
+SOURCE_SUFFIXES = (".py", ".lark")     # the files of adc that decide what it compiles
+
+
 @functools.lru_cache(maxsize=None)
 def fingerprint() -> str:
-    """What compiles the IR, as text: adc's version and sources. The sources count by name, size
-    and modification time (as Python's own bytecode cache does): a changed compiler never reuses
-    another's entries, version bump or not."""
-    digest = hashlib.sha256()
+    """What compiles the IR, as text: adc's version and the content of its sources, so a changed
+    compiler never reuses another's entries, version bump or not, and a reinstall of the same adc
+    (new modification times, same files) reuses them all (codegen/source_digest.py)."""
     package = os.path.dirname(os.path.abspath(__file__))
-    for folder, subfolders, files in os.walk(package):      # os.walk: a third of pathlib's time
-        subfolders[:] = sorted(name for name in subfolders if name != "__pycache__")
-        for name in sorted(files):
-            if name.endswith((".py", ".lark")):
-                path = os.path.join(folder, name)
-                stat = os.stat(path)
-                digest.update(f"{os.path.relpath(path, package)}\0{stat.st_size}\0{stat.st_mtime_ns}\0".encode())
-    return f"adc {ADC_VERSION} {digest.hexdigest()[:16]}"
+    return f"adc {ADC_VERSION} {source_digest(package, SOURCE_SUFFIXES, open_cache())[:16]}"
 
 
 @functools.lru_cache(maxsize=None)
