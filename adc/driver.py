@@ -45,7 +45,7 @@ from itertools import repeat
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, NamedTuple
 
-from adc import compile_log
+from adc import compile_log, locks
 from adc.abi import (ADC_VERSION, GRADIENTS_EMBEDDED, GRADIENTS_NONE, RUNTIME_SET_NUM_THREADS,
                      SET_NUM_THREADS_SYMBOL, ModuleInfo, decode_metadata, runtime_symbols, seal_file)
 from adc.codegen.cache import Cache
@@ -190,7 +190,7 @@ def runtime_object(target: Target) -> bytes:
 # ---------------------------------------------------------------- in-process loading
 
 _runtime = None                 # this process's runtime library, loaded once (see _runtime_library)
-_runtime_lock = threading.Lock()
+_runtime_lock = locks.lock()
 _published = False              # whether LLVM's linker knows the runtime library's functions
 _loads = 0
 
@@ -379,7 +379,7 @@ class JitModule:
         self._kernels: dict[str, str] = manifest["kernels"]
         self._calls_externs = bool(manifest.get("externs"))
         self._loaded: dict[str, JitLibrary | DynamicLibrary] = {}
-        self._lock = threading.Lock()
+        self._lock = locks.lock()
         self._ahead: dict[str, int] = {}     # symbol -> the child process compiling it (compile_ahead)
 
     def metadata(self) -> str:
