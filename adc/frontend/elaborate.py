@@ -484,7 +484,7 @@ class KernelElaborator(Scope):
                 raise CompileError(library, e.value.loc)
         value = yield e.value
         if e.name != "T":
-            raise CompileError(f"no attribute '{e.name}': the one attribute of tensors is .T (axes reversed)", e.loc)
+            raise CompileError(python_habits.tensor_attribute(e.name), e.loc)
         value = self.tensor(value) if isinstance(value, Deferred) else value
         if not isinstance(value, Value):
             raise CompileError(f".T needs a tensor, got {describe(value)}", e.loc)

@@ -28,6 +28,15 @@ RENAMED = {"arcsin": "asin", "arccos": "acos", "arctan": "atan", "arctan2": "ata
            "reduce_sum": "sum", "reduce_mean": "mean", "reduce_max": "max", "reduce_min": "min",
            "reduce_prod": "prod", "reduce_logsumexp": "logsumexp", "clip_by_value": "clip", "gather": "take"}
 
+# A library's names adc spells otherwise: (what it is, adc's spelling).
+LIBRARY_NAMES = {"float32": ("dtype", "f32"), "float64": ("dtype", "f64"), "int32": ("dtype", "i32"),
+                 "int64": ("dtype", "i64"), "bool_": ("dtype", "bool")}
+
+# What Python code reads off an array, and how a kernel knows it.
+SIZES_BY_NAME = "a kernel knows its sizes by name: use the dimension (N, for x: f32[N])"
+TENSOR_ATTRIBUTES = {"shape": SIZES_BY_NAME, "size": SIZES_BY_NAME, "ndim": "a kernel's ranks are declared in its signature",
+                     "dtype": "a kernel's dtypes are declared in its signature"}
+
 IO_FUNCTIONS = ("print", "input", "open", "breakpoint", "exit", "quit")
 NO_IO = ("a kernel does no I/O: return the values you want to see (a kernel may return several) "
          "and print them, or read files, in Python")
@@ -37,7 +46,7 @@ NO_COMPREHENSION = ("a kernel has no comprehensions: write the array operation (
 
 # Python's builtins that have no kernel counterpart, and what to write instead.
 PYTHON_BUILTINS = {
-    "len": "a kernel knows its sizes by name: use the dimension (N, for x: f32[N])",
+    "len": SIZES_BY_NAME,
     "float": "convert with f64(x) or f32(x)", "int": "convert with i64(x) or i32(x)",
     "bool": "compare instead (x != 0.0)",
     "enumerate": "a for loop runs over range(...): index the arrays with its counter",
@@ -139,10 +148,17 @@ def library_attribute(module: str, attribute: str, constants) -> str | None:
     library = LIBRARIES[module]
     if attribute in constants:
         return f"'{module}.{attribute}' is from {library}; adc's constant is {attribute}: write {attribute}"
-    dtype = {"float32": "f32", "float64": "f64", "int32": "i32", "int64": "i64", "bool_": "bool"}.get(attribute)
-    if dtype is not None:
-        return f"'{module}.{attribute}' is from {library}; adc's dtype is {dtype}: write {dtype}"
+    ours = LIBRARY_NAMES.get(attribute)
+    if ours is not None:
+        kind, written = ours
+        return f"'{module}.{attribute}' is from {library}; adc's {kind} is {written}: write {written}"
     return unknown_name(module)
+
+
+def tensor_attribute(name: str) -> str:
+    """The message for `x.<name>`, an attribute other than .T."""
+    hint = TENSOR_ATTRIBUTES.get(name)
+    return f"no attribute '{name}': the one attribute of tensors is .T (axes reversed)" + (f"; {hint}" if hint else "")
 
 
 def _builtin_for(name: str) -> str | None:
