@@ -46,11 +46,11 @@ busy = threading.Thread(target=compile_in_a_loop)
 busy.start()
 imported.wait()
 statuses = []
-for n in range(8):
+for n in range(6):
     threading.Event().wait(random.uniform(0.05, 0.4))
     pid = os.fork()
     if pid == 0:
-        signal.alarm(60)                # a deadlocked child dies instead of lingering
+        signal.alarm(120)               # a deadlocked child dies instead of lingering
         try:
             check(fresh_kernel(f"child{n}", n + 0.5), n + 0.5)
         except BaseException as err:
@@ -68,9 +68,9 @@ def test_a_child_forked_while_another_thread_compiles_compiles_its_own_kernels()
     result = subprocess.run([sys.executable, "-c", FORK_WHILE_COMPILING], capture_output=True, text=True,
                             cwd=ROOT, timeout=900)
     assert result.returncode == 0, result.stderr
-    compiled, *statuses = map(int, result.stdout.split()[-9:])
+    compiled, *statuses = map(int, result.stdout.split()[-7:])
     assert compiled >= 2                # the forks did land among compiles
-    assert statuses == [0] * 8, f"children's exit codes (-14: hung, killed by the alarm): {statuses}"
+    assert statuses == [0] * 6, f"children's exit codes (-14: hung, killed by the alarm): {statuses}"
 
 
 def run_script(script: str) -> str:
@@ -83,7 +83,7 @@ CHILD = """
 def child(compile_and_check):
     pid = os.fork()
     if pid == 0:
-        signal.alarm(60)                # a deadlocked child dies instead of lingering
+        signal.alarm(120)               # a deadlocked child dies instead of lingering
         try:
             compile_and_check()
         except BaseException as err:
