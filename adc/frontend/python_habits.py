@@ -55,13 +55,9 @@ PYTHON_BUILTINS = {
     "isinstance": "a kernel's types are declared in its signature", "type": "a kernel's types are declared in its signature",
 }
 
-STATEMENT_HINTS = {
-    "import": "a kernel imports nothing: exp, sum, where and adc's other builtins are always in scope, called by name",
-    "from": "a kernel imports nothing: exp, sum, where and adc's other builtins are always in scope, called by name",
-    "lambda": NO_LAMBDA,
-    "raise": "a kernel cannot raise: check the arguments in Python before the call",
-    "assert": "a kernel cannot raise: check the arguments in Python before the call",
-}
+NO_IMPORT = "a kernel imports nothing: exp, sum, where and adc's other builtins are always in scope, called by name"
+NO_RAISE = "a kernel cannot raise: check the arguments in Python before the call"
+STATEMENT_HINTS = {"import": NO_IMPORT, "from": NO_IMPORT, "lambda": NO_LAMBDA, "raise": NO_RAISE, "assert": NO_RAISE}
 GENERIC_STATEMENT_HINT = "the statements of a kernel are assignments, for, while, if and return"
 
 _METHOD_BEFORE = re.compile(r"\.\s*([A-Za-z_]\w*)\s*$")     # `.name` just before a '('
@@ -80,12 +76,12 @@ def syntax_hint(line: str, col: int, token: str) -> tuple[str, int] | None:
     habit explains it: a lambda, an I/O call, a comprehension, a library function or a method
     called."""
     upto = line[:col - 1 + len(token)]
-    lam = [m.start() for m in _LAMBDA.finditer(upto)]
-    if lam:
-        return NO_LAMBDA, lam[-1] + 1
-    io = [m for m in _IO_CALL.finditer(upto)]
-    if io:
-        return NO_IO, io[-1].start(1) + 1
+    lambdas = list(_LAMBDA.finditer(upto))
+    if lambdas:
+        return NO_LAMBDA, lambdas[-1].start() + 1
+    io_calls = list(_IO_CALL.finditer(upto))
+    if io_calls:
+        return NO_IO, io_calls[-1].start(1) + 1
     if token == "for" and _open_bracket(line[:col - 1]):
         return NO_COMPREHENSION, col
     before = line[:col - 1]
