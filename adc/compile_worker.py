@@ -24,9 +24,9 @@ import pickle
 import signal
 import subprocess
 import sys
-import threading
 from typing import TYPE_CHECKING
 
+from adc import locks
 from adc.abi import KERNEL_PREFIX
 
 if TYPE_CHECKING:
@@ -106,7 +106,7 @@ class _Compiles:
     compile run here."""
 
     def __init__(self):
-        self.lock = threading.Lock()
+        self.lock = locks.lock()
         self.in_process = 0
         self.worker: _Worker | None = None
         self.unavailable = False
@@ -159,8 +159,7 @@ class _Compiles:
             self.worker = None
 
     def forget(self) -> None:
-        """In a forked child: the parent's worker and lock are the parent's."""
-        self.lock = threading.Lock()
+        """In a forked child: the parent's worker is the parent's (its lock is renewed by adc.locks)."""
         self.worker = None
 
 

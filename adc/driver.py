@@ -45,10 +45,11 @@ from itertools import repeat
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, NamedTuple
 
-from adc import compile_log
+from adc import compile_log, locks
 from adc.abi import (ADC_VERSION, GRADIENTS_EMBEDDED, GRADIENTS_NONE, RUNTIME_SET_NUM_THREADS,
                      SET_NUM_THREADS_SYMBOL, ModuleInfo, decode_metadata, runtime_symbols, seal_file)
 from adc.codegen.cache import Cache
+from adc.codegen.source_digest import source_digest
 from adc.errors import CompileError, Location
 from adc.ir.core import Module
 from adc.ir.printer import format_module
@@ -93,21 +94,16 @@ def _compiler():
 
 # ---------------------------------------------------------------- the cache
 
+SOURCE_SUFFIXES = (".py", ".lark")     # the files of adc that decide what it compiles
+
+
 @functools.lru_cache(maxsize=None)
 def fingerprint() -> str:
-    """What compiles the IR, as text: adc's version and sources. The sources count by name, size
-    and modification time (as Python's own bytecode cache does): a changed compiler never reuses
-    another's entries, version bump or not."""
-    digest = hashlib.sha256()
+    """What compiles the IR, as text: adc's version and the content of its sources, so a changed
+    compiler never reuses another's entries, version bump or not, and a reinstall of the same adc
+    (new modification times, same files) reuses them all (codegen/source_digest.py)."""
     package = os.path.dirname(os.path.abspath(__file__))
-    for folder, subfolders, files in os.walk(package):      # os.walk: a third of pathlib's time
-        subfolders[:] = sorted(name for name in subfolders if name != "__pycache__")
-        for name in sorted(files):
-            if name.endswith((".py", ".lark")):
-                path = os.path.join(folder, name)
-                stat = os.stat(path)
-                digest.update(f"{os.path.relpath(path, package)}\0{stat.st_size}\0{stat.st_mtime_ns}\0".encode())
-    return f"adc {ADC_VERSION} {digest.hexdigest()[:16]}"
+    return f"adc {ADC_VERSION} {source_digest(package, SOURCE_SUFFIXES, open_cache())[:16]}"
 
 
 @functools.lru_cache(maxsize=None)
@@ -194,7 +190,7 @@ def runtime_object(target: Target) -> bytes:
 # ---------------------------------------------------------------- in-process loading
 
 _runtime = None                 # this process's runtime library, loaded once (see _runtime_library)
-_runtime_lock = threading.Lock()
+_runtime_lock = locks.lock()
 _published = False              # whether LLVM's linker knows the runtime library's functions
 _loads = 0
 
@@ -396,7 +392,7 @@ class JitModule:
         self._kernels: dict[str, str] = manifest["kernels"]
         self._calls_externs = bool(manifest.get("externs"))
         self._loaded: dict[str, JitLibrary | DynamicLibrary] = {}
-        self._lock = threading.Lock()
+        self._lock = locks.lock()
         self._ahead: dict[str, int] = {}     # symbol -> the child process compiling it (compile_ahead)
 
     def metadata(self) -> str:

@@ -105,6 +105,30 @@ def test_without_a_c_compiler_the_jit_keeps_to_object_code(tmp_path):
     assert not [line for line in again.stderr.splitlines() if "cache hit" in line and "(shared object)" in line]
 
 
+def test_a_reinstall_of_the_same_adc_finds_what_the_first_compiled(cache_dir, tmp_path):
+    """Installing again writes the same files with new modification times: the runtime library and
+    the kernels compiled by the first installation are cache hits."""
+    site = tmp_path / "site-packages"
+    installed = site / "adc"
+    shutil.copytree(Path(adc.__file__).parent, installed, ignore=shutil.ignore_patterns("__pycache__"))
+    environ = {"PYTHONPATH": str(site), "ADC_CACHE_DIR": str(cache_dir), "ADC_LOG": "compile"}
+    code = COMPILE_AND_RUN + "print(adc.__file__)\n"
+
+    def run_installed() -> subprocess.CompletedProcess:
+        result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path,
+                                env={**os.environ, **environ}, timeout=300)
+        assert result.returncode == 0, result.stderr
+        assert result.stdout.splitlines()[-1] == str(installed / "__init__.py")
+        return result
+    assert "llvm-optimize" in run_installed().stderr
+    shutil.rmtree(installed)                # pip's reinstall: the same files, written anew an hour later
+    shutil.copytree(Path(adc.__file__).parent, installed, ignore=shutil.ignore_patterns("__pycache__"))
+    for path in installed.rglob("*"):
+        os.utime(path, ns=(path.stat().st_atime_ns + 3600 * 10**9, path.stat().st_mtime_ns + 3600 * 10**9))
+    again = run_installed().stderr
+    assert "cache miss" not in again and "llvm-optimize" not in again, again
+
+
 def test_four_processes_compiling_one_module_at_once(cache_dir):
     environ = {**os.environ, "ADC_CACHE_DIR": str(cache_dir)}
     processes = [subprocess.Popen([sys.executable, "-c", COMPILE_AND_RUN], env=environ, cwd=ROOT,

@@ -1,6 +1,6 @@
 """The dependency direction of the design: a test scans every import of the package.
 
-Layers, bottom up: adc.errors, adc.version, adc.cpus and adc.compile_log import nothing of adc;
+Layers, bottom up: adc.errors, adc.version, adc.cpus, adc.locks and adc.compile_log import nothing of adc;
 adc.ir imports only adc.errors; adc.abi (the compiled-module ABI) builds on adc.ir;
 passes and the frontend on the IR; codegen on the IR and the ABI; the compiler
 (adc.compiler: the pipeline) on all of those; adc.compile_worker (where a kernel is
@@ -21,18 +21,19 @@ ALLOWED = {
     "adc.errors": (),
     "adc.cpus": (),
     "adc.compile_log": (),
+    "adc.locks": (),
     "adc.version": (),
     "adc.ir": ("adc.ir", "adc.errors"),
     "adc.abi": ("adc.ir", "adc.errors", "adc.version"),
     "adc.passes": ("adc.ir", "adc.errors", "adc.passes"),
     "adc.frontend": ("adc.ir", "adc.errors", "adc.frontend"),
-    "adc.codegen": ("adc.ir", "adc.errors", "adc.codegen", "adc.abi", "adc.cpus", "adc.compile_log"),
+    "adc.codegen": ("adc.ir", "adc.errors", "adc.codegen", "adc.abi", "adc.cpus", "adc.compile_log", "adc.locks"),
     "adc.compiler": ("adc.ir", "adc.errors", "adc.abi", "adc.passes", "adc.frontend", "adc.codegen",
                      "adc.compile_log"),
-    "adc.compile_worker": ("adc.abi", "adc.codegen", "adc.compiler"),
+    "adc.compile_worker": ("adc.abi", "adc.codegen", "adc.compiler", "adc.locks"),
     "adc.driver": ("adc.ir", "adc.errors", "adc.abi", "adc.codegen", "adc.compiler", "adc.compile_log",
-                   "adc.cpus", "adc.compile_worker"),
-    "adc.runtime": ("adc.runtime", "adc.ir", "adc.errors", "adc.abi", "adc.cpus", "adc.driver",
+                   "adc.cpus", "adc.compile_worker", "adc.locks"),
+    "adc.runtime": ("adc.runtime", "adc.ir", "adc.errors", "adc.abi", "adc.cpus", "adc.locks", "adc.driver",
                     "adc.passes.example_axis", "adc.passes.expand", "adc.passes.inline"),
     "adc.dask": ("adc.runtime", "adc.ir"),
 }

@@ -26,16 +26,16 @@ from __future__ import annotations
 
 import itertools
 import struct
-import threading
 
 import llvmlite.binding as llvm
 
+from adc import locks
 from adc.codegen.target import Target
 
 _published: dict[str, int] = {}
 _jits: dict[str, llvm.LLJIT] = {}       # per target: the LLJIT its libraries are linked into
 _names = itertools.count()
-_lock = threading.Lock()
+_lock = locks.lock()
 
 
 def publish(addresses: dict[str, int]) -> None:

@@ -30,7 +30,7 @@ import operator
 from types import GeneratorType
 
 from adc.errors import CompileError, Location
-from adc.frontend import ast
+from adc.frontend import ast, python_habits
 from adc.frontend.externs import Extern, check_gradient, decorator_of, externs_of, gradient_declaration
 from adc.frontend.builtins import (Args, Deferred, Results, Scope, builtin_rules, describe, index_tensor, is_static,
                                    matmul, typed)
@@ -370,7 +370,7 @@ class KernelElaborator(Scope):
             return CONSTANTS[e.id]
         if e.id in builtin_rules or e.id in self.defs or e.id in self.externs:
             raise CompileError(f"'{e.id}' is a function; call it as {e.id}(...)", e.loc)
-        raise CompileError(f"unknown name '{e.id}'", e.loc)
+        raise CompileError(python_habits.unknown_name(e.id), e.loc)
 
     def expr_UnaryOp(self, e: ast.UnaryOp):
         value = yield e.operand
@@ -478,9 +478,13 @@ class KernelElaborator(Scope):
         return e.items[:at] + fill + e.items[at + 1:]
 
     def expr_Attribute(self, e: ast.Attribute):
+        if isinstance(e.value, ast.Name) and self.lookup(e.value.id) is MISSING and e.value.id not in self.dims:
+            library = python_habits.library_attribute(e.value.id, e.name, CONSTANTS)
+            if library is not None:
+                raise CompileError(library, e.value.loc)
         value = yield e.value
         if e.name != "T":
-            raise CompileError(f"no attribute '{e.name}': the one attribute of tensors is .T (axes reversed)", e.loc)
+            raise CompileError(python_habits.tensor_attribute(e.name), e.loc)
         value = self.tensor(value) if isinstance(value, Deferred) else value
         if not isinstance(value, Value):
             raise CompileError(f".T needs a tensor, got {describe(value)}", e.loc)
@@ -554,7 +558,7 @@ class KernelElaborator(Scope):
             return rule.expand(self, Args(self, e.func, values))
         if e.func in self.env:
             raise CompileError(f"'{e.func}' is a {describe(self.env[e.func])}, not a function", e.loc)
-        raise CompileError(f"unknown function '{e.func}'", e.loc)
+        raise CompileError(python_habits.unknown_function(e.func), e.loc)
 
     def bind(self, e: ast.Call, params: tuple[str, ...], defaults: dict) -> dict[str, tuple[object, Location]]:
         """Arguments by parameter name, elaborated, each with its location."""

@@ -24,10 +24,10 @@ from lark.indenter import DedentError, Indenter
 from lark.visitors import Transformer_NonRecursive
 
 from adc.errors import CompileError, Location
-from adc.frontend import ast
+from adc.frontend import ast, python_habits
 
-UNSUPPORTED_STATEMENTS = ("with", "try", "except", "lambda", "break",
-                      "continue", "pass", "import", "from", "class", "yield", "global", "assert", "del")
+UNSUPPORTED_STATEMENTS = ("with", "try", "except", "lambda", "break", "continue", "pass", "import", "from",
+                          "class", "yield", "global", "nonlocal", "assert", "del", "raise", "async", "await")
 
 # How tokens are named in messages, by terminal name.
 TOKEN_TEXT = {"_NL": "end of line", "_INDENT": "indent", "_DEDENT": "end of block", "$END": "end of file",
@@ -122,11 +122,16 @@ def _syntax_error(err: UnexpectedInput, text: str, filename: str) -> CompileErro
     if isinstance(err, UnexpectedToken) and "NAME" in err.expected and pykeyword.iskeyword(str(err.token)):
         return CompileError(f"'{err.token}' is a Python keyword; it cannot name a value",
                             Location(filename, line, col, text))
+    habit = _python_habit(err, text, line, col)
+    if habit is not None:
+        message, habit_col = habit
+        return CompileError(message, Location(filename, line, habit_col, text))
     keyword = _unsupported_statement(text, line)
     if keyword is not None:
         kw_line, kw_col = keyword
-        return CompileError(f"'{_word_at(text, kw_line, kw_col)}' is not supported: the statements of a kernel "
-                            "are assignments, for, while, if and return", Location(filename, kw_line, kw_col, text))
+        word = _word_at(text, kw_line, kw_col)
+        return CompileError(f"'{word}' is not supported: {python_habits.statement_hint(word)}",
+                            Location(filename, kw_line, kw_col, text))
     if _opens_block(text, line) and col == _indent_col(text, line):
         return CompileError("expected an indented block", Location(filename, line, col, text))
     return CompileError(_syntax_message(err), Location(filename, line, col, text))
@@ -167,6 +172,14 @@ def _untyped_parameter(err: UnexpectedInput, text: str, line: int, col: int) -> 
     lines = text.split("\n")
     match = _PARAMETER_BEFORE.match(lines[line - 1][:col - 1]) if line <= len(lines) else None
     return (match.group(1), match.start(1) + 1) if match else None
+
+
+def _python_habit(err: UnexpectedInput, text: str, line: int, col: int) -> tuple[str, int] | None:
+    """(message, column) when the error is a Python habit adc spells otherwise (python_habits.py)."""
+    if not isinstance(err, UnexpectedToken) or err.token.type.startswith("_") or err.token.type == "$END":
+        return None
+    lines = text.split("\n")
+    return python_habits.syntax_hint(lines[line - 1], col, str(err.token)) if line <= len(lines) else None
 
 
 def _nothing_after(text: str, line: int, col: int) -> bool:

@@ -19,16 +19,17 @@ sizes seen first going first, and is not pooled itself if it still does not fit.
 from __future__ import annotations
 
 import sys
-import threading
 from math import prod
 
 import numpy as np
+
+from adc import locks
 
 MIN_BYTES = 1 << 22         # 4 MiB: below, malloc reuses its own free memory
 POOLED_BYTES = 1 << 28      # 256 MiB of blocks kept at most
 _FREE_REFS = 3              # a free block's references in `_take`: the pool's list, the loop, getrefcount's
 
-_lock = threading.Lock()
+_lock = locks.lock()
 _blocks: dict[int, list[np.ndarray]] = {}     # bytes -> the pooled blocks of that size (uint8 arrays)
 _pooled = 0
 _new = np.empty

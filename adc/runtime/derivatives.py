@@ -27,17 +27,17 @@ The driver is imported on first use, so loading a shared object needs neither it
 """
 from __future__ import annotations
 
-import threading
 import weakref
 from dataclasses import dataclass, field
 from typing import Callable
 
+from adc import locks
 from adc.abi import GRADIENTS_DERIVED, GRADIENTS_EMBEDDED, GRADIENTS_NONE, ModuleInfo
 from adc.errors import CompileError
 
 _parsed: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()   # native library -> IR Module
 _sources: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # native library -> GradientSource
-_lock = threading.RLock()
+_lock = locks.lock(reentrant=True)
 
 
 @dataclass(frozen=True)

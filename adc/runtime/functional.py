@@ -26,17 +26,17 @@ refuses with its LookupError, as a tape would.
 from __future__ import annotations
 
 import functools
-import threading
 import weakref
 
 import numpy as np
 
+from adc import locks
 from adc.runtime.derivatives import compiled, embedded_derivative
 from adc.runtime.kernel import Kernel
 from adc.runtime.tensor import Tensor, constant
 
 _cache: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()   # Kernel -> {(transform, wrt): Kernel}
-_lock = threading.Lock()
+_lock = locks.lock()
 MODES = ("auto", "forward", "reverse")
 # (transform, mode) -> compiler.DERIVATIONS
 DERIVATIONS = {("grad", None): "gradient", ("value_and_grad", None): "value_and_gradient", ("hvp", None): "hvp", ("jvp", None): "jvp",

@@ -32,12 +32,12 @@ from __future__ import annotations
 
 import math
 import numbers
-import threading
 import warnings
 import weakref
 
 import numpy as np
 
+from adc import locks
 from adc.passes.example_axis import MIXED
 from adc.runtime.backward import walk
 from adc.runtime.derivatives import Derivative, compiled, embedded_derivative, module_ir
@@ -50,7 +50,7 @@ from adc.runtime.variable import Variable
 
 _JOIN_ARITY = 8     # blocks joined per concat call: few concat kernels to compile, whatever S is
 _batched: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()    # Kernel -> {wanted: Derivative}
-_lock = threading.RLock()
+_lock = locks.lock(reentrant=True)
 _mixing: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()     # Kernel -> {(param, axis): result axes}
 
 

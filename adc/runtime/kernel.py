@@ -50,6 +50,10 @@ _UNKNOWN = object()     # a split VJP not asked for yet
 _NO_SIZES: list = []    # the sizes of a kernel of scalar params (never written)
 
 
+def _count(n: int, noun: str) -> str:
+    """`n noun`, plural as Python's own messages say it."""
+    return f"{n} {noun}{'' if n == 1 else 's'}"
+
 class Kernel:
     """One kernel of a compiled module; call it like a Python function."""
 
@@ -189,10 +193,25 @@ class Kernel:
         return buffer, call
 
     def _bind(self, args: tuple, kwargs: dict) -> tuple:
-        try:
-            return tuple(self.__signature__.bind(*args, **kwargs).arguments.values())
-        except TypeError as err:
-            raise TypeError(f"{self.signature.name}(): {err}") from None
+        """The arguments in parameter order, or Python's own TypeError for a call that does not fit
+        the parameters, checked in Python's order: the keywords, then the count, then what is
+        missing, so an unknown keyword is named as such (not as the parameter it left missing)."""
+        names, call = self.signature.param_names, f"{self.signature.name}()"
+        for key in kwargs:
+            if key not in names:
+                raise TypeError(f"{call} got an unexpected keyword argument '{key}'")
+            if names.index(key) < len(args):
+                raise TypeError(f"{call} got multiple values for argument '{key}'")
+        if len(args) > len(names):
+            raise TypeError(f"{call} takes {_count(len(names), 'positional argument')} but "
+                            f"{len(args)} {'was' if len(args) == 1 else 'were'} given")
+        missing = [name for name in names[len(args):] if name not in kwargs]
+        if missing:
+            quoted = [f"'{name}'" for name in missing]
+            listed = quoted[0] if len(quoted) == 1 else (
+                f"{quoted[0]} and {quoted[1]}" if len(quoted) == 2 else f"{', '.join(quoted[:-1])}, and {quoted[-1]}")
+            raise TypeError(f"{call} missing {_count(len(missing), 'required positional argument')}: {listed}")
+        return (*args, *(kwargs[name] for name in names[len(args):]))
 
     def _where(self, name: str) -> str:
         return f"{self.signature.name}: parameter '{name}'"

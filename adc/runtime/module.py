@@ -30,13 +30,12 @@ import inspect
 import operator
 import os
 import tempfile
-import threading
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-from adc import cpus
+from adc import cpus, locks
 from adc.abi import (METADATA_SYMBOL, KernelSignature, MetadataError, ModuleInfo, decode_metadata,
                      read_target, unseal)
 from adc.runtime import derivatives, threads
@@ -46,7 +45,7 @@ from adc.runtime.kernel import Kernel
 _ABSENT = object()
 _SHA256_SIZE = hashlib.sha256().digest_size     # a seal ends with the SHA-256 of what it seals
 _shipped: dict[str, "Module"] = {}     # digest -> the module this process opened from a pickle
-_shipped_lock = threading.Lock()
+_shipped_lock = locks.lock()
 
 
 class LoadError(ValueError):

@@ -13,17 +13,17 @@ kept in memory for the life of the process. The compiler is imported on first us
 """
 from __future__ import annotations
 
-import threading
 from typing import Callable, Sequence
 
 import numpy as np
 
+from adc import locks
 from adc.ir.types import DType
 from adc.runtime.kernel import Kernel
 from adc.runtime.module import from_source
 
 _kernels: dict[tuple, Kernel] = {}
-_lock = threading.Lock()
+_lock = locks.lock()
 
 
 def kernel(key: tuple, source: Callable[[], tuple[str, str]]) -> Kernel:

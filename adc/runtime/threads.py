@@ -11,16 +11,16 @@ from __future__ import annotations
 
 import ctypes
 import os
-import threading
 import weakref
 
+from adc import locks
 from adc.abi import SET_NUM_THREADS_SYMBOL
 
 MAX_REQUEST = 1 << 16
 _SETTER = ctypes.CFUNCTYPE(None, ctypes.c_int32)
 _libraries: weakref.WeakSet = weakref.WeakSet()
 _requested: int | None = None
-_lock = threading.Lock()
+_lock = locks.lock()
 
 
 def set_num_threads(n: int) -> None:

@@ -111,6 +111,12 @@ CASES = [
     (HEAD + "    z = i32(x)\n    z /= 2\n    return x\n", (3, 5), "div: expected float operands, got i32[N]"),
     (HEAD + "    q += x\n    return q\n", (2, 5), "'q' must be assigned before '+='"),
     (HEAD + "    return where(isnan(i32(x)), x, x)\n", (2, 24), "isnan(): expected a float tensor, got i32[N]"),
+    # Python habits: what adc offers instead (tests/frontend/test_python_habits.py covers the class)
+    (HEAD + "    return np.exp(x)\n", (2, 12), "'np.exp(x)' is from NumPy; a kernel calls adc's builtins by name: write exp(x)"),
+    (HEAD + "    return math.exp(x)\n", (2, 12), "write exp(x)"),
+    (HEAD + "    print(x)\n    return x\n", (2, 5), "a kernel does no I/O"),
+    (HEAD + "    g = lambda v: v * 2.0\n    return g(x)\n", (2, 9), "a kernel has no lambdas: write the function with def"),
+    ("import numpy as np\n" + HEAD + "    return x\n", (1, 1), "'import' is not supported: a kernel imports nothing"),
     # a call whose static sizes break what the callee needs, its dead code included (h0's x[1]),
     # or what the callee's own calls need (h1 calls h0 with its M)
     ("def h0(x: f32[N]) -> f32[N]:\n    t = x[1]\n    return x\n"

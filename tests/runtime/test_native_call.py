@@ -91,3 +91,34 @@ def test_the_c_route_refuses_malformed_calls():
         kernel.native_call.run(1, (), [], ())
     with pytest.raises(TypeError, match="dtype, shape"):
         kernel.native_call.run(1, [], [], ((np.float32, (2,)),))
+
+
+def blend(x, y, w):
+    """The Python function of the signature of BLEND: its TypeErrors are the oracle."""
+
+
+BLEND = "def blend(x: f64[N], y: f64[N], w: f64) -> f64[N]:\n    return x * w + y\n"
+BAD_CALLS = [((), {"x": 1.0, "y": 1.0, "bogus": 2.0}), ((), {"x": 1.0, "bogus": 2.0}), ((1.0,), {"z": 0.0}),
+             ((1.0, 1.0, 1.0), {"w": 1.0, "bogus": 1.0}), ((1.0, 1.0, 1.0, 1.0), {}), ((1.0, 1.0), {"x": 1.0}),
+             ((), {}), ((1.0,), {}), ((1.0,), {"w": 1.0})]
+
+
+@pytest.mark.parametrize("args, kwargs", BAD_CALLS)
+def test_a_call_that_does_not_fit_the_parameters_is_pythons_type_error(route, monkeypatch, args, kwargs):
+    """Named as Python names it (an unknown keyword was reported as the parameter it left missing),
+    before any native code runs."""
+    kernel = adc.compile(BLEND, "blend.adc").blend
+    with pytest.raises(TypeError) as expected:
+        blend(*args, **kwargs)
+    ran = []
+    monkeypatch.setattr(Kernel, "run_bound", lambda *a: ran.append(a))
+    with pytest.raises(TypeError) as got:
+        kernel(*[np.ones(3)] * len(args), **{k: np.ones(3) for k in kwargs})
+    assert str(got.value) == str(expected.value) and ran == []
+
+
+def test_keywords_bind_in_any_order(route):
+    kernel = adc.compile(BLEND, "blend.adc").blend
+    x, y = np.arange(3.0), np.array([1.0, -2.0, 0.5])
+    for call in (lambda: kernel(y=y, w=2.0, x=x), lambda: kernel(x, w=2.0, y=y), lambda: kernel(x, y, w=2.0)):
+        assert np.array_equal(np.asarray(call()), x * 2.0 + y)
