@@ -11,6 +11,9 @@ applied to its VJP (`vjp_batched`, adc/passes/jacobian.py), compiled once per
 
 - `jacobian`: seeds = the identity of target.size, shaped [S, *target.shape];
   the source's rows [S, *source.shape] are reshaped to target.shape + source.shape.
+  Forward mode (`mode`) seeds the source instead: S = source.size, whatever the target's size.
+- Seeds go in blocks (`_block_size`) whose seed-axis values fit the memory budget
+  (`memory_limit_mb`, else ADC_JACOBIAN_MEMORY_MB, else 256 MiB) or the result, whichever is larger.
 - `batch_jacobian`: seed j is one-hot at [:, j] for every example at once, so S
   is the per-example target size; rows [S, b, *x] become [b, *y, *x]. Before the
   walk, every recorded call on the path is checked: a call whose result mixes
