@@ -46,7 +46,8 @@ class ForwardAccumulator:
 
     def __init__(self, primals, tangents):
         flat_primals = flatten(primals)
-        flat_tangents = flatten_like(primals, tangents, "adc.ForwardAccumulator: the structures of primals and tangents")
+        flat_tangents = flatten_like(primals, tangents,
+                                     "adc.ForwardAccumulator: the structures of primals and tangents")
         self._tangents: dict[int, Tensor] = {}
         self._held: list = []
         for i, (primal, tangent) in enumerate(zip(flat_primals, flat_tangents)):

@@ -22,7 +22,10 @@ route, mode, n, limit = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
 options = {} if limit == "default" else {"memory_limit_mb": float(limit)}
 m = adc.compile("def f(x: f32[N], d: f32) -> f32[N]:\\n    return sigmoid(x + d)\\n"
                 "def g(x: f32[N], d: f32) -> f32:\\n    return sum(sigmoid(x * d))\\n"
-                "def b(x: f32[B, K], d: f32) -> f32[B, K]:\\n    return sigmoid(x + d)\\n")
+                "def b(x: f32[B, K], d: f32) -> f32[B, K]:\\n    return sigmoid(x + d)\\n"
+                "def c(x: f32[N], d: f32) -> f32[N]:\\n    return cumsum(x * d)\\n"
+                "def s(x: f32[N], d: f32) -> f32:\\n    return sum(cumsum(x * d) * x)\\n"
+                "def r(x: f32[B, K]) -> f32[B, 1]:\\n    return sum(cumsum(x * x, axis=1), axis=1, keepdims=True)\\n")
 
 def prepared(n):
     x = adc.Variable(np.linspace(-3, 3, n, dtype=np.float32))
@@ -45,7 +48,10 @@ def prepared(n):
             "adc.jacobian": lambda: adc.jacobian(m.f, wrt="d", mode=mode)(xs, ds),
             "adc.jacobian scalar target": lambda: adc.jacobian(m.g, wrt="x", mode=mode)(xs, ds),
             "adc.batch_jacobian": lambda: adc.batch_jacobian(m.b, wrt="x", mode=mode)(xs.reshape(n, 1), ds),
-            "adc.hessian": lambda: adc.hessian(m.g, wrt="d", mode=mode)(xs, ds)}[route]
+            "adc.hessian": lambda: adc.hessian(m.g, wrt="d", mode=mode)(xs, ds),
+            "adc.jacobian cumsum": lambda: adc.jacobian(m.c, wrt="d", mode=mode)(xs, ds),
+            "adc.jacobian cumsum loss": lambda: adc.jacobian(m.s, wrt="x", mode=mode)(xs, ds),
+            "adc.batch_jacobian cumsum": lambda: adc.batch_jacobian(m.r, wrt="x", mode=mode)(xs.reshape(2, -1))}[route]
 
 def status(key):
     with open("/proc/self/status") as f:
@@ -202,3 +208,17 @@ def test_a_bad_memory_setting_in_the_environment_is_named(setting, monkeypatch):
         y = adc.sin(x)
     with pytest.raises(ValueError, match="ADC_JACOBIAN_MEMORY_MB"):
         tape.jacobian(y, x)
+
+
+# Compiled Jacobians whose seeds make a value larger than the result (a cumsum of N seeds' tangents
+# or cotangents: N x N elements, 550 MiB at N = 12,000, for a result of N) go in blocks within
+# JACOBIAN_BYTES (256 MiB; adc/passes/jacobian.py).
+COMPILED = [("adc.jacobian cumsum", "reverse"), ("adc.jacobian cumsum loss", "forward"),
+            ("adc.batch_jacobian cumsum", "forward")]
+
+
+@pytest.mark.parametrize("route, mode", COMPILED, ids=[f"{r}-{m}" for r, m in COMPILED])
+def test_compiled_jacobians_take_their_seeds_in_blocks_within_the_budget(route, mode):
+    grown, result = peak(route, mode, 12_000)
+    assert result == 12_000 * 4
+    assert grown <= 256 * MiB + 16 * MiB, f"{route} ({mode}) grew the process by {grown / MiB:.1f} MiB"
