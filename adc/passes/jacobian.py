@@ -8,7 +8,9 @@
 - `jacobian`: per param, reverse mode (identity seeds of the result's size through
   the batched VJP: one row per seed) or forward mode (identity seeds of the param's
   size through the batched JVP: one column per seed), reshaped to result.shape +
-  param.shape. `mode="auto"` takes the one with fewer seeds (`forward_is_cheaper`).
+  param.shape. `mode="auto"` takes the one with fewer seeds (`forward_is_cheaper`). Where
+  the seeds would make a value larger than the result (and JACOBIAN_BYTES), the seeds go in
+  blocks, a loop over them (`_bounded`): a Jacobian's memory stays near its result's.
 - `gradient`: the VJP of a scalar function at cotangent 1; `hessian`: the Jacobian
   of the gradient, forward-over-reverse by default (as jax.hessian);
   `hvp`: the JVP of the gradient, H·v without H; `batch_jacobian`: per-example
@@ -30,23 +32,26 @@ No new rules: these only compose the passes.
 """
 from __future__ import annotations
 
-from typing import Iterable
+from typing import Callable, Iterable, Sequence
 
 from adc.errors import CompileError
 from adc.ir.builder import Builder
-from adc.ir.core import Func, Module, Value
-from adc.ir.types import I64, SymDim, TensorType, num_elements
+from adc.ir.core import Func, FuncRef, Module, Value
+from adc.ir.types import I64, Dim, SymDim, TensorType, num_elements
 from adc.ir.verify import verify_func
 from adc.passes.adjoint import cleanup, unique_name, vjp
+from adc.passes.adjoint_control_flow import fresh_symbol
 from adc.passes.adjoint_rules import full
 from adc.passes.batch import batch
 from adc.passes.example_axis import function_example_axes
 from adc.passes.inline import inline_func
 from adc.passes.jvp import jvp
 from adc.passes.one_hot import one_hot_func
+from adc.passes.regions import build_region, like
 
 MODES = ("auto", "forward", "reverse")
 SYMBOL_SIZE = 1000      # what `forward_is_cheaper` takes a dimension symbol to be
+JACOBIAN_BYTES = 256 << 20      # what a value of a Jacobian's block of seeds may hold, when larger than the result
 
 
 def vjp_batched(module: Module, name: str, wanted: Iterable[int] | None = None) -> tuple[Module, Func, tuple[int, ...]]:
@@ -124,21 +129,21 @@ def jacobian(module: Module, name: str, wanted: Iterable[int] | None = None,
     pushforwards = {}
     for i in forward:
         module, pushforwards[i], _ = jvp_batched(module, name, [i])
-    b = Builder(module.funcs, func.loc)
-    params = [b.param(p.name, p.type) for p in func.params]
-    rows = b.emit("call", *params, identity_seeds(b, result), callee=pullback.name) if wrt else ()
-    jacobians = []
-    for i in wanted:
-        shape = result.shape + params[i].type.shape
-        if i in pushforwards:
-            (columns,) = b.emit("call", *params, identity_seeds(b, params[i].type), callee=pushforwards[i].name)
-            jacobians.append(_columns_to_jacobian(b, columns, shape))
-        elif i in wrt:
-            jacobians.append(b.op("reshape", rows[wrt.index(i)], shape=shape))
-        else:
-            jacobians.append(full(b, 0.0, TensorType(params[i].type.dtype, shape)))
-    return _finished(module, b.finish(unique_name(module, out_name or f"{name}_jacobian"), jacobians, func.loc),
-                     "jacobian") + (wanted,)
+
+    def build(b: Builder, params: list[Value], seeded: SeededCall) -> list[Value]:
+        rows = seeded(b, pullback, params, result, False) if wrt else ()
+        jacobians = []
+        for i in wanted:
+            shape = result.shape + params[i].type.shape
+            if i in pushforwards:
+                (columns,) = seeded(b, pushforwards[i], params, params[i].type, False)
+                jacobians.append(_columns_to_jacobian(b, columns, shape))
+            elif i in wrt:
+                jacobians.append(b.op("reshape", rows[wrt.index(i)], shape=shape))
+            else:
+                jacobians.append(full(b, 0.0, TensorType(params[i].type.dtype, shape)))
+        return jacobians
+    return _bounded(module, func, unique_name(module, out_name or f"{name}_jacobian"), build, "jacobian") + (wanted,)
 
 
 def batch_jacobian(module: Module, name: str, param: int, mode: str = "auto") -> tuple[Module, Func]:
@@ -163,19 +168,174 @@ def batch_jacobian(module: Module, name: str, param: int, mode: str = "auto") ->
     forward = mode == "forward" or (mode == "auto" and forward_is_cheaper(one_x, one_y))
     derive = jvp_batched if forward else vjp_batched
     module, derivative, wrt = derive(module, name, [param])
-    b = Builder(module.funcs, func.loc)
-    params = [b.param(p.name, p.type) for p in func.params]
     shape = y.shape + x.shape[1:]
-    if not wrt:
-        jacobian = full(b, 0.0, TensorType(x.dtype, shape))
-    else:
-        (stacked,) = b.emit("call", *params, example_seeds(b, x if forward else y), callee=derivative.name)
+
+    def build(b: Builder, params: list[Value], seeded: SeededCall) -> list[Value]:
+        if not wrt:
+            return [full(b, 0.0, TensorType(x.dtype, shape))]
+        (stacked,) = seeded(b, derivative, params, x if forward else y, True)
         rank = stacked.type.rank
         perm = [*range(1, rank), 0] if forward else [1, 0, *range(2, rank)]    # [S, B, ...] -> J's order
-        jacobian = b.op("reshape", b.op("transpose", stacked, perm=perm), shape=shape)
-    done = b.finish(unique_name(module, f"{name}_batch_jacobian"), [jacobian], func.loc)
-    module, done = _finished(module, done, "batch_jacobian")
+        return [b.op("reshape", b.op("transpose", stacked, perm=perm), shape=shape)]
+    module, done = _bounded(module, func, unique_name(module, f"{name}_batch_jacobian"), build, "batch_jacobian")
     return module.replace(done), done
+
+
+SeededCall = Callable[[Builder, Func, list, TensorType, bool], tuple]
+
+
+def _bounded(module: Module, func: Func, out_name: str, build: Callable[[Builder, list, SeededCall], list],
+             pass_name: str) -> tuple[Module, Func]:
+    """The Jacobian function `out_name` of `func`'s params returning `build`'s values, its seeds
+    pushed or pulled all at once (`_all_seeds`: one batched call, the seeds folded by the one-hot
+    pass) where none of its values can be larger than both JACOBIAN_BYTES and the result with all the
+    values of `func` (a value the seeds make larger, with more elements than those); in blocks
+    of seeds (`_seed_blocks`: a loop) where one surely is (static sizes); else the one or the other
+    as the sizes bound at run time say (an `if`)."""
+    whole_module, whole = _built(module, func, out_name, lambda b, params: build(b, params, _all_seeds), pass_name)
+    own = [*whole.returns, *func.params, *(r for op in func.ops for r in op.results)]
+    elements, own_bytes = sum((num_elements(v.type.shape) for v in own), 0), _value_bytes(func, own)
+    larger = [_value_bytes(whole, [r]) for op in whole.ops for r in op.results
+              if not (_at_most(num_elements(r.type.shape), elements)
+                      or _at_most(_value_bytes(whole, [r]), JACOBIAN_BYTES))]
+    if not larger:
+        return whole_module, whole
+    whole = Func(f"{out_name}_whole", whole.params, whole.ops, whole.returns, whole.loc)
+    whole_module = Module(dict(whole_module.funcs), module.name).replace(whole)
+    module, blocks = _built(whole_module, func, f"{out_name}_blocks",
+                            lambda b, params: build(b, params, _seed_blocks), pass_name)
+    if all(isinstance(size, int) for size in [own_bytes, *larger]):
+        return _built(module, func, out_name, lambda b, params: b.emit("call", *params, callee=blocks.name),
+                      pass_name)
+
+    def choose(b: Builder, params: list[Value]) -> tuple[Value, ...]:
+        bound = b.op("maximum", _i64(b, own_bytes), b.op("constant", dtype=I64, value=JACOBIAN_BYTES))
+        largest = _i64(b, larger[0])
+        for size in larger[1:]:
+            largest = b.op("maximum", largest, _i64(b, size))
+        fits = b.op("le", largest, bound)
+        return b.emit("if", fits, *params, then_branch=FuncRef(whole.name), else_branch=FuncRef(blocks.name))
+    return _built(module, func, out_name, choose, pass_name)
+
+
+def all_seeds_at_once(module: Module, func: Func) -> Func:
+    """The function of `module` computing Jacobian `func` with all its seeds at once: `func`, or
+    the branch of its `if` that does when it may also go in blocks (`_bounded`)."""
+    return module.funcs.get(f"{func.name}_whole", func)
+
+
+def _built(module: Module, func: Func, name: str, build: Callable[[Builder, list], Sequence[Value]],
+           pass_name: str) -> tuple[Module, Func]:
+    """A function `name` of `func`'s params returning what `build` emits, finished (_finished)."""
+    funcs = dict(module.funcs)
+    b = Builder(funcs, func.loc)
+    params = [b.param(p.name, p.type) for p in func.params]
+    done = b.finish(name, list(build(b, params)), func.loc)
+    return _finished(Module(funcs, module.name), done, pass_name)
+
+
+def _all_seeds(b: Builder, derivative: Func, params: list, seeded: TensorType, per_example: bool) -> tuple:
+    """`derivative` (a batched VJP or JVP) called once on every one-hot seed of `seeded` (per
+    example: `example_seeds`), stacked on the leading seed axis."""
+    seeds = example_seeds(b, seeded) if per_example else identity_seeds(b, seeded)
+    return b.emit("call", *params, seeds, callee=derivative.name)
+
+
+def _seed_blocks(b: Builder, derivative: Func, params: list, seeded: TensorType, per_example: bool) -> tuple:
+    """What `_all_seeds` gives, computed by a loop over blocks of seeds: as many per block as keep
+    the seed-axis values of `derivative` (its per-seed bytes, `_value_bytes` at one seed) within
+    JACOBIAN_BYTES, at least 1. A block's seed positions come from a scan counting to the block's
+    size (a length bound at run time); the last block ends at the last seed (it may overlap the one
+    before), and each block's rows are scattered into the stacked results."""
+    (seed_axis,) = derivative.params[-1].type.shape[0].symbols     # the seeds are its last param
+    n = num_elements(seeded.shape[1:] if per_example else seeded.shape)
+    one = b.op("constant", dtype=I64, value=1)
+    total = _i64(b, n)
+    values = [*derivative.params, *(r for op in derivative.ops for r in op.results)]
+    per_seed = b.op("maximum", _i64(b, _value_bytes(derivative, values, {seed_axis: 1})), one)
+    budget = b.op("floor_div", b.op("constant", dtype=I64, value=JACOBIAN_BYTES), per_seed)
+    size = b.op("maximum", b.op("minimum", total, budget), one)
+    count = b.op("floor_div", b.op("add", total, b.op("sub", size, one)), size)
+    stacked = [TensorType(t.dtype, (n,) + t.shape[1:]) for t in derivative.result_types]
+    inits = [full(b, 0.0, t) for t in stacked]
+    region = [Value(TensorType(I64), "block"), *like(inits, [f"rows{k}" for k in range(len(inits))]),
+              *like(params), Value(TensorType(I64), "size"), Value(TensorType(I64), "total")]
+
+    def block(inner: Builder) -> list[Value]:
+        k, rows, args, size, total = region[0], region[1:1 + len(inits)], region[1 + len(inits):-2], *region[-2:]
+        first = inner.op("minimum", inner.op("mul", k, size), inner.op("sub", total, size))
+        length = fresh_symbol(region, (), "L")
+        counter = build_region(inner.funcs, f"{derivative.name}_count", [Value(TensorType(I64), "i")],
+                               lambda c: [c.params[0]], derivative.loc)
+        (steps,) = inner.emit("scan", size, axis=0, body=counter, carried=0, length=length)
+        positions = inner.op("add", steps, inner.op("broadcast", first, dims=[], shape=steps.type.shape))
+        seeds = _seeds_at(inner, positions, seeded, per_example)
+        found = inner.emit("call", *args, seeds, callee=FuncRef(derivative.name))
+        return [inner.op("scatter", r, positions, f, axis=0) for r, f in zip(rows, found)]
+
+    body = build_region(b.funcs, f"{derivative.name}_block", region, block, derivative.loc)
+    return b.emit("for", count, *inits, *params, size, total, body=body, carried=len(inits), checkpoint=0)
+
+
+def _seeds_at(b: Builder, positions: Value, type: TensorType, per_example: bool) -> Value:
+    """The one-hot seeds at `positions` (i64[L]) as [L, *type.shape]: seed j is 1 at flat element
+    positions[j] (of every example, `per_example`), 0 elsewhere."""
+    count = positions.type.shape[0]
+    n = num_elements(type.shape[1:] if per_example else type.shape)
+    rows = b.op("broadcast", positions, dims=[0], shape=[count, n])
+    columns = b.op("iota", axis=1, dtype=I64, shape=[count, n])
+    ones = b.op("convert", b.op("eq", rows, columns), dtype=type.dtype)
+    if per_example:
+        ones = b.op("broadcast", ones, dims=[0, 2], shape=[count, type.shape[0], n])
+    return b.op("reshape", ones, shape=(count,) + type.shape)
+
+
+def _value_bytes(func: Func, values: Iterable[Value], at: dict | None = None) -> Dim:
+    """The bytes of `values` (of `func`) whose sizes `func`'s params bind, as a dimension expression
+    of their symbols; with `at` ({symbol: size}), of those whose shapes have one of its symbols, at
+    those sizes (the bytes per seed, at={seed axis: 1})."""
+    known = {s for p in func.params for s in p.type.symbols} - set(at or ())
+    total: Dim = 0
+    for value in values:
+        size = num_elements(value.type.shape)
+        if at is not None:
+            if value.type.symbols.isdisjoint(at):
+                continue        # no seed axis
+            size = size.evaluate({**{s: SymDim.symbol(s) for s in size.symbols}, **at})
+        if isinstance(size, int) or size.symbols <= known:
+            total = total + size * value.type.dtype.numpy.itemsize
+    return total
+
+
+def _at_most(size: Dim, bound: Dim) -> bool:
+    """Whether `size` <= `bound` for all sizes >= 1 of their symbols: each negative term of the
+    difference is covered by positive terms whose monomials it divides (those are at least as large)."""
+    gap = bound - size
+    if isinstance(gap, int):
+        return gap >= 0
+    spare = {mono: c for mono, c in gap.terms if c > 0}
+    for mono, c in gap.terms:
+        need = -c
+        for other in spare if c < 0 else ():
+            if need and _divides(mono, other):
+                taken = min(need, spare[other])
+                spare[other] -= taken
+                need -= taken
+        if c < 0 and need:
+            return False
+    return True
+
+
+def _divides(mono: tuple[str, ...], other: tuple[str, ...]) -> bool:
+    """Whether monomial `mono` divides `other` (each symbol as often, at least): then mono <= other."""
+    return all(other.count(s) >= mono.count(s) for s in set(mono))
+
+
+def _i64(b: Builder, size: Dim) -> Value:
+    """A size as an i64 scalar: a constant, or computed from the bound symbols (`dim`)."""
+    if isinstance(size, int):
+        return b.op("constant", dtype=I64, value=size)
+    return b.op("dim", dtype=I64, value=size)
 
 
 def example_seeds(b: Builder, type: TensorType) -> Value:

@@ -33,6 +33,7 @@ import numpy as np
 
 from adc.runtime.functional import pushed, tangent_derivative
 from adc.runtime.kernel import Kernel
+from adc.runtime.nest import flatten, flatten_like, pack
 from adc.runtime.tape import UnconnectedGradients, thread_state
 from adc.runtime.tensor import Tensor, constant
 from adc.runtime.variable import Variable
@@ -40,10 +41,13 @@ from adc.runtime.variable import Variable
 
 class ForwardAccumulator:
     """Computes the JVP of every kernel call made inside its `with` block w.r.t. `primals`
-    (Tensors or Variables, one or a list) along `tangents` (the same structure)."""
+    (a Tensor or Variable, or a nest of lists, tuples and dicts of them) along `tangents` (the
+    same structure, with a tensor, array, number or nested list of numbers per primal)."""
 
     def __init__(self, primals, tangents):
-        flat_primals, flat_tangents = _matched(primals, tangents)
+        flat_primals = flatten(primals)
+        flat_tangents = flatten_like(primals, tangents,
+                                     "adc.ForwardAccumulator: the structures of primals and tangents")
         self._tangents: dict[int, Tensor] = {}
         self._held: list = []
         for i, (primal, tangent) in enumerate(zip(flat_primals, flat_tangents)):
@@ -57,21 +61,20 @@ class ForwardAccumulator:
         thread_state.recording.remove(self)
 
     def jvp(self, primals, unconnected_gradients=UnconnectedGradients.NONE):
-        """The tangent of each of `primals` (a Tensor or Variable, or a nested list or tuple of
-        them, mirrored): None for one that does not depend on the watched primals, or zeros with
-        unconnected_gradients='zero'."""
+        """The tangent of each of `primals` (a Tensor or Variable, or a nest of lists, tuples,
+        namedtuples and dicts of them), in the same structure: None for one that does not depend
+        on the watched primals, or zeros with unconnected_gradients='zero'."""
         unconnected = UnconnectedGradients.of(unconnected_gradients, "ForwardAccumulator.jvp")
 
         def tangent_of(value):
-            if isinstance(value, (list, tuple)):
-                return type(value)(tangent_of(v) for v in value)
             if not isinstance(value, (Tensor, Variable)):
-                raise TypeError(f"ForwardAccumulator.jvp: expects Tensors or Variables, got {type(value).__name__}")
+                raise TypeError(f"ForwardAccumulator.jvp: expects Tensors or Variables (or nested lists, "
+                                f"tuples or dicts of them), got {type(value).__name__} {value!r}")
             found = self._tangents.get(id(value))
             if found is None and unconnected is UnconnectedGradients.ZERO:
                 return constant(np.zeros(value.shape, value.dtype))
             return found
-        return tangent_of(primals)
+        return pack(primals, map(tangent_of, flatten(primals)))
 
     # the recorder protocol of thread_state.recording (adc/runtime/tape.py)
 
@@ -123,14 +126,3 @@ class ForwardAccumulator:
             return tangent      # itself: a tape around the accumulator differentiates w.r.t. it (TF's double-backward)
         return constant(array.astype(primal.dtype, copy=False))
 
-
-def _matched(primals, tangents) -> tuple[list, list]:
-    """primals and tangents as two lists of one entry each: a list of primals takes a list of
-    tangents of its length, a single primal one tangent (which may be a nested list of numbers)."""
-    if not isinstance(primals, (list, tuple)):
-        return [primals], [tangents]
-    count = len(tangents) if isinstance(tangents, (list, tuple)) else "no list of"
-    if count != len(primals):
-        raise ValueError(f"adc.ForwardAccumulator: {len(primals)} primals but {count} tangents; "
-                         f"give one tangent per primal")
-    return list(primals), list(tangents)

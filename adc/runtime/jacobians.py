@@ -11,6 +11,9 @@ applied to its VJP (`vjp_batched`, adc/passes/jacobian.py), compiled once per
 
 - `jacobian`: seeds = the identity of target.size, shaped [S, *target.shape];
   the source's rows [S, *source.shape] are reshaped to target.shape + source.shape.
+  Forward mode (`mode`) seeds the source instead: S = source.size, whatever the target's size.
+- Seeds go in blocks (`_block_size`) whose seed-axis values fit the memory budget
+  (`memory_limit_mb`, else ADC_JACOBIAN_MEMORY_MB, else 256 MiB) or the result, whichever is larger.
 - `batch_jacobian`: seed j is one-hot at [:, j] for every example at once, so S
   is the per-example target size; rows [S, b, *x] become [b, *y, *x]. Before the
   walk, every recorded call on the path is checked: a call whose result mixes
@@ -32,6 +35,7 @@ from __future__ import annotations
 
 import math
 import numbers
+import os
 import warnings
 import weakref
 
@@ -48,6 +52,7 @@ from adc.runtime.tape import Node, UnconnectedGradients, walk_vjp
 from adc.runtime.tensor import Tensor
 from adc.runtime.variable import Variable
 
+DEFAULT_MEMORY_MB = 256    # what a Jacobian's blocks of seeds may take at once, unless told otherwise
 _JOIN_ARITY = 8     # blocks joined per concat call: few concat kernels to compile, whatever S is
 _batched: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()    # Kernel -> {wanted: Derivative}
 _lock = locks.lock(reentrant=True)
@@ -55,18 +60,19 @@ _mixing: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()     # Kernel ->
 
 
 def jacobian(tape, target, sources, unconnected_gradients=UnconnectedGradients.NONE,
-             parallel_iterations=None, experimental_use_pfor=True, mode="auto"):
+             parallel_iterations=None, experimental_use_pfor=True, mode="auto", memory_limit_mb=None):
     """d target[i...] / d source[j...] for each source: shape target.shape + source.shape."""
     target, flat, unconnected, chunk = _arguments("jacobian", target, sources, unconnected_gradients,
                                                   parallel_iterations,
                                                   experimental_use_pfor=experimental_use_pfor)
     mode = _mode("jacobian", mode)
+    budget = memory_budget(memory_limit_mb, "GradientTape.jacobian")
     nodes = tape.take_nodes([target], "jacobian", stacklevel=3)
     pushed = [s for s in flat if _forward(mode, nodes, s.size, target.size, experimental_use_pfor)]
     pulled = [s for s in flat if all(s is not p for p in pushed)]
-    found = dict(zip(map(id, pulled), _rows(nodes, target, pulled, 1, chunk, experimental_use_pfor)))
+    found = dict(zip(map(id, pulled), _rows(nodes, target, pulled, 1, chunk, budget, experimental_use_pfor)))
     found.update((id(s), None if c is None else _seed_axis_last(c))         # [S, *target] -> [*target, S]
-                 for s, c in zip(pushed, _columns(nodes, target, pushed, 1, chunk)))
+                 for s, c in zip(pushed, _columns(nodes, target, pushed, 1, chunk, budget)))
     results = []
     for source in flat:
         shape, found_one = target.shape + source.shape, found[id(source)]
@@ -76,7 +82,7 @@ def jacobian(tape, target, sources, unconnected_gradients=UnconnectedGradients.N
 
 def batch_jacobian(tape, target, source, unconnected_gradients=UnconnectedGradients.NONE,
                    parallel_iterations=None, experimental_use_pfor=True, allow_cross_example=False,
-                   mode="auto"):
+                   mode="auto", memory_limit_mb=None):
     """d target[b, i...] / d source[b, j...] per example b: shape [b, *target.shape[1:], *source.shape[1:]]."""
     from adc.runtime.ops import transpose
 
@@ -91,6 +97,7 @@ def batch_jacobian(tape, target, source, unconnected_gradients=UnconnectedGradie
         raise ValueError(f"batch_jacobian: the first dimension of target shape {target.shape} and source "
                          f"shape {source.shape} must match")
     mode = _mode("batch_jacobian", mode)
+    budget = memory_budget(memory_limit_mb, "GradientTape.batch_jacobian")
     nodes = tape.take_nodes([target], "batch_jacobian", stacklevel=3)
     path = _path(nodes, target, source)
     _check_examples(path, target, source, allow_cross_example)
@@ -102,14 +109,16 @@ def batch_jacobian(tape, target, source, unconnected_gradients=UnconnectedGradie
     forward = not allow_cross_example and _forward(mode, nodes, source.size // max(examples, 1),
                                                    target.size // max(examples, 1), experimental_use_pfor)
     call = _one_call(path, target, source) if experimental_use_pfor and not allow_cross_example else None
-    if call is not None and (chunk is None or chunk >= source.size // max(examples, 1)):
-        node, param = call
+    seeds = (source if forward else target).size // max(examples, 1)
+    if call is not None and _block_size(path, source if forward else target, seeds, chunk, budget, math.prod(shape),
+                                        () if forward else (source,)) >= seeds:
+        node, param = call      # all its seeds fit in one block: the fused kernel holds no more than the walk
         return functional.batch_jacobian(node.kernel, param, "forward" if forward else "reverse")(*node.primals())
     if forward:
-        (column,) = _columns(nodes, target, [source], examples, chunk)
+        (column,) = _columns(nodes, target, [source], examples, chunk, budget)
         return _unconnected(unconnected, shape, source) if column is None else \
             _reshape(_seed_axis_last(column), shape)                       # [S, b, *y] -> [b, *y, S]
-    (row,) = _rows(nodes, target, [source], examples, chunk, experimental_use_pfor)
+    (row,) = _rows(nodes, target, [source], examples, chunk, budget, experimental_use_pfor)
     if row is None:
         return _unconnected(unconnected, shape, source)
     return _reshape(transpose(row, (1, 0, *range(2, row.ndim))), shape)     # [S, b, *x] -> [b, S, *x]
@@ -137,20 +146,55 @@ def _forward(mode: str, nodes, source_size: int, target_size: int, use_pfor: boo
     return True
 
 
+def memory_budget(memory_limit_mb, what: str) -> int:
+    """The bytes a Jacobian's seeds may take at once: `memory_limit_mb` MiB, else ADC_JACOBIAN_MEMORY_MB
+    (read at every call), else DEFAULT_MEMORY_MB; ValueError naming the setting otherwise."""
+    name, limit = "memory_limit_mb", memory_limit_mb
+    if memory_limit_mb is None:
+        name, setting = "ADC_JACOBIAN_MEMORY_MB", os.environ.get("ADC_JACOBIAN_MEMORY_MB", "").strip()
+        if not setting:
+            return DEFAULT_MEMORY_MB << 20
+        try:
+            limit = float(setting)
+        except ValueError:
+            raise ValueError(f"{what}: ADC_JACOBIAN_MEMORY_MB must be a positive number of MiB, "
+                             f"not {setting!r}") from None
+    elif not isinstance(memory_limit_mb, numbers.Real) or isinstance(memory_limit_mb, bool):
+        raise TypeError(f"{what}: memory_limit_mb must be a number of MiB or None, got {memory_limit_mb!r}")
+    if not 0 < limit < math.inf:
+        raise ValueError(f"{what}: {name} must be a positive number of MiB, got {limit!r}")
+    return max(1, int(limit * (1 << 20)))
+
+
+def _block_size(path: list[Node], seeded, total: int, chunk, budget: int, result: int, pulled=()) -> int:
+    """How many of `total` seeds one block pushes or pulls (at least 1): `parallel_iterations`
+    (`chunk`) at most, and no more than keep the block's seed-axis values within the larger of
+    `budget` bytes and the result (`result` elements). Every seed of a block carries one copy of
+    each value on the path (the seeds `seeded`, the results of the calls on `path` and the
+    cotangents of the sources `pulled`: the walks keep them all to the end of the block), and the
+    kernels computing them about as much again."""
+    carried = [seeded, *pulled, *(out for node in path for out in node.outputs if out.dtype.kind == "f")]
+    per_seed = 2 * sum(v.size * v.dtype.itemsize for v in carried)
+    itemsize = max(v.dtype.itemsize for v in carried)
+    fits = max(budget, result * itemsize) // max(per_seed, 1)
+    return max(1, min(total, chunk or total, fits))
+
+
 def _seed_axis_last(t):
     from adc.runtime.ops import transpose
 
     return transpose(t, (*range(1, t.ndim), 0)) if t.ndim > 1 else t
 
 
-def _columns(nodes, target, sources, examples: int, chunk) -> list:
+def _columns(nodes, target, sources, examples: int, chunk, budget: int) -> list:
     """Per source, the target's tangents for all its seeds stacked as [S, *target.shape] (None:
     unconnected): the recorded calls pushed forward with their batched JVPs, S = the source's
-    (per-example) size; `examples` > 1 gives batch_jacobian's per-example seeds."""
+    (per-example) size, in blocks of seeds the memory budget holds; `examples` > 1 gives
+    batch_jacobian's per-example seeds."""
     columns = []
     for source in sources:
         total = source.size // examples if examples else 0
-        step = chunk or max(total, 1)
+        step = _block_size(_path(nodes, target, source), source, total, chunk, budget, target.size * total)
         blocks = [_push(nodes, target, source, _one_hot_seeds(source, examples, lo, min(lo + step, total)))
                   for lo in range(0, max(total, 1), step)]
         columns.append(_join(blocks))
@@ -204,16 +248,21 @@ def _unconnected(unconnected: UnconnectedGradients, shape: tuple, source):
     return None
 
 
-def _rows(nodes, target, sources, examples: int, chunk, use_pfor: bool) -> list:
-    """Per source, the cotangents of all seeds stacked as [S, *source.shape] (None: unconnected);
-    `examples` > 1 gives batch_jacobian's per-example seeds."""
+def _rows(nodes, target, sources, examples: int, chunk, budget: int, use_pfor: bool) -> list:
+    """Per source, the cotangents of all seeds stacked as [S, *source.shape] (None: unconnected),
+    walked in blocks of seeds the memory budget holds; `examples` > 1 gives batch_jacobian's
+    per-example seeds."""
+    if not sources:     # every source pushed forward: no seed of the target's size to build
+        return []
     total = math.prod(target.shape) // examples if examples else 0
     if total == 0:      # no seed: nothing to walk, but an unconnected source stays unconnected
         return [Tensor._wrap(np.zeros((0, *s.shape), s.dtype)) if s is target or _path(nodes, target, s)
                 else None for s in sources]
     batched = use_pfor and all(isinstance(n.kernel, Kernel) for n in nodes)   # not a Python backward
     walk = _walk if batched else _walk_one
-    step = (chunk or max(total, 1)) if batched else 1
+    path = {id(n): n for s in sources for n in _path(nodes, target, s)}.values()
+    result = sum(s.size for s in sources) * total
+    step = _block_size(list(path), target, total, chunk, budget, result, sources) if batched else 1
     blocks = [walk(nodes, target, _one_hot_seeds(target, examples, lo, min(lo + step, total)), sources)
               for lo in range(0, total, step)]
     return [_join([b[i] for b in blocks]) for i in range(len(sources))]

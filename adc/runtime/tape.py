@@ -246,25 +246,27 @@ class GradientTape:
         return nodes
 
     def jacobian(self, target, sources, unconnected_gradients=UnconnectedGradients.NONE,
-                 parallel_iterations=None, experimental_use_pfor=True, mode="auto"):
+                 parallel_iterations=None, experimental_use_pfor=True, mode="auto", memory_limit_mb=None):
         """d target / d source for each source, shaped target.shape + source.shape, with the
-        structure of `sources`; all seeds in one walk (adc/runtime/jacobians.py): backward, or
-        forward when `mode` is "forward", or "auto" and the source is smaller than the target."""
+        structure of `sources`; seeds walked in blocks (adc/runtime/jacobians.py): backward, or
+        forward when `mode` is "forward", or "auto" and the source is smaller than the target. A
+        block's seeds take at most `memory_limit_mb` MiB (default ADC_JACOBIAN_MEMORY_MB, else 256)
+        or the result's size."""
         from adc.runtime.jacobians import jacobian
 
         return jacobian(self, target, sources, unconnected_gradients, parallel_iterations,
-                        experimental_use_pfor, mode)
+                        experimental_use_pfor, mode, memory_limit_mb)
 
     def batch_jacobian(self, target, source, unconnected_gradients=UnconnectedGradients.NONE,
                        parallel_iterations=None, experimental_use_pfor=True, allow_cross_example=False,
-                       mode="auto"):
+                       mode="auto", memory_limit_mb=None):
         """The per-example Jacobians [b, y1..yn, x1..xm] of target[i] w.r.t. source[i]; raises
-        ValueError when the recorded calls mix examples, unless `allow_cross_example`; `mode` as
-        for `jacobian`, by the per-example sizes."""
+        ValueError when the recorded calls mix examples, unless `allow_cross_example`; `mode` and
+        `memory_limit_mb` as for `jacobian`, by the per-example sizes."""
         from adc.runtime.jacobians import batch_jacobian
 
         return batch_jacobian(self, target, source, unconnected_gradients, parallel_iterations,
-                              experimental_use_pfor, allow_cross_example, mode)
+                              experimental_use_pfor, allow_cross_example, mode, memory_limit_mb)
 
 
 def _warn_unrecorded(tape: GradientTape, targets: list, what: str, stacklevel: int) -> None:

@@ -120,7 +120,10 @@ def test_a_language_custom_gradient_is_transposed_a_python_one_refuses(m):
     (np.ones(2), np.ones(2), TypeError, r"primals\[0\] must be a Tensor or Variable"),
     (adc.constant([1, 2]), [1, 1], TypeError, r"primals\[0\] is int32; only float values"),
     (adc.constant([1.0, 2.0]), np.ones(3), ValueError, r"tangents\[0\] has shape \(3,\)"),
-    ([adc.constant(1.0)], [], ValueError, "1 primals but 0 tangents"),
+    ([adc.constant(1.0)], [], ValueError, "primals and tangents differ: 0 entries where a sequence of 1"),
+    ({"a": adc.constant(1.0)}, {"b": 1.0}, ValueError, r"keys \['b'\] where a dict with keys \['a'\]"),
+    ({"a": adc.constant(1.0)}, [1.0], ValueError, "list where a dict"),
+    ([adc.constant(1.0), {"a": adc.constant(1.0)}], [1.0, 1.0], ValueError, "float where a dict"),
 ])
 def test_argument_errors(primals, tangents, error, message):
     with pytest.raises(error, match=message):
@@ -155,3 +158,52 @@ def test_a_sum_passes_its_moving_operands_tangent_through_without_a_call():
         assert moved is acc.jvp(x)
         loss = adc.reduce_sum(moved * moved) + adc.reduce_sum(acc.jvp(z))
     np.testing.assert_array_equal(tape.gradient(loss, v).numpy(), 2 * v.numpy() + 3.0)
+
+
+Pair = __import__("collections").namedtuple("Pair", "first second")
+
+
+def test_jvp_mirrors_any_nest_of_lists_tuples_namedtuples_and_dicts():
+    """tf.autodiff.ForwardAccumulator.jvp maps over the structure it is given: dicts keep their
+    keys (and order), namedtuples their type, and an unconnected value gets None (or zeros)."""
+    x = adc.Variable(np.array([0.5, -1.0]))
+    dx = np.array([1.0, 2.0])
+    with adc.ForwardAccumulator(x, dx) as acc:
+        y = adc.sin(x)
+        h = x * x
+        u = adc.exp(x)
+    c = adc.constant([3.0, 4.0])
+    nested = acc.jvp([y, {"h": h, "u": u, "c": c}, (Pair(u, c),)])
+    assert isinstance(nested, list) and list(nested[1]) == ["h", "u", "c"] and type(nested[2][0]) is Pair
+    x64 = x.numpy()
+    np.testing.assert_allclose(nested[0].numpy(), np.cos(x64) * dx, rtol=1e-15)
+    np.testing.assert_allclose(nested[1]["h"].numpy(), 2 * x64 * dx, rtol=1e-15)
+    np.testing.assert_allclose(nested[1]["u"].numpy(), np.exp(x64) * dx, rtol=1e-15)
+    np.testing.assert_allclose(nested[2][0].first.numpy(), np.exp(x64) * dx, rtol=1e-15)
+    assert nested[1]["c"] is None and nested[2][0].second is None
+    zeros = acc.jvp({"c": c, "y": [y]}, unconnected_gradients="zero")
+    np.testing.assert_array_equal(zeros["c"].numpy(), np.zeros(2))
+    np.testing.assert_allclose(zeros["y"][0].numpy(), np.cos(x64) * dx, rtol=1e-15)
+    with pytest.raises(TypeError, match="expects Tensors or Variables"):
+        acc.jvp({"y": y, "bad": np.ones(2)})
+
+
+def test_primals_and_tangents_may_be_any_nest_of_the_same_structure():
+    """As TF's: a dict of primals takes a dict of tangents, a nest a nest (a tangent may itself be a
+    nested list of numbers); each primal moves along its own tangent, checked by finite differences."""
+    rng = np.random.default_rng(3)
+    w64, b64, s64 = rng.standard_normal((3, 2)), rng.standard_normal(2), 0.7
+    dw, db = rng.standard_normal((3, 2)), [0.25, -0.5]
+    x = rng.standard_normal((4, 3))
+    w, b, s = adc.Variable(w64), adc.Variable(b64), adc.Variable(np.float64(s64))
+
+    def f(w, b, s):
+        return adc.reduce_sum(adc.tanh(adc.matmul(x, w) + b) * s)
+
+    with adc.ForwardAccumulator({"layer": (w, b), "scale": [s]}, {"scale": [2.0], "layer": [dw, db]}) as acc:
+        y = f(w, b, s)
+    step = 1e-6
+    plus = f(w64 + step * dw, b64 + step * np.array(db), s64 + 2 * step).numpy()
+    minus = f(w64 - step * dw, b64 - step * np.array(db), s64 - 2 * step).numpy()
+    np.testing.assert_allclose(acc.jvp(y).numpy(), (plus - minus) / (2 * step), rtol=1e-7)
+    np.testing.assert_array_equal(acc.jvp({"b": b})["b"].numpy(), db)
