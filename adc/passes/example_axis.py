@@ -11,7 +11,9 @@ point, where the trip count, the branch taken and the indices are constants.
 
 It tracks, per value, an `Examples(axis, inner)`: entry p depends on example p[axis] // inner
 only (inner > 1 when the example axis is merged with the axes after it, as a reshape of
-[B, N] to [B*N] does), with one rule per op in `example_axis_rules`:
+[B, N] to [B*N] does), or, inside a loop's body, `Pinned`: one example's values, x[b] of
+`for b in range(B): y[b] = f(x[b])`, which a scatter at b puts back in place. One rule per op
+in `example_axis_rules`:
 
     %0 = tanh %x                  Examples(0)         (elementwise)
     %1 = transpose %0             Examples(1)
@@ -27,9 +29,9 @@ join both branches.
 
 Conservative, answering MIXED although the examples may stay apart: an `if` one of whose
 branches mixes (the other may be the one taken); values that cancel (`x - x` of a batch sum);
-a gather or scatter along the example axis at positions it cannot prove per example (a scalar
-index: `x[b]` in a loop over examples); a reshape that splits the example axis into several
-axes; a shifted slice of it, or a strided one whose step does not divide the merged size.
+a gather or scatter along the example axis at positions it cannot prove per example; one
+example's values (x[b]) passed into a nested loop or branch; a reshape that splits the example
+axis into several axes; a shifted slice of it, or a strided one whose step does not divide the merged size.
 `call` and `custom_gradient` are not analysed: `function_example_axes` expands and inlines them
 first (UNSUPPORTED).
 """
@@ -57,6 +59,17 @@ class Examples:
 
     axis: int
     inner: Dim = 1
+
+
+@dataclass(frozen=True)
+class Pinned:
+    """Every entry depends on one example only: the one a scalar `index` picks (under the index
+    rule) along an example axis of `extent`, as x[b] does in `for b in range(B): y[b] = f(x[b])`.
+    Valid inside one function run (one iteration of a loop's body): a region's results and a
+    control-flow op's operands that are Pinned are taken as MIXED."""
+
+    index: Value
+    extent: Dim
 
 
 def example_axes(func: Func, param: int, axis: int = 0, funcs: Mapping[str, Func] | None = None
@@ -107,7 +120,8 @@ class _Walk:
         """The states of region `name`'s results, given its params' states and index forms."""
         key = (name, tuple(states), tuple(forms))
         if key not in self.memo:
-            self.memo[key] = self.run(self._callable(name), states, forms)
+            found = self.run(self._callable(name), states, forms)
+            self.memo[key] = tuple(MIXED if isinstance(s, Pinned) else s for s in found)
         return self.memo[key]
 
     def _callable(self, name: str) -> Func:
@@ -138,8 +152,12 @@ class _Walk:
         if op.name in NON_DIFFERENTIABLE:
             return (None,) * len(op.results)        # no derivative flows through
         rule = example_axis_rules.get(op.name)
-        if rule is None or (MIXED in states and op.name not in REGION_ATTRS):
+        if op.name in REGION_ATTRS:
+            return rule(op, [MIXED if isinstance(s, Pinned) else s for s in states], self)
+        if rule is None or MIXED in states:
             return (MIXED,) * len(op.results)
+        if op.name not in ("scatter", "scatter_add") and any(isinstance(s, Pinned) for s in states):
+            return (_one(states),) * len(op.results)     # of one example's values: that example's
         return rule(op, states, self)
 
 
@@ -277,23 +295,28 @@ example_axis_rules["matmul"] = matmul_example_axis
 def gather_example_axis(op, states, walk):
     # result = x's axes before `axis`, the indices' axes, x's axes after. Along another axis the
     # examples stay, whatever the indices (computed from the examples or not: they carry no
-    # derivative); along the example axis, where the indices' form proves that index entry p
-    # reads row p[a] of m positions, m dividing inner: example p[a] // (inner / m) (take_along_axis)
+    # derivative). Along the example axis: where the indices' form proves that index entry p
+    # reads row p[a] of m positions, m dividing inner, example p[a] // (inner / m)
+    # (take_along_axis); one scalar index picks one example (x[b]).
     (s, _), axis, (x, indices) = states, op.attrs["axis"], op.operands
     if s.axis != axis:
         return (s if s.axis < axis else _moved(s, s.axis + indices.type.rank - 1),)
     rows = index_rows(walk.form(indices), x.type.shape[axis], indices.type.shape)
     inner = None if rows is None else quotient(s.inner, rows[1])
-    return (MIXED,) if inner is None else (Examples(axis + rows[0], inner),)
+    if inner is not None:
+        return (Examples(axis + rows[0], inner),)
+    return (Pinned(indices, x.type.shape[axis]) if indices.type.rank == 0 and s.inner == 1 else MIXED,)
 
 
 def scatter_example_axis(op, states, walk):
     # base with each update written (or added) at its index along `axis`: base's entries keep their
     # state and each update lands where the indices put it; both must say the same. The updates'
     # axes are base's before `axis`, the indices' axes, base's after.
-    (base, _, updates), axis, indices = states, op.attrs["axis"], op.operands[1]
+    (base, _, updates), axis, (_, indices, _) = states, op.attrs["axis"], op.operands
     rank = indices.type.rank
-    if updates is None or updates.axis < axis:
+    if isinstance(updates, Pinned):     # y[b] = f(x[b]): example b written at position b
+        written = Examples(axis) if updates == Pinned(indices, op.result.type.shape[axis]) else updates
+    elif updates is None or updates.axis < axis:
         written = updates
     elif updates.axis >= axis + rank:
         written = _moved(updates, updates.axis - rank + 1)

@@ -51,6 +51,8 @@ KEEPING = (
     "{t} = {a} * 1.0\nfor i in range(N):\n    {t}[:, i] = sin({t}[:, i] + {b}[:, i])",
     "{t} = tanh({a})\nfor s in range(N):\n    {t} = tanh(reshape({b}[:, s], [B, 1]) * {t})",
     "{t} = {a}\nwhile max(abs({t})) > 0.5:\n    {t} = {t} * 0.5",
+    "{t} = {a} * 1.0\nfor r in range(B):\n    {t}[r] = tanh({b}[r]) * sum({a}[r])",
+    "{t} = {a} * 1.0\nfor r in range(B):\n    if sum({a}[r]) > 0.1:\n        {t}[r] = {b}[r] * 2.0",
     "if mean({a}) > 0.1:\n    {t} = tanh({a}) * {b}\nelse:\n    {t} = sin({a}) + {b}",
 )
 # (a permutation of the examples keeps the value too: twice, it would give it back)
@@ -62,11 +64,13 @@ MIXING = (
     "{t} = tanh(({a} @ transpose({b})) @ {a} * 0.1)",
     "{t} = concat([{a}[1:], {a}[:1]], axis=0) + tanh({a})",
     "{t} = {a}\nfor i in range(2):\n    {t} = tanh({t} + mean({t}, axis=0))",
+    "{t} = {a} * 1.0\nfor r in range(B):\n    {t}[r] = tanh({a}[(r + 1) % B]) + {a}[r]",
+    "{t} = {a} * 0.5\nfor r in range(1, B):\n    {t}[r] = tanh({t}[r - 1]) + {a}[r]",
 )
 # not mixing, but the analysis says they may (documented as conservative)
 CONSERVATIVE = (
     "if mean({a}) > 1000.0:\n    {t} = {a} - mean({a}, axis=0)\nelse:\n    {t} = tanh({a})",
-    "{t} = {a} * 1.0\nfor r in range(B):\n    {t}[r] = tanh({a}[r])",
+    "{t} = {a} * 1.0\nfor r in range(B):\n    u = {a}[r]\n    for k in range(2):\n        u = tanh(u)\n    {t}[r] = u",
     "{t} = ({a} + mean({a}, axis=0)) - mean({a}, axis=0)",
 )
 

@@ -53,6 +53,20 @@ def scatter_at_a_computed_column(x: f64[B, N], idx: i64[K]) -> f64[B, N]:
         y[:, i] = sin(y[:, i]) + y[:, idx[i % K]]
     return y
 
+def loop_over_examples(x: f64[B, N], idx: i64[K]) -> f64[B, N]:
+    y = x * 1.0
+    for b in range(B):
+        y[b] = tanh(x[b]) * sum(x[b])
+    return y
+
+def running_sum_over_examples(x: f64[B, N], idx: i64[K]) -> f64[B, N]:
+    y = x * 1.0
+    total = zeros([N], dtype=f64)
+    for b in range(B):
+        total = total + x[b]
+        y[b] = tanh(total)
+    return y
+
 def batch_normalization(x: f64[B, N], idx: i64[K]) -> f64[B, N]:
     return x - mean(x, axis=0)
 
@@ -71,8 +85,9 @@ def rows_taken_along_the_batch(x: f64[B, N], idx: i64[B, N]) -> f64[B, N]:
 
 B, N, K = 3, 4, 5
 KEEPING = ["take_columns", "softmax_of_taken_cumsum", "along", "tanh_three_times", "recurrent",
-           "halve_while_any_is_large", "branch_on_the_batch_mean", "scatter_at_a_computed_column"]
-MIXING = ["batch_normalization", "across_examples", "loop_carrying_a_batch_mean", "rows_taken_along_the_batch"]
+           "halve_while_any_is_large", "branch_on_the_batch_mean", "scatter_at_a_computed_column",
+           "loop_over_examples"]
+MIXING = ["running_sum_over_examples", "batch_normalization", "across_examples", "loop_carrying_a_batch_mean", "rows_taken_along_the_batch"]
 STEP = 1e-6
 
 
