@@ -77,21 +77,40 @@ def example_axes(func: Func, param: int, axis: int = 0, funcs: Mapping[str, Func
     """Per result of `func`: None when it does not depend on `param` through derivatives, the
     axis k along which its entry i depends on entry i of `param` along `axis` only, or MIXED.
     `funcs` holds the region functions of its loops and branches. A scalar param mixes."""
-    p = func.params[param]
-    start = None if not p.type.dtype.is_float else Examples(axis) if p.type.rank else MIXED
-    states = _Walk(funcs or {}).run(func, [start if v is p else None for v in func.params],
-                                    [UNKNOWN] * len(func.params))
-    return tuple(s.axis if isinstance(s, Examples) and s.inner == 1 else MIXED if s is not None else None
-                 for s in states)
+    return _analysed(func, param, axis, funcs)[0]
 
 
 def function_example_axes(module: Module, name: str, param: int, axis: int = 0) -> tuple[int | None, ...]:
     """example_axes of function `name` of `module`, its custom gradients expanded and its calls
     inlined (what the analysis cannot look into otherwise)."""
+    func, funcs = _inlined(module, name)
+    return _analysed(func, param, axis, funcs)[0]
+
+
+def where_examples_mix(module: Module, name: str, param: int, axis: int = 0, result: int = 0) -> Op | None:
+    """The op of function `name` (or of a region, inlined callee: its own location) where the
+    examples first mix on the way to `result`, or None when they do not: what an error points at.
+    A loop or branch whose results mix though its operands do not is itself the place."""
+    func, funcs = _inlined(module, name)
+    return _analysed(func, param, axis, funcs)[1][result]
+
+
+def _inlined(module: Module, name: str) -> tuple[Func, dict[str, Func]]:
     expanded = expand_custom_gradients(module)
     clones: dict[str, Func] = {}
     func = inline_func(expanded[name], expanded, clones)
-    return example_axes(func, param, axis, {**expanded.funcs, **clones})
+    return func, {**expanded.funcs, **clones}
+
+
+def _analysed(func: Func, param: int, axis: int, funcs: Mapping[str, Func] | None) -> tuple[tuple, tuple]:
+    """The result axes of example_axes, and per result the op its mixing comes from (or None)."""
+    p = func.params[param]
+    start = None if not p.type.dtype.is_float else Examples(axis) if p.type.rank else MIXED
+    walk = _Walk(funcs or {})
+    states = walk.run(func, [start if v is p else None for v in func.params], [UNKNOWN] * len(func.params))
+    axes = tuple(s.axis if isinstance(s, Examples) and s.inner == 1 else MIXED if s is not None else None
+                 for s in states)
+    return axes, tuple(walk.origins.get(v) if a == MIXED else None for v, a in zip(func.returns, axes))
 
 
 def depends_across(func: Func, param: int, result: int = 0, funcs: Mapping[str, Func] | None = None) -> bool:
@@ -112,6 +131,7 @@ class _Walk:
         self.inlined: dict[str, Func] = {}
         self.memo: dict[tuple, tuple] = {}
         self.forms: dict[Value, IndexForm] = {}
+        self.origins: dict[Value, Op] = {}      # a MIXED value -> the op where its examples first mixed
 
     def form(self, value: Value) -> IndexForm:
         return self.forms.get(value, UNKNOWN)
@@ -144,8 +164,12 @@ class _Walk:
             operand_states = [found.get(v) for v in op.operands]
             if all(s is None for s in operand_states):
                 continue
-            found.update((r, s) for r, s in zip(op.results, self._apply(op, operand_states))
-                         if s is not None and r.type.dtype.is_float)
+            made = [(r, s) for r, s in zip(op.results, self._apply(op, operand_states))
+                    if s is not None and r.type.dtype.is_float]
+            found.update(made)
+            inherited = next((self.origins[v] for v, s in zip(op.operands, operand_states)
+                              if s == MIXED and v in self.origins), op)
+            self.origins.update((r, inherited) for r, s in made if s == MIXED)
         return tuple(found.get(v) for v in func.returns)
 
     def _apply(self, op: Op, states) -> tuple:

@@ -4,8 +4,8 @@ Property: over random programs of a batch x: f64[B, N] (gathers, scans, reductio
 matmuls, concats, pads, scatters, loops, whiles, branches), the analysis says "no mixing" exactly
 when the full Jacobian d y / d x, by central differences of the reference interpreter in float64
 at two random points, is zero off its diagonal blocks. Programs with the constructs it is
-documented to be conservative about (a branch only one arm of which mixes, a loop over examples,
-cancelling terms) hold the safe direction only: it never says "no mixing" of a program that mixes,
+documented to be conservative about (a branch only one arm of which mixes, one example's values
+passed into a nested loop, cancelling terms) hold the safe direction only: it never says "no mixing" of a program that mixes,
 which would make batch_jacobian's answer wrong. Also: every op of the registry has a rule or is
 listed as unsupported, and the index forms that prove take_along_axis per example.
 """
@@ -15,13 +15,17 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
+from adc.errors import CompileError
 from adc.frontend import compile_source
 from adc.ir.builder import Builder
 from adc.ir.core import Value
 from adc.ir.interp import run
 from adc.ir.ops import OPS
 from adc.ir.types import F64, I64, Dim, SymDim, TensorType
-from adc.passes.example_axis import MIXED, UNSUPPORTED, example_axes, example_axis_rules, function_example_axes
+from adc.passes.adjoint import vjp
+from adc.passes.example_axis import (MIXED, UNSUPPORTED, example_axes, example_axis_rules, function_example_axes,
+                                     where_examples_mix)
+from adc.passes.jacobian import batch_jacobian
 
 B, N, K = (SymDim.symbol(s) for s in "BNK")
 
@@ -29,12 +33,14 @@ SIGNATURE = ("def f(x: f64[B, N], w: f64[N, N], idx: i64[N], rows: i64[B, N], ba
              "next_rows: i64[B, N]) -> f64[B, N]:")
 STEP = 1e-6
 
-# Each step makes {t}: f64[B, N] from earlier values {a} and {b}, none of them adding to a row a
-# constant (a softmax or a centering would cancel it) or saturating a tanh, so a dependence in the
-# program is a non-zero derivative at random points; no condition or argmax is on a tie (a mean of
-# centered rows is 0), where a step of the differences would jump.
+# Each step makes {t}: f64[B, N] from earlier values {a} and {b} such that a dependence in the
+# program is a non-zero derivative at random points: none adds to a row a constant (a softmax or a
+# centering would cancel it), sums a row (a softmax's is 1), multiplies into an even function (of
+# centered values, with two examples, odd and even parts would cancel) or saturates a tanh; no
+# condition or argmax is on a tie (a mean of centered rows is 0), where a step of the differences
+# would jump; a loop over the examples overwrites a row with a function of the value it started from.
 KEEPING = (
-    "{t} = tanh({a}) * {b}",
+    "{t} = tanh({a}) * ({b} + 2.0)",
     "{t} = sin({a}) + sigmoid({b})",
     "{t} = cumsum({a}, axis=1) * 0.5",
     "{t} = tanh({a} @ w)",
@@ -47,13 +53,13 @@ KEEPING = (
     "{t} = concat([{a}[:, :1], tanh({b}[:, 1:])], axis=1)",
     "{t} = pad({a}[:, 1:], [[0, 0], [0, 1]]) + {b}",
     "{t} = {a} * 1.0\n{t}[:, argmax(sum({b}, axis=0) + w[0])] = tanh({b}[:, 0])",
-    "{t} = {a}\nfor i in range(2):\n    {t} = tanh({t} * {b})",
+    "{t} = {a}\nfor i in range(2):\n    {t} = tanh({t} * {b} + {b})",
     "{t} = {a} * 1.0\nfor i in range(N):\n    {t}[:, i] = sin({t}[:, i] + {b}[:, i])",
     "{t} = tanh({a})\nfor s in range(N):\n    {t} = tanh(reshape({b}[:, s], [B, 1]) * {t})",
     "{t} = {a}\nwhile max(abs({t})) > 0.5:\n    {t} = {t} * 0.5",
-    "{t} = {a} * 1.0\nfor r in range(B):\n    {t}[r] = tanh({b}[r]) * sum({a}[r])",
-    "{t} = {a} * 1.0\nfor r in range(B):\n    if sum({a}[r]) > 0.1:\n        {t}[r] = {b}[r] * 2.0",
-    "if mean({a}) > 0.1:\n    {t} = tanh({a}) * {b}\nelse:\n    {t} = sin({a}) + {b}",
+    "{t} = {a} * 1.0\nfor r in range(B):\n    {t}[r] = tanh({b}[r]) * sum(sin({a}[r]))",
+    "{t} = {a} * 1.0\nfor r in range(B):\n    if sum({b}[r]) > 0.1:\n        {t}[r] = tanh({a}[r]) * 2.0",
+    "if mean({a}) > 0.1:\n    {t} = tanh({a}) * ({b} + 2.0)\nelse:\n    {t} = sin({a}) + {b}",
 )
 # (a permutation of the examples keeps the value too: twice, it would give it back)
 MIXING = (
@@ -84,8 +90,11 @@ def programs(draw, steps) -> tuple[str, int, int]:
         made = template.format(t=f"v{k}", a=draw(st.sampled_from(names)), b=draw(st.sampled_from(names)))
         lines += made.splitlines()
         names.append(f"v{k}")
-    body = "".join(f"    {line}\n" for line in lines + [f"return {names[-1]}"])
-    return f"{SIGNATURE}\n{body}", draw(st.sampled_from((2, 3))), draw(st.sampled_from((2, 3, 4)))
+    return kernel(lines + [f"return {names[-1]}"]), draw(st.sampled_from((2, 3))), draw(st.sampled_from((2, 3, 4)))
+
+
+def kernel(lines) -> str:
+    return f"{SIGNATURE}\n" + "".join(f"    {line}\n" for line in lines)
 
 
 def arguments(batch: int, size: int, seed: int) -> list[np.ndarray]:
@@ -138,9 +147,8 @@ def test_no_mixing_is_never_said_of_a_program_that_mixes(program):
 def test_each_conservative_step_is_block_diagonal_but_called_mixing():
     # what the module's docstring lists as conservative, so that a sharper rule updates the list
     for template in CONSERVATIVE:
-        module = compile_source(f"{SIGNATURE}\n" + "".join(f"    {line}\n" for line in
-                                                          template.format(t="y", a="x", b="x").splitlines())
-                                + "    return y\n", "conservative.adc")
+        module = compile_source(kernel(template.format(t="y", a="x", b="x").splitlines() + ["return y"]),
+                                "conservative.adc")
         assert function_example_axes(module, "f", 0) == (MIXED,) and not mixes_numerically(module, 3, 4), template
 
 
@@ -189,3 +197,27 @@ def test_a_gather_along_the_example_axis_is_per_example_where_the_indices_stay_i
 def test_example_axes_of_small_kernels(params, body, result, mixes):
     module = compile_source(f"def f({params}) -> {result}:\n    return {body}\n", "small.adc")
     assert (function_example_axes(module, "f", 0)[0] != 0) == mixes
+
+
+@pytest.mark.parametrize("step, mixes", [("tanh(y * x)", False), ("tanh(y + mean(y, axis=0))", True)])
+def test_the_vjp_of_a_loop_its_scan_and_reversed_for_keeps_or_mixes_as_the_loop_does(step, mixes):
+    # what a batch Jacobian of a gradient (nested tapes) analyses: scan stacks the states, for runs back
+    source = f"def f(x: f64[B, N]) -> f64[B, N]:\n    y = x\n    for i in range(3, checkpoint=1):\n" \
+             f"        y = {step}\n    return y\n"
+    module, gradient = vjp(compile_source(source, "loop.adc"), "f")
+    assert {"scan", "for"} <= {op.name for op in gradient.func.ops}
+    for param in (0, 1):        # x, and the cotangent of y
+        assert function_example_axes(module, gradient.func.name, param) == ((MIXED,) if mixes else (0,))
+
+
+@pytest.mark.parametrize("body, line, op", [
+    ("    y = tanh(x) * 2.0\n    z = y - mean(y, axis=0)\n    return z * x\n", 3, "reduce_sum"),
+    ("    y = x\n    for i in range(2):\n        y = tanh(y + mean(y, axis=0))\n    return y\n", 3, "for"),
+    ("    return tanh(x) @ (transpose(x) @ x)\n", 2, "matmul"),
+])
+def test_a_batch_jacobian_of_examples_that_mix_points_at_where_they_mix(body, line, op):
+    module = compile_source(f"def f(x: f64[B, N]) -> f64[B, N]:\n{body}", "mixing.adc")
+    assert where_examples_mix(module, "f", 0).name == op
+    with pytest.raises(CompileError, match=rf"examples mix here \({op}\)") as error:
+        batch_jacobian(module, "f", 0)
+    assert error.value.line == line
