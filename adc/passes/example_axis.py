@@ -49,6 +49,7 @@ from adc.passes.index_forms import UNKNOWN, IndexForm, index_form_rules, index_r
 from adc.passes.inline import callees, inline_func
 
 MIXED = -1      # the value depends on the param, but not example by example along one axis
+PUTTING_BACK = ("scatter", "scatter_add")       # the ops whose rules read Pinned operands
 UNSUPPORTED = {"call": "inlined before the analysis (function_example_axes)",
                "custom_gradient": "expanded to a call of its forward before the analysis"}
 
@@ -88,9 +89,10 @@ def function_example_axes(module: Module, name: str, param: int, axis: int = 0) 
 
 
 def where_examples_mix(module: Module, name: str, param: int, axis: int = 0, result: int = 0) -> Op | None:
-    """The op of function `name` (or of a region, inlined callee: its own location) where the
-    examples first mix on the way to `result`, or None when they do not: what an error points at.
-    A loop or branch whose results mix though its operands do not is itself the place."""
+    """The op where the examples first mix on the way to result `result` of function `name` (an op
+    of the function, of one of its regions or of an inlined callee, with its own location), or
+    None when they do not: what an error points at. A loop or branch whose results mix though
+    its operands do not is itself the place."""
     func, funcs = _inlined(module, name)
     return _analysed(func, param, axis, funcs)[1][result]
 
@@ -180,14 +182,15 @@ class _Walk:
             return rule(op, [MIXED if isinstance(s, Pinned) else s for s in states], self)
         if rule is None or MIXED in states:
             return (MIXED,) * len(op.results)
-        if op.name not in ("scatter", "scatter_add") and any(isinstance(s, Pinned) for s in states):
+        if op.name not in PUTTING_BACK and any(isinstance(s, Pinned) for s in states):
             return (_one(states),) * len(op.results)     # of one example's values: that example's
         return rule(op, states, self)
 
 
 # example_axis_rules[op_name](op, states, walk) -> the state of each result
 #   states: per operand, None (no dependence on the param), MIXED (control-flow ops only; any
-#   other op with a MIXED operand mixes), or Examples; walk.form(v) is an integer operand's
+#   other op with a MIXED operand mixes), Examples, or Pinned (the ops of PUTTING_BACK only; any
+#   other op of one example's values gives that example's); walk.form(v) is an integer operand's
 #   IndexForm, walk.region(name, states, forms) a region's result states.
 # Called when some operand depends on the param. Non-float results and the ops of
 # NON_DIFFERENTIABLE carry no dependence. Every op has a rule or is in UNSUPPORTED.

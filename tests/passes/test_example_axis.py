@@ -5,9 +5,10 @@ matmuls, concats, pads, scatters, loops, whiles, branches), the analysis says "n
 when the full Jacobian d y / d x, by central differences of the reference interpreter in float64
 at two random points, is zero off its diagonal blocks. Programs with the constructs it is
 documented to be conservative about (a branch only one arm of which mixes, one example's values
-passed into a nested loop, cancelling terms) hold the safe direction only: it never says "no mixing" of a program that mixes,
-which would make batch_jacobian's answer wrong. Also: every op of the registry has a rule or is
-listed as unsupported, and the index forms that prove take_along_axis per example.
+passed into a nested loop, cancelling terms) hold the safe direction only: it never says "no
+mixing" of a program that mixes, which would make batch_jacobian's answer wrong. Also: every op
+of the registry has a rule or is listed as unsupported; the index forms that prove
+take_along_axis per example; where a refused batch Jacobian points.
 """
 from __future__ import annotations
 

@@ -87,7 +87,8 @@ B, N, K = 3, 4, 5
 KEEPING = ["take_columns", "softmax_of_taken_cumsum", "along", "tanh_three_times", "recurrent",
            "halve_while_any_is_large", "branch_on_the_batch_mean", "scatter_at_a_computed_column",
            "loop_over_examples"]
-MIXING = ["running_sum_over_examples", "batch_normalization", "across_examples", "loop_carrying_a_batch_mean", "rows_taken_along_the_batch"]
+MIXING = ["running_sum_over_examples", "batch_normalization", "across_examples", "loop_carrying_a_batch_mean",
+          "rows_taken_along_the_batch"]
 STEP = 1e-6
 
 
