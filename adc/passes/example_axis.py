@@ -29,6 +29,7 @@ join both branches.
 
 Conservative, answering MIXED although the examples may stay apart: an `if` one of whose
 branches mixes (the other may be the one taken); values that cancel (`x - x` of a batch sum);
+a value whose mixed part is sliced or overwritten away (states are per value, not per element);
 a gather or scatter along the example axis at positions it cannot prove per example; one
 example's values (x[b]) passed into a nested loop or branch; a reshape that splits the example
 axis into several axes; a shifted slice of it, or a strided one whose step does not divide the merged size.

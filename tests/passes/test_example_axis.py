@@ -5,10 +5,10 @@ matmuls, concats, pads, scatters, loops, whiles, branches), the analysis says "n
 when the full Jacobian d y / d x, by central differences of the reference interpreter in float64
 at two random points, is zero off its diagonal blocks. Programs with the constructs it is
 documented to be conservative about (a branch only one arm of which mixes, one example's values
-passed into a nested loop, cancelling terms) hold the safe direction only: it never says "no
-mixing" of a program that mixes, which would make batch_jacobian's answer wrong. Also: every op
-of the registry has a rule or is listed as unsupported; the index forms that prove
-take_along_axis per example; where a refused batch Jacobian points.
+passed into a nested loop, cancelling terms, a mixed part overwritten) hold the safe direction
+only: it never says "no mixing" of a program that mixes, which would make batch_jacobian's
+answer wrong. Also: every op of the registry has a rule or is listed as unsupported; the index
+forms that prove take_along_axis per example; where a refused batch Jacobian points.
 """
 from __future__ import annotations
 
@@ -39,7 +39,8 @@ STEP = 1e-6
 # centering would cancel it), sums a row (a softmax's is 1), multiplies into an even function (of
 # centered values, with two examples, odd and even parts would cancel) or saturates a tanh; no
 # condition or argmax is on a tie (a mean of centered rows is 0), where a step of the differences
-# would jump; a loop over the examples overwrites a row with a function of the value it started from.
+# would jump; every step reads all of each operand, so no part of a value where examples mixed is
+# sliced or overwritten away (a loop over the examples overwrites a row with a function of it).
 KEEPING = (
     "{t} = tanh({a}) * ({b} + 2.0)",
     "{t} = sin({a}) + sigmoid({b})",
@@ -51,8 +52,8 @@ KEEPING = (
     "{t} = take_along_axis({a}, rows, 1)",
     "{t} = transpose(tanh(transpose({a})) * 2.0)",
     "{t} = reshape(sin(reshape({a}, [B * N])), [B, N])",
-    "{t} = concat([{a}[:, :1], tanh({b}[:, 1:])], axis=1)",
-    "{t} = pad({a}[:, 1:], [[0, 0], [0, 1]]) + {b}",
+    "{t} = concat([{a}[:, :1], tanh({b}[:, 1:])], axis=1) * sigmoid({a} + {b})",
+    "{t} = pad({a}[:, 1:], [[0, 0], [0, 1]]) + {b} * {a}",
     "{t} = {a} * 1.0\n{t}[:, argmax(sum({b}, axis=0) + w[0])] = tanh({b}[:, 0])",
     "{t} = {a}\nfor i in range(2):\n    {t} = tanh({t} * {b} + {b})",
     "{t} = {a} * 1.0\nfor i in range(N):\n    {t}[:, i] = sin({t}[:, i] + {b}[:, i])",
@@ -79,6 +80,7 @@ CONSERVATIVE = (
     "if mean({a}) > 1000.0:\n    {t} = {a} - mean({a}, axis=0)\nelse:\n    {t} = tanh({a})",
     "{t} = {a} * 1.0\nfor r in range(B):\n    u = {a}[r]\n    for k in range(2):\n        u = tanh(u)\n    {t}[r] = u",
     "{t} = ({a} + mean({a}, axis=0)) - mean({a}, axis=0)",
+    "{t} = {a} - mean({a}, axis=0)\nfor i in range(N):\n    {t}[:, i] = tanh({b}[:, i])",
 )
 
 
