@@ -55,7 +55,7 @@ KEEPING = (
     "{t} = reshape(sin(reshape({a}, [B * N])), [B, N])",
     "{t} = concat([{a}[:, :1], tanh({b}[:, 1:])], axis=1) * sigmoid({a} + {b})",
     "{t} = pad({a}[:, 1:], [[0, 0], [0, 1]]) + {b} * {a}",
-    "{t} = {a} * 1.0\n{t}[:, argmax(sum({b}, axis=0) + w[0])] = tanh({b}[:, 0])",
+    "{t} = {a} * 1.0\n{t}[:, argmax(sum({b}, axis=0) + w[0])] = tanh(sum(sin({b}), axis=1))",
     "{t} = {a}\nfor i in range(2):\n    {t} = tanh({t} * {b} + {b})",
     "{t} = {a} * 1.0\nfor i in range(N):\n    {t}[:, i] = sin({t}[:, i] + {b}[:, i])",
     "{t} = tanh({a})\nfor s in range(N):\n    {t} = tanh(reshape({b}[:, s], [B, 1]) * {t} + {t})",
