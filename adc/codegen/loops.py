@@ -64,12 +64,17 @@ class Index:
     """The position of one element: per-axis i64 values, its row-major linear index, or both.
 
     Each form is derived from the other on first use, so a flattened loop that
-    only ever reads buffers of its own shape never divides.
+    only ever reads buffers of its own shape never divides. The derived form is
+    emitted at the end of the block the index was made in (`home`), which
+    dominates every use: a first use inside one arm of a branch (a concat's part,
+    a gather from a possibly empty axis) would otherwise define it where a later
+    use outside that arm cannot see it.
     """
 
     def __init__(self, b: ir.IRBuilder, extents: Sequence[ir.Value],
                  axes: Sequence[ir.Value] | None = None, flat: ir.Value | None = None):
         self.b = b
+        self.home = b.block
         self.extents = tuple(extents)
         self._axes = tuple(axes) if axes is not None else None
         self._flat = flat
@@ -79,19 +84,21 @@ class Index:
     @property
     def axes(self) -> tuple[ir.Value, ...]:
         if self._axes is None:
-            rest, axes = self._flat, []
-            for extent in reversed(self.extents[1:]):
-                axes.append(self.b.urem(rest, extent))
-                rest = self.b.udiv(rest, extent)
+            with self.b.goto_block(self.home):
+                rest, axes = self._flat, []
+                for extent in reversed(self.extents[1:]):
+                    axes.append(self.b.urem(rest, extent))
+                    rest = self.b.udiv(rest, extent)
             self._axes = (rest, *reversed(axes))
         return self._axes
 
     @property
     def flat(self) -> ir.Value:
         if self._flat is None:
-            flat = self._axes[0]
-            for extent, axis in zip(self.extents[1:], self._axes[1:]):
-                flat = self.b.add(self.b.mul(flat, extent, flags=NOWRAP), axis, flags=NOWRAP)
+            with self.b.goto_block(self.home):
+                flat = self._axes[0]
+                for extent, axis in zip(self.extents[1:], self._axes[1:]):
+                    flat = self.b.add(self.b.mul(flat, extent, flags=NOWRAP), axis, flags=NOWRAP)
             self._flat = flat
         return self._flat
 

@@ -43,7 +43,7 @@ from adc.passes.adjoint import cleanup, unique_name, vjp
 from adc.passes.adjoint_control_flow import fresh_symbol
 from adc.passes.adjoint_rules import full
 from adc.passes.batch import batch
-from adc.passes.example_axis import function_example_axes
+from adc.passes.example_axis import function_example_axes, where_examples_mix
 from adc.passes.inline import inline_func
 from adc.passes.jvp import jvp
 from adc.passes.one_hot import one_hot_func
@@ -161,9 +161,12 @@ def batch_jacobian(module: Module, name: str, param: int, mode: str = "auto") ->
         raise CompileError(f"the batch Jacobian of @{name} needs param '{func.params[param].name}' ({x}) and the "
                            f"result ({y}) of rank >= 2 with the same leading (example) dimension", func.loc)
     if function_example_axes(module, name, param)[0] not in (None, 0):
+        culprit = where_examples_mix(module, name, param)
+        where = f"here ({culprit.name})" if culprit is not None and culprit.loc else \
+            "(a reduction, scan, matmul or gather across the leading axis, or a transpose)"
         raise CompileError(f"the batch Jacobian of @{name}: result[i] must depend on '{func.params[param].name}'[i] "
-                           f"only, but examples mix (a reduction or transpose across the leading axis); "
-                           f"take the full Jacobian instead", func.loc)
+                           f"only, but examples mix {where}; take the full Jacobian instead",
+                           culprit.loc if culprit is not None and culprit.loc else func.loc)
     one_x, one_y = TensorType(x.dtype, x.shape[1:]), TensorType(y.dtype, y.shape[1:])
     forward = mode == "forward" or (mode == "auto" and forward_is_cheaper(one_x, one_y))
     derive = jvp_batched if forward else vjp_batched

@@ -27,7 +27,8 @@ def test_jacobian_of_an_unknown_kernel_exits_1_without_traceback():
     ("--jacobian", "two", "def two(x: f32[N]) -> (f32[N], f32[N]):\n    return x, x * x\n",
      "two.adc:1:1: error: the Jacobian of @two needs a single float result, it returns"),
     ("--batch-jacobian", "mixing", "def mixing(x: f32[B, I]) -> f32[B, I]:\n    return x - mean(x, axis=0)\n",
-     "mixing.adc:1:1: error: the batch Jacobian of @mixing: result[i] must depend on 'x'[i] only"),
+     "mixing.adc:2:16: error: the batch Jacobian of @mixing: result[i] must depend on 'x'[i] only, "
+     "but examples mix here (reduce_sum)"),
 ])
 def test_a_kernel_without_the_jacobian_asked_for_is_a_located_error(tmp_path, flag, name, source, message):
     path = tmp_path / f"{name}.adc"

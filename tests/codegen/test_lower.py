@@ -20,7 +20,7 @@ from adc.codegen.fusion import MAX_FUSED, RECOMPUTED, plan
 from adc.codegen.lower import lower_module, lower_rules
 from adc.codegen.target import Target
 from adc.errors import CompileError
-from adc.ir.builder import Builder
+from adc.ir.builder import Builder, full
 from adc.ir.core import Module
 from adc.ir.ops import OPS
 from adc.ir.types import evaluate_dim
@@ -275,6 +275,21 @@ def test_concat_finds_each_operand_by_a_binary_search():
     xs = [np.arange(float(size)) + 10 * i for i, size in enumerate(sizes)]
     (got,) = run(kernel(params, lambda b, *xs: b.op("concat", *xs, axis=0)), *xs)
     np.testing.assert_array_equal(got, np.concatenate(xs))
+
+
+def test_an_index_first_used_inside_one_arm_of_a_branch_serves_a_use_after_it():
+    # (gather(e, 1, axis 2) * v)[m, b] reshaped and joined with zeros: the product's position is
+    # first split into axes by the gather, inside its branch for an empty axis; the broadcast of v
+    # reads the same axes after that branch (a reverse-mode batch Jacobian of a scatter made this)
+    def body(b, e, v):
+        m, n = e.type.shape[0], e.type.shape[1]
+        one = b.op("constant", dtype=parse_type("i64").dtype, value=1)
+        product = b.op("mul", b.op("gather", e, one, axis=2), b.op("broadcast", v, dims=[1], shape=[m, n]))
+        column = b.op("reshape", product, shape=[m, n, 1])
+        return b.op("concat", column, full(b, 0.0, parse_type("f64[M,N,K-1]")), axis=2)
+    e, v = RNG.standard_normal((3, 2, 4)), RNG.standard_normal(2)
+    (got,) = run(kernel("e: f64[M,N,K], v: f64[N]", body), e, v)
+    np.testing.assert_array_equal(got, np.concatenate([(e[:, :, 1] * v)[:, :, None], np.zeros((3, 2, 3))], axis=2))
 
 
 def lowers_to_valid_llvm(module: Module) -> str:
