@@ -1,5 +1,5 @@
 """Control flow in kernels: `for`, `while` and `if` statements become the `for`, `while` and `if`
-ops, whose regions are functions of the module (closure conversion), and `y[i] = v` a scatter.
+ops, whose regions are functions of the module (closure conversion).
 
     def f(x: f32[N], n: i64) -> f32[N]:      func @f_for0(%i: i64, %y: f32[N], %x: f32[N]) -> f32[N] {
         y = x                                   %0 = add %y, %x : f32[N]

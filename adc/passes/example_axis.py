@@ -118,6 +118,32 @@ def slice_example_axis(op, axes):
 example_axis_rules["slice"] = slice_example_axis
 
 
+def gather_example_axis(op, axes):
+    # take(x, i, a) puts i's axes in place of axis a: an example axis of x before a stays, one after
+    # it moves past them; gathering along it, or by indices computed from the param, mixes
+    (k, index), a = axes, op.attrs["axis"]
+    if index is not None or k == a:
+        return (MIXED,)
+    return (k if k < a else k - 1 + op.operands[1].type.rank,)
+
+
+example_axis_rules["gather"] = gather_example_axis
+
+
+def scatter_example_axis(op, axes):
+    # scatter(base, i, u, a): base's entries stay where they are; u's axes map back onto base's as
+    # take's do, and its axes from i's (the positions along a) mix; indices computed from the param mix
+    (base, index, updates), a = axes, op.attrs["axis"]
+    rank = op.operands[1].type.rank
+    if updates is not None:
+        updates = updates if updates < a else MIXED if updates < a + rank else updates + 1 - rank
+    return (MIXED if index is not None else _one([base, updates]),)
+
+
+example_axis_rules["scatter"] = scatter_example_axis
+example_axis_rules["scatter_add"] = scatter_example_axis
+
+
 def pad_example_axis(op, axes):
     # kept when nothing is padded along the example axis and the padding value does not depend on it
     (k, value), a = axes, op.attrs
