@@ -23,10 +23,11 @@ SHAPE = (4, 5, 3)
 # a: i64 indexes axes 0 and 1 (values in [-4, 4)); c: i32 any axis (values in [-3, 3))
 READS = ["x[a, 0]", "x[0, a]", "x[a, c]", "x[a, c, 1]", "x[-1, a, c]", "x[a, 1:4]", "x[1:, a]",
          "x[::2, a, c]", "x[a, ..., c]", "x[..., c]", "x[None, a, :, c]", "x[a, None, c]", "x[c, a][1:]",
-         "x[a, -2:, c]", "x[2, a, ::2]"]
+         "x[a, -2:, c]", "x[2, a, ::2]", "x[argmax(x[:, 0, 0]), a, c]", "x[1:3, argmax(x[0, :, 1]), c]"]
 WRITES = ["z[a, 0] = v[0]", "z[a, 1:4] = v[1:4]", "z[1:, a, c] = v[0:3, 0]", "z[a, :, c] = v[:, 1]",
           "z[None, a, c] = v[0:1]", "z[a, ::2, c] = 7.0", "z[..., c] = v[0:4, 0:1]", "z[a, c] = v[c]",
-          "z[a, a] = v[a] * 2.0", "z[-1, a, 1:] = v[a, 1:]", "z[1, a] = v[a]"]
+          "z[a, a] = v[a] * 2.0", "z[-1, a, 1:] = v[a, 1:]", "z[1, a] = v[a]", "z[a, 1:4] += v[1:4]",
+          "z[None, a, c] *= v[0:1]", "z[a, :, c] -= v[:, c]"]
 VALUES = [(0, 0), (3, -1), (-4, 2), (-1, -3), (2, 1)]
 
 
@@ -36,7 +37,8 @@ def adc_type(shape) -> str:
 
 def read_source() -> str:
     x = np.zeros(SHAPE)
-    return "".join(f"def r{k}(x: f64[4, 5, 3], a: i64, c: i32) -> {adc_type(np.shape(eval(e, {'x': x, 'a': 1, 'c': 1})))}:\n"
+    return "".join(f"def r{k}(x: f64[4, 5, 3], a: i64, c: i32) -> "
+                   f"{adc_type(np.shape(eval(e, {'x': x, 'a': 1, 'c': 1, 'argmax': np.argmax})))}:\n"
                    f"    return {e}\n\n" for k, e in enumerate(READS))
 
 
@@ -68,7 +70,7 @@ def test_reads_match_numpy(reads, k):
     m, module = reads
     x = np.random.default_rng(k).standard_normal(SHAPE)
     for a, c in VALUES:
-        want = eval(READS[k], {"x": x, "a": a, "c": c})
+        want = eval(READS[k], {"x": x, "a": a, "c": c, "argmax": np.argmax})
         got = getattr(m, f"r{k}")(x, np.int64(a), np.int32(c))
         np.testing.assert_array_equal(np.asarray(got), want, err_msg=f"a={a}, c={c}")
         np.testing.assert_array_equal(run(module, f"r{k}", x, np.int64(a), np.int32(c))[0], want)
@@ -92,6 +94,7 @@ def f(x: f64[4, 5, 3], v: f64[5, 3], a: i64, c: i32) -> f64[4, 5, 3]:
     z[a, 1:4] = tanh(v[1:4]) * x[a, 0, c]
     z[None, -1, c] = sin(v[c, 0:3]) * z[a, c]
     z[a, :, c] = z[a, :, c] * x[c, a, 1:2]
+    z[a, 1:, c] += z[a, :4, c] * v[c, 1]
     return z * x[1:2, a]
 """
 
