@@ -1,7 +1,7 @@
 """Indexing in kernels: `x[items]` (NumPy's basic indexing, and one integer tensor) and `y[items] = v`.
 
 Part of elaboration (`elaborate.py` calls it for `ast.Index` and `ast.IndexAssign`). Every item
-first gets its meaning against the axis it indexes (`meanings`): a new axis (`None`), clamped
+first gets its meaning against the axis it indexes (`item_meanings`): a new axis (`None`), clamped
 slice bounds, a static position (bounds-checked), or an integer tensor. An integer scalar (a loop
 counter, an `i64` parameter, an `argmax`) indexes like a static integer, dropping its axis, but
 as a rank-0 `gather`: its value is known only when the kernel runs, so it follows gather's index
