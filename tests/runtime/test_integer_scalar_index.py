@@ -222,6 +222,13 @@ def test_batch_jacobians_through_scalar_indices_match_finite_differences():
     np.testing.assert_allclose(np.asarray(tape.batch_jacobian(y, xv)), want, rtol=1e-6, atol=1e-8)
 
 
+def test_a_scalar_index_along_the_example_axis_mixes_examples():
+    # every example reads example a: the batch Jacobian is not the diagonal of the full one
+    m = adc.compile("def f(x: f64[B, N], a: i64) -> f64[B, N]:\n    return x * x[a]\n", "mix.adc")
+    with pytest.raises(adc.CompileError, match="examples mix"):
+        adc.batch_jacobian(m.f)(np.ones((3, 2)), 1)
+
+
 OUT_OF_RANGE = """\
 def read(p: f64[N, M], b: i64, k: i64) -> f64[M-1]:
     return p[b + k, 1:]
