@@ -734,15 +734,22 @@ def matmul(cx: Scope, x: Value, y: Value) -> Value:
 
 
 def index_tensor(cx: Scope, value: object) -> Value:
-    """`value` as indices: an i32 or i64 tensor, or a static integer (an i64 scalar)."""
+    """`value` as indices: an i32 or i64 tensor, or a static integer (an i64 scalar). A bool is
+    refused as NumPy's integer indexing refuses it (NumPy reads a bool index as a mask)."""
     if type(value) is int or isinstance(value, SymDim):
         return cx.tensor(value, DType.i64)
     if not isinstance(value, (Value, Deferred)):
-        raise cx.error(f"indices must be an i32 or i64 tensor, got {describe(value)}")
+        hint = _NOT_A_MASK if isinstance(value, bool) else ""
+        raise cx.error(f"indices must be an i32 or i64 tensor, got {describe(value)}{hint}")
     indices = cx.tensor(value, DType.i64)
     if not indices.type.dtype.is_int:
-        raise cx.error(f"indices must be an i32 or i64 tensor, got {indices.type}; convert them with i64(...)")
+        hint = _NOT_A_MASK if indices.type.dtype is BOOL else "; convert them with i64(...)"
+        raise cx.error(f"indices must be an i32 or i64 tensor, got {indices.type}{hint}")
     return indices
+
+
+_NOT_A_MASK = ("; a bool is not an index (NumPy would read it as a mask, which adc does not support): "
+               "select with where(...), or convert it with i64(...)")
 
 
 def _indices_arg(a: Args, key: str) -> Value:

@@ -1,5 +1,5 @@
 """Control flow in kernels: `for`, `while` and `if` statements become the `for`, `while` and `if`
-ops, whose regions are functions of the module (closure conversion), and `y[i] = v` a scatter.
+ops, whose regions are functions of the module (closure conversion).
 
     def f(x: f32[N], n: i64) -> f32[N]:      func @f_for0(%i: i64, %y: f32[N], %x: f32[N]) -> f32[N] {
         y = x                                   %0 = add %y, %x : f32[N]
@@ -28,7 +28,7 @@ from typing import Callable
 
 from adc.errors import CompileError, Location
 from adc.frontend import ast
-from adc.frontend.builtins import Deferred, Results, describe, index_tensor, is_static
+from adc.frontend.builtins import Deferred, Results, describe, is_static
 from adc.frontend.elaborate import MISSING, KernelElaborator, Unbound
 from adc.ir.core import Func, FuncRef, Value
 from adc.ir.types import BOOL, F32, I64, SymDim, TensorType
@@ -364,58 +364,6 @@ def _branch_types(branches: list[RegionElaborator], names: list[str], loc: Locat
                                f"and {tensors[1]} (else, line {lines[1]}); each name keeps one type", loc)
         types[name] = tensors[0] if tensors else _number_type(values[0])
     return types
-
-
-# ---------------------------------------------------------------- indexed assignment
-
-def index_assign(cx: KernelElaborator, stmt: ast.IndexAssign) -> Value:
-    """`y[items] = v` as a functional update: the items are integers (static or integer scalars),
-    at most one integer tensor, and whole slices (`:`, `...`); each integer point gathers the part it
-    names and scatters the updated part back (NumPy's assignment, under the index rule of gather)."""
-    target = cx.expr(stmt.target)
-    if not isinstance(target, Value):
-        raise CompileError(f"only a tensor can be assigned by index, '{stmt.target.id}' is {describe(target)}",
-                           stmt.target.loc)
-    items = cx.index_items(ast.Index(stmt.target, stmt.items, stmt.loc), target.type)
-    points = []         # (axis of the part indexed so far, index tensor, its location)
-    axis = 0
-    for item in items:
-        if isinstance(item, ast.Slice) and item.start is None and item.stop is None and item.step is None:
-            axis += 1
-            continue
-        if isinstance(item, ast.Slice) or isinstance(item, ast.Name) and item.id == "None":
-            raise CompileError("an assignment index takes integers, one integer tensor and ':'", item.loc)
-        with cx.b.at(item.loc):
-            value = cx.expr(item)
-            if is_static(value) and isinstance(value, int):
-                value = cx.index_position(item, value, target.type.shape[len(points) + axis])
-            points.append((axis, index_tensor(cx, value), item.loc))
-    if sum(p.type.rank > 0 for _, p, _ in points) > (1 if len(points) == 1 else 0):
-        raise CompileError("an assignment index takes integers, one integer tensor and ':'", stmt.loc)
-    parts = [target]
-    for axis, index, loc in points[:-1]:
-        with cx.b.at(loc):
-            parts.append(cx.op("gather", parts[-1], index, axis=axis))
-    update = cx.expr(stmt.value)
-    for k, ((axis, index, loc), base) in enumerate(zip(reversed(points), reversed(parts))):
-        shape = base.type.shape[:axis] + index.type.shape + base.type.shape[axis + 1:]
-        if k == 0:
-            update = _assigned_value(cx, update, base, shape, stmt)
-        with cx.b.at(loc):
-            update = cx.op("scatter", base, index, update, axis=axis)
-    return update
-
-
-def _assigned_value(cx: KernelElaborator, value: object, base: Value, shape: tuple, stmt: ast.IndexAssign) -> Value:
-    """`value` broadcast to the `shape` of the part of `base` it replaces, in base's dtype."""
-    with cx.b.at(stmt.value.loc):
-        value = cx.tensor(value, base.type.dtype)
-        fits = value.type.rank <= len(shape) and all(
-            d == 1 or d == s for d, s in zip(value.type.shape[::-1], shape[::-1]))
-        if value.type.dtype != base.type.dtype or not fits:
-            raise CompileError(f"cannot assign {value.type} to an element of {base.type}, of shape "
-                               f"({', '.join(map(str, shape))}{',' if len(shape) == 1 else ''})", stmt.loc)
-        return cx.broadcast(value, shape)
 
 
 def assigned_names(stmts: tuple[ast.Stmt, ...]) -> list[str]:

@@ -30,9 +30,9 @@ import operator
 from types import GeneratorType
 
 from adc.errors import CompileError, Location
-from adc.frontend import ast, python_habits
+from adc.frontend import ast, indexing, python_habits
 from adc.frontend.externs import Extern, check_gradient, decorator_of, externs_of, gradient_declaration
-from adc.frontend.builtins import (Args, Deferred, Results, Scope, builtin_rules, describe, index_tensor, is_static,
+from adc.frontend.builtins import (Args, Deferred, Results, Scope, builtin_rules, describe, is_static,
                                    matmul, typed)
 from adc.ir.builder import Builder
 from adc.ir.core import REGION_ATTRS, Func, FuncRef, Module, Value, children_first
@@ -260,7 +260,7 @@ class KernelElaborator(Scope):
             self.aug_assign(stmt)
         elif isinstance(stmt, ast.IndexAssign):
             self.assigned_at[stmt.target.id] = stmt.loc
-            self.env[stmt.target.id] = control_flow.index_assign(self, stmt)
+            self.env[stmt.target.id] = indexing.assign(self, stmt)
         elif isinstance(stmt, ast.FuncDef):
             self.nested_def(stmt)
         else:
@@ -337,6 +337,11 @@ class KernelElaborator(Scope):
         by yielding it (`left = yield e.left`): expressions nest as deep as they are long, so
         they are evaluated on the trampoline's stack, not Python's."""
         return trampoline(self._evaluate(e), self._evaluate)
+
+    def drive(self, evaluation: GeneratorType):
+        """The result of `evaluation`, a generator that yields the sub-expressions it needs, as an
+        `expr_<Node>` handler does, run on the trampoline."""
+        return trampoline(evaluation, self._evaluate)
 
     def _evaluate(self, e: ast.Expr):
         with self.b.at(e.loc):
@@ -433,49 +438,7 @@ class KernelElaborator(Scope):
             raise CompileError("division by zero in a constant expression", self.b.loc) from None
 
     def expr_Index(self, e: ast.Index):
-        """NumPy's basic indexing: integers drop an axis, slices keep one, `None` adds one of size 1,
-        `...` stands for the axes the other items leave."""
-        value = yield e.value
-        value = self.tensor(value) if isinstance(value, Deferred) else value
-        if not isinstance(value, Value):
-            raise CompileError(f"only tensors can be indexed, not {describe(value)}", e.loc)
-        items = self.index_items(e, value.type)
-        points = []         # the value of each item that is neither a slice nor None
-        for item in items:
-            points.append(None if isinstance(item, ast.Slice) or _is_new_axis(item) else (yield item))
-        if any(isinstance(p, (Value, Deferred)) for p in points):
-            return self.index_by_tensor(value, items, points)
-        starts, stops, steps, layout = [], [], [], []     # layout: per result axis, its operand axis or None
-        axis = 0
-        for item, point in zip(items, points):
-            if _is_new_axis(item):
-                layout.append(None)
-                continue
-            size = value.type.shape[axis]
-            if isinstance(item, ast.Slice):
-                bounds = yield from self.slice_bounds(item, size)
-                layout.append(axis)
-            else:
-                position = self.index_position(item, point, size)
-                bounds = (position, position + 1, 1)
-            for out, bound in zip((starts, stops, steps), bounds):
-                out.append(bound)
-            axis += 1
-        whole = starts == [0] * value.type.rank and stops == list(value.type.shape) and steps == [1] * value.type.rank
-        sliced = value if whole else self.b.op("slice", value, start=starts, stop=stops, step=steps)
-        return self.reshape(sliced, [1 if a is None else sliced.type.shape[a] for a in layout])
-
-    def index_items(self, e: ast.Index, t: TensorType) -> tuple:
-        """The items of `e`, its `...` (or the missing trailing items) spelled as whole-axis slices."""
-        ellipses = [item for item in e.items if isinstance(item, ast.EllipsisItem)]
-        if len(ellipses) > 1:
-            raise CompileError("an index can have only one ellipsis ('...')", ellipses[1].loc)
-        consumed = sum(not isinstance(item, ast.EllipsisItem) and not _is_new_axis(item) for item in e.items)
-        if consumed > t.rank:
-            raise CompileError(f"too many indices ({consumed}) for {t}", e.loc)
-        fill = (ast.Slice(None, None, None, e.loc),) * (t.rank - consumed)
-        at = e.items.index(ellipses[0]) if ellipses else len(e.items)
-        return e.items[:at] + fill + e.items[at + 1:]
+        return (yield from indexing.read(self, e))
 
     def expr_Attribute(self, e: ast.Attribute):
         if isinstance(e.value, ast.Name) and self.lookup(e.value.id) is MISSING and e.value.id not in self.dims:
@@ -495,57 +458,6 @@ class KernelElaborator(Scope):
         then = yield e.then
         otherwise = yield e.otherwise
         return self.select(cond, then, otherwise)
-
-    def index_position(self, e: ast.Expr, i: object, size: Dim) -> Dim:
-        """The integer index `i` (the value of `e`); negative counts from the end; static sizes are
-        bounds-checked."""
-        if not is_static(i):
-            raise CompileError(f"indices must be static integers or integer tensors, got {describe(i)}", e.loc)
-        position = size + i if isinstance(i, int) and i < 0 else i
-        if isinstance(size, int) and not 0 <= position < size:
-            raise CompileError(f"index {i} is out of bounds for a dimension of size {size}", e.loc)
-        if isinstance(position, int) and position < 0:
-            raise CompileError(f"index {i} is out of bounds for a dimension of size {size}", e.loc)
-        return position
-
-    def index_by_tensor(self, value: Value, items: tuple, points: list) -> Value:
-        """`x[..., idx, ...]` with one integer tensor `idx` among whole slices: take(x, idx, axis),
-        under the index rule of docs/language.md. NumPy's other advanced indexing is not supported."""
-        tensors = [k for k, p in enumerate(points) if isinstance(p, (Value, Deferred))]
-        for k, item in enumerate(items):
-            whole = isinstance(item, ast.Slice) and item.start is None and item.stop is None and item.step is None
-            if k != tensors[0] and not whole:
-                raise CompileError("an integer tensor index can only be combined with ':' and '...' "
-                                   "(one tensor index, the other axes whole)", item.loc)
-        axis = tensors[0]
-        with self.b.at(items[axis].loc):
-            return self.b.op("gather", value, index_tensor(self, points[axis]), axis=axis)
-
-    def slice_bounds(self, s: ast.Slice, size: Dim) -> tuple[Dim, Dim, int]:
-        """NumPy's start:stop:step with a positive static step; static sizes clamp like NumPy."""
-        step = 1 if s.step is None else (yield from self.static_index(s.step))
-        if not isinstance(step, int) or step < 1:
-            raise CompileError(f"a slice step must be a positive integer, got {step}", s.step.loc)
-        start = 0 if s.start is None else (yield from self.slice_bound(s.start, size))
-        stop = size if s.stop is None else (yield from self.slice_bound(s.stop, size))
-        if isinstance(start, int) and isinstance(stop, int) and stop < start:
-            stop = start
-        return start, stop, step
-
-    def slice_bound(self, e: ast.Expr, size: Dim) -> Dim:
-        i = yield from self.static_index(e)
-        bound = size + i if isinstance(i, int) and i < 0 else i
-        if isinstance(size, int):
-            return min(max(bound, 0), size)
-        if isinstance(bound, int) and bound < 0:
-            raise CompileError(f"slice bound {i} is out of bounds for a dimension of size {size}", e.loc)
-        return bound
-
-    def static_index(self, e: ast.Expr) -> Dim:
-        value = yield e
-        if not is_static(value):
-            raise CompileError(f"indices must be static integers, got {describe(value)}", e.loc)
-        return value
 
     def expr_Call(self, e: ast.Call):
         if e.func in self.defs:
@@ -652,10 +564,6 @@ class RegionNames:
             name, self.count = f"{self.kernel}_{kind}{self.count}", self.count + 1
             if name not in self.defs and name not in funcs:
                 return name
-
-
-def _is_new_axis(item) -> bool:
-    return isinstance(item, ast.Name) and item.id == "None"
 
 
 def _logical_kind(v: object) -> str | None:

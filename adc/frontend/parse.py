@@ -325,6 +325,14 @@ class ToAst(Transformer_NonRecursive):
         return ast.IndexAssign(name, tuple(_located(i, self._loc(meta)) for i in items if i is not None), value,
                                self._loc(meta))
 
+    def index_aug_assign(self, meta, children):
+        """`y[items] op= e` is `y[items] = y[items] op e` (NumPy's: the part is read once, so of
+        duplicate tensor indices the last write stays)."""
+        target, *items, op, value = children
+        assigned = self.index_assign(meta, [target, *items, value])
+        part = ast.Index(assigned.target, assigned.items, assigned.loc)
+        return dataclasses.replace(assigned, value=ast.BinOp(str(op)[:-1], part, value, value.loc))
+
     def for_stmt(self, meta, children):
         target, iterable, body = children
         return ast.For(ast.Name(str(target), self._tok_loc(target)), iterable, body, self._loc(meta))

@@ -214,7 +214,8 @@ ERRORS = [
     (HEAD + "    for i in range(0.5):\n        y = y\n    return y\n", (3, 20), "range() takes integers"),
     (HEAD + "    for i in range(0, n, n):\n        y = y\n    return y\n", (3, 26),
      "the step of range() must be a nonzero integer literal"),
-    (HEAD + "    y[0:2] = x\n    return y\n", (3, 7), "an assignment index takes integers"),
+    (HEAD + "    y[n:] = x\n    return y\n", (3, 7), "a slice bound must be a static integer"),
+    (HEAD + "    y[0:2] = x\n    return y\n", (3, 5), "cannot assign f32[N] to an element of f32[N], of shape (2,)"),
     (HEAD + "    y[0] = x\n    return y\n", (3, 5), "cannot assign f32[N] to an element of f32[N], of shape ()"),
     (HEAD + "    with y:\n        y = y\n    return y\n", (3, 5), "'with' is not supported"),
 ]

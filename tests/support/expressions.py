@@ -328,14 +328,32 @@ class Expressions:
         return self.convert(self.draw(Type(self.pick(sources), t.shape), depth), t.dtype)
 
     def index(self, t: Type, depth: int) -> Expr:
+        """a[:, ..., i] with i a static integer, or an integer scalar the kernel computes (then under
+        the index rule, and sometimes after a static integer on a leading axis: a[j, :, ..., i])."""
         p, d = self.integer(0, t.rank), self.token()
-        i = self.integer(-d, d - 1) if isinstance(d, int) else self.pick([0, -1])
+        if any(x in INTS for x in self.dtypes) and self.data(st.booleans()):
+            return self.scalar_index(t, p, d, depth)
+        i = self.static_position(d)
         a = self.draw(t.of(t.shape[:p] + (d,) + t.shape[p:]), depth)
         subscript = ", ".join([":"] * p + [str(i)])
         if p == t.rank and self.data(st.booleans()):       # the last axis: `...` stands for the others
             subscript = f"..., {i}"
         adc, py = a.postfix()
         return Expr(f"{adc}[{subscript}]", f"{py}[{subscript}]", t, a.bound)
+
+    def static_position(self, d) -> int:
+        return self.integer(-d, d - 1) if isinstance(d, int) else self.pick([0, -1])
+
+    def scalar_index(self, t: Type, p: int, d, depth: int) -> Expr:
+        lead = self.token() if t.rank + 2 <= MAX_RANK and self.data(st.booleans()) else None
+        a = self.draw(t.of(((lead,) if lead is not None else ()) + t.shape[:p] + (d,) + t.shape[p:]), depth)
+        i = self.indices((), depth)
+        adc, py = a.postfix()
+        items = [":"] * p + [i.adc]
+        if lead is not None:
+            j = self.static_position(lead)
+            items, py = [str(j)] + items, f"{py}[{j}]"
+        return Expr(f"{adc}[{', '.join(items)}]", f"_take({py}, {i.py}, {p})", t, a.bound)
 
     def indices(self, shape, depth: int) -> Expr:
         """Integer indices of `shape`, computed (`% 11 - 5`: in [-5, 5]) so that the kernel clamps them by the
