@@ -144,12 +144,16 @@ class Emitter:
         self.late: frozenset[str] = frozenset()     # symbols scans bind: sizes known only once one ran
         self.strip = RowStrip()                     # nests over the same rows waiting to run strip by strip
         self.kept: dict[ir.Value, str] = {}         # slots of blocks kept for its next call -> their names (kept_blocks.py)
+        # In an outlined nest, whose operands are all computed before it is called: each scalar
+        # operand, read once in the entry (None: a function whose scalars may be computed later)
+        self.scalars_ahead: dict[Value, ir.Value] | None = None
 
     def nested(self, fn: ir.Function, dims: ir.Value, buffers: dict[Value, ir.Value]) -> "Emitter":
         """The emitter of a function outlined from this one (a loop nest, a matmul's rows)."""
         child = Emitter(self.llmod, self.module, self.func, self.plan, fn, dims, self.symbol_order, buffers,
                         self.vector_bits)
         child.late = self.late
+        child.scalars_ahead = {}
         return child
 
     def region(self, name: str) -> tuple[ir.Function, ir.Value, ir.Value]:
@@ -268,6 +272,8 @@ class Emitter:
 
     def value_at(self, value: Value, idx: Index) -> ir.Value:
         """Element `idx` of `value`: a load from its buffer, or computed by its producer's rule."""
+        if self.scalars_ahead is not None and not value.type.rank and value in self.buffers:
+            return self.scalar_ahead(value)
         key = (value, idx)
         if key not in self.memo:
             if value in self.buffers:
@@ -276,6 +282,17 @@ class Emitter:
                 op = self.plan.producers[value]
                 self.memo[key] = lower_rules[op.name](self, op, idx)
         return self.memo[key]
+
+    def scalar_ahead(self, value: Value) -> ir.Value:
+        """A scalar operand of a nest, loaded once in its entry, whatever branch first reads it: a
+        scalar buffer always holds its element, so the load needs no guard. (Read inside a branch,
+        a gather's index became a masked vector gather of one address, whose inactive lanes LLVM's
+        AVX-512 lowering took for the index of every lane: a wild address.)"""
+        if value not in self.scalars_ahead:
+            dtype = value.type.dtype
+            x = self.head.load(self.buffers[value], typ=MEMORY_TYPES[dtype])
+            self.scalars_ahead[value] = self.head.trunc(x, I1) if dtype is DType.bool else x
+        return self.scalars_ahead[value]
 
     def math(self, name: str, args: list[ir.Value]) -> ir.Value:
         """vecmath's `name`, or in a fast version its fast variant, noting arguments outside its range."""

@@ -195,6 +195,16 @@ def f(x: f64[B, N, 3], a: i64) -> f64[B, N, 2]:
     return z
 """
 
+# a fused nest of pads, a concat and a gather by a scalar index, once miscompiled on AVX-512
+# (tests/codegen/test_scalar_operands.py)
+PADDED_GATHER = """\
+def f(x: f64[B, N, 3], a: i64) -> f64[B, N, 2]:
+    z = tanh(x[:, :, 1:]) * x[:, None, a, 0:1]
+    z[:, a, 1] = x[:, -1, 2] ** 2
+    return z
+"""
+
+
 def batch_jacobian_by_differences(kernel, x, *rest):
     """J[e] = d kernel(x)[e] / d x[e], example by example, element by element, by central differences."""
     examples, one = x.shape[0], x.shape[1:]
@@ -227,6 +237,14 @@ def test_a_scalar_index_along_the_example_axis_mixes_examples():
     m = adc.compile("def f(x: f64[B, N], a: i64) -> f64[B, N]:\n    return x * x[a]\n", "mix.adc")
     with pytest.raises(adc.CompileError, match="examples mix"):
         adc.batch_jacobian(m.f)(np.ones((3, 2)), 1)
+
+
+@pytest.mark.parametrize("mode", ["forward", "reverse"])
+def test_batch_jacobian_through_a_new_axis_and_a_write(mode):
+    m = adc.compile(PADDED_GATHER, "per.adc")
+    x, a = np.random.default_rng(9).standard_normal((3, 4, 3)), np.int64(-3)
+    want = batch_jacobian_by_differences(m.f, x, a)
+    np.testing.assert_allclose(np.asarray(adc.batch_jacobian(m.f, mode=mode)(x, a)), want, rtol=1e-6, atol=1e-8)
 
 
 OUT_OF_RANGE = """\
