@@ -26,17 +26,18 @@ STEP = 1e-4
 
 
 def nest(outer: str, inner: str) -> str:
-    """f(x, w): a scalar state updated in the `inner` loop inside the `outer` one, a `while` stopping
-    on the state's value (its trip count depends on x)."""
-    lines, depth = ["s = x"], 0
-    for d, kind in enumerate((outer, inner)):
-        before, head, after = LOOPS[kind]
+    """f(x, w): a scalar state updated in the `inner` loop inside the `outer` one; a `while` stops
+    on the state's value (its trip count depends on x) or after 6 iterations."""
+    loops = list(enumerate((outer, inner)))
+    lines = ["s = x"]
+    for d, kind in loops:
+        before, head, _ = LOOPS[kind]
         lines += [f"{'    ' * d}{before.format(d=d)}"] * bool(before)
         lines.append("    " * d + head.format(d=d, limit=4.0 + d))
-        depth = d + 1
-        if after:
-            lines.append("    " * depth + after.format(d=d))
-    lines.insert(len(lines) - bool(LOOPS[inner][2]), "    " * depth + "s = s + 0.3 * sin(s) + 0.2 + 0.01 * sum(w)")
+    lines.append("        s = s + 0.3 * sin(s) + 0.2 + 0.01 * sum(w)")
+    for d, kind in reversed(loops):      # a while's counter ends its body
+        after = LOOPS[kind][2]
+        lines += ["    " * (d + 1) + after.format(d=d)] * bool(after)
     body = "".join(f"    {line}\n" for line in lines)
     return f"def f(x: f64, w: f64[N]) -> f64:\n{body}    return s * s\n"
 
