@@ -31,10 +31,12 @@ def eliminate_dead_code(module: Module) -> Module:
 
 
 def without_orphan_regions(before: Module, funcs: dict[str, Func]) -> Module:
-    """The module of `funcs` less the functions that were regions in `before` (bodies, branches)
-    and that nothing left runs any more: no control-flow op, and no call (the reversal of a loop
-    calls its body's VJP, which may also have been a region)."""
-    regions = {name for func in before for name in func.regions()}
+    """The module of `funcs` less the functions that were regions in `before` (bodies, branches),
+    or that the pass made (every function a pass adds is a region), and that nothing left runs any
+    more: no control-flow op, and no call (the reversal of a loop calls its body's VJP, which may
+    also have been a region). A region left behind would be taken for a kernel, which must define
+    every dimension its ops use: a pruned copy superseded in the pass, reading its parent's."""
+    regions = {name for func in before for name in func.regions()} | (funcs.keys() - before.funcs.keys())
     while True:
         run = {name for func in funcs.values() for name in func.references()}
         orphans = [name for name in funcs if name in regions and name not in run]
