@@ -38,7 +38,7 @@ from adc.codegen.loops import I1, I8, I32, I64, PTR, i64, outline as outline_loo
 
 if TYPE_CHECKING:
     from adc.codegen.lower import Emitter
-    from adc.ir.core import Op, Value
+    from adc.ir.core import Func, Op, Value
 
 REDZONE = 64                        # bytes of PATTERN before and after each heap block's contents
 PATTERN = 0x5A5A5A5A5A5A5A5A
@@ -61,9 +61,10 @@ class ModuleChecks:
         self.record = ir.GlobalVariable(llmod, RECORD, "adc.bounds.record")
         self.record.linkage = "internal"
 
-    def site(self, function: str, op: Op | None, access: str) -> int:
-        key = (function, op.name if op is not None else "copy", str(op.loc) if op is not None and op.loc else "?",
-               access)
+    def site(self, function: Func, op: Op | None, access: str) -> int:
+        """The id of an access by `op` (None: a copy of a value made elsewhere, located at its function)."""
+        loc = op.loc if op is not None else function.loc
+        key = (function.name, op.name if op is not None else "copy", str(loc) if loc else "?", access)
         return self.sites.setdefault(key, len(self.sites))
 
     def buffer(self, name: str, kind: str) -> ir.Constant:
@@ -176,7 +177,7 @@ def track_block(em: Emitter, pointers: Sequence[ir.Value], sizes: Sequence[ir.Va
     spares, its regions' blocks."""
     if em.bounds is None:
         return
-    names = ([(describe(em, v), "temporary") for v in temps] + [("spare of " + describe(em, v), "spare") for v in spares]
+    names = ([(describe(em, v), "temporary") for v in temps] + [("the spare of " + describe(em, v), "spare") for v in spares]
              + [(f"block of region @{name}", "block") for name in regions])
     track_parts(em, pointers, sizes, offsets, names, given)
 
@@ -184,7 +185,7 @@ def track_block(em: Emitter, pointers: Sequence[ir.Value], sizes: Sequence[ir.Va
 def describe(em: Emitter, value: Value) -> str:
     """A buffer's name: the op making its value, and where."""
     op = em.plan.producers.get(value)
-    return f"{op.name} at {op.loc}" if op is not None else "a parameter's copy"
+    return f"the temporary of {op.name} at {op.loc}" if op is not None else "a copy of a parameter"
 
 
 def select(em: Emitter, cond: ir.Value, a: ir.Value, b: ir.Value) -> ir.Value:
@@ -218,7 +219,7 @@ def access(em: Emitter, base: ir.Value, element_bytes: int, offset: ir.Value, st
         offset = b.add(offset, b.zext(hit, I64))
         unchecked = hit if hook == "redzone" else unchecked
     bad = b.and_(b.icmp_unsigned(">=", offset, n), b.not_(unchecked))
-    _fail_if(em, bad, frame.checks.site(em.func.name, em.op, "store" if store else "load"), buffer, offset, n)
+    _fail_if(em, bad, frame.checks.site(em.func, em.op, "store" if store else "load"), buffer, offset, n)
     return offset
 
 
@@ -232,7 +233,7 @@ def span(em: Emitter, base: ir.Value, element_bytes: int, first: ir.Value, last:
     b = em.b
     n = b.udiv(size, i64(element_bytes))
     outside = b.or_(b.icmp_signed("<", first, i64(0)), b.icmp_unsigned(">=", last, n))
-    _fail_if(em, b.and_(nonempty, outside), frame.checks.site(em.func.name, em.op, what), buffer, last, n)
+    _fail_if(em, b.and_(nonempty, outside), frame.checks.site(em.func, em.op, what), buffer, last, n)
 
 
 def gemm_operands(em: Emitter, element_bytes: int, start: ir.Value, end: ir.Value,
@@ -416,10 +417,12 @@ def give_back(em: Emitter, name: str, contents: ir.Value, free: Callable) -> Non
             damaged = b.or_(damaged, hit)
     with b.if_then(damaged, likely=False):
         record = frame.checks.record
-        site = frame.checks.site(em.func.name, None, f"redzone of block {name}")
+        site = frame.checks.site(em.func, None, f"redzone of block {name}")
         first = b.cmpxchg(b.gep(record, [i64(0), ir.Constant(I32, 0)]), i64(0), i64(site + 1), "monotonic", "monotonic")
         with b.if_then(b.extract_value(first, 1)):
-            buffer = frame.checks.buffer(f"block {name}", "block")
+            owner = em.func.name
+            buffer = frame.checks.buffer(f"the block of temporaries of @{owner}" if name == owner else
+                                         f"allocation {name[len(owner) + 1:]} of @{owner}", "block")
             for k, value in ((1, buffer), (2, where), (3, need)):
                 b.store(value, b.gep(record, [i64(0), ir.Constant(I32, k)]))
         b.store(ir.Constant(I8, 1), frame.failed)

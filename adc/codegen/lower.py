@@ -430,7 +430,7 @@ def _allocate_sized_by_scans(em: Emitter, values: Sequence[Value], spares: bool 
         em.buffers[v] = em.buffers[scatter]
         if spares and v not in em.spares:
             size = em.bytes_of(v)
-            em.spares[v] = bounds.track(em, em.allocate(size), size, "spare of " + bounds.describe(em, v), "spare")
+            em.spares[v] = bounds.track(em, em.allocate(size), size, "the spare of " + bounds.describe(em, v), "spare")
 
 
 def _load_pointer(b: ir.IRBuilder, array: ir.Value, k: int) -> ir.Value:

@@ -29,11 +29,11 @@ def bounds_error(library, signature: KernelSignature) -> BoundsError:
         return BoundsError(f"{signature.name}: an access was out of bounds (the record was read meanwhile)")
     found = json.loads(ctypes.string_at(table).decode("utf-8"))
     function, op, loc, access = found["sites"][site - 1]
-    name, kind = found["buffers"][buffer >> BOUNDS_KIND_BITS]
+    name, _ = found["buffers"][buffer >> BOUNDS_KIND_BITS]
     where = "" if function == signature.name else f" (in @{function})"
     if access.startswith("redzone"):
         side = "before" if index < 0 else "after"
-        return BoundsError(f"{signature.name}{where}: the redzone {side} {name} was damaged when it was freed "
-                           f"(byte {index} of a block of {extent} bytes): something wrote past a buffer in it")
+        return BoundsError(f"{signature.name}{where}: the redzone {side} {name} was damaged when it was given "
+                           f"back (byte {index} of its {extent}): something wrote past a buffer in it")
     return BoundsError(f"{signature.name}{where}: {op} at {loc}: {access} at index {index} is out of bounds "
-                       f"of {name} ({kind}, {extent} elements)")
+                       f"of {name} (extent {extent})")
