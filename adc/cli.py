@@ -66,6 +66,7 @@ def _parser() -> argparse.ArgumentParser:
     ir.add_argument("--emit", choices=EMIT_STAGES, default="ir",
                     help="ir: after elaboration; opt: after the cleanup passes; llvm: optimized LLVM IR; "
                          "asm: assembly for this CPU")
+    ir.add_argument("--check-bounds", action="store_true", help="llvm, asm: the bounds-checked build's")
     ir.add_argument("--print-after-all", action="store_true", help="print the IR after each pass (to stderr)")
     ir.add_argument("--print-after", action="append", default=[], metavar="PASS",
                     help="print the IR after the named pass (repeatable)")
@@ -172,7 +173,7 @@ def _cmd_ir(args, driver) -> int:
         optimized = compiler.optimize(module, options)
         text = format_module(optimized if args.emit == "opt" else module)
     else:
-        target = driver.host_target()
+        target = driver.checked(driver.host_target()) if args.check_bounds else driver.host_target()
         llvm_module = compiler.to_llvm(module, target, options)
         text = (emit.emit_llvm if args.emit == "llvm" else emit.emit_assembly)(llvm_module, target)
     sys.stdout.write(text)

@@ -281,17 +281,22 @@ def _fail_if(em: Emitter, bad: ir.Value, site: int, buffer: ir.Value, index: ir.
     frame = em.bounds
     b = em.b
     with b.if_then(bad, likely=False):
-        record = frame.checks.record
-        first = b.cmpxchg(b.gep(record, [i64(0), ir.Constant(I32, 0)]), i64(0), i64(site + 1), "monotonic", "monotonic")
-        with b.if_then(b.extract_value(first, 1)):
-            for k, value in ((1, buffer), (2, index), (3, extent)):
-                b.store(value, b.gep(record, [i64(0), ir.Constant(I32, k)]))
+        _record(em, site, buffer, index, extent)
         if frame.nest:
             b.atomic_rmw("xchg", frame.failed, ir.Constant(I8, 1), "monotonic")
             b.ret_void()
         else:
             em.release()
             b.ret(ir.Constant(I32, STATUS_BOUNDS))
+
+
+def _record(em: Emitter, site: int, buffer: ir.Value, index: ir.Value, extent: ir.Value) -> None:
+    """Fill the module's error record, unless it holds a failure not read yet (the first one stays)."""
+    b, record = em.b, em.bounds.checks.record
+    first = b.cmpxchg(b.gep(record, [i64(0), ir.Constant(I32, 0)]), i64(0), i64(site + 1), "monotonic", "monotonic")
+    with b.if_then(b.extract_value(first, 1)):
+        for k, value in ((1, buffer), (2, index), (3, extent)):
+            b.store(value, b.gep(record, [i64(0), ir.Constant(I32, k)]))
 
 
 def status(em: Emitter) -> ir.Value:
@@ -416,15 +421,10 @@ def give_back(em: Emitter, name: str, contents: ir.Value, free: Callable) -> Non
             where = b.select(hit, b.add(offset, i64(8 * k)), where)
             damaged = b.or_(damaged, hit)
     with b.if_then(damaged, likely=False):
-        record = frame.checks.record
-        site = frame.checks.site(em.func, None, f"redzone of block {name}")
-        first = b.cmpxchg(b.gep(record, [i64(0), ir.Constant(I32, 0)]), i64(0), i64(site + 1), "monotonic", "monotonic")
-        with b.if_then(b.extract_value(first, 1)):
-            owner = em.func.name
-            buffer = frame.checks.buffer(f"the block of temporaries of @{owner}" if name == owner else
-                                         f"allocation {name[len(owner) + 1:]} of @{owner}", "block")
-            for k, value in ((1, buffer), (2, where), (3, need)):
-                b.store(value, b.gep(record, [i64(0), ir.Constant(I32, k)]))
+        owner = em.func.name
+        buffer = frame.checks.buffer(f"the block of temporaries of @{owner}" if name == owner else
+                                     f"allocation {name[len(owner) + 1:]} of @{owner}", "block")
+        _record(em, frame.checks.site(em.func, None, f"redzone of block {name}"), buffer, where, need)
         b.store(ir.Constant(I8, 1), frame.failed)
     kept_blocks.give_back(b, em.llmod, name, start, free)
 
