@@ -93,6 +93,7 @@ class Frame:
         self.checks, self.failed, self.nest = checks, failed, nest
         self.extents: dict[int, tuple[ir.Value, ir.Value, ir.Value]] = {}    # id(ptr) -> (ptr, bytes, buffer id)
         self.arrays: dict[int, tuple[ir.Value, ir.Value]] = {}              # id(pointer array) -> (it, descriptor)
+        self.exit: ir.Block | None = None       # a kernel's or region's one way out on failure (`status` fills it)
 
     def extent(self, ptr: ir.Value) -> tuple[ir.Value, ir.Value]:
         found = self.extents.get(id(ptr))
@@ -285,9 +286,9 @@ def _fail_if(em: Emitter, bad: ir.Value, site: int, buffer: ir.Value, index: ir.
         if frame.nest:
             b.atomic_rmw("xchg", frame.failed, ir.Constant(I8, 1), "monotonic")
             b.ret_void()
-        else:
-            em.release()
-            b.ret(ir.Constant(I32, STATUS_BOUNDS))
+        else:       # one block frees the blocks: a copy per check grew with checks x blocks
+            frame.exit = frame.exit or b.function.append_basic_block("bounds.exit")
+            b.branch(frame.exit)
 
 
 def _record(em: Emitter, site: int, buffer: ir.Value, index: ir.Value, extent: ir.Value) -> None:
@@ -301,11 +302,16 @@ def _record(em: Emitter, site: int, buffer: ir.Value, index: ir.Value, extent: i
 
 def status(em: Emitter) -> ir.Value:
     """What a kernel or region returns once it released its blocks: 0, or STATUS_BOUNDS when a nest
-    it called, or a redzone it verified, failed."""
+    it called, or a redzone it verified, failed; and its way out from a failed check of its own."""
     if em.bounds is None:
         return ir.Constant(I32, 0)
     failed = em.b.icmp_unsigned("!=", em.b.load(em.bounds.failed, typ=I8), ir.Constant(I8, 0))
-    return em.b.select(failed, ir.Constant(I32, STATUS_BOUNDS), ir.Constant(I32, 0))
+    status = em.b.select(failed, ir.Constant(I32, STATUS_BOUNDS), ir.Constant(I32, 0))
+    if em.bounds.exit is not None:
+        with em.b.goto_block(em.bounds.exit):
+            em.release()
+            em.b.ret(ir.Constant(I32, STATUS_BOUNDS))
+    return status
 
 
 # ---------------------------------------------------------------- nests and regions
