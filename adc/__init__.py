@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import os
 
-from adc.errors import CompileError, ToolchainError, VerifyError
+from adc.errors import BoundsError, CompileError, ToolchainError, VerifyError
 from adc.runtime.custom_gradient import custom_gradient
 from adc.runtime.forward_accumulator import ForwardAccumulator
 from adc.runtime.functional import batch_jacobian, grad, hessian, hvp, jacfwd, jacobian, jvp, value_and_grad
@@ -37,7 +37,7 @@ from adc.runtime.threads import set_num_threads
 from adc.runtime.variable import Variable
 from adc.version import __version__
 
-__all__ = ["__version__", "CompileError", "ForwardAccumulator", "GradientTape", "LoadError", "Module", "Tensor", "ToolchainError",
+__all__ = ["__version__", "BoundsError", "CompileError", "ForwardAccumulator", "GradientTape", "LoadError", "Module", "Tensor", "ToolchainError",
            "UnconnectedGradients", "Variable", "VerifyError", "abs", "add", "argmax", "argmin", "batch_jacobian", "cast", "clip", "clip_by_norm",
            "clip_by_value", "compile", "compile_file", "concat", "constant", "convert_to_tensor", "cos",
            "custom_gradient", "divide", "elu", "equal", "exp", "expm1", "floor", "gather", "grad", "greater", "greater_equal",
@@ -48,15 +48,16 @@ __all__ = ["__version__", "CompileError", "ForwardAccumulator", "GradientTape", 
            "softplus", "sqrt", "stack", "stop_gradient", "subtract", "take_along_axis", "tan", "tanh", "transpose", "value_and_grad", "where"]
 
 
-def compile(source: str, name: str | None = None) -> Module:
+def compile(source: str, name: str | None = None, check_bounds: bool = False) -> Module:
     """Compile adc source text in process; `name` labels diagnostics (default '<string>').
     Compiled code is kept in the on-disk cache (docs/architecture.md), so the same source
-    compiles once per machine."""
-    return warn_on_open(from_source(source, name or "<string>"), "adc.compile")
+    compiles once per machine. `check_bounds`: a bounds-checked build, its derivatives too (an
+    access outside its buffer raises adc.BoundsError; ADC_CHECK_BOUNDS=1 checks every JIT compile)."""
+    return warn_on_open(from_source(source, name or "<string>", check_bounds), "adc.compile")
 
 
-def compile_file(path: str | os.PathLike) -> Module:
-    """Compile an .adc file in process."""
+def compile_file(path: str | os.PathLike, check_bounds: bool = False) -> Module:
+    """Compile an .adc file in process (`check_bounds`: as adc.compile's)."""
     from adc import driver      # the compiler (llvmlite) is optional for loading .so files
 
-    return warn_on_open(from_source(driver.read_source(path), str(path)), "adc.compile_file")
+    return warn_on_open(from_source(driver.read_source(path), str(path), check_bounds), "adc.compile_file")

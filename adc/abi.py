@@ -57,6 +57,11 @@ SET_NUM_THREADS_SYMBOL = "adc_set_num_threads"
 # What a kernel returns (runtime/adc.h): a loop body, a branch or an inlined kernel checks its own
 # shape constraints when it runs, so a call can fail on shapes after the checks before it
 STATUS_OK, STATUS_NO_MEMORY, STATUS_SHAPES = 0, 1, 2
+# A bounds-checked build's kernel (codegen/bounds.py) returns STATUS_BOUNDS when an access was out
+# of its buffer or a block's redzone was damaged; `adc_bounds_<name>()` gives its error record.
+STATUS_BOUNDS = 3
+BOUNDS_PREFIX = "adc_bounds_"
+BOUNDS_KIND_BITS = 3    # a buffer id's low bits: its kind (codegen/bounds.KINDS); the rest, its row in the table
 
 RUNTIME_PREFIX = "adc_rt_"
 RUNTIME_PARALLEL_FOR = "adc_rt_parallel_for"        # void (ptr task, ptr ctx, i64 start, i64 end, i64 grain)
@@ -174,6 +179,20 @@ class ModuleInfo:
     adc_version: str
     gradients: str = GRADIENTS_DERIVED
     vjps: tuple[VjpEntry, ...] = ()
+    check_bounds: bool = False      # compiled with bounds checks (with_check_bounds)
+
+
+def with_check_bounds(metadata: str) -> str:
+    """The metadata of a bounds-checked build of the module `metadata` describes: it says so, so a
+    loaded checked shared object reports it (`adc info`) and its derivatives are checked too."""
+    doc = json.loads(metadata)
+    doc["check_bounds"] = True
+    return json.dumps(doc, sort_keys=True)
+
+
+def bounds_symbol(kernel_symbol: str) -> str:
+    """The error record's accessor of a checked build's kernel (`adc_kernel_f` -> `adc_bounds_f`)."""
+    return BOUNDS_PREFIX + kernel_symbol[len(KERNEL_PREFIX):]
 
 
 def signature(func: Func) -> KernelSignature:
@@ -225,7 +244,7 @@ def decode_metadata(text: str) -> ModuleInfo:
         kernels = tuple(KernelSignature.from_json(k) for k in doc["kernels"])
         vjps = tuple(VjpEntry.from_json(v) for v in doc.get("vjps", ()))
         return ModuleInfo(doc["module"], kernels, doc["ir"], doc["adc_version"],
-                          doc.get("gradients", GRADIENTS_DERIVED), vjps)
+                          doc.get("gradients", GRADIENTS_DERIVED), vjps, bool(doc.get("check_bounds", False)))
     except (KeyError, TypeError, ValueError) as err:
         raise MetadataError(f"the module metadata is malformed ({err!r})") from None
 

@@ -12,6 +12,7 @@ toolchain; 2 a usage error. A user never sees a Python traceback.
     adc ir kernels.adc --jacobian sigmoid_shift
     adc ir kernels.adc --batch-jacobian dense_relu          # d y[b] / d x[b], per-example seeds folded
     adc compile kernels.adc -o kernels.so --no-gradients   # forward kernels only
+    adc compile kernels.adc -o kernels.so --check-bounds   # every access checked (adc.BoundsError)
     adc info kernels.so                                     # kernels, and which carry gradients
     adc cache info                                          # the compile cache: location, entries, size
     adc cache clear
@@ -51,6 +52,9 @@ def _parser() -> argparse.ArgumentParser:
                           help="the CPU to build for: native (this machine, the default), an x86-64 level "
                                "(x86-64, x86-64-v2, x86-64-v3, x86-64-v4) or an LLVM CPU name (znver3, "
                                "skylake-avx512, ...); adc.load refuses the file on a CPU lacking its features")
+    compile_.add_argument("--check-bounds", action="store_true",
+                          help="a bounds-checked build: every access checked against its buffer, every block "
+                               "redzoned; a violation raises adc.BoundsError (docs/language.md)")
     compile_.add_argument("-v", "--verbose", action="store_true",
                           help="print each compile stage with its time, and cache hits (as ADC_LOG=compile)")
 
@@ -62,6 +66,7 @@ def _parser() -> argparse.ArgumentParser:
     ir.add_argument("--emit", choices=EMIT_STAGES, default="ir",
                     help="ir: after elaboration; opt: after the cleanup passes; llvm: optimized LLVM IR; "
                          "asm: assembly for this CPU")
+    ir.add_argument("--check-bounds", action="store_true", help="llvm, asm: the bounds-checked build's")
     ir.add_argument("--print-after-all", action="store_true", help="print the IR after each pass (to stderr)")
     ir.add_argument("--print-after", action="append", default=[], metavar="PASS",
                     help="print the IR after the named pass (repeatable)")
@@ -96,6 +101,8 @@ def _cmd_compile(args, driver) -> int:
         target = Target.for_cpu(args.cpu, pic=True)
     except ValueError as err:
         raise UsageError(str(err)) from None
+    if args.check_bounds:
+        target = driver.checked(target)
     out = args.output or str(Path(args.file).with_suffix(".so"))
     module = _elaborated(compiler, driver, args.file)
     info = driver.write_shared_object(module, out, gradients=not args.no_gradients, target=target)
@@ -166,7 +173,7 @@ def _cmd_ir(args, driver) -> int:
         optimized = compiler.optimize(module, options)
         text = format_module(optimized if args.emit == "opt" else module)
     else:
-        target = driver.host_target()
+        target = driver.checked(driver.host_target()) if args.check_bounds else driver.host_target()
         llvm_module = compiler.to_llvm(module, target, options)
         text = (emit.emit_llvm if args.emit == "llvm" else emit.emit_assembly)(llvm_module, target)
     sys.stdout.write(text)
@@ -183,6 +190,7 @@ def _cmd_info(args, driver) -> int:
           + GRADIENT_MODES.get(info.gradients, info.gradients))
     target = library.target
     print(f"  target: {target['triple']}, cpu {target['cpu']}, features: {' '.join(target['features']) or 'none'}")
+    print(f"  bounds checks: {'on (compiled with --check-bounds)' if info.check_bounds else 'off'}")
     vjps = {v.of: v for v in info.vjps}
     custom = parse_module(info.ir).custom_gradients() if info.ir else {}
     parts = {name for pair in custom.values() for name in pair}

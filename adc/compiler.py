@@ -101,7 +101,7 @@ def to_llvm(module: Module, target: Target, options: Options = Options()) -> llv
     metadata = encode_metadata(module, format_module(module))
     optimized = optimize(module, options)
     with compile_log.stage(module.name, "lower"):
-        return lower.lower_module(optimized, metadata, target.vector_bits)
+        return lower.lower_module(optimized, metadata, target.vector_bits, target.check_bounds, target.misindex)
 
 
 @dataclass(frozen=True)
@@ -158,7 +158,7 @@ def lower_kernel(ir_text: str, module_name: str, name: str, target: Target) -> l
     with compile_log.stage(subject, "inline"):
         kernel = _inlined(_parse(ir_text, module_name), name)
     with compile_log.stage(subject, "lower"):
-        return lower.lower_kernel(kernel, name, target.vector_bits)
+        return lower.lower_kernel(kernel, name, target.vector_bits, target.check_bounds, target.misindex)
 
 
 def _inlined(module: Module, name: str) -> Module:

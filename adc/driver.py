@@ -46,8 +46,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Callable, NamedTuple
 
 from adc import compile_log, locks
-from adc.abi import (ADC_VERSION, GRADIENTS_EMBEDDED, GRADIENTS_NONE, RUNTIME_SET_NUM_THREADS,
-                     SET_NUM_THREADS_SYMBOL, ModuleInfo, decode_metadata, runtime_symbols, seal_file)
+from adc.abi import (ADC_VERSION, BOUNDS_PREFIX, GRADIENTS_EMBEDDED, GRADIENTS_NONE, KERNEL_PREFIX,
+                     RUNTIME_SET_NUM_THREADS, SET_NUM_THREADS_SYMBOL, ModuleInfo, decode_metadata, runtime_symbols,
+                     seal_file, with_check_bounds)
 from adc.codegen.cache import Cache
 from adc.codegen.source_digest import source_digest
 from adc.errors import CompileError, Location
@@ -259,7 +260,7 @@ def _link_later(object_code: bytes, symbol: str, key: str, subject: str) -> None
     interpreter waits for it at exit."""
     def link() -> None:
         _lowest_priority()
-        image = _link([object_code], [symbol], subject)
+        image = _link([object_code], [symbol, f"{BOUNDS_PREFIX}*"], subject)
         cache = open_cache()
         if image is not None and cache is not None:
             cache.put("shared", key, image)
@@ -371,6 +372,21 @@ def _target_for_cpu(cpu: str) -> Target:
         raise ValueError(f"ADC_CPU={cpu}: {error}") from None
 
 
+def jit_target(check_bounds: bool = False) -> Target:
+    """The JIT's target: the host's, bounds-checked when asked, or for every JIT compile of the
+    process under ADC_CHECK_BOUNDS=1."""
+    wanted = check_bounds or os.environ.get("ADC_CHECK_BOUNDS", "0") not in ("", "0")
+    return checked(host_target()) if wanted else host_target()
+
+
+def checked(target: Target) -> Target:
+    """`target`'s bounds-checked build (codegen/bounds.py), with ADC_BOUNDS_MISINDEX, the test hook
+    of checked builds (bounds.MISINDEX_KINDS: stores into such buffers go one element further)."""
+    import dataclasses
+
+    return dataclasses.replace(target, check_bounds=True, misindex=os.environ.get("ADC_BOUNDS_MISINDEX", ""))
+
+
 class JitModule:
     """A module compiled into this process kernel by kernel, each on its first use.
 
@@ -385,8 +401,9 @@ class JitModule:
     the runtime's. (Kernels calling external functions keep to the JIT linker, which binds them.)
     """
 
-    def __init__(self, manifest: dict):
-        self._metadata = manifest["metadata"]
+    def __init__(self, manifest: dict, target: Target):
+        self.target = target            # what its kernels compile for (a bounds-checked build's, say)
+        self._metadata = with_check_bounds(manifest["metadata"]) if target.check_bounds else manifest["metadata"]
         self._name = json.loads(self._metadata)["module"]
         self._ir: str = manifest["ir"]
         self._kernels: dict[str, str] = manifest["kernels"]
@@ -404,6 +421,9 @@ class JitModule:
     def address(self, symbol: str) -> int:
         if symbol == SET_NUM_THREADS_SYMBOL:
             return _require(runtime_library(), RUNTIME_SET_NUM_THREADS)
+        if symbol.startswith(BOUNDS_PREFIX):        # a checked kernel's error record: in its library
+            kernel = self._loaded.get(KERNEL_PREFIX + symbol[len(BOUNDS_PREFIX):])
+            return kernel.address(symbol) if kernel is not None else 0
         if symbol not in self._kernels:
             return 0
         with self._lock:
@@ -425,7 +445,7 @@ class JitModule:
         if cache is None or not sys.platform.startswith("linux") or (os.cpu_count() or 1) < 2 \
                 or threading.active_count() != 1:
             return
-        target = host_target()
+        target = self.target
         key = _kernel_key(symbol, self._kernels[symbol], target)
         if not cache.path("modules", key).exists():
             self._ahead[symbol] = _compile_in_child(cache, key, symbol, self._ir, self._name, target)
@@ -437,7 +457,7 @@ class JitModule:
         ahead = self._ahead.pop(symbol, None)
         if ahead is not None:
             _wait_for(ahead)
-        target, subject = host_target(), f"{self._name}: {symbol}"
+        target, subject = self.target, f"{self._name}: {symbol}"
         key = _kernel_key(symbol, self._kernels[symbol], target)
         cache = open_cache()
         shared = cache is not None and not self._calls_externs and isinstance(runtime_library(), DynamicLibrary)
@@ -522,18 +542,19 @@ def _manifest(module: Module) -> dict:
             "kernels": sources.kernels}
 
 
-def jit_source(source: str, filename: str) -> JitModule:
+def jit_source(source: str, filename: str, check_bounds: bool = False) -> JitModule:
     """adc source text as a JIT module (cached by the text, the file's absolute path — external
     libraries are found relative to it). Every error in the program is reported here; machine code
-    is made on each kernel's first call."""
+    is made on each kernel's first call (bounds-checked: see `jit_target`)."""
     key = ir_key("source", os.path.abspath(filename), source)
-    return JitModule(_cached_manifest(key, filename, lambda: _manifest(_compiler().elaborate(source, filename))))
+    return JitModule(_cached_manifest(key, filename, lambda: _manifest(_compiler().elaborate(source, filename))),
+                     jit_target(check_bounds))
 
 
-def jit(module: Module) -> JitModule:
+def jit(module: Module, check_bounds: bool = False) -> JitModule:
     """An IR module as a JIT module (cached by its IR text)."""
     key = ir_key("ir", module.name, format_module(module))
-    return JitModule(_cached_manifest(key, module.name, lambda: _manifest(module)))
+    return JitModule(_cached_manifest(key, module.name, lambda: _manifest(module)), jit_target(check_bounds))
 
 
 # ---------------------------------------------------------------- derived kernels
@@ -554,9 +575,10 @@ class Derived:
 
 
 def derive(ir_text: str, module_name: str, derivation: str, kernel: str,
-           wanted: tuple[int, ...] | None = None) -> Derived:
-    """A derivative of `kernel` from the IR text a compiled module carries, as a JIT module.
-    Cached by the request (IR text, derivation, kernel, wanted), so a warm call parses nothing."""
+           wanted: tuple[int, ...] | None = None, check_bounds: bool = False) -> Derived:
+    """A derivative of `kernel` from the IR text a compiled module carries, as a JIT module (checked
+    when its module is, see `jit_target`). Cached by the request (IR text, derivation, kernel,
+    wanted), so a warm call parses nothing."""
     key = ir_key("derive", module_name, ir_text, json.dumps([derivation, kernel, wanted]))
 
     def build() -> dict:
@@ -570,7 +592,7 @@ def derive(ir_text: str, module_name: str, derivation: str, kernel: str,
         return {**found, **_manifest(made.module)}
 
     manifest = _cached_manifest(key, f"{module_name}: {derivation} of {kernel}", build)
-    library = JitModule(manifest) if "kernels" in manifest else None
+    library = JitModule(manifest, jit_target(check_bounds)) if "kernels" in manifest else None
     return Derived(library, manifest["function"], tuple(manifest["wrt"]), tuple(manifest["passthrough"] or ()),
                    manifest.get("forward"))
 
@@ -593,13 +615,14 @@ def write_shared_object(module: Module, out_path: str | os.PathLike, gradients: 
     compiler = _compiler()
     sources = compiler.kernel_sources(module, GRADIENTS_EMBEDDED if gradients else GRADIENTS_NONE)
     objects = _compile_kernels(sources, module.name, target)
-    objects.append(_cached(cache_key(target, "metadata", sources.metadata), f"{module.name}: metadata",
-                           lambda: emit.emit_object(compiler.metadata_module(sources.metadata), target)))
-    objects.append(runtime_object(target))
+    metadata = with_check_bounds(sources.metadata) if target.check_bounds else sources.metadata
+    objects.append(_cached(cache_key(target, "metadata", metadata), f"{module.name}: metadata",
+                           lambda: emit.emit_object(compiler.metadata_module(metadata), target)))
+    objects.append(runtime_object(target.unchecked))
     with compile_log.stage(module.name, "link"):
         aot.link_shared_object(objects, out_path, externs.link_arguments(module))
     seal_file(out_path, {"triple": target.triple, "cpu": target.cpu, "features": list(target.required_features)})
-    return decode_metadata(sources.metadata)
+    return decode_metadata(metadata)
 
 
 def _compile_kernels(sources, module_name: str, target: Target) -> list[bytes]:

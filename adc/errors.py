@@ -84,3 +84,11 @@ class VerifyError(Exception):
 
 class ToolchainError(Exception):
     """A tool adc needs outside Python (the system linker `cc`) is missing or failed."""
+
+
+class BoundsError(RuntimeError):
+    """A bounds-checked build's kernel (`check_bounds=True`, `adc compile --check-bounds`,
+    ADC_CHECK_BOUNDS=1) stopped before an access outside a buffer, or found a block's redzone
+    damaged when it gave the block back: the message names the kernel, the op and its source
+    location, the buffer, the index and the extent."""
+

@@ -12,7 +12,9 @@
  *            shape follows from the result type and `dims`.
  *   returns  0 on success, ADC_ERR_NO_MEMORY when a temporary could not be allocated,
  *            ADC_ERR_SHAPES when the sizes break a constraint of a loop body or branch that
- *            ran, or of a kernel it calls (the metadata's constraints are the kernel's own).
+ *            ran, or of a kernel it calls (the metadata's constraints are the kernel's own),
+ *            ADC_ERR_BOUNDS (a module built with `adc compile --check-bounds` only) when an
+ *            access was out of its buffer or a block's redzone was damaged: see adc_bounds_k.
  *
  * The caller guarantees that every argument's shape matches its parameter type for
  * the given `dims` (the Python runtime checks this before every call); kernels never
@@ -46,6 +48,7 @@ extern "C" {
 #define ADC_OK 0
 #define ADC_ERR_NO_MEMORY 1
 #define ADC_ERR_SHAPES 2
+#define ADC_ERR_BOUNDS 3
 
 typedef int32_t (*adc_kernel_fn)(const int64_t *dims, const void *const *inputs, void *const *outputs);
 
@@ -59,6 +62,14 @@ typedef int32_t (*adc_kernel_fn)(const int64_t *dims, const void *const *inputs,
  * "ir": the module's IR text, VJP functions included}. Types print as `f32[B,N]`; each
  * constraint is a dimension expression that must be >= 0 for a call to be valid. */
 const char *adc_module_metadata(void);
+
+/* In a module built with `adc compile --check-bounds` (its metadata has "check_bounds": true), each
+ * kernel `k` also exports `int64_t *adc_bounds_k(void)`: the module's error record, filled by the
+ * first failed check since it was last cleared (a kernel returning ADC_ERR_BOUNDS):
+ *   [0] the site + 1 (0: none; store 0 to clear it), [1] the buffer's id, [2] the index (a byte
+ *   offset for a redzone), [3] the extent, [4] the address of a JSON table {"sites": [[function,
+ *   op, "file:line:col", access]], "buffers": [[name, kind]]}: the site indexes "sites", the
+ *   buffer id shifted right by 3 indexes "buffers". The record is the module's, not a thread's. */
 
 /* Threads for large loop nests (n <= 0: one per online processor, the default; at most 64).
  * The Python runtime applies ADC_NUM_THREADS when it loads a module. Applies from the next call. */

@@ -25,7 +25,8 @@ from typing import TYPE_CHECKING, Callable, Sequence
 
 import llvmlite.ir as ir
 
-from adc.codegen.loops import I1, I8, I32, I64, PTR, counted_loop, i64, stack_array
+from adc.codegen import bounds
+from adc.codegen.loops import I1, I8, I32, I64, PTR, counted_loop, i64
 from adc.ir.core import Func, Op, Value
 from adc.ir.types import DType, num_elements
 
@@ -47,7 +48,7 @@ def for_lower(em: Emitter, op: Op, dests: list[ir.Value]) -> None:
     n = em.b.select(em.b.icmp_signed(">", loaded, i64(0)), loaded, i64(0))
     stacks = _stacks(em, op, n)
     odd = em.b.trunc(n, I1)
-    iteration = em.head.alloca(I64)
+    iteration = bounds.track(em, em.head.alloca(I64), i64(8), "the iteration's index", "slot")
     calls = _alternating_calls(em, op, dests[:k], inits, odd, [iteration], captured, scratch,
                                updated_in_place(em, op), [row for row, _ in stacks])
 
@@ -56,7 +57,7 @@ def for_lower(em: Emitter, op: Op, dests: list[ir.Value]) -> None:
         inputs, outputs = _select(em, em.b.trunc(i, I1), calls)
         for j, (row, write) in enumerate(stacks):
             if row is None:         # written in place: the row i of the stack
-                em.b.store(write(i), em.b.gep(outputs, [i64(k + j)], source_etype=PTR))
+                bounds.place(em, outputs, k + j, write(i))
         _call(em, body, [dims, inputs, outputs])
         for row, write in stacks:
             if row is not None:
@@ -75,13 +76,16 @@ def _stacks(em: Emitter, op: Op, n: ir.Value) -> list[tuple[ir.Value | None, Cal
     inners = [em.bytes(s.type.shape[axis + 1:], s.type.dtype) for s in stacked]
     outers = [em.dim(num_elements(s.type.shape[:axis])) for s in stacked]     # the parts of a row, `inner` bytes each
     rows = [em.b.mul(outer, inner) for outer, inner in zip(outers, inners)] if axis else []
-    blocks = em.allocate_parts([em.bytes_of(s) for s in stacked] + rows)
+    sizes = [em.bytes_of(s) for s in stacked] + rows
+    blocks = em.allocate_parts(sizes)
+    names = [f"stack {j} of the scan at {op.loc}" for j in range(len(stacked))]
+    for block, size, name in zip(blocks, sizes, names + [f"row of {name}" for name in names]):
+        bounds.track(em, block, size, name, "stack")
     found = []
     for j, (s, stack, inner, outer) in enumerate(zip(stacked, blocks, inners, outers)):
         em.buffers[s] = stack
         if axis == 0:
-            found.append((None, lambda i, stack=stack, inner=inner: em.b.gep(stack, [em.b.mul(i, inner)],
-                                                                              source_etype=I8)))
+            found.append((None, lambda i, stack=stack, inner=inner: _row_of(em, stack, i, inner)))
             continue
         row = blocks[len(stacked) + j]
         found.append((row, lambda i, stack=stack, row=row, inner=inner, outer=outer:
@@ -89,13 +93,22 @@ def _stacks(em: Emitter, op: Op, n: ir.Value) -> list[tuple[ir.Value | None, Cal
     return found
 
 
+def _row_of(em: Emitter, stack: ir.Value, i: ir.Value, inner: ir.Value) -> ir.Value:
+    """Row i of a stack of rows of `inner` bytes, a buffer of its own (a row's extent)."""
+    offset = em.b.mul(i, inner)
+    return bounds.track_within(em, em.b.gep(stack, [offset], source_etype=I8), stack, offset, size=inner)
+
+
 def _scatter_row(em: Emitter, stack: ir.Value, row: ir.Value, i: ir.Value, n: ir.Value, inner: ir.Value,
                  outer: ir.Value) -> None:
     """Row i of a stack whose axis of n rows has `outer` parts before it: part o of the row, `inner`
     bytes, goes to (o n + i) inner."""
     def part(o: ir.Value) -> None:
-        source = em.b.gep(row, [em.b.mul(o, inner)], source_etype=I8)
-        dest = em.b.gep(stack, [em.b.mul(em.b.add(em.b.mul(o, n), i), inner)], source_etype=I8)
+        offset = em.b.mul(o, inner)
+        source = bounds.track_within(em, em.b.gep(row, [offset], source_etype=I8), row, offset)
+        offset = em.b.mul(em.b.add(em.b.mul(o, n), i), inner)
+        dest = bounds.track_within(em, em.b.gep(stack, [offset], source_etype=I8), stack, offset)
+        bounds.copy(em, dest, source, inner)
         _memcpy(em, dest, source, inner)
     counted_loop(em.b, i64(0), outer, part)
 
@@ -103,7 +116,7 @@ def _scatter_row(em: Emitter, stack: ir.Value, row: ir.Value, i: ir.Value, n: ir
 def _call(em: Emitter, fn: ir.Function, args: list[ir.Value]) -> None:
     """Call a region function; its nonzero status (a scan's stack it could not allocate, sizes
     breaking its shape constraints) is returned."""
-    status = em.b.call(fn, args)
+    status = em.b.call(fn, bounds.region_arguments(em, args))
     em.fail_if(em.b.icmp_signed("!=", status, ir.Constant(I32, 0)), status)
 
 
@@ -115,7 +128,7 @@ def while_lower(em: Emitter, op: Op, dests: list[ir.Value]) -> None:
     (cond, cond_dims, cond_scratch), (body, body_dims, scratch) = map(em.region, (op.attrs["cond"], op.attrs["body"]))
     in_place = updated_in_place(em, op)
     calls = _alternating_calls(em, op, dests, inits, ir.Constant(I1, 0), [], captured, scratch, in_place)
-    holds, odd = em.head.alloca(I8), em.head.alloca(I1)
+    holds, odd = bounds.track(em, em.head.alloca(I8), i64(1), "the condition's verdict", "slot"), em.head.alloca(I1)
     verdict = _pointer_array(em, [holds, cond_scratch])
     em.b.store(ir.Constant(I1, 0), odd)
     header, block, exit_ = (em.b.append_basic_block(name) for name in ("while.cond", "while.body", "while.exit"))
@@ -157,8 +170,8 @@ def _alternating_calls(em: Emitter, op: Op, dests: list[ir.Value], inits: Sequen
     so that an odd number of iterations ends in the results. A value the body updates in place
     (`in_place`, from `updated_in_place`) has its result buffer in both sets."""
     spares = [em.spares[r] for r in op.results[:len(dests)]]
-    first = [dest if j in in_place else em.b.select(odd, spare, dest) for j, (spare, dest) in enumerate(zip(spares, dests))]
-    second = [dest if j in in_place else em.b.select(odd, dest, spare) for j, (spare, dest) in enumerate(zip(spares, dests))]
+    first = [dest if j in in_place else bounds.select(em, odd, spare, dest) for j, (spare, dest) in enumerate(zip(spares, dests))]
+    second = [dest if j in in_place else bounds.select(em, odd, dest, spare) for j, (spare, dest) in enumerate(zip(spares, dests))]
     for init, buffer in zip(inits, first):
         _copy(em, buffer, em.buffers[init], init)
     reads = [em.buffers[v] for v in captured]
@@ -210,16 +223,17 @@ def _ancestors(values: Sequence[Value], producers: dict[Value, Op]) -> set[Value
 
 def _select(em: Emitter, odd: ir.Value, calls: list[tuple[ir.Value, ir.Value]]) -> tuple[ir.Value, ir.Value]:
     (even_in, even_out), (odd_in, odd_out) = calls
-    return em.b.select(odd, odd_in, even_in), em.b.select(odd, odd_out, even_out)
+    return bounds.select(em, odd, odd_in, even_in), bounds.select(em, odd, odd_out, even_out)
 
 
-def _pointer_array(em: Emitter, pointers: list[ir.Value]) -> ir.Value:
-    return stack_array(em.head, em.b, PTR, pointers)
+_pointer_array = bounds.pointer_array
 
 
 def _copy(em: Emitter, dest: ir.Value, source: ir.Value, like: Value) -> None:
     """dest = source, both buffers of `like`'s type."""
-    _memcpy(em, dest, source, em.bytes_of(like))
+    size = em.bytes_of(like)
+    bounds.copy(em, dest, source, size)
+    _memcpy(em, dest, source, size)
 
 
 def _memcpy(em: Emitter, dest: ir.Value, source: ir.Value, size: ir.Value) -> None:

@@ -29,12 +29,12 @@ from typing import Callable, Sequence
 
 import llvmlite.ir as ir
 
-from adc.codegen import control_flow, division, gemm, kept_blocks, parallel, sizes, vecmath
+from adc.codegen import bounds, control_flow, division, gemm, parallel, sizes, vecmath
 from adc.codegen.control_flow import CARRYING, in_place_scatters
 from adc.codegen.fusion import CONTROL_FLOW, MATERIALIZING, Plan, plan
 from adc.codegen.strips import REDUCTIONS, Nest, RowStrip
 from adc.codegen.loops import (I1, I8, I32, I64, NOWRAP, PTR, Index, counted_loop, evaluate_dim,
-                               i64, if_then_else, loop_nest, outline, stack_array, tiled_loop_nest)
+                               i64, if_then_else, loop_nest, stack_array, tiled_loop_nest)
 from adc.abi import STATUS_NO_MEMORY, STATUS_SHAPES
 from adc.errors import CompileError
 from adc.ir.core import Func, Module, Op, Value, children_first
@@ -66,14 +66,19 @@ REGION_PREFIX = "adc.region."      # + a region function's name: its internal LL
 INT_SUFFIX = {DType.f32: "f32", DType.f64: "f64", DType.i32: "i32", DType.i64: "i64"}
 
 
-def lower_module(module: Module, metadata: str, vector_bits: int) -> ir.Module:
+def lower_module(module: Module, metadata: str, vector_bits: int, check_bounds: bool = False,
+                 misindex: str = "") -> ir.Module:
     """The LLVM module of an inlined, verified IR module, with its metadata and `adc_set_num_threads`
-    (a shared object); `vector_bits` (Target.vector_bits) shapes the register tiles of matrix products."""
+    (a shared object); `vector_bits` (Target.vector_bits) shapes the register tiles of matrix products;
+    `check_bounds` and `misindex` (Target's) make a bounds-checked build (bounds.py)."""
     llmod = ir.Module(name=module.name)
+    checks = bounds.ModuleChecks(llmod, misindex) if check_bounds else None
     regions = module.regions()
-    for func in module:
-        if func.name not in regions:
-            _lower_checked(llmod, module, func, vector_bits)
+    kernels = [func.name for func in module if func.name not in regions]
+    for name in kernels:
+        _lower_checked(llmod, module, module[name], vector_bits, checks)
+    if checks is not None:
+        checks.export(kernels)
     _define_metadata(llmod, metadata)
     parallel.define_set_num_threads(llmod)
     return llmod
@@ -87,21 +92,25 @@ def lower_metadata(metadata: str) -> ir.Module:
     return llmod
 
 
-def lower_kernel(module: Module, name: str, vector_bits: int) -> ir.Module:
+def lower_kernel(module: Module, name: str, vector_bits: int, check_bounds: bool = False,
+                 misindex: str = "") -> ir.Module:
     """The LLVM module of kernel `name` alone: what the JIT compiles on the kernel's first call."""
     llmod = ir.Module(name=f"{module.name}:{name}")
-    _lower_checked(llmod, module, module[name], vector_bits)
+    checks = bounds.ModuleChecks(llmod, misindex) if check_bounds else None
+    _lower_checked(llmod, module, module[name], vector_bits, checks)
+    if checks is not None:
+        checks.export([name])
     return llmod
 
 
 def _lower_checked(llmod: ir.Module, module: Module, func: Func, vector_bits: int,
-                   region: bool = False) -> ir.Function:
+                   checks: bounds.ModuleChecks | None, region: bool = False) -> ir.Function:
     """The kernel `adc_kernel_<name>`, or the internal function of a region (`Emitter.region`)."""
     for op in func.ops:
         if op.name not in lower_rules:
             raise CompileError(f"codegen has no lowering for op '{op.name}' in @{func.name}"
                                + (" (run the inliner first)" if op.name == "call" else ""), op.loc)
-    return _lower_kernel(llmod, module, func, vector_bits, region)
+    return _lower_kernel(llmod, module, func, vector_bits, checks, region)
 
 
 def _define_metadata(llmod: ir.Module, metadata: str) -> None:
@@ -144,8 +153,11 @@ class Emitter:
         self.late: frozenset[str] = frozenset()     # symbols scans bind: sizes known only once one ran
         self.strip = RowStrip()                     # nests over the same rows waiting to run strip by strip
         self.kept: dict[ir.Value, str] = {}         # slots of blocks kept for its next call -> their names (kept_blocks.py)
-        # In an outlined nest, whose operands are all computed before it is called: each scalar
-        # operand, read once in the entry (None: a function whose scalars may be computed later)
+        self.op: Op | None = None                   # the op being lowered: what a failed bounds check names
+        self.bounds: bounds.Frame | None = None     # in a bounds-checked build: the extents of its buffers
+        # In an outlined nest of the default build, whose operands are all computed before it is
+        # called: each scalar operand, read once in the entry (None: a function whose scalars may
+        # be computed later, or a checked build, whose every load is checked where it is made)
         self.scalars_ahead: dict[Value, ir.Value] | None = None
 
     def nested(self, fn: ir.Function, dims: ir.Value, buffers: dict[Value, ir.Value]) -> "Emitter":
@@ -153,7 +165,9 @@ class Emitter:
         child = Emitter(self.llmod, self.module, self.func, self.plan, fn, dims, self.symbol_order, buffers,
                         self.vector_bits)
         child.late = self.late
-        child.scalars_ahead = {}
+        child.op = self.op
+        child.bounds = bounds.nest_frame(self, child, fn)
+        child.scalars_ahead = {} if child.bounds is None else None
         return child
 
     def region(self, name: str) -> tuple[ir.Function, ir.Value, ir.Value]:
@@ -162,7 +176,8 @@ class Emitter:
         function; and the block its temporaries are carved from, to pass after its outputs."""
         fn = self.llmod.globals.get(REGION_PREFIX + name)
         if fn is None:
-            fn = _lower_checked(self.llmod, self.module, self.module[name], self.vector_bits, region=True)
+            fn = _lower_checked(self.llmod, self.module, self.module[name], self.vector_bits,
+                                self.bounds and self.bounds.checks, region=True)
         names = self.module.region_symbols(name)
         symbols = [self.symbols[s] for s in names]
         filler = self.b if self.bound.intersection(names) else self.head     # a bound symbol: known from here on
@@ -219,8 +234,7 @@ class Emitter:
             self.fail_if(self.b.icmp_unsigned("==", block, ir.Constant(PTR, None)))
             return block
         with self.b.if_then(self.b.icmp_unsigned("!=", size, i64(0))):
-            self.b.store(kept_blocks.take(self.b, self.llmod, self.kept[slot], size, fresh,
-                                          lambda ptr: self.b.call(free, [ptr])), slot)
+            self.b.store(bounds.take(self, self.kept[slot], size, fresh, lambda ptr: self.b.call(free, [ptr])), slot)
         return self.b.load(slot, typ=PTR)
 
     def allocate_parts(self, sizes: list[ir.Value]) -> list[ir.Value]:
@@ -243,7 +257,7 @@ class Emitter:
         for slot in self.owned:
             block = self.b.load(slot, typ=PTR)
             with self.b.if_then(self.b.icmp_unsigned("!=", block, ir.Constant(PTR, None))):
-                kept_blocks.give_back(self.b, self.llmod, self.kept[slot], block, lambda ptr: self.b.call(free, [ptr]))
+                bounds.give_back(self, self.kept[slot], block, lambda ptr: self.b.call(free, [ptr]))
 
     def bytes_of(self, value: Value) -> ir.Value:
         return self.bytes(value.type.shape, value.type.dtype)
@@ -280,7 +294,9 @@ class Emitter:
                 self.memo[key] = self.load(self.buffers[value], value.type.dtype, idx)
             else:
                 op = self.plan.producers[value]
+                outer, self.op = self.op, op
                 self.memo[key] = lower_rules[op.name](self, op, idx)
+                self.op = outer
         return self.memo[key]
 
     def scalar_ahead(self, value: Value) -> ir.Value:
@@ -316,23 +332,26 @@ class Emitter:
         return self.b.gep(base, [offset], source_etype=MEMORY_TYPES[dtype], inbounds=True)
 
     def load(self, base: ir.Value, dtype: DType, idx: Index) -> ir.Value:
-        x = self.b.load(self.element_ptr(base, dtype, idx.flat), typ=MEMORY_TYPES[dtype])
+        offset = bounds.access(self, base, ELEMENT_BYTES[dtype], idx.flat, store=False)
+        x = self.b.load(self.element_ptr(base, dtype, offset), typ=MEMORY_TYPES[dtype])
         return self.b.trunc(x, I1) if dtype is DType.bool else x
 
     def store(self, base: ir.Value, dtype: DType, idx: Index, x: ir.Value) -> None:
         if dtype is DType.bool:
             x = self.b.zext(x, I8)
-        self.b.store(x, self.element_ptr(base, dtype, idx.flat))
+        offset = bounds.access(self, base, ELEMENT_BYTES[dtype], idx.flat, store=True)
+        self.b.store(x, self.element_ptr(base, dtype, offset))
 
 
 # ---------------------------------------------------------------- kernels
 
-def _lower_kernel(llmod: ir.Module, module: Module, func: Func, vector_bits: int, region: bool) -> ir.Function:
+def _lower_kernel(llmod: ir.Module, module: Module, func: Func, vector_bits: int,
+                  checks: bounds.ModuleChecks | None, region: bool) -> ir.Function:
     """A kernel, or a region function: internal, its dims Module.region_symbols, and its block of
     temporaries passed by its parent after its outputs (a loop allocates nothing per iteration)."""
     symbol, symbols = ((REGION_PREFIX + func.name, module.region_symbols(func.name)) if region
                        else (f"adc_kernel_{func.name}", func.dim_symbols))
-    fn = ir.Function(llmod, ir.FunctionType(I32, [PTR, PTR, PTR]), symbol)
+    fn = ir.Function(llmod, bounds.region_type(checks) if region else ir.FunctionType(I32, [PTR, PTR, PTR]), symbol)
     # The entry is glue (dims, allocations, calls of the outlined nests, once per call): LLVM skips
     # optimizing a kernel's, which took 35 of the mlp_loss VJP's ~95 ms of optimization; a call of
     # an 8-element kernel measured no slower (paired runs, within noise). A region's runs once per
@@ -341,13 +360,15 @@ def _lower_kernel(llmod: ir.Module, module: Module, func: Func, vector_bits: int
     fn.attributes.add("noinline")
     if not region:
         fn.attributes.add("optnone")
-    dims, inputs, outputs = fn.args
+    dims, inputs, outputs = fn.args[:3]
     func, fusion = _as_lowered(func)
     em = Emitter(llmod, module, func, fusion, fn, dims, symbols, {}, vector_bits)
+    em.bounds = bounds.function_frame(em, checks)
     em.pass_bound_symbols(func.bound_symbols)
     # A loop body's nests run once per iteration, over a loop's state, mostly small: the bookkeeping
     # of strips there cost the RK4 gradient (a state of one) 10-30% (paired runs).
-    em.strip.enabled = not region
+    # A checked build runs each nest alone: a strip's scratch rows are no buffer of their own.
+    em.strip.enabled = not region and checks is None
     em.late = frozenset(s for f in module for s in f.bound_symbols)
     em.unchecked = list(constraints(func))
     em.unsized = sizes.symbolic_shapes(module, func, region)
@@ -355,11 +376,13 @@ def _lower_kernel(llmod: ir.Module, module: Module, func: Func, vector_bits: int
     for k, p in enumerate(func.params):
         em.buffers[p] = _load_pointer(em.head, inputs, k)
     destinations = [_load_pointer(em.head, outputs, k) for k in range(len(func.returns))]
+    given = _load_pointer(em.head, outputs, len(func.returns)) if region else None
+    bounds.track_arguments(em, fn, [em.buffers[p] for p in func.params], destinations, given)
     for v, dest in zip(func.returns, destinations):
         em.buffers.setdefault(v, dest)
     for value, returned in fusion.into.items():
         em.buffers[value] = em.buffers[returned]
-    _place_temporaries(em, _load_pointer(em.head, outputs, len(func.returns)) if region else None)
+    _place_temporaries(em, given)
     _share_scatter_buffers(em)
     filled = set(fusion.into.values())          # returned reshapes whose operand wrote their buffer
     last = list(in_place_scatters(func).values()) if region else []     # may write a param's buffer
@@ -367,6 +390,7 @@ def _lower_kernel(llmod: ir.Module, module: Module, func: Func, vector_bits: int
     for op in func.ops:
         if id(op) in deferred:
             continue
+        em.op = op
         if op.name in CONTROL_FLOW:
             em.run_queued()
             _allocate_sized_by_scans(em, op.results[:op.attrs.get("carried", len(op.results))], spares=op.name in CARRYING)
@@ -386,7 +410,7 @@ def _lower_kernel(llmod: ir.Module, module: Module, func: Func, vector_bits: int
     if region:
         fn.linkage = "internal"
     em.release()
-    em.b.ret(ir.Constant(I32, 0))
+    em.b.ret(bounds.status(em))
     return fn
 
 
@@ -435,10 +459,12 @@ def _allocate_sized_by_scans(em: Emitter, values: Sequence[Value], spares: bool 
     for v in late:
         scatter = em.plan.scattered_into.get(v, v)      # a scatter's base is made in the scatter's buffer
         if scatter not in em.buffers:
-            em.buffers[scatter] = em.allocate(em.bytes_of(scatter))
+            size = em.bytes_of(scatter)
+            em.buffers[scatter] = bounds.track(em, em.allocate(size), size, bounds.describe(em, scatter), "temporary")
         em.buffers[v] = em.buffers[scatter]
         if spares and v not in em.spares:
-            em.spares[v] = em.allocate(em.bytes_of(v))
+            size = em.bytes_of(v)
+            em.spares[v] = bounds.track(em, em.allocate(size), size, "the spare of " + bounds.describe(em, v), "spare")
 
 
 def _load_pointer(b: ir.IRBuilder, array: ir.Value, k: int) -> ir.Value:
@@ -460,8 +486,7 @@ def _place_temporaries(em: Emitter, given: ir.Value | None) -> None:
     owned = None
     if given is None and sizes:
         free = _libc(em.llmod, "free", ir.VoidType(), [PTR])
-        owned = kept_blocks.take(em.b, em.llmod, em.func.name, total, lambda size: _allocate(em, size),
-                                 lambda ptr: em.b.call(free, [ptr]))
+        owned = bounds.take(em, em.func.name, total, lambda size: _allocate(em, size), lambda ptr: em.b.call(free, [ptr]))
     block = given if given is not None else owned
     if owned is not None:
         slot = em.head.alloca(PTR)
@@ -469,6 +494,7 @@ def _place_temporaries(em: Emitter, given: ir.Value | None) -> None:
         em.owned.append(slot)
         em.kept[slot] = em.func.name
     pointers = [em.b.gep(block, [offset], source_etype=I8, inbounds=True) for offset in offsets]
+    bounds.track_block(em, pointers, sizes, offsets, temps, spares, em.func.regions(), given)
     em.buffers.update(zip(temps, pointers))
     em.spares = dict(zip(spares, pointers[len(temps):]))
     em.scratch = dict(zip(em.func.regions(), pointers[len(temps) + len(spares):]))
@@ -529,7 +555,7 @@ def _allocate(em: Emitter, total: ir.Value) -> ir.Value:
 
 
 def _compute_into(em: Emitter, value: Value, dest: ir.Value) -> None:
-    op = em.plan.producers[value]
+    op = em.op = em.plan.producers[value]
     if op.name in MATERIALIZING:
         if op.name not in REDUCTIONS:
             em.run_queued()
@@ -579,7 +605,7 @@ def _emit_loop(kernel: Emitter, value: Value, dest: ir.Value, copy: bool) -> Non
         return
     if flat:
         kernel.run_queued()
-    fn = outline(kernel.llmod, "copy" if copy else op.name, 1 + len(stored) + len(leaves))
+    fn = bounds.outline(kernel, "copy" if copy else op.name, 1 + len(stored) + len(leaves))
     em = kernel.nested(fn, fn.args[2], dict(zip(leaves, fn.args[4 + len(stored):])))
     start, end = fn.args[0], fn.args[1]
     outputs = list(zip([*stored, value], [*fn.args[4:4 + len(stored)], fn.args[3]]))
@@ -588,10 +614,11 @@ def _emit_loop(kernel: Emitter, value: Value, dest: ir.Value, copy: bool) -> Non
     def body(axes: list[ir.Value]) -> None:
         idx = em.index(value, flat=axes[0]) if flat else em.index(value, axes=axes)
         for v, out in outputs:
+            em.op = em.plan.producers.get(v)
             em.store(out, v.type.dtype, idx, em.value_at(v, idx))
         em.memo.clear()
 
-    buffers = [kernel.dims_ptr, dest] + [kernel.buffers[v] for v in stored + leaves]
+    buffers = bounds.nest_arguments(kernel, [kernel.dims_ptr, dest] + [kernel.buffers[v] for v in stored + leaves])
     work = kernel.dim(num_elements(value.type.shape))
     if flat:
         _fast_then_exact(em, lambda: counted_loop(em.b, start, end, lambda i: body([i])))
@@ -629,6 +656,7 @@ def _emit_scalar(kernel: Emitter, value: Value, dest: ir.Value, stored: list[Val
         kernel.buffers = {leaf: every_buffer[leaf] for leaf in leaves}
         try:
             for v, out in outputs:
+                kernel.op = kernel.plan.producers.get(v)
                 kernel.store(out, v.type.dtype, idx, kernel.value_at(v, idx))
         finally:
             kernel.buffers = every_buffer
@@ -972,7 +1000,7 @@ def scatter_lower(kernel: Emitter, op: Op, dest: ir.Value) -> None:
     # duplicates accumulate as on one thread (scatter: the last one stays), and no two writes race
     base, indices, updates = op.operands
     leaves = kernel.plan.leaves(op)
-    fn = outline(kernel.llmod, op.name, 1 + len(leaves))
+    fn = bounds.outline(kernel, op.name, 1 + len(leaves))
     em = kernel.nested(fn, fn.args[2], dict(zip(leaves, fn.args[4:])))
     owned_start, owned_end = fn.args[0], fn.args[1]
     out, dtype, axis = fn.args[3], base.type.dtype, op.attrs["axis"]
@@ -997,7 +1025,7 @@ def scatter_lower(kernel: Emitter, op: Op, dest: ir.Value) -> None:
         em.memo.clear()
     loop_nest(em.b, [(i64(0), em.dim(d)) for d in updates.type.shape], accumulate)
     em.b.ret_void()
-    buffers = [kernel.dims_ptr, dest, *[kernel.buffers[v] for v in leaves]]
+    buffers = bounds.nest_arguments(kernel, [kernel.dims_ptr, dest, *[kernel.buffers[v] for v in leaves]])
     parallel.call_loop(kernel.b, kernel.head, fn, kernel.dim(base.type.shape[axis]),
                        _scatter_work(kernel, op, dest, copying), parallel.FLAT_GRAIN, buffers)
 
@@ -1079,9 +1107,9 @@ def _outline_reduction(kernel: Emitter, op: Op, dest: ir.Value) -> tuple[ir.Func
     """The outlined function of reduction `op`, (start, end, dims, out, leaves...), its emitter, and
     the kernel's buffers to call it with (`dest` the output)."""
     leaves = _reduction_leaves(kernel.plan, op)
-    fn = outline(kernel.llmod, op.name, 1 + len(leaves))
+    fn = bounds.outline(kernel, op.name, 1 + len(leaves))
     em = kernel.nested(fn, fn.args[2], dict(zip(leaves, fn.args[4:])))
-    return fn, em, [kernel.dims_ptr, dest] + [kernel.buffers[v] for v in leaves]
+    return fn, em, bounds.nest_arguments(kernel, [kernel.dims_ptr, dest] + [kernel.buffers[v] for v in leaves])
 
 
 def _reduction_leaves(plan: Plan, op: Op) -> list[Value]:
@@ -1322,15 +1350,15 @@ def matmul_lower(kernel: Emitter, op: Op, dest: ir.Value) -> None:
     work = kernel.b.lshr(kernel.dim(batches * m * k * n), i64(GEMM_WORK_SHIFT))
     operands = [kernel.buffers[transposed.get(v, v)] for v in (a, b_)]
     parallel.call_loop(kernel.b, kernel.head, loop, kernel.dim(batches * m), work, blk.mr,
-                       [kernel.dims_ptr, dest, *operands])
+                       bounds.nest_arguments(kernel, [kernel.dims_ptr, dest, *operands]))
 
 
 def _batched_rows(kernel: Emitter, rows: ir.Function, dtype: DType, m: Dim, k: Dim, n: Dim) -> ir.Function:
     """batched(start, end, dims, C, A, B): rows [start, end) of the batches' C[b] stacked, each batch's
     share by `rows` on that batch's matrices."""
-    fn = outline(kernel.llmod, "matmul_batched", 3)
+    fn = bounds.outline(kernel, "matmul_batched", 3)
     em = kernel.nested(fn, fn.args[2], {})
-    start, end, dims, c, a, b_ = fn.args
+    start, end, dims, c, a, b_ = fn.args[:6]
     m_ = em.dim(m)
     sizes = [em.dim(d) for d in (m * n, m * k, k * n)]
 
@@ -1338,8 +1366,11 @@ def _batched_rows(kernel: Emitter, rows: ir.Function, dtype: DType, m: Dim, k: D
         first = em.b.mul(i, m_, flags=NOWRAP)
         lo = em.b.sub(_intrinsic(em.b, "smax", [start, first], DType.i64), first)
         hi = em.b.sub(_intrinsic(em.b, "smin", [end, em.b.add(first, m_)], DType.i64), first)
-        bases = [em.element_ptr(base, dtype, em.b.mul(i, size, flags=NOWRAP)) for base, size in zip((c, a, b_), sizes)]
-        em.b.call(rows, [lo, hi, dims, *bases])
+        bases = []
+        for base, size in zip((c, a, b_), sizes):
+            offset = em.b.mul(i, size, flags=NOWRAP)
+            bases.append(bounds.track_within(em, em.element_ptr(base, dtype, offset), base, offset, ELEMENT_BYTES[dtype]))
+        em.b.call(rows, [lo, hi, *bounds.nest_arguments(em, [dims, *bases])])
     with em.b.if_then(em.b.icmp_signed("<", start, end)):     # then m > 0: the divisions are defined
         last = em.b.sdiv(em.b.add(end, em.b.sub(m_, i64(1))), m_)
         counted_loop(em.b, em.b.sdiv(start, m_), last, batch)
@@ -1351,13 +1382,14 @@ def _matmul_rows(kernel: Emitter, blk: gemm.Blocking, m: Dim, k: Dim, n: Dim, tr
                  transposed_b: bool) -> ir.Function:
     """rows(start, end, dims, C, A, B): C[start:end] = A[start:end] @ B, by the runtime library's gemm;
     a transposed operand is its transpose's buffer, read with swapped strides."""
-    fn = outline(kernel.llmod, "matmul_rows", 3)
+    fn = bounds.outline(kernel, "matmul_rows", 3)
     em = kernel.nested(fn, fn.args[2], {})
-    start, end, _, c, a, b_ = fn.args
+    start, end, _, c, a, b_ = fn.args[:6]
     m_, k_, n_ = em.dim(m), em.dim(k), em.dim(n)
     rsa, csa = (i64(1), m_) if transposed_a else (k_, i64(1))
     rsb, csb = (i64(1), k_) if transposed_b else (n_, i64(1))
     dtype = blk.dtype
+    bounds.gemm_operands(em, ELEMENT_BYTES[dtype], start, end, (m_, k_, n_), (a, rsa, csa), (b_, rsb, csb), c)
     em.b.call(gemm.declare_gemm(kernel.llmod, dtype),
               [em.b.sub(end, start), n_, k_, em.element_ptr(a, dtype, em.b.mul(start, rsa, flags=NOWRAP)), rsa, csa,
                b_, rsb, csb, em.element_ptr(c, dtype, em.b.mul(start, n_, flags=NOWRAP))])

@@ -19,6 +19,7 @@ can name its target (the driver remembers the host's) without loading LLVM.
 """
 from __future__ import annotations
 
+import dataclasses
 import functools
 import os
 import sys
@@ -53,6 +54,11 @@ class Target:
     features: str
     opt_level: int = 3
     pic: bool = False
+    # A bounds-checked build (codegen/bounds.py): every access checked against its buffer's extent,
+    # every heap block redzoned. `misindex` is a test hook of checked builds only: stores into
+    # buffers of that kind (bounds.MISINDEX_KINDS) go one element further, as a sizing bug's would.
+    check_bounds: bool = False
+    misindex: str = ""
 
     @staticmethod
     @functools.cache
@@ -90,7 +96,13 @@ class Target:
     def key(self) -> str:
         """A stable text naming this target, for cache keys."""
         reloc = "pic" if self.pic else "static"
-        return f"{self.triple}|{self.cpu}|{self.features}|O{self.opt_level}|{reloc}"
+        checks = f"|bounds{':' + self.misindex if self.misindex else ''}" if self.check_bounds else ""
+        return f"{self.triple}|{self.cpu}|{self.features}|O{self.opt_level}|{reloc}{checks}"
+
+    @property
+    def unchecked(self) -> "Target":
+        """This target without bounds checks: what the runtime library, which holds no checks, is built for."""
+        return dataclasses.replace(self, check_bounds=False, misindex="")
 
     def target_machine(self) -> llvmlite.binding.TargetMachine:
         """The shared (cached) target machine; never hand it to an owner such as an execution engine."""

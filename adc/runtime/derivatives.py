@@ -141,7 +141,8 @@ def _driver():
 def _open_derived(source: GradientSource, kernel, derivation: str, wanted: tuple[int, ...] | None):
     """driver.derive's answer for `kernel`, and its library opened like any module (None: nothing to call)."""
     with _lock:
-        derived = _driver().derive(source.info.ir, source.info.name, derivation, kernel.signature.name, wanted)
+        derived = _driver().derive(source.info.ir, source.info.name, derivation, kernel.signature.name, wanted,
+                                   source.info.check_bounds)
     return derived, None if derived.library is None else source.open_module(derived.library, source.info.name)
 
 

@@ -29,8 +29,9 @@ from typing import Any, Callable
 
 import numpy as np
 
-from adc.abi import STATUS_OK, STATUS_SHAPES, KernelSignature
+from adc.abi import STATUS_BOUNDS, STATUS_OK, STATUS_SHAPES, KernelSignature
 from adc.runtime import buffers, derivatives
+from adc.runtime.bounds_error import bounds_error
 from adc.ir.types import SymDim, TensorType, evaluate_dim
 from adc.runtime.tape import GradientTape, record, recordable, thread_state
 from adc.runtime.tensor import Tensor
@@ -379,9 +380,11 @@ class Kernel:
 
     def _failure(self, status: int, sizes: list[int]) -> Exception:
         """The error of a native call that returned `status`: sizes that a loop body, a branch or a
-        kernel this one calls cannot take (native code checks those where it reaches them), or no
-        memory for the temporaries."""
+        kernel this one calls cannot take (native code checks those where it reaches them), an
+        access out of bounds (a bounds-checked build), or no memory for the temporaries."""
         name = self.signature.name
+        if status == STATUS_BOUNDS:
+            return bounds_error(self._owner, self.signature)
         if status != STATUS_SHAPES:
             return MemoryError(f"{name}: native code could not allocate its temporaries (the system had no "
                                f"memory for them, or a size passed 2**63 - 1 bytes)")

@@ -202,13 +202,13 @@ def load(path: str | os.PathLike) -> Module:
     return warn_on_open(_shared_object_module(Path(path), str(path)), "adc.load")
 
 
-def from_source(text: str, name: str) -> Module:
+def from_source(text: str, name: str, check_bounds: bool = False) -> Module:
     """adc source text compiled in process (through the on-disk cache); `name` labels diagnostics
-    and locates the external libraries the program names."""
+    and locates the external libraries the program names; `check_bounds`: a bounds-checked build."""
     from adc import driver      # the compiler (llvmlite) is optional for loading .so files
 
     digest = hashlib.sha256(f"{name}\0{text}".encode("utf-8", "surrogatepass")).hexdigest()
-    return Module(driver.jit_source(text, name), name, Shipment("source", digest, text=text))
+    return Module(driver.jit_source(text, name, check_bounds), name, Shipment("source", digest, text=text))
 
 
 @dataclass(frozen=True)
