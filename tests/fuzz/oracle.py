@@ -66,10 +66,12 @@ def error_kind(message: str) -> str:
     return re.sub(r"-?\b\d+(\.\d*)?(e[-+]?\d+)?", "#", kind)[:80]
 
 
-def check_program(program: Program, outcomes, gradients: bool = False) -> None:
+def check_program(program: Program, outcomes, gradients: bool = False, check_bounds: bool = False) -> None:
     """A well-typed program compiles; its main kernel agrees with the interpreter and the twin, and
-    with `gradients`, its VJP with finite differences of the twin."""
-    module = adc.compile(program.source, FILENAME)
+    with `gradients`, its VJP with finite differences of the twin and its JVP with the VJP. With
+    `check_bounds`, all of it runs in the bounds-checked build (a BoundsError fails the example),
+    and so do its Jacobians by batched VJPs and JVPs."""
+    module = adc.compile(program.source, FILENAME, check_bounds=check_bounds)
     args = program.arguments()
     twin = Twin(program.twin, MAIN)
     try:
@@ -103,6 +105,21 @@ def check_program(program: Program, outcomes, gradients: bool = False) -> None:
         _assert_forward_matches_reverse(module[MAIN], args, wrt, np.random.default_rng(program.seed + 1),
                                         nan_allowed=degenerate)
         outcomes.add("generated: compiled, gradients agree with finite differences and forward mode")
+        if check_bounds:
+            _assert_jacobians_agree(module[MAIN], args, wrt, program.main.results)
+            outcomes.add("generated: checked build, no access out of bounds")
+
+
+def _assert_jacobians_agree(kernel, args, wrt, results) -> None:
+    """The Jacobian of the first result w.r.t. the first float param by batched JVPs (forward mode)
+    and by batched VJPs (reverse mode) agree: both seed batches run through every op."""
+    if not wrt or len(results) != 1:
+        return
+    with np.errstate(all="ignore"):
+        forward = np.asarray(adc.jacobian(kernel, wrt=wrt[0], mode="forward")(*args))
+        reverse = np.asarray(adc.jacobian(kernel, wrt=wrt[0], mode="reverse")(*args))
+    same = np.isclose(forward, reverse, rtol=1e-6, atol=1e-9) | (np.isnan(forward) & np.isnan(reverse))
+    assert same.all(), f"Jacobians: forward mode {forward!r} but reverse mode {reverse!r}"
 
 
 def _assert_unused_index(module: adc.Module, args, got, rounding: str, bounds) -> None:

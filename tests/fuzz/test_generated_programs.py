@@ -9,7 +9,9 @@ NumPy twin; in float64 with smooth ops, its gradient through the tape's compiled
 agrees with central finite differences of the twin. Ill-typed programs (one of them with
 a name, dtype or number replaced), junk (tokens dropped, duplicated, swapped; lines moved;
 characters inserted; text cut) and garbage raise a CompileError located in the text, or
-compile and agree with the interpreter.
+compile and agree with the interpreter. Generated programs, their VJPs, JVPs and Jacobians
+also run in the bounds-checked build (codegen/bounds.py), where an access out of bounds is a
+BoundsError, which fails the example.
 
 CI runs a fixed sample (tests/fuzz/budget.py). A long run, with a table of outcomes:
 
@@ -39,6 +41,18 @@ def test_well_typed_programs_compute_what_numpy_computes(program, outcomes):
 @given(program=programs(SMOOTH))
 def test_smooth_programs_have_the_gradients_of_finite_differences(program, outcomes):
     check_program(program, outcomes, gradients=True)
+
+
+@fuzz_settings(15)
+@given(program=programs(SMOOTH))
+def test_programs_and_their_derivatives_stay_in_bounds_in_the_checked_build(program, outcomes):
+    check_program(program, outcomes, gradients=True, check_bounds=True)
+
+
+@fuzz_settings(15)
+@given(program=programs())
+def test_programs_of_every_dtype_stay_in_bounds_in_the_checked_build(program, outcomes):
+    check_program(program, outcomes, check_bounds=True)
 
 
 def test_a_branch_on_a_tie_is_differentiated_as_taken(outcomes):
