@@ -89,6 +89,17 @@ def test_gradients_through_loops_leave_the_heap_intact():
     assert done.returncode == 0 and "variants ran" in done.stdout, done.stderr[-3000:]
 
 
+def test_the_oscillator_gradient_stays_in_bounds_in_the_checked_build():
+    # the checked build gives each region's temporaries the part its parent sized: without the fix
+    # it raised BoundsError at the reversed body's store past that part
+    m = adc.compile(OSCILLATOR.format(checkpoint="", first="-", second="-"), check_bounds=True)
+    x = adc.Variable(np.random.default_rng(0).standard_normal(40))
+    with adc.GradientTape() as tape:
+        y = m.f(0.3, 0.05, x)
+    grad = np.asarray(tape.gradient(y, x, output_gradients=np.ones(40)))
+    assert grad.shape == (40,) and np.isfinite(grad).all()
+
+
 @pytest.mark.skipif(memcheck.valgrind() is None, reason="valgrind is not installed")
 def test_the_oscillator_gradient_is_clean_under_valgrind(tmp_path):
     program = tmp_path / "oscillator.py"
