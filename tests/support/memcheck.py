@@ -41,6 +41,7 @@ HEAP_WALK = "import ctypes; ctypes.CDLL(None).malloc_trim(0)"
 ADC_SYMBOLS = ("adc_", "adc.")
 ADC_SOURCES = ("native_call.c",)
 LOADER_OBJECTS = ("ld-linux", "ld-2.", "/ld.so")
+TIMED_OUT = -1      # the status of a run stopped at its time limit
 
 
 def run_heap_checked(program: str, env: dict[str, str] | None = None,
@@ -75,12 +76,19 @@ def run_under_valgrind(argv: list[str], cache_dir: str, timeout: float = 3600) -
     env = {**os.environ, "ADC_CPU": VALGRIND_CPU, "ADC_CACHE_DIR": cache_dir, "PYTHONMALLOC": "malloc",
            "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
     env.pop("ADC_CACHE", None)
-    subprocess.run([sys.executable, *argv], env=env, cwd=ROOT, capture_output=True, timeout=timeout)
+    try:
+        subprocess.run([sys.executable, *argv], env=env, cwd=ROOT, capture_output=True, timeout=timeout)
+    except subprocess.TimeoutExpired:       # what it did not compile, the run under valgrind will
+        pass
     with tempfile.TemporaryDirectory(prefix="adc-memcheck-") as logs:
-        done = subprocess.run([valgrind(), "--xml=yes", f"--xml-file={logs}/%p.xml", "--child-silent-after-fork=yes",
-                               sys.executable, *argv], env=env, cwd=ROOT, capture_output=True, timeout=timeout)
+        try:
+            status = subprocess.run([valgrind(), "--xml=yes", f"--xml-file={logs}/%p.xml",
+                                     "--child-silent-after-fork=yes", sys.executable, *argv],
+                                    env=env, cwd=ROOT, capture_output=True, timeout=timeout).returncode
+        except subprocess.TimeoutExpired:       # what it checked until then still counts
+            status = TIMED_OUT
         reports = [r for path in sorted(glob.glob(f"{logs}/*.xml")) for r in _reports(path)]
-    return done.returncode, reports
+    return status, reports
 
 
 def _reports(path: str) -> list[Report]:
@@ -126,18 +134,21 @@ def _describe(frame: ET.Element) -> str:
 
 
 def main(args: list[str]) -> int:
+    """Run pytest with `args` under memcheck (`ADC_MEMCHECK_TIMEOUT` seconds at most, 4 hours by
+    default; a run stopped there still reports what it checked)."""
     if valgrind() is None:
         print("memcheck: valgrind is not installed (apt-get install valgrind)", file=sys.stderr)
         return 2
     cache_dir = tempfile.mkdtemp(prefix="adc-memcheck-cache-")
     try:
-        status, reports = run_under_valgrind(
-            ["-m", "pytest", "-n", "0", "-p", "no:cacheprovider", "-q", *args], cache_dir)
+        status, reports = run_under_valgrind(["-m", "pytest", "-n", "0", "-p", "no:cacheprovider", "-q", *args],
+                                             cache_dir, float(os.environ.get("ADC_MEMCHECK_TIMEOUT", 4 * 3600)))
     finally:
         shutil.rmtree(cache_dir, ignore_errors=True)
     for report in reports:
         print(report, end="\n\n")
-    print(f"memcheck: {len(reports)} reports in adc's code; pytest exited {status}")
+    ran = "stopped at its time limit" if status == TIMED_OUT else f"exited {status}"
+    print(f"memcheck: {len(reports)} reports in adc's code; pytest {ran}")
     return 1 if reports or status else 0
 
 
