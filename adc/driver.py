@@ -47,7 +47,8 @@ from typing import TYPE_CHECKING, Callable, NamedTuple
 
 from adc import compile_log, locks
 from adc.abi import (ADC_VERSION, GRADIENTS_EMBEDDED, GRADIENTS_NONE, RUNTIME_SET_NUM_THREADS,
-                     SET_NUM_THREADS_SYMBOL, ModuleInfo, decode_metadata, runtime_symbols, seal_file)
+                     RUNTIME_WATCH_INTERRUPTS, SET_NUM_THREADS_SYMBOL, WATCH_INTERRUPTS_SYMBOL, ModuleInfo,
+                     decode_metadata, runtime_symbols, seal_file)
 from adc.codegen.cache import Cache
 from adc.codegen.source_digest import source_digest
 from adc.errors import CompileError, Location
@@ -371,6 +372,10 @@ def _target_for_cpu(cpu: str) -> Target:
         raise ValueError(f"ADC_CPU={cpu}: {error}") from None
 
 
+# what a shared object exports (lower.lower_metadata) -> the runtime library's function JIT modules share
+_RUNTIME_SETTERS = {SET_NUM_THREADS_SYMBOL: RUNTIME_SET_NUM_THREADS, WATCH_INTERRUPTS_SYMBOL: RUNTIME_WATCH_INTERRUPTS}
+
+
 class JitModule:
     """A module compiled into this process kernel by kernel, each on its first use.
 
@@ -381,8 +386,8 @@ class JitModule:
     code (from the cache, or compiled from the IR text) through the JIT linker, linking the shared object
     for the next process meanwhile. So opening a module of twenty kernels compiles none, a
     process pays LLVM only for the kernels it compiles, and one whose kernels are all cached
-    loads no LLVM. JIT modules share the process's runtime library, so `adc_set_num_threads` is
-    the runtime's. (Kernels calling external functions keep to the JIT linker, which binds them.)
+    loads no LLVM. JIT modules share the process's runtime library, so `adc_set_num_threads` and
+    `adc_watch_interrupts` are the runtime's. (Kernels calling external functions keep to the JIT linker, which binds them.)
     """
 
     def __init__(self, manifest: dict):
@@ -399,11 +404,11 @@ class JitModule:
         return self._metadata
 
     def defines(self, symbol: str) -> bool:
-        return symbol in self._kernels or symbol == SET_NUM_THREADS_SYMBOL
+        return symbol in self._kernels or symbol in _RUNTIME_SETTERS
 
     def address(self, symbol: str) -> int:
-        if symbol == SET_NUM_THREADS_SYMBOL:
-            return _require(runtime_library(), RUNTIME_SET_NUM_THREADS)
+        if symbol in _RUNTIME_SETTERS:
+            return _require(runtime_library(), _RUNTIME_SETTERS[symbol])
         if symbol not in self._kernels:
             return 0
         with self._lock:

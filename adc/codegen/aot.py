@@ -3,7 +3,7 @@
 The last stage of `adc compile`: the module's object code (emit.py, built for a
 position-independent `Target`) and the runtime library's (runtime_library.py)
 are linked into one `.so` that exports only `adc_kernel_<f>`,
-`adc_module_metadata` and `adc_set_num_threads` (see runtime/adc.h): a version
+`adc_module_metadata`, `adc_set_num_threads` and `adc_watch_interrupts` (see runtime/adc.h): a version
 script keeps the runtime library's symbols local, so the file is self-contained
 and never binds to another module's copy of them. Its SONAME is its file name, so
 a C program linked with `build/kernels.so` needs `kernels.so`, found by its rpath
@@ -27,10 +27,10 @@ import tempfile
 from pathlib import Path
 from typing import Sequence
 
-from adc.abi import KERNEL_PREFIX, METADATA_SYMBOL, SET_NUM_THREADS_SYMBOL
+from adc.abi import KERNEL_PREFIX, METADATA_SYMBOL, SET_NUM_THREADS_SYMBOL, WATCH_INTERRUPTS_SYMBOL
 from adc.errors import ToolchainError
 
-MODULE_EXPORTS = (f"{KERNEL_PREFIX}*", METADATA_SYMBOL, SET_NUM_THREADS_SYMBOL)
+MODULE_EXPORTS = (f"{KERNEL_PREFIX}*", METADATA_SYMBOL, SET_NUM_THREADS_SYMBOL, WATCH_INTERRUPTS_SYMBOL)
 
 
 def c_compiler() -> list[str]:
