@@ -215,3 +215,36 @@ def test_only_loops_poll_for_interrupts():
         return str(compiler.lower_kernel(text, "loops.adc", name, Target.host()))
     assert "adc_rt_interrupts" not in llvm("plain")
     assert all("adc_rt_interrupts" in llvm(name) for name in ("forever", "steps", "upto", "spin"))
+
+
+@pytest.mark.skipif(shutil.which("cc") is None, reason="adc compile links with the system C compiler")
+def test_a_c_program_stops_a_shared_objects_kernel_through_its_own_counter(tmp_path):
+    """runtime/adc.h: adc_watch_interrupts(&counter); moving the counter makes the running kernel
+    return ADC_ERR_INTERRUPTED (3), and the next call runs in full."""
+    source = tmp_path / "loops.adc"
+    source.write_text(LOOPS)
+    subprocess.run([sys.executable, "-m", "adc", "compile", str(source), "-o", str(tmp_path / "loops.so")],
+                   check=True, capture_output=True, text=True)
+    script = tmp_path / "c_caller.py"
+    script.write_text(textwrap.dedent(f"""
+        import ctypes, threading
+        lib = ctypes.CDLL({str(tmp_path / "loops.so")!r})
+        counter = ctypes.c_int32(0)
+        lib.adc_watch_interrupts(ctypes.byref(counter))
+
+        def call(kernel, *args):
+            inputs = [ctypes.c_double(a) for a in args]
+            out = ctypes.c_double()
+            status = kernel(None, (ctypes.c_void_p * len(args))(*map(ctypes.addressof, inputs)),
+                            (ctypes.c_void_p * 1)(ctypes.addressof(out)))
+            return status, out.value
+
+        mover = threading.Timer(0.5, lambda: setattr(counter, "value", counter.value + 1))
+        mover.start()
+        assert call(lib.adc_kernel_forever, 1.0)[0] == 3
+        mover.join()
+        assert call(lib.adc_kernel_upto, 0.0, 1000.0) == (0, 1000.0)
+        print("ok")
+    """))
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=60)
+    assert done.stdout.split() == ["ok"], done.stderr
