@@ -3,7 +3,7 @@
 A kernel runs with the GIL released, so Python's SIGINT handler, which only notes the signal
 for the interpreter, cannot stop it. adc's C extension (native_call.c) puts a handler of its
 own in front of Python's, which increments a counter and runs Python's; each library gets the
-counter's address when it is loaded (`adc_watch_interrupts`: JIT modules share the runtime
+counter's address before its first kernel runs (`adc_watch_interrupts`: JIT modules share the runtime
 library's, each shared object has its own), and every loop of its kernels stops when the
 counter moves while the kernel runs (adc/codegen/interrupts.py). The kernel lets go of what it
 allocated and returns STATUS_INTERRUPTED; the call raises KeyboardInterrupt — in the main
@@ -30,7 +30,9 @@ _lock = locks.lock()
 
 
 def attach(library) -> None:
-    """Point a newly loaded library's loops at the process's interrupt counter."""
+    """Point a library's loops at the process's interrupt counter: before its kernel's first run
+    (Kernel._entry_address; at its module's load, a JIT module would load the runtime library that
+    adc.compile of a cached program does not need yet)."""
     global _counter
     if native_call is None:
         return

@@ -30,7 +30,7 @@ from typing import Any, Callable
 import numpy as np
 
 from adc.abi import STATUS_INTERRUPTED, STATUS_OK, STATUS_SHAPES, KernelSignature
-from adc.runtime import buffers, derivatives
+from adc.runtime import buffers, derivatives, interrupts
 from adc.ir.types import SymDim, TensorType, evaluate_dim
 from adc.runtime.tape import GradientTape, record, recordable, thread_state
 from adc.runtime.tensor import Tensor
@@ -177,6 +177,7 @@ class Kernel:
         address = self._owner.address(self.signature.symbol)
         if not address:
             raise RuntimeError(f"{self.signature.name}: its library does not define {self.signature.symbol}")
+        interrupts.attach(self._owner)      # once the library is loaded (a JIT module's: the runtime's)
         self._address = address
         return address
 

@@ -38,7 +38,7 @@ from typing import Protocol
 from adc import cpus, locks
 from adc.abi import (METADATA_SYMBOL, KernelSignature, MetadataError, ModuleInfo, decode_metadata,
                      read_target, unseal)
-from adc.runtime import derivatives, interrupts, threads
+from adc.runtime import derivatives, threads
 from adc.runtime.kernel import Kernel
 
 
@@ -114,7 +114,6 @@ class Module:
                          for sig in info.kernels}
         vjps = {v.kernel.name: _kernel(library, v.kernel, origin) for v in info.vjps if v.kernel}
         derivatives.register(library, origin, info, vjps, Module)
-        interrupts.attach(library)
         try:
             threads.attach(library)
         except ValueError as err:
