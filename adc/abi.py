@@ -51,6 +51,7 @@ ADC_VERSION = __version__
 KERNEL_PREFIX = "adc_kernel_"
 METADATA_SYMBOL = "adc_module_metadata"
 SET_NUM_THREADS_SYMBOL = "adc_set_num_threads"
+WATCH_INTERRUPTS_SYMBOL = "adc_watch_interrupts"    # void (const volatile i32 *counter)
 
 # Symbols of the shared native runtime library (adc/codegen/runtime_library.py): compiled once
 # per target, called by every JIT module and linked (hidden) into every shared object.
@@ -62,11 +63,15 @@ STATUS_OK, STATUS_NO_MEMORY, STATUS_SHAPES = 0, 1, 2
 STATUS_BOUNDS = 3
 BOUNDS_PREFIX = "adc_bounds_"
 BOUNDS_KIND_BITS = 3    # a buffer id's low bits: its kind (codegen/bounds.KINDS); the rest, its row in the table
+# ... and a loop that saw the interrupt counter move since the kernel started (adc/codegen/interrupts.py)
+STATUS_INTERRUPTED = 4
 
 RUNTIME_PREFIX = "adc_rt_"
 RUNTIME_PARALLEL_FOR = "adc_rt_parallel_for"        # void (ptr task, ptr ctx, i64 start, i64 end, i64 grain)
 RUNTIME_SET_NUM_THREADS = "adc_rt_set_num_threads"  # void (i32 n); n <= 0: one per online processor
 RUNTIME_GET_NUM_THREADS = "adc_rt_get_num_threads"  # i32 ()
+RUNTIME_INTERRUPTS = "adc_rt_interrupts"            # a global: ptr to the i32 counter loops watch
+RUNTIME_WATCH_INTERRUPTS = "adc_rt_watch_interrupts"  # void (ptr counter); null: the library's own
 
 
 RUNTIME_GEMM_DTYPES = (DType.f32, DType.f64)
@@ -82,7 +87,8 @@ def runtime_symbols() -> tuple[str, ...]:
     """The runtime library's functions kernel modules may call (what the JIT publishes: known
     without importing the code generator that defines them)."""
     return (*(runtime_gemm_symbol(str(dtype)) for dtype in RUNTIME_GEMM_DTYPES),
-            RUNTIME_PARALLEL_FOR, RUNTIME_SET_NUM_THREADS, RUNTIME_GET_NUM_THREADS)
+            RUNTIME_PARALLEL_FOR, RUNTIME_SET_NUM_THREADS, RUNTIME_GET_NUM_THREADS, RUNTIME_INTERRUPTS,
+            RUNTIME_WATCH_INTERRUPTS)
 SEAL_MAGIC = b"ADCSEAL1"
 TARGET_MAGIC = b"ADCTARG1"  # ends the JSON target record before the seal (see seal_file)
 SEAL_SIZE = len(SEAL_MAGIC) + hashlib.sha256().digest_size

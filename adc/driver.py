@@ -47,8 +47,9 @@ from typing import TYPE_CHECKING, Callable, NamedTuple
 
 from adc import compile_log, locks
 from adc.abi import (ADC_VERSION, BOUNDS_PREFIX, GRADIENTS_EMBEDDED, GRADIENTS_NONE, KERNEL_PREFIX,
-                     RUNTIME_SET_NUM_THREADS, SET_NUM_THREADS_SYMBOL, ModuleInfo, decode_metadata, runtime_symbols,
-                     seal_file, with_check_bounds)
+                     RUNTIME_SET_NUM_THREADS, RUNTIME_WATCH_INTERRUPTS, SET_NUM_THREADS_SYMBOL,
+                     WATCH_INTERRUPTS_SYMBOL, ModuleInfo, decode_metadata, runtime_symbols, seal_file,
+                     with_check_bounds)
 from adc.codegen.cache import Cache
 from adc.codegen.source_digest import source_digest
 from adc.errors import CompileError, Location
@@ -387,6 +388,10 @@ def checked(target: Target) -> Target:
     return dataclasses.replace(target, check_bounds=True, misindex=os.environ.get("ADC_BOUNDS_MISINDEX", ""))
 
 
+# what a shared object exports (lower.lower_metadata) -> the runtime library's function JIT modules share
+_RUNTIME_SETTERS = {SET_NUM_THREADS_SYMBOL: RUNTIME_SET_NUM_THREADS, WATCH_INTERRUPTS_SYMBOL: RUNTIME_WATCH_INTERRUPTS}
+
+
 class JitModule:
     """A module compiled into this process kernel by kernel, each on its first use.
 
@@ -397,8 +402,8 @@ class JitModule:
     code (from the cache, or compiled from the IR text) through the JIT linker, linking the shared object
     for the next process meanwhile. So opening a module of twenty kernels compiles none, a
     process pays LLVM only for the kernels it compiles, and one whose kernels are all cached
-    loads no LLVM. JIT modules share the process's runtime library, so `adc_set_num_threads` is
-    the runtime's. (Kernels calling external functions keep to the JIT linker, which binds them.)
+    loads no LLVM. JIT modules share the process's runtime library, so `adc_set_num_threads` and
+    `adc_watch_interrupts` are the runtime's. (Kernels calling external functions keep to the JIT linker, which binds them.)
     """
 
     def __init__(self, manifest: dict, target: Target):
@@ -416,11 +421,11 @@ class JitModule:
         return self._metadata
 
     def defines(self, symbol: str) -> bool:
-        return symbol in self._kernels or symbol == SET_NUM_THREADS_SYMBOL
+        return symbol in self._kernels or symbol in _RUNTIME_SETTERS
 
     def address(self, symbol: str) -> int:
-        if symbol == SET_NUM_THREADS_SYMBOL:
-            return _require(runtime_library(), RUNTIME_SET_NUM_THREADS)
+        if symbol in _RUNTIME_SETTERS:
+            return _require(runtime_library(), _RUNTIME_SETTERS[symbol])
         if symbol.startswith(BOUNDS_PREFIX):        # a checked kernel's error record: in its library
             kernel = self._loaded.get(KERNEL_PREFIX + symbol[len(BOUNDS_PREFIX):])
             return kernel.address(symbol) if kernel is not None else 0

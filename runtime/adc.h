@@ -15,6 +15,8 @@
  *            ran, or of a kernel it calls (the metadata's constraints are the kernel's own),
  *            ADC_ERR_BOUNDS (a module built with `adc compile --check-bounds` only) when an
  *            access was out of its buffer or a block's redzone was damaged: see adc_bounds_k.
+ *            ADC_ERR_INTERRUPTED when a loop saw the counter given to adc_watch_interrupts move
+ *            since the call started (the kernel freed what it allocated; the outputs are undefined).
  *
  * The caller guarantees that every argument's shape matches its parameter type for
  * the given `dims` (the Python runtime checks this before every call); kernels never
@@ -49,6 +51,7 @@ extern "C" {
 #define ADC_ERR_NO_MEMORY 1
 #define ADC_ERR_SHAPES 2
 #define ADC_ERR_BOUNDS 3
+#define ADC_ERR_INTERRUPTED 4
 
 typedef int32_t (*adc_kernel_fn)(const int64_t *dims, const void *const *inputs, void *const *outputs);
 
@@ -74,6 +77,19 @@ const char *adc_module_metadata(void);
 /* Threads for large loop nests (n <= 0: one per online processor, the default; at most 64).
  * The Python runtime applies ADC_NUM_THREADS when it loads a module. Applies from the next call. */
 void adc_set_num_threads(int32_t n);
+
+/* Interrupts: from the next call on, each kernel of this module reads `*counter` when it starts
+ * and at every iteration of its loops, and returns ADC_ERR_INTERRUPTED as soon as it differs: a
+ * SIGINT handler that increments the counter stops the running kernels of every thread, and calls
+ * made after it run in full (nothing needs to clear it). NULL restores the module's own counter,
+ * which nothing changes (the default). Kernels without loops never read it. Call it while no
+ * kernel of the module runs; the Python runtime calls it when it loads a module.
+ *
+ *     static volatile int32_t interrupts;
+ *     static void on_sigint(int sig) { __atomic_add_fetch(&interrupts, 1, __ATOMIC_RELAXED); }
+ *     adc_watch_interrupts(&interrupts);
+ */
+void adc_watch_interrupts(const volatile int32_t *counter);
 
 #ifdef __cplusplus
 }

@@ -3,8 +3,8 @@
 The last stage of `adc compile`: the module's object code (emit.py, built for a
 position-independent `Target`) and the runtime library's (runtime_library.py)
 are linked into one `.so` that exports only `adc_kernel_<f>`,
-`adc_module_metadata` and `adc_set_num_threads` (see runtime/adc.h), and in a
-bounds-checked build `adc_bounds_<f>`: a version
+`adc_module_metadata`, `adc_set_num_threads` and `adc_watch_interrupts` (see
+runtime/adc.h), and in a bounds-checked build `adc_bounds_<f>`: a version
 script keeps the runtime library's symbols local, so the file is self-contained
 and never binds to another module's copy of them. Its SONAME is its file name, so
 a C program linked with `build/kernels.so` needs `kernels.so`, found by its rpath
@@ -28,10 +28,11 @@ import tempfile
 from pathlib import Path
 from typing import Sequence
 
-from adc.abi import BOUNDS_PREFIX, KERNEL_PREFIX, METADATA_SYMBOL, SET_NUM_THREADS_SYMBOL
+from adc.abi import BOUNDS_PREFIX, KERNEL_PREFIX, METADATA_SYMBOL, SET_NUM_THREADS_SYMBOL, WATCH_INTERRUPTS_SYMBOL
 from adc.errors import ToolchainError
 
-MODULE_EXPORTS = (f"{KERNEL_PREFIX}*", f"{BOUNDS_PREFIX}*", METADATA_SYMBOL, SET_NUM_THREADS_SYMBOL)
+MODULE_EXPORTS = (f"{KERNEL_PREFIX}*", f"{BOUNDS_PREFIX}*", METADATA_SYMBOL, SET_NUM_THREADS_SYMBOL,
+                  WATCH_INTERRUPTS_SYMBOL)
 
 
 def c_compiler() -> list[str]:

@@ -16,7 +16,7 @@ results' and spares:
            (n iterations end in set n % 2: `out`)
 
 Every pointer array is filled before the loop, so an iteration stores its index,
-selects two arrays and calls the body.
+selects two arrays, calls the body and polls for an interrupt (interrupts.py).
 """
 from __future__ import annotations
 
@@ -25,8 +25,8 @@ from typing import TYPE_CHECKING, Callable, Sequence
 
 import llvmlite.ir as ir
 
-from adc.codegen import bounds
-from adc.codegen.loops import I1, I8, I32, I64, PTR, counted_loop, i64
+from adc.codegen import bounds, interrupts
+from adc.codegen.loops import I1, I8, I32, I64, PTR, counted_loop, i64, stack_array
 from adc.ir.core import Func, Op, Value
 from adc.ir.types import DType, num_elements
 
@@ -62,6 +62,7 @@ def for_lower(em: Emitter, op: Op, dests: list[ir.Value]) -> None:
         for row, write in stacks:
             if row is not None:
                 write(i)
+        interrupts.poll(em)
     counted_loop(em.b, i64(0), n, step)
 
 
@@ -140,6 +141,7 @@ def while_lower(em: Emitter, op: Op, dests: list[ir.Value]) -> None:
     em.b.cbranch(em.b.icmp_unsigned("!=", em.b.load(holds, typ=I8), ir.Constant(I8, 0)), block, exit_)
     em.b.position_at_end(block)
     _call(em, body, [body_dims, inputs, outputs])
+    interrupts.poll(em)
     em.b.store(em.b.not_(parity), odd)
     em.b.branch(header)
     em.b.position_at_end(exit_)

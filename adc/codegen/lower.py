@@ -29,7 +29,7 @@ from typing import Callable, Sequence
 
 import llvmlite.ir as ir
 
-from adc.codegen import bounds, control_flow, division, gemm, parallel, sizes, vecmath
+from adc.codegen import bounds, control_flow, division, gemm, interrupts, parallel, sizes, vecmath
 from adc.codegen.control_flow import CARRYING, in_place_scatters
 from adc.codegen.fusion import CONTROL_FLOW, MATERIALIZING, Plan, plan
 from adc.codegen.strips import REDUCTIONS, Nest, RowStrip
@@ -81,6 +81,7 @@ def lower_module(module: Module, metadata: str, vector_bits: int, check_bounds: 
         checks.export(kernels)
     _define_metadata(llmod, metadata)
     parallel.define_set_num_threads(llmod)
+    interrupts.define_watch_interrupts(llmod)
     return llmod
 
 
@@ -89,6 +90,7 @@ def lower_metadata(metadata: str) -> ir.Module:
     llmod = ir.Module(name="metadata")
     _define_metadata(llmod, metadata)
     parallel.define_set_num_threads(llmod)
+    interrupts.define_watch_interrupts(llmod)
     return llmod
 
 
@@ -155,6 +157,7 @@ class Emitter:
         self.kept: dict[ir.Value, str] = {}         # slots of blocks kept for its next call -> their names (kept_blocks.py)
         self.op: Op | None = None                   # the op being lowered: what a failed bounds check names
         self.bounds: bounds.Frame | None = None     # in a bounds-checked build: the extents of its buffers
+        self.watch: interrupts.Watch | None = None  # what its loops poll (a kernel's or region's, not a nest's)
         # In an outlined nest of the default build, whose operands are all computed before it is
         # called: each scalar operand, read once in the entry (None: a function whose scalars may
         # be computed later, or a checked build, whose every load is checked where it is made)
@@ -173,13 +176,14 @@ class Emitter:
     def region(self, name: str) -> tuple[ir.Function, ir.Value, ir.Value]:
         """Region function `name`, lowered once per LLVM module; the dims to call it with, the values
         of its symbols (Module.region_symbols) from this function's, stored once per call of this
-        function; and the block its temporaries are carved from, to pass after its outputs."""
+        function, then what its loops watch for interrupts (interrupts.Watch); and the block its
+        temporaries are carved from, to pass after its outputs."""
         fn = self.llmod.globals.get(REGION_PREFIX + name)
         if fn is None:
             fn = _lower_checked(self.llmod, self.module, self.module[name], self.vector_bits,
                                 self.bounds and self.bounds.checks, region=True)
         names = self.module.region_symbols(name)
-        symbols = [self.symbols[s] for s in names]
+        symbols = [self.symbols[s] for s in names] + self.watch.for_regions()
         filler = self.b if self.bound.intersection(names) else self.head     # a bound symbol: known from here on
         return fn, stack_array(self.head, filler, I64, symbols), self.scratch[name]
 
@@ -364,6 +368,7 @@ def _lower_kernel(llmod: ir.Module, module: Module, func: Func, vector_bits: int
     func, fusion = _as_lowered(func)
     em = Emitter(llmod, module, func, fusion, fn, dims, symbols, {}, vector_bits)
     em.bounds = bounds.function_frame(em, checks)
+    em.watch = interrupts.Watch(em.head, dims, len(symbols) if region else None)
     em.pass_bound_symbols(func.bound_symbols)
     # A loop body's nests run once per iteration, over a loop's state, mostly small: the bookkeeping
     # of strips there cost the RK4 gradient (a state of one) 10-30% (paired runs).

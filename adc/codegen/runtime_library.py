@@ -1,7 +1,7 @@
 """The shared native runtime library: what every module needs and no kernel specialises.
 
-The register-blocked matrix-product kernels (gemm.py) and the parallel-for with
-its thread pool (parallel.py) are compiled once per target into this library,
+The register-blocked matrix-product kernels (gemm.py), the parallel-for with
+its thread pool (parallel.py) and the interrupt counter loops poll (interrupts.py) are compiled once per target into this library,
 instead of being emitted and optimized again in every kernel module; kernel
 modules only declare what they call:
 
@@ -21,7 +21,7 @@ from __future__ import annotations
 import llvmlite.ir as ir
 
 from adc.abi import RUNTIME_GEMM_DTYPES
-from adc.codegen import gemm, parallel
+from adc.codegen import gemm, interrupts, parallel
 from adc.codegen.target import Target
 
 
@@ -32,4 +32,5 @@ def runtime_module(target: Target) -> ir.Module:
     for dtype in RUNTIME_GEMM_DTYPES:
         gemm.define_gemm(module, gemm.blocking(dtype, target.vector_bits))
     parallel.define_runtime(module)
+    interrupts.define_runtime(module)
     return module

@@ -29,8 +29,8 @@ from typing import Any, Callable
 
 import numpy as np
 
-from adc.abi import STATUS_BOUNDS, STATUS_OK, STATUS_SHAPES, KernelSignature
-from adc.runtime import buffers, derivatives
+from adc.abi import STATUS_BOUNDS, STATUS_INTERRUPTED, STATUS_OK, STATUS_SHAPES, KernelSignature
+from adc.runtime import buffers, derivatives, interrupts
 from adc.runtime.bounds_error import bounds_error
 from adc.ir.types import SymDim, TensorType, evaluate_dim
 from adc.runtime.tape import GradientTape, record, recordable, thread_state
@@ -178,6 +178,7 @@ class Kernel:
         address = self._owner.address(self.signature.symbol)
         if not address:
             raise RuntimeError(f"{self.signature.name}: its library does not define {self.signature.symbol}")
+        interrupts.attach(self._owner)      # once the library is loaded (a JIT module's: the runtime's)
         self._address = address
         return address
 
@@ -365,6 +366,8 @@ class Kernel:
             buffer[slot] = pointer = _addressof(_char_at(array)) if array.nbytes else array.ctypes.data
             slot += 1
             results.append(_wrap(array, pointer))      # read-only for Python; the native code writes it
+        if native_call is not None:
+            native_call.watch_interrupts()
         status = call()
         plans["plan"] = plan
         if status != STATUS_OK:
@@ -378,11 +381,15 @@ class Kernel:
     # have its results' shapes. In C where adc.runtime.native_call is built (setup.py).
     run_bound = _run_native if native_call is not None else _run_in_python
 
-    def _failure(self, status: int, sizes: list[int]) -> Exception:
-        """The error of a native call that returned `status`: sizes that a loop body, a branch or a
-        kernel this one calls cannot take (native code checks those where it reaches them), an
-        access out of bounds (a bounds-checked build), or no memory for the temporaries."""
+    def _failure(self, status: int, sizes: list[int]) -> BaseException:
+        """The error of a native call that returned `status`: an interrupt (SIGINT, adc/runtime/
+        interrupts.py: a pending signal handler, as Python's own raising KeyboardInterrupt, runs
+        first, as this method is entered), an access out of bounds (a bounds-checked build), sizes
+        that a loop body, a branch or a kernel this one calls cannot take (native code checks those
+        where it reaches them), or no memory for the temporaries."""
         name = self.signature.name
+        if status == STATUS_INTERRUPTED:
+            return KeyboardInterrupt(f"{name}: interrupted")
         if status == STATUS_BOUNDS:
             return bounds_error(self._owner, self.signature)
         if status != STATUS_SHAPES:

@@ -17,12 +17,24 @@ A result of `min_bytes` or more comes from `allocate_large(shape, dtype)` (buffe
 a pooled block), a smaller one from NumPy directly. The argument buffer lives on the C
 stack, so a call made meanwhile (a signal handler's, another thread's) has its own; the
 GIL is released while native code runs, as ctypes does.
+
+Interrupts (adc/codegen/interrupts.py, adc/runtime/interrupts.py): Python's own SIGINT handler
+only notes the signal for the main thread's interpreter, which a kernel holds for as long as it
+runs. So adc puts a handler of its own in front of it, which increments `interrupts` — the
+counter every loaded library's loops watch (`interrupt_counter()` gives its address) — and
+runs the handler it displaced. `signal.signal` puts Python's back (Jupyter does for each cell,
+asyncio.run for its run): `run` checks, at most every WATCH_INTERVAL_NS, that adc's is still
+in front, and puts it back if not. A kernel that returns ADC_ERR_INTERRUPTED (4) has let go of
+what it allocated; `run` then runs Python's pending signal handlers (the default one raises
+KeyboardInterrupt), and returns the status if none raised.
 */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #define NPY_NO_DEPRECATED_API NPY_1_7_API_VERSION
 #include <numpy/arrayobject.h>
+#include <signal.h>
 #include <stdint.h>
+#include <time.h>
 
 #if NPY_ABI_VERSION < 0x02000000       /* NumPy 1.x headers, which lack it */
 #define PyDataType_ELSIZE(descr) ((descr)->elsize)
@@ -31,6 +43,11 @@ GIL is released while native code runs, as ctypes does.
 typedef int32_t (*kernel_fn)(const int64_t *dims, void **inputs, void **outputs);
 
 enum { STACK_SLOTS = 64 };      /* dims + inputs + outputs held on the stack; more take the heap */
+enum { STATUS_INTERRUPTED = 4 };        /* adc/abi.py */
+#define WATCH_INTERVAL_NS 10000000      /* 10 ms: a check costs a system call (~0.3 us), the clock ~8 ns */
+#ifndef CLOCK_MONOTONIC_COARSE
+#define CLOCK_MONOTONIC_COARSE CLOCK_MONOTONIC
+#endif
 
 static PyTypeObject *tensor_type;       /* adc.runtime.tensor.Tensor */
 static PyObject *allocate_large;        /* buffers.empty */
@@ -105,6 +122,51 @@ static PyObject *wrap(PyArrayObject *array)
     return tensor;
 }
 
+static int32_t interrupts;              /* SIGINTs so far: what loops watch (atomic accesses only) */
+static struct sigaction displaced;      /* the handler adc's runs after counting */
+static int chaining;                    /* a handler running `displaced` (one chaining back is not rerun) */
+static int64_t watched_at = -1;         /* when `watch` last ran (CLOCK_MONOTONIC_COARSE, ns) */
+
+static void on_interrupt(int sig, siginfo_t *info, void *context)
+{
+    __atomic_add_fetch(&interrupts, 1, __ATOMIC_RELAXED);
+    if (__atomic_exchange_n(&chaining, 1, __ATOMIC_ACQUIRE))
+        return;
+    if (displaced.sa_flags & SA_SIGINFO)
+        displaced.sa_sigaction(sig, info, context);
+    else if (displaced.sa_handler != SIG_DFL && displaced.sa_handler != SIG_IGN)
+        displaced.sa_handler(sig);
+    __atomic_store_n(&chaining, 0, __ATOMIC_RELEASE);
+}
+
+/* Put adc's handler in front of SIGINT's, unless it is there or SIGINT is ignored or left to its
+   default action (which ends the process). With the GIL held. */
+static void watch(void)
+{
+    struct sigaction current, ours;
+    if (sigaction(SIGINT, NULL, &current) != 0)
+        return;
+    if (current.sa_flags & SA_SIGINFO ? current.sa_sigaction == on_interrupt
+                                      : current.sa_handler == SIG_DFL || current.sa_handler == SIG_IGN)
+        return;
+    displaced = current;
+    ours = current;
+    ours.sa_sigaction = on_interrupt;
+    ours.sa_flags = current.sa_flags | SA_SIGINFO;
+    sigaction(SIGINT, &ours, NULL);
+}
+
+static void watch_now_and_then(void)
+{
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC_COARSE, &now);
+    int64_t at = (int64_t)now.tv_sec * 1000000000 + now.tv_nsec;
+    if (watched_at >= 0 && at - watched_at < WATCH_INTERVAL_NS)
+        return;
+    watched_at = at;
+    watch();
+}
+
 static PyObject *run(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
     if (nargs != 4 || !PyList_Check(args[1]) || !PyList_Check(args[2]) || !PyTuple_Check(args[3])) {
@@ -159,13 +221,14 @@ static PyObject *run(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
             goto failed;
         PyTuple_SET_ITEM(results, i, tensor);
     }
+    watch_now_and_then();
     int32_t status;
     Py_BEGIN_ALLOW_THREADS
     status = kernel(slots, (void **)(slots + n_dims), (void **)(slots + n_dims + n_in));
     Py_END_ALLOW_THREADS
     if (status != 0) {
         Py_DECREF(results);
-        results = PyLong_FromLong(status);
+        results = status == STATUS_INTERRUPTED && PyErr_CheckSignals() < 0 ? NULL : PyLong_FromLong(status);
     }
     goto done;
 failed:
@@ -190,11 +253,27 @@ static PyObject *setup(PyObject *module, PyObject *args)
     Py_RETURN_NONE;
 }
 
+static PyObject *interrupt_counter(PyObject *module, PyObject *unused)
+{
+    watch();
+    return PyLong_FromVoidPtr(&interrupts);
+}
+
+static PyObject *watch_interrupts(PyObject *module, PyObject *unused)
+{
+    watch_now_and_then();
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef methods[] = {
     {"run", (PyCFunction)(void (*)(void))run, METH_FASTCALL,
      "run(address, sizes, tensors, results) -> tuple of Tensors, or the kernel's nonzero status"},
     {"setup", setup, METH_VARARGS,
      "setup(Tensor, allocate_large, min_bytes): the result type and the allocator of large results"},
+    {"interrupt_counter", interrupt_counter, METH_NOARGS,
+     "interrupt_counter() -> the address of the int32 counter of SIGINTs, adc's handler put in front of SIGINT's"},
+    {"watch_interrupts", watch_interrupts, METH_NOARGS,
+     "watch_interrupts(): put adc's SIGINT handler back in front if it was displaced (checked every 10 ms at most)"},
     {NULL, NULL, 0, NULL},
 };
 
