@@ -183,13 +183,14 @@ def test_adc_info_shows_which_kernels_carry_gradients(built):
                           check=True).stdout.splitlines()
     assert info[0].endswith("gradients: embedded (VJP kernels exported next to the kernels)")
     assert info[1].startswith("  target: ") and " cpu " in info[1]
-    assert info[2:4] == ["  half(y: f32) -> f32", "      gradient w.r.t. y: half_vjp(y: f32, ct: f32) -> f32"]
+    assert info[2] == "  bounds checks: off"
+    assert info[3:5] == ["  half(y: f32) -> f32", "      gradient w.r.t. y: half_vjp(y: f32, ct: f32) -> f32"]
     assert info[-1] == ("      gradient w.r.t. a, x, y: axpy_vjp(a: f32, x: f32[N], y: f32[N], ct: f32[N]) "
                         "-> (f32, f32[N], f32[N])")
     bare = subprocess.run([sys.executable, "-m", "adc", "info", str(so_ng)], capture_output=True, text=True,
                           check=True).stdout.splitlines()
     assert bare[0].endswith("gradients: none (compiled with --no-gradients)")
-    assert bare[2:] == ["  half(y: f32) -> f32", "  cube(x: f32) -> f32",
+    assert bare[3:] == ["  half(y: f32) -> f32", "  cube(x: f32) -> f32",
                         "  axpy(a: f32, x: f32[N], y: f32[N]) -> f32[N]"]
 
 
