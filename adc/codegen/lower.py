@@ -33,6 +33,7 @@ from adc.codegen import control_flow, division, gemm, kept_blocks, parallel, siz
 from adc.codegen.control_flow import CARRYING, in_place_scatters
 from adc.codegen.fusion import CONTROL_FLOW, MATERIALIZING, Plan, plan
 from adc.codegen.strips import REDUCTIONS, Nest, RowStrip
+from adc.codegen.summation import blocked_sum
 from adc.codegen.loops import (I1, I8, I32, I64, NOWRAP, PTR, Index, counted_loop, evaluate_dim,
                                i64, if_then_else, loop_nest, outline, stack_array, tiled_loop_nest)
 from adc.abi import STATUS_NO_MEMORY, STATUS_SHAPES
@@ -1108,7 +1109,8 @@ def _call_over_kept(kernel: Emitter, op: Op, fn: ir.Function, buffers: list[ir.V
 
 
 def _accumulate_scalar(em: Emitter, op: Op, kind: str, start: ir.Value, end: ir.Value, out: ir.Value) -> None:
-    """Last axis reduced: per output element, a scalar accumulator over the reduced axes (innermost contiguous).
+    """Last axis reduced: per output element, a scalar accumulator over the reduced axes (innermost contiguous);
+    a float sum's is a cascade of block sums (summation.blocked_sum), so its error grows like log n.
 
     The outermost loop runs over the first kept axis in [start, end) (or once, for a full reduction).
     """
@@ -1141,7 +1143,17 @@ def _accumulate_scalar(em: Emitter, op: Op, kind: str, start: ir.Value, end: ir.
             loop_nest(em.b, [(i64(0), extents[k]) for k in axes], body,
                       interleave=INTERLEAVED_REDUCTIONS.get(kind, 1) if dtype.is_float else 1)
 
+        def element(reduced_axes: list[ir.Value]) -> ir.Value:
+            value = element_at(reduced_axes)
+            em.memo.clear()
+            return value
+
         def reduce() -> None:
+            if kind == "sum" and dtype.is_float:
+                em.b.store(blocked_sum(em.b, em.head, REGISTER_TYPES[dtype], _identity(kind, dtype),
+                                       [(i64(0), extents[k]) for k in axes], element,
+                                       INTERLEAVED_REDUCTIONS[kind]), acc)
+                return
             if not ordered:
                 loop(step)
                 return
