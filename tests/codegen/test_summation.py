@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import adc
-from adc.codegen.summation import BLOCK
+from adc.codegen.summation import BLOCK, ROWS
 
 N_ONES = 2 ** 25        # 2**24 is where one f32 accumulator stops growing by 1
 
@@ -36,6 +36,15 @@ def total64(x: f64[N]) -> f64:
 
 def inner_axes(x: f32[A, B, C]) -> f32[A]:
     return sum(x, axis=(1, 2))
+
+def columns_of(a: f32[A], n: f32[N]) -> f32[A]:
+    return sum(cos(zeros([N, A], dtype=f32) * a[None, :]) * 0.1, axis=0)
+
+def outer_axes(x: f32[A, B, C]) -> f32[B, C]:
+    return sum(x, axis=0)
+
+def activation_total(b: f32[A], n: f32[N]) -> f32:
+    return sum(tanh(zeros([N, A], dtype=f32) + b[None, :]))
 """
 
 
@@ -99,3 +108,26 @@ def test_sums_around_the_block_size_match_fsum(m, n):
     np.testing.assert_array_equal(np.asarray(m.inner_axes(x)), [math.fsum(r.ravel()) for r in x])
     flat = x.ravel()
     assert float(np.asarray(m.total32(flat))) == math.fsum(flat)
+
+
+def test_f32_column_sums_over_2_25_rows_keep_the_bound(m):
+    """Keeping the last axis, blocks of ROWS rows: within (ROWS + 2·log2(blocks) + 1)·eps·Σ|x|
+    (one accumulator per column stopped near 2**21 tenths)."""
+    got = np.asarray(m.columns_of(np.ones(3, np.float32), np.zeros(N_ONES, np.float32)))
+    exact = float(np.float32(0.1)) * N_ONES
+    bound = (ROWS + 2 * math.log2(N_ONES / ROWS) + 1) * float(np.finfo(np.float32).eps) * exact
+    np.testing.assert_array_less(np.abs(got - exact), bound)
+
+
+def test_a_bias_gradient_sums_2_25_rows():
+    """d/db Σ tanh(z + b) over 2**25 rows: a column sum in the reverse pass, N·(1 - tanh(b)²)."""
+    b = np.array([0.0, 0.5, -1.0], np.float32)
+    grad = adc.grad(adc.compile(SOURCE).activation_total, wrt="b")(b, np.zeros(N_ONES, np.float32))
+    np.testing.assert_allclose(np.asarray(grad), N_ONES * (1 - np.tanh(b.astype(np.float64)) ** 2), rtol=2e-5)
+
+
+@pytest.mark.parametrize("rows", [1, ROWS - 1, ROWS, ROWS + 1, 5 * ROWS + 3])
+def test_column_sums_around_the_block_size_are_exact(m, rows):
+    """Integer-valued columns, wider than one tile of columns: exact sums."""
+    x = np.random.default_rng(rows).integers(-8, 9, size=(rows, 3, 1500)).astype(np.float32)
+    np.testing.assert_array_equal(np.asarray(m.outer_axes(x)), x.astype(np.float64).sum(0))
