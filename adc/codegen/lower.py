@@ -1216,7 +1216,7 @@ def _sum_columns(em: Emitter, op: Op, out: ir.Value) -> None:
 
         def emit(column: ir.Value, total: ir.Value) -> None:
             em.store(out, dtype, em.index(op.result, axes=[*outer, column]), total)
-        blocked_column_sums(em.b, em.head, REGISTER_TYPES[dtype], _identity("sum", dtype),
+        blocked_column_sums(em.b, REGISTER_TYPES[dtype], _identity("sum", dtype),
                             [(i64(0), extents[k]) for k in axes], extents[-1], element, emit)
     if kept[:-1]:
         loop_nest(em.b, [(i64(0), extents[k]) for k in kept[:-1]], columns)

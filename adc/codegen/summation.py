@@ -11,8 +11,9 @@ blocks of 128.
 - Reducing the last axis (`blocked_sum`): a block is `BLOCK` consecutive elements of the innermost
   reduced axis, summed from 0 by the vectorized loop with 4 interleaved vector accumulators.
 - Keeping the last axis (`blocked_column_sums`, a column sum such as a bias gradient): a
-  tile of `TILE_BYTES` of columns at a time, a block is `ROWS` consecutive positions of the innermost reduced axis,
-  each row's run of columns one contiguous loop adding into the columns' partials.
+  tile of `TILE_BYTES` of columns at a time, a block is `ROWS` consecutive positions of the
+  innermost reduced axis, each row's run of columns one contiguous loop adding into the columns'
+  partials.
 
 Error bound (Higham, "Accuracy and Stability of Numerical Algorithms", §4.2, a sum computed
 along a tree of additions whose deepest path has h additions): the computed s of x_1..x_n has
@@ -32,7 +33,7 @@ from typing import Callable, Sequence
 
 import llvmlite.ir as ir
 
-from adc.codegen.loops import I64, NOWRAP, for_range, i64, loop_nest
+from adc.codegen.loops import I64, NOWRAP, PTR, for_range, i64, loop_nest
 
 BLOCK = 2048            # elements of the innermost reduced axis summed by one vectorized loop
 ROWS = 128              # rows of a column sum (last axis kept) summed into one block of partials
@@ -42,13 +43,13 @@ LEVELS = 48             # a counter of blocks never carries past 48 levels: 2**4
 
 class Cascade:
     """Binary counters of block sums for `width` outputs side by side: level k of output c holds the
-    sum of 2**k blocks when bit k of `count` is set. Its slots live on the stack of the function
-    whose `head` made it; a block's partials are `width` consecutive elements in memory."""
+    sum of 2**k blocks when bit k of `count` is set. Its slots are on the stack, allocated by
+    `builder` where it stands; a block's partials are `width` consecutive elements in memory."""
 
-    def __init__(self, head: ir.IRBuilder, ty: ir.Type, width: int):
+    def __init__(self, builder: ir.IRBuilder, ty: ir.Type, width: int):
         self.ty, self.width = ty, width
-        self.levels = head.alloca(ty, size=LEVELS * width)
-        self.count = head.alloca(I64)
+        self.levels = builder.alloca(ty, size=LEVELS * width)
+        self.count = builder.alloca(I64)
 
     def reset(self, b: ir.IRBuilder) -> None:
         b.store(i64(0), self.count)
@@ -149,16 +150,17 @@ def blocked_sum(b: ir.IRBuilder, head: ir.IRBuilder, ty: ir.Type, identity: ir.V
     return b.load(result)
 
 
-def blocked_column_sums(b: ir.IRBuilder, head: ir.IRBuilder, ty: ir.Type, identity: ir.Value,
+def blocked_column_sums(b: ir.IRBuilder, ty: ir.Type, identity: ir.Value,
                         ranges: Sequence[tuple[ir.Value, ir.Value]], columns: ir.Value,
                         element: Callable[[list[ir.Value], ir.Value], ir.Value],
                         emit: Callable[[ir.Value, ir.Value], None]) -> None:
     """emit(c, Σ element(axes, c) over the nest `ranges`) for each column c < `columns`: a
-    tile of `TILE_BYTES` of columns at a time, each row's run of them one contiguous (vectorized) loop, in blocks of
-    `ROWS` positions of the last range combined by a `Cascade` per column."""
+    tile of `TILE_BYTES` of columns at a time, each row's run of them one contiguous (vectorized)
+    loop, in blocks of `ROWS` positions of the last range combined by a `Cascade` per column."""
     tile = TILE_BYTES // (4 if isinstance(ty, ir.FloatType) else 8)
-    cascade = Cascade(head, ty, tile)
-    partials = head.alloca(ty, size=tile)
+    saved = b.call(_stack_intrinsic(b.module, "llvm.stacksave.p0", PTR, []), [])
+    cascade = Cascade(b, ty, tile)
+    partials = b.alloca(ty, size=tile)
     with for_range(b, i64(0), columns, i64(tile)) as first_column:
         used = _minimum(b, i64(tile), b.sub(columns, first_column))
         cascade.reset(b)
@@ -174,3 +176,12 @@ def blocked_column_sums(b: ir.IRBuilder, head: ir.IRBuilder, ty: ir.Type, identi
             cascade.push(b, partials, used)
         _blocks(b, ranges, ROWS, block)
         cascade.totals(b, identity, used, lambda c, total: emit(b.add(first_column, c, flags=NOWRAP), total))
+    b.call(_stack_intrinsic(b.module, "llvm.stackrestore.p0", ir.VoidType(), [PTR]), [saved])
+
+
+def _stack_intrinsic(module: ir.Module, name: str, ret: ir.Type, args: list[ir.Type]) -> ir.Function:
+    """llvm.stacksave / llvm.stackrestore: a column sum's ~200 KB of levels are taken off the stack
+    where it ends, so the two column sums of a nest run fast then exact, or a column sum inside a
+    loop, never hold more than one at a time."""
+    fn = module.globals.get(name)
+    return fn if fn is not None else ir.Function(module, ir.FunctionType(ret, args), name)
