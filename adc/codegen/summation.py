@@ -9,7 +9,8 @@ before the levels (at most that many again) are added up. NumPy's pairwise_sum d
 blocks of 128.
 
 - Reducing the last axis (`blocked_sum`): a block is `BLOCK` consecutive elements of the innermost
-  reduced axis, summed from 0 by the vectorized loop with 4 interleaved vector accumulators.
+  reduced axis, summed from 0 by the vectorized loop with 4 interleaved vector accumulators, or as
+  many shorter rows as make `BLOCK` elements (`_filled_blocks`).
 - Keeping the last axis (`blocked_column_sums`, a column sum such as a bias gradient): a
   tile of `TILE_BYTES` of columns at a time, a block is `ROWS` consecutive positions of the
   innermost reduced axis, each row's run of columns one contiguous loop adding into the columns'
@@ -21,8 +22,9 @@ along a tree of additions whose deepest path has h additions): the computed s of
     |s - Σ x_i| <= (L + 2·ceil(log2(blocks)) + 1) · eps · Σ |x_i|  + O(eps²)
 
 where L is the longest chain of additions inside a block: for a vectorized block, BLOCK / (4·lanes)
-+ log2(4·lanes) (38 for f32 on AVX-512, 16 lanes; 70 on AVX2), BLOCK = 2048 if LLVM did not vectorize
-it; ROWS = 128 for a column sum. For n = 10**9 f32 that is ~ 80 eps, where one accumulator's bound
++ log2(4·lanes) (38 for f32 on AVX-512, 16 lanes; 70 on AVX2) for rows of at least BLOCK elements,
+below 2·BLOCK = 4096 in the worst case (rows shorter than a vector, summed one by one); below
+2·ROWS = 256 for a column sum. For n = 10**9 f32 that is ~ 80 eps, where one accumulator's bound
 is 10**9 eps. A row no longer than BLOCK is one block, summed as before. The order of the
 additions depends only on the shape, never on the thread count: a reduction is split across
 threads by its kept axes only, so each output element is one thread's cascade.
@@ -130,22 +132,49 @@ def _minimum(b: ir.IRBuilder, x: ir.Value, y: ir.Value) -> ir.Value:
     return b.select(b.icmp_signed("<", x, y), x, y)
 
 
+def _filled_blocks(b: ir.IRBuilder, filled: ir.Value, ranges: Sequence[tuple[ir.Value, ir.Value]], size: int,
+                   add_run: Callable[[list[ir.Value], ir.Value, ir.Value], None], flush: Callable[[], None]) -> None:
+    """add_run(outer_axes, first, last) for each run of at most `size` positions of the last range,
+    at every position of the others; flush() whenever the runs added since the last flush reach
+    `size` positions, and after the last. A block is so one run of a long row, or as many short
+    rows as make `size` (fewer than 2 * size positions): a cascade step per row of 3 was most of a
+    full sum over [2M, 3]. `filled` is an i64 slot counting the positions not flushed."""
+    b.store(i64(0), filled)
+
+    def run(outer_axes: list[ir.Value], first: ir.Value, last: ir.Value) -> None:
+        add_run(outer_axes, first, last)
+        count = b.add(b.load(filled), b.sub(last, first), flags=NOWRAP)
+        b.store(count, filled)
+        with b.if_then(b.icmp_signed(">=", count, i64(size))):
+            flush()
+            b.store(i64(0), filled)
+    _blocks(b, ranges, size, run)
+    with b.if_then(b.icmp_signed(">", b.load(filled), i64(0))):
+        flush()
+
+
 def blocked_sum(b: ir.IRBuilder, head: ir.IRBuilder, ty: ir.Type, identity: ir.Value,
                 ranges: Sequence[tuple[ir.Value, ir.Value]], element: Callable[[list[ir.Value]], ir.Value],
                 interleave: int) -> ir.Value:
-    """The sum of element(axes) over the nest `ranges` (the last innermost), in blocks of
-    `BLOCK` along the last range combined by a `Cascade`. Each block is one `reassoc` loop that
-    LLVM vectorizes with `interleave` vectors in flight."""
+    """The sum of element(axes) over the nest `ranges` (the last innermost), in blocks of `BLOCK`
+    positions of the last range (`_filled_blocks`) combined by a `Cascade`. Each run is one
+    `reassoc` loop that LLVM vectorizes with `interleave` vectors in flight."""
     cascade = Cascade(head, ty, 1)
-    block_sum, result = head.alloca(ty), head.alloca(ty)
+    # block_sum is only loaded and stored, so it lives in a register; the cascade reads a block
+    # through a pointer it indexes, which would keep block_sum in memory on every row's chain
+    block_sum, pushed, result, filled = head.alloca(ty), head.alloca(ty), head.alloca(ty), head.alloca(I64)
     cascade.reset(b)
+    b.store(identity, block_sum)
 
-    def block(outer_axes: list[ir.Value], first: ir.Value, last: ir.Value) -> None:
-        b.store(identity, block_sum)
+    def add_run(outer_axes: list[ir.Value], first: ir.Value, last: ir.Value) -> None:
         with for_range(b, first, last, interleave=interleave) as i:
             b.store(b.fadd(b.load(block_sum), element([*outer_axes, i]), flags=("reassoc",)), block_sum)
-        cascade.push(b, block_sum, i64(1))
-    _blocks(b, ranges, BLOCK, block)
+
+    def flush() -> None:
+        b.store(b.load(block_sum), pushed)
+        cascade.push(b, pushed, i64(1))
+        b.store(identity, block_sum)
+    _filled_blocks(b, filled, ranges, BLOCK, add_run, flush)
     cascade.totals(b, identity, i64(1), lambda _, total: b.store(total, result))
     return b.load(result)
 
@@ -156,25 +185,32 @@ def blocked_column_sums(b: ir.IRBuilder, ty: ir.Type, identity: ir.Value,
                         emit: Callable[[ir.Value, ir.Value], None]) -> None:
     """emit(c, Σ element(axes, c) over the nest `ranges`) for each column c < `columns`: a
     tile of `TILE_BYTES` of columns at a time, each row's run of them one contiguous (vectorized)
-    loop, in blocks of `ROWS` positions of the last range combined by a `Cascade` per column."""
+    loop, in blocks of `ROWS` positions of the last range (`_filled_blocks`) combined by a
+    `Cascade` per column."""
     tile = TILE_BYTES // (4 if isinstance(ty, ir.FloatType) else 8)
     saved = b.call(_stack_intrinsic(b.module, "llvm.stacksave.p0", PTR, []), [])
     cascade = Cascade(b, ty, tile)
-    partials = b.alloca(ty, size=tile)
+    partials, filled = b.alloca(ty, size=tile), b.alloca(I64)
     with for_range(b, i64(0), columns, i64(tile)) as first_column:
         used = _minimum(b, i64(tile), b.sub(columns, first_column))
         cascade.reset(b)
 
-        def block(outer_axes: list[ir.Value], first: ir.Value, last: ir.Value) -> None:
+        def clear() -> None:
             with for_range(b, i64(0), used) as c:
                 b.store(identity, b.gep(partials, [c], source_etype=ty))
+
+        def add_run(outer_axes: list[ir.Value], first: ir.Value, last: ir.Value) -> None:
             with for_range(b, first, last) as row:
                 with for_range(b, i64(0), used) as c:
                     slot = b.gep(partials, [c], source_etype=ty)
                     b.store(b.fadd(b.load(slot), element([*outer_axes, row], b.add(first_column, c, flags=NOWRAP))),
                             slot)
+
+        def flush() -> None:
             cascade.push(b, partials, used)
-        _blocks(b, ranges, ROWS, block)
+            clear()
+        clear()
+        _filled_blocks(b, filled, ranges, ROWS, add_run, flush)
         cascade.totals(b, identity, used, lambda c, total: emit(b.add(first_column, c, flags=NOWRAP), total))
     b.call(_stack_intrinsic(b.module, "llvm.stackrestore.p0", ir.VoidType(), [PTR]), [saved])
 

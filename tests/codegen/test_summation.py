@@ -60,8 +60,10 @@ def _shaped(*sizes):
     return [np.zeros(n, np.float32) for n in sizes]
 
 
-def test_f32_sum_and_mean_of_2_25_ones_are_exact(m):
-    args = _shaped(2 ** 12, N_ONES // 2 ** 12)
+@pytest.mark.parametrize("row", [4, 2 ** 13])
+def test_f32_sum_and_mean_of_2_25_ones_are_exact(m, row):
+    """Rows of 4 (a block gathers rows until it holds BLOCK elements) and of 2**13 (several blocks)."""
+    args = _shaped(N_ONES // row, row)
     assert float(np.asarray(m.ones_total(*args))) == N_ONES
     assert float(np.asarray(m.ones_mean(*args))) == 1.0
 
