@@ -1149,7 +1149,7 @@ def _accumulate_scalar(em: Emitter, op: Op, kind: str, start: ir.Value, end: ir.
             return value
 
         def reduce() -> None:
-            if kind == "sum" and dtype.is_float:
+            if kind == "sum" and dtype.is_float and axes:     # (no axes: a copy of a scalar)
                 em.b.store(blocked_sum(em.b, em.head, REGISTER_TYPES[dtype], _identity(kind, dtype),
                                        [(i64(0), extents[k]) for k in axes], element,
                                        INTERLEAVED_REDUCTIONS[kind]), acc)

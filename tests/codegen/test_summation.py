@@ -133,3 +133,9 @@ def test_column_sums_around_the_block_size_are_exact(m, rows):
     """Integer-valued columns, wider than one tile of columns: exact sums."""
     x = np.random.default_rng(rows).integers(-8, 9, size=(rows, 3, 1500)).astype(np.float32)
     np.testing.assert_array_equal(np.asarray(m.outer_axes(x)), x.astype(np.float64).sum(0))
+
+
+def test_a_sum_over_no_axes_is_its_operand():
+    """A rank-0 sum (axes ()) has no range to cut into blocks: it is its operand, as NumPy's."""
+    m = adc.compile("def f(x: f64) -> (f64, f64):\n    return sum(x), mean(broadcast_to(x, [2, 5, 3]), axis=[0, -2, 2])\n")
+    assert [float(np.asarray(v)) for v in m.f(0.25)] == [0.25, 0.25]
