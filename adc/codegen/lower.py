@@ -33,6 +33,7 @@ from adc.codegen import bounds, control_flow, division, gemm, interrupts, parall
 from adc.codegen.control_flow import CARRYING, in_place_scatters
 from adc.codegen.fusion import CONTROL_FLOW, MATERIALIZING, Plan, plan
 from adc.codegen.strips import REDUCTIONS, Nest, RowStrip
+from adc.codegen.summation import blocked_column_sums, blocked_sum
 from adc.codegen.loops import (I1, I8, I32, I64, NOWRAP, PTR, Index, counted_loop, evaluate_dim,
                                i64, if_then_else, loop_nest, stack_array, tiled_loop_nest)
 from adc.abi import STATUS_NO_MEMORY, STATUS_SHAPES
@@ -1141,7 +1142,8 @@ def _call_over_kept(kernel: Emitter, op: Op, fn: ir.Function, buffers: list[ir.V
 
 
 def _accumulate_scalar(em: Emitter, op: Op, kind: str, start: ir.Value, end: ir.Value, out: ir.Value) -> None:
-    """Last axis reduced: per output element, a scalar accumulator over the reduced axes (innermost contiguous).
+    """Last axis reduced: per output element, a scalar accumulator over the reduced axes (innermost contiguous);
+    a float sum's is a cascade of block sums (summation.blocked_sum), so its error grows like log n.
 
     The outermost loop runs over the first kept axis in [start, end) (or once, for a full reduction).
     """
@@ -1174,7 +1176,17 @@ def _accumulate_scalar(em: Emitter, op: Op, kind: str, start: ir.Value, end: ir.
             loop_nest(em.b, [(i64(0), extents[k]) for k in axes], body,
                       interleave=INTERLEAVED_REDUCTIONS.get(kind, 1) if dtype.is_float else 1)
 
+        def element(reduced_axes: list[ir.Value]) -> ir.Value:
+            value = element_at(reduced_axes)
+            em.memo.clear()
+            return value
+
         def reduce() -> None:
+            if kind == "sum" and dtype.is_float and axes:     # (no axes: a copy of a scalar)
+                em.b.store(blocked_sum(em.b, em.head, REGISTER_TYPES[dtype], _identity(kind, dtype),
+                                       [(i64(0), extents[k]) for k in axes], element,
+                                       INTERLEAVED_REDUCTIONS[kind]), acc)
+                return
             if not ordered:
                 loop(step)
                 return
@@ -1205,6 +1217,9 @@ def _accumulate_rows(em: Emitter, op: Op, kind: str, out: ir.Value) -> None:
     (x,) = op.operands
     axes, dtype = op.attrs["axes"], x.type.dtype
     kept = [k for k in range(x.type.rank) if k not in axes]
+    if kind == "sum" and dtype.is_float and axes:
+        _sum_columns(em, op, out)
+        return
     total = em.dim(num_elements(op.result.type.shape))
     counted_loop(em.b, i64(0), total,
                  lambda i: em.store(out, dtype, em.index(op.result, flat=i), _identity(kind, dtype)))
@@ -1215,6 +1230,31 @@ def _accumulate_rows(em: Emitter, op: Op, kind: str, out: ir.Value) -> None:
         em.store(out, dtype, target, _combine(em.b, kind, dtype, em.load(out, dtype, target), element))
         em.memo.clear()
     loop_nest(em.b, [(i64(0), em.dim(d)) for d in x.type.shape], step)
+
+
+def _sum_columns(em: Emitter, op: Op, out: ir.Value) -> None:
+    """A float sum keeping its last axis: at each position of the other kept axes, the columns'
+    cascades of row blocks (summation.blocked_column_sums), so its error grows like log n."""
+    (x,) = op.operands
+    axes, dtype = op.attrs["axes"], x.type.dtype
+    kept = [k for k in range(x.type.rank) if k not in axes]
+    extents = [em.dim(d) for d in x.type.shape]
+
+    def columns(outer: list[ir.Value]) -> None:
+        def element(reduced: list[ir.Value], column: ir.Value) -> ir.Value:
+            position = dict(zip(kept, [*outer, column])) | dict(zip(axes, reduced))
+            value = em.value_at(x, em.index(x, axes=[position[k] for k in range(x.type.rank)]))
+            em.memo.clear()
+            return value
+
+        def emit(column: ir.Value, total: ir.Value) -> None:
+            em.store(out, dtype, em.index(op.result, axes=[*outer, column]), total)
+        blocked_column_sums(em.b, REGISTER_TYPES[dtype], _identity("sum", dtype),
+                            [(i64(0), extents[k]) for k in axes], extents[-1], element, emit)
+    if kept[:-1]:
+        loop_nest(em.b, [(i64(0), extents[k]) for k in kept[:-1]], columns)
+    else:
+        columns([])
 
 
 for _kind in ("sum", "max", "min", "prod"):
