@@ -69,10 +69,10 @@ def valgrind() -> str | None:
     return shutil.which("valgrind")
 
 
-def run_under_valgrind(argv: list[str], cache_dir: str, timeout: float = 3600) -> tuple[int, list[Report]]:
+def run_under_valgrind(argv: list[str], cache_dir: str, timeout: float = 3600) -> tuple[int, list[Report], str]:
     """Run `python argv...` under memcheck (after a run without it fills `cache_dir`): the exit
-    status and the reports in adc's code (of the process: valgrind writes XML for one process, and the run under
-    it finds its kernels cached, forking no compiles)."""
+    status, the reports in adc's code (of the process: valgrind writes XML for one process, and the run under
+    it finds its kernels cached, forking no compiles) and the last line the program printed."""
     env = {**os.environ, "ADC_CPU": VALGRIND_CPU, "ADC_CACHE_DIR": cache_dir, "PYTHONMALLOC": "malloc",
            "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
     env.pop("ADC_CACHE", None)
@@ -82,13 +82,16 @@ def run_under_valgrind(argv: list[str], cache_dir: str, timeout: float = 3600) -
         pass
     with tempfile.TemporaryDirectory(prefix="adc-memcheck-") as logs:
         try:
-            status = subprocess.run([valgrind(), "--xml=yes", f"--xml-file={logs}/%p.xml",
-                                     "--child-silent-after-fork=yes", sys.executable, *argv],
-                                    env=env, cwd=ROOT, capture_output=True, timeout=timeout).returncode
-        except subprocess.TimeoutExpired:       # what it checked until then still counts
-            status = TIMED_OUT
+            run = subprocess.run([valgrind(), "--xml=yes", f"--xml-file={logs}/%p.xml",
+                                  "--child-silent-after-fork=yes", sys.executable, *argv],
+                                 env=env, cwd=ROOT, capture_output=True, text=True, timeout=timeout)
+            status, printed = run.returncode, run.stdout
+        except subprocess.TimeoutExpired as stopped:       # what it checked until then still counts
+            status, printed = TIMED_OUT, stopped.stdout or ""
         reports = [r for path in sorted(glob.glob(f"{logs}/*.xml")) for r in _reports(path)]
-    return status, reports
+    if isinstance(printed, bytes):
+        printed = printed.decode(errors="replace")
+    return status, reports, (printed.strip().splitlines() or [""])[-1]
 
 
 def _reports(path: str) -> list[Report]:
@@ -141,14 +144,14 @@ def main(args: list[str]) -> int:
         return 2
     cache_dir = tempfile.mkdtemp(prefix="adc-memcheck-cache-")
     try:
-        status, reports = run_under_valgrind(["-m", "pytest", "-n", "0", "-p", "no:cacheprovider", "-q", *args],
+        status, reports, last_line = run_under_valgrind(["-m", "pytest", "-n", "0", "-p", "no:cacheprovider", *args],
                                              cache_dir, float(os.environ.get("ADC_MEMCHECK_TIMEOUT", 4 * 3600)))
     finally:
         shutil.rmtree(cache_dir, ignore_errors=True)
     for report in reports:
         print(report, end="\n\n")
     ran = "stopped at its time limit" if status == TIMED_OUT else f"exited {status}"
-    print(f"memcheck: {len(reports)} reports in adc's code; pytest {ran}")
+    print(f"memcheck: {len(reports)} reports in adc's code; pytest {ran}: {last_line}")
     return 1 if reports or status else 0
 
 
