@@ -23,7 +23,6 @@ number), a `DType` (`f64` in `dtype=f64`), a list (list and tuple literals) or
 from __future__ import annotations
 
 import dataclasses
-import functools
 import keyword
 import math
 import operator
@@ -31,6 +30,7 @@ from types import GeneratorType
 
 from adc.errors import CompileError, Location
 from adc.frontend import ast, indexing, python_habits
+from adc.frontend.call_order import callees_first
 from adc.frontend.externs import Extern, check_gradient, decorator_of, externs_of, gradient_declaration
 from adc.frontend.builtins import (Args, Deferred, Results, Scope, builtin_rules, describe, is_static,
                                    matmul, typed)
@@ -73,7 +73,7 @@ def elaborate(program: ast.Program) -> Module:
     funcs: dict[str, Func] = {name: gradient_declaration(name, e) for name, e in gradient_of.items()}
     order: dict[str, tuple[str, ...]] = {}
     contracts: dict[str, tuple[SymDim, ...]] = {}    # what a call of each kernel needs (ir/shapes.py)
-    for name in _callees_first(defs):
+    for name in callees_first(defs):
         fdef, decorator = defs[name], decorator_of(defs[name])
         before = set(funcs)
         if decorator is not None and decorator.name == "custom_gradient":
@@ -97,57 +97,6 @@ def _definitions(program: ast.Program) -> dict[str, ast.FuncDef]:
             raise CompileError(f"kernel '{f.name}' has the name of a builtin; rename it", f.loc)
         defs[f.name] = f
     return defs
-
-
-def _callees_first(defs: dict[str, ast.FuncDef]) -> list[str]:
-    """Kernel names in an order where every callee precedes its callers; cycles are errors. The
-    gradient of an external function is only named by its calls, not called (it is declared
-    up front), so gradients may use external functions whose gradients use theirs."""
-    order: list[str] = []
-    state: dict[str, str] = {}
-    path: list[str] = []
-
-    def visit(name: str):
-        state[name] = "visiting"
-        path.append(name)
-        for call in _calls(defs[name]):
-            callee = call.func          # an external function's name is not in defs
-            if callee not in defs:
-                continue
-            if state.get(callee) == "visiting":
-                cycle = " -> ".join(path[path.index(callee):] + [callee])
-                raise CompileError(f"recursive call to '{callee}' ({cycle}); kernels cannot recurse", call.loc)
-            if callee not in state:
-                yield visit(callee)
-        path.pop()
-        state[name] = "done"
-        order.append(name)
-
-    for name in defs:
-        if name not in state:
-            trampoline(visit(name))     # a chain of calls is as long as the program
-    return order
-
-
-def _calls(node) -> list[ast.Call]:
-    """Every call expression under `node`, in source order; walked on a stack of its own, as
-    expressions nest as deep as they are long."""
-    found: list[ast.Call] = []
-    stack = [node]
-    while stack:
-        node = stack.pop()
-        if isinstance(node, (list, tuple)):
-            stack += reversed(node)
-        elif dataclasses.is_dataclass(node) and not isinstance(node, Location):
-            if isinstance(node, ast.Call):
-                found.append(node)
-            stack += reversed([getattr(node, name) for name in _field_names(type(node))])
-    return found
-
-
-@functools.cache
-def _field_names(node_type: type) -> tuple[str, ...]:
-    return tuple(f.name for f in dataclasses.fields(node_type))
 
 
 class KernelElaborator(Scope):
