@@ -28,8 +28,8 @@ from typing import Callable
 
 from adc.errors import CompileError, Location
 from adc.frontend import ast
-from adc.frontend.builtins import Deferred, Results, describe, is_static
 from adc.frontend.elaborate import MISSING, KernelElaborator, Unbound
+from adc.frontend.scope import Deferred, Results, describe, is_static
 from adc.ir.core import Func, FuncRef, Value
 from adc.ir.types import BOOL, F32, I64, SymDim, TensorType
 

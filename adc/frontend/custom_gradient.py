@@ -21,8 +21,8 @@ import keyword
 
 from adc.errors import CompileError
 from adc.frontend import ast
-from adc.frontend.builtins import Deferred, Results
 from adc.frontend.elaborate import KernelElaborator, check_param_name
+from adc.frontend.scope import Deferred, Results
 from adc.ir.builder import Builder
 from adc.ir.core import Func, FuncRef, Value
 from adc.ir.trampoline import trampoline

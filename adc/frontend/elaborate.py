@@ -30,10 +30,12 @@ from types import GeneratorType
 
 from adc.errors import CompileError, Location
 from adc.frontend import ast, indexing, python_habits
+from adc.frontend.arguments import Args
+from adc.frontend.builtins import builtin_rules
+from adc.frontend.builtins.linalg import matmul
 from adc.frontend.call_order import callees_first
 from adc.frontend.externs import Extern, check_gradient, decorator_of, externs_of, gradient_declaration
-from adc.frontend.builtins import (Args, Deferred, Results, Scope, builtin_rules, describe, is_static,
-                                   matmul, typed)
+from adc.frontend.scope import Deferred, Results, Scope, describe, is_static, typed
 from adc.ir.builder import Builder
 from adc.ir.core import REGION_ATTRS, Func, FuncRef, Module, Value, children_first
 from adc.ir.ops import bind_dims

@@ -20,7 +20,7 @@ from typing import Union
 
 from adc.errors import CompileError
 from adc.frontend import ast
-from adc.frontend.builtins import Deferred, describe, index_tensor, is_static
+from adc.frontend.scope import Deferred, describe, index_tensor, is_static
 from adc.ir.core import Value
 from adc.ir.types import I64, Dim, TensorType
 

@@ -9,10 +9,11 @@ import numpy as np
 import pytest
 import scipy.special
 
-from adc.frontend import compile_source
+from adc.frontend import builtins, compile_source
 from adc.ir.interp import run
 from adc.ir.printer import format_module
 from adc.ir.verify import verify
+from tests.support.family_tables import lost_rows
 
 X, XV, XY = "x: f64[M, N]", "x: f64[M, N], v: f64[N]", "x: f64[M, N], y: f64[M, N]"
 MN = "f64[M, N]"
@@ -125,6 +126,10 @@ def test_builtin_elaborates_and_computes(name, params, result, expr, reference):
     args = _inputs(params, np.random.default_rng(len(name)))
     (got,) = run(module, "k", *args)
     np.testing.assert_allclose(got, reference(*args), rtol=1e-6, atol=1e-9, err_msg=format_module(module))
+
+
+def test_the_table_holds_every_familys_builtins():
+    assert not lost_rows(builtins, "builtin_rules"), "builtins defined by two families, or a builtin lost"
 
 
 def test_literal_square_is_a_multiplication():
