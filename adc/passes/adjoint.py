@@ -3,7 +3,7 @@
 `vjp(module, name)` inlines the function, then builds `{name}_vjp`: its params
 are the primal params followed by one cotangent per primal result (`ct`, or
 `ct0, ct1, ...`); its body replays the primal ops, then walks them backwards
-applying `adjoint_rules` (adc/passes/adjoint_rules.py), summing the cotangents
+applying `adjoint_rules` (adc/passes/adjoint_rules/), summing the cotangents
 of values used several times; it returns the cotangents of the `wrt` params.
 Cleanup (simplify, cse, dce until nothing changes) keeps it lean, and the
 verifier checks it. The output is ordinary IR, so `vjp` of a VJP function

@@ -44,7 +44,7 @@ from typing import Callable, Mapping
 from adc.ir.core import REGION_ATTRS, Func, Module, Op, Value
 from adc.ir.ops import OPS
 from adc.ir.types import Dim, num_elements
-from adc.passes.adjoint_rules import NON_DIFFERENTIABLE
+from adc.passes.adjoint_rules.no_contribution import NON_DIFFERENTIABLE
 from adc.passes.expand import expand_custom_gradients
 from adc.passes.index_forms import UNKNOWN, IndexForm, index_form_rules, index_rows, quotient
 from adc.passes.inline import callees, inline_func

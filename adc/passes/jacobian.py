@@ -35,13 +35,12 @@ from __future__ import annotations
 from typing import Callable, Iterable, Sequence
 
 from adc.errors import CompileError
-from adc.ir.builder import Builder
+from adc.ir.builder import Builder, full
 from adc.ir.core import Func, FuncRef, Module, Value
 from adc.ir.types import I64, Dim, SymDim, TensorType, num_elements
 from adc.ir.verify import verify_func
 from adc.passes.adjoint import cleanup, unique_name, vjp
 from adc.passes.adjoint_control_flow import fresh_symbol
-from adc.passes.adjoint_rules import full
 from adc.passes.batch import batch
 from adc.passes.example_axis import function_example_axes, where_examples_mix
 from adc.passes.inline import inline_func

@@ -27,11 +27,10 @@ from dataclasses import dataclass
 from typing import Iterable, Mapping
 
 from adc.errors import CompileError, VerifyError
-from adc.ir.builder import Builder
+from adc.ir.builder import Builder, full
 from adc.ir.core import Func, Module, Op, Value
 from adc.ir.verify import verify_func
 from adc.passes.adjoint import cleanup, unique_name
-from adc.passes.adjoint_rules import full
 from adc.passes.inline import inline_func
 from adc.passes.regions import call_free, fresh_name
 from adc.passes.tangent_rules import tangent_rules

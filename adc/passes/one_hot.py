@@ -31,11 +31,10 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Callable, Mapping, Sequence
 
-from adc.ir.builder import Builder
+from adc.ir.builder import Builder, full
 from adc.ir.core import Func, Op, Value
 from adc.ir.types import BOOL, I64, Dim, TensorType
 from adc.ir.reshapes import common_digits, quotient, reshape_groups
-from adc.passes.adjoint_rules import full
 
 Factor = tuple[Value, tuple[int, ...]]      # a value and the axes of V its axes map to, increasing
 

@@ -25,10 +25,12 @@ from __future__ import annotations
 from typing import Callable
 
 from adc.errors import CompileError
-from adc.ir.builder import Builder
+from adc.ir.builder import Builder, full
 from adc.ir.core import FuncRef, Op, Value
-from adc.passes.adjoint_rules import (NON_DIFFERENTIABLE, adjoint_rules, attached_gradient, cumprod_zeros, full,
-                                      lift_elementwise)
+from adc.passes.adjoint_rules import adjoint_rules
+from adc.passes.adjoint_rules.calls import attached_gradient, lift_elementwise
+from adc.passes.adjoint_rules.no_contribution import NON_DIFFERENTIABLE
+from adc.passes.adjoint_rules.reductions import cumprod_zeros
 from adc.passes.regions import add_region, extend, unused_params
 from adc.passes.transpose import LINEAR_IN, linear_positions, transposed
 

@@ -21,11 +21,10 @@ from dataclasses import dataclass
 from typing import Mapping
 
 from adc.errors import CompileError, Location
-from adc.ir.builder import Builder
+from adc.ir.builder import Builder, full
 from adc.ir.core import Func, Module, Op, Value
 from adc.ir.verify import verify_func
 from adc.passes.adjoint import adjoint, cleanup, unique_name
-from adc.passes.adjoint_rules import full
 from adc.passes.inline import inline_func
 
 ALL = "all"     # every operand, however many (variadic ops)

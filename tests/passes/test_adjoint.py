@@ -21,7 +21,9 @@ from adc.ir.parser import parse_module
 from adc.ir.printer import format_module
 from adc.ir.verify import verify
 from adc.passes.adjoint import adjoint, vjp
+from adc.passes import adjoint_rules as adjoint_rule_families
 from adc.passes.adjoint_rules import adjoint_rules
+from tests.support.family_tables import lost_rows
 from tests.support.goldens import assert_golden_functions
 from tests.conftest import SAMPLES
 from tests.support.references import sample_inputs
@@ -42,6 +44,10 @@ def test_every_op_has_a_rule_or_is_listed_non_differentiable():
     missing = sorted(set(OPS) - set(adjoint_rules))
     assert not missing, f"ops without an entry in adjoint_rules: {missing}"
     assert not set(adjoint_rules) - set(OPS), "adjoint_rules has entries for unknown ops"
+
+
+def test_the_table_holds_every_familys_rows():
+    assert not lost_rows(adjoint_rule_families, "adjoint_rules"), "ops with a rule in two families, or a rule lost"
 
 
 def test_interface_names_params_and_purity():

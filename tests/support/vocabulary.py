@@ -249,7 +249,7 @@ class Reduction:
 REDUCTIONS = (
     Reduction("sum", "_sum", lambda b, n: b * n),
     Reduction("mean", "_mean", lambda b, n: b, floats_only=True),
-    # adc's VJP of prod divides by the elements, nan at an exact 0 (adjoint_rules.reduce_prod_adjoint):
+    # adc's VJP of prod divides by the elements, nan at an exact 0 (adjoint_rules/reductions.py, reduce_prod_adjoint):
     # smooth programs take products of 1.5 + tanh(x), which no x - x makes 0
     Reduction("prod", "_prod", lambda b, n: product(*[b] * n),
               guard=Function("(1.5 + tanh({0}))", "(1.5 + np.tanh({0}))", lambda a: 2.5)),
