@@ -41,6 +41,7 @@ from dataclasses import dataclass
 
 from adc.ir.core import Func, Module
 from adc.ir.shapes import constraints
+from adc.ir.ops import with_trait
 from adc.ir.types import Dim, DType, TensorType, parse_dim
 from adc.version import __version__
 
@@ -209,7 +210,7 @@ def signature(func: Func) -> KernelSignature:
                            index_bounds(func))
 
 
-INDEXING_OPS = ("gather", "scatter_add", "scatter")     # (x, indices, ...) {axis}
+INDEXING_OPS = with_trait("indexing")     # (x, indices, ...) {axis}
 
 
 def index_bounds(func: Func) -> tuple[tuple[int, Dim], ...]:

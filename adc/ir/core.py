@@ -17,10 +17,11 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Iterator, Mapping
 
 from adc.errors import Location
+from adc.ir.ops import OPS
 from adc.ir.types import TensorType
 
-# control-flow op -> the attributes naming its region functions (the op rules: adc/ir/ops.py)
-REGION_ATTRS = {"for": ("body",), "scan": ("body",), "while": ("cond", "body"), "if": ("then_branch", "else_branch")}
+# control-flow op -> the attributes naming its region functions
+REGION_ATTRS = {name: op.regions for name, op in OPS.items() if op.regions}
 
 
 class Value:

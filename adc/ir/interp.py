@@ -18,7 +18,6 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import functools
-import math
 from dataclasses import dataclass
 from functools import lru_cache
 from types import GeneratorType
@@ -28,6 +27,7 @@ import numpy as np
 
 from adc.errors import CompileError
 from adc.ir.core import Func, Module, Value
+from adc.ir.ops import OPS
 from adc.ir.trampoline import trampoline
 from adc.ir.types import SymDim, evaluate_dim
 from adc.ir.shapes import constraints
@@ -61,26 +61,9 @@ def _numpy_rule(fn: Callable) -> EvalRule:
     return rule
 
 
-_NUMPY_FUNCTIONS = {
-    "sin": np.sin, "cos": np.cos, "tan": np.tan, "exp": np.exp, "log": np.log, "log1p": np.log1p,
-    "expm1": np.expm1, "sqrt": np.sqrt, "tanh": np.tanh, "round": np.rint, "floor": np.floor,
-    "neg": np.negative, "abs": np.abs, "sign": np.sign,
-    "add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.divide, "pow": np.power,
-    "mod": np.mod, "floor_div": np.floor_divide,
-    "bitwise_and": np.bitwise_and, "bitwise_or": np.bitwise_or, "bitwise_xor": np.bitwise_xor,
-    "bitwise_not": np.invert,
-    "minimum": np.minimum, "maximum": np.maximum,
-    "lt": np.less, "le": np.less_equal, "gt": np.greater, "ge": np.greater_equal,
-    "eq": np.equal, "ne": np.not_equal, "select": np.where, "stop_gradient": np.asarray,
-    "log2": np.log2, "log10": np.log10, "exp2": np.exp2, "cbrt": np.cbrt, "sinh": np.sinh, "cosh": np.cosh,
-    "asinh": np.arcsinh, "acosh": np.arccosh, "atanh": np.arctanh, "atan2": np.arctan2, "hypot": np.hypot,
-    # math's, in f64 (NumPy has none; the driver rounds to the op's dtype); lgamma is inf at its poles (C99)
-    "erf": np.vectorize(math.erf, otypes=[np.float64]), "erfc": np.vectorize(math.erfc, otypes=[np.float64]),
-    "lgamma": np.vectorize(lambda v: math.inf if v <= 0 and (math.isinf(v) or v == math.floor(v))
-                           else math.lgamma(v), otypes=[np.float64]),
-}
-for _name, _fn in _NUMPY_FUNCTIONS.items():
-    eval_rules[_name] = _numpy_rule(_fn)
+for _name, _opdef in OPS.items():
+    if _opdef.reference is not None:
+        eval_rules[_name] = _numpy_rule(_opdef.reference)
 
 
 _BERNOULLI = (1 / 6, -1 / 30, 1 / 42, -1 / 30, 5 / 66, -691 / 2730, 7 / 6, -3617 / 510)   # B_2, B_4, ...

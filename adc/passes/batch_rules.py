@@ -17,7 +17,7 @@ from typing import Callable
 from adc.errors import CompileError
 from adc.ir.builder import Builder
 from adc.ir.core import FuncRef, Op, Value
-from adc.ir.ops import OPS
+from adc.ir.ops import OPS, with_trait
 from adc.ir.types import I32, I64, Dim, SymDim
 from adc.passes.regions import build_region, like
 
@@ -34,7 +34,7 @@ from adc.passes.regions import build_region, like
 BatchRule = Callable[[Builder, Op, list[Value], list[bool]], tuple[list[Value], list[bool]]]
 batch_rules: dict[str, BatchRule] = {}
 
-NEVER_BATCHED = ("constant", "iota", "dim")     # no operands: the same in every example
+NEVER_BATCHED = with_trait("source")     # no operands: the same in every example
 
 
 def batch_dim(args: list[Value], batched: list[bool]) -> Dim:

@@ -26,6 +26,7 @@ from collections import Counter
 from typing import Mapping
 from adc.ir.builder import Builder
 from adc.ir.core import Attrs, Func, Module, Op, Value
+from adc.ir.ops import OPS, with_trait
 from adc.ir.types import TensorType
 from adc.passes.dce import eliminate_dead_code_func
 
@@ -34,12 +35,8 @@ Signature = tuple[TensorType, tuple[int, ...]]      # the terms' operand type an
 # op -> which of its operands are combinations: "every" one, or exactly one of those at the
 # positions given, the others coefficients (a product of two sums is no combination)
 LINEAR: dict[str, str | tuple[int, ...]] = {
-    "add": "every",
-    "sub": "every",
-    "neg": "every",
-    "mul": (0, 1),
-    "div": (0,),
-}
+    **{name: "every" for name in with_trait("additive")},
+    **{name: op.products for name, op in OPS.items() if op.products and op.has("elementwise")}}
 
 
 def combine_sums(module: Module) -> Module:

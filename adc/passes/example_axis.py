@@ -42,17 +42,17 @@ from dataclasses import dataclass
 from typing import Callable, Mapping
 
 from adc.ir.core import REGION_ATTRS, Func, Module, Op, Value
-from adc.ir.ops import OPS
+from adc.ir.ops import OPS, with_trait
 from adc.ir.types import Dim, num_elements
-from adc.passes.adjoint_rules.no_contribution import NON_DIFFERENTIABLE
 from adc.passes.expand import expand_custom_gradients
 from adc.passes.index_forms import UNKNOWN, IndexForm, index_form_rules, index_rows, quotient
 from adc.passes.inline import callees, inline_func
 
 MIXED = -1      # the value depends on the param, but not example by example along one axis
-PUTTING_BACK = ("scatter", "scatter_add")       # the ops whose rules read Pinned operands
-UNSUPPORTED = {"call": "inlined before the analysis (function_example_axes)",
-               "custom_gradient": "expanded to a call of its forward before the analysis"}
+PUTTING_BACK = with_trait("scatter")       # the ops whose rules read Pinned operands
+# calls are inlined, custom gradients expanded to calls of their forward, before the analysis
+UNSUPPORTED = with_trait("calls")
+NON_DIFFERENTIABLE = with_trait("non_differentiable")
 
 
 @dataclass(frozen=True)

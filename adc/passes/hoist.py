@@ -19,15 +19,15 @@ and control flow stay, as does an op whose shape uses a symbol the body binds (a
 """
 from __future__ import annotations
 
-from adc.ir.core import REGION_ATTRS, Attrs, Func, FuncRef, Module, Op, Value
+from adc.ir.core import Attrs, Func, FuncRef, Module, Op, Value
+from adc.ir.ops import OPS, with_trait
 from adc.ir.shapes import constraints, op_constraints
 from adc.passes.cse import cse_func
 from adc.passes.dce import eliminate_dead_code_func, without_orphan_regions
 from adc.passes.regions import fresh_name, unused_params
 
-LEADS = {"for": 1, "scan": 1, "while": 0}       # loop -> parameters of its body before the carried ones
-FREE = frozenset({"constant", "dim", "iota", "broadcast", "reshape", "transpose"})
-STAYS = frozenset(REGION_ATTRS) | {"call"}
+FREE = with_trait("cheap")
+STAYS = with_trait("control_flow") | {"call"}
 
 
 def hoist_invariants(module: Module) -> Module:
@@ -47,7 +47,7 @@ def hoist_func(func: Func, funcs: dict[str, Func], made: dict | None = None) -> 
     ops: list[Op] = []
     held = set(constraints(func))
     for op in func.ops:
-        if op.name in LEADS:
+        if OPS[op.name].body_leads is not None:
             moved, op = _hoisted(op, funcs, {} if made is None else made, held)
             ops += moved
         ops.append(op)
@@ -60,7 +60,7 @@ def _hoisted(loop: Op, funcs: dict[str, Func], made: dict, held: set) -> tuple[l
     """(the ops moved before `loop`, the loop running its new body), or ([], loop). An op needing
     sizes its new function does not already need (`held`) stays: moved, it would ask them of
     calls that never run the loop (x[5] in the body of a loop of no iterations)."""
-    lead, k = LEADS[loop.name], loop.attrs["carried"]
+    lead, k = OPS[loop.name].body_leads, loop.attrs["carried"]
     body = funcs[loop.attrs["body"]]
     outside: dict[Value, Value] = dict(zip(body.params[lead + k:], loop.operands[lead + k:]))
     copies: dict[Value, Op] = {}        # a body value -> the op computing it outside

@@ -14,10 +14,10 @@ w.r.t. the weights of an RNN need not accumulate the one w.r.t. its inputs.
 from __future__ import annotations
 
 from adc.ir.core import Attrs, Func, FuncRef, Module, Op, Value, dims_in
+from adc.ir.ops import OPS
 from adc.passes.dce import eliminate_dead_code_func, without_orphan_regions
 from adc.passes.regions import derived_once, fresh_name, reached
 
-LOOPS = {"for": 1, "scan": 1, "while": 0}      # loop -> parameters of its body before the carried ones
 
 
 def prune_dead_loop_values(module: Module) -> Module:
@@ -35,7 +35,7 @@ def prune_loops(func: Func, funcs: dict[str, Func]) -> Func:
     used = set(func.returns)
     kept: list[Op] = []
     for op in reversed(func.ops):
-        if op.name in LOOPS and any(r in used for r in op.results):
+        if OPS[op.name].body_leads is not None and any(r in used for r in op.results):
             op = _pruned(op, used, funcs)
         kept.append(op)
         used.update(op.operands)
@@ -45,7 +45,7 @@ def prune_loops(func: Func, funcs: dict[str, Func]) -> Func:
 
 
 def _pruned(op: Op, used: set[Value], funcs: dict[str, Func]) -> Op:
-    lead, k = LOOPS[op.name], op.attrs["carried"]
+    lead, k = OPS[op.name].body_leads, op.attrs["carried"]
     body = funcs[op.attrs["body"]]
     wanted = [j for j, r in enumerate(op.results) if r in used]       # carried values, then stacked rows
     live = {j for j in wanted if j < k}

@@ -28,8 +28,9 @@ from typing import Callable, Mapping, Sequence
 import numpy as np
 
 from adc.ir.builder import Builder
-from adc.ir.core import REGION_ATTRS, Func, Module, Op, Value
+from adc.ir.core import Func, Module, Op, Value
 from adc.ir.interp import Context, eval_rules
+from adc.ir.ops import with_trait
 from adc.ir.reshapes import merged_runs
 
 
@@ -240,7 +241,7 @@ simplify_rules["dim"] = dim_simplify
 
 
 # calls and control flow run functions of the module
-_NOT_FOLDED = frozenset({"call", "custom_gradient", "stop_gradient", *REGION_ATTRS})
+_NOT_FOLDED = with_trait("calls") | with_trait("control_flow") | {"stop_gradient"}
 
 
 def _fold(op: Op, operands: Sequence[Value], rw: Rewriter) -> Value | None:

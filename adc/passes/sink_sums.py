@@ -25,10 +25,10 @@ from collections import Counter
 
 from adc.ir.builder import Builder
 from adc.ir.core import Attrs, Func, FuncRef, Module, Op, Value
+from adc.ir.ops import OPS
 from adc.passes.dce import without_orphan_regions
 from adc.passes.regions import fresh_name
 
-LOOPS = {"for": 1, "scan": 1}       # loop -> parameters of its body before the carried ones
 
 
 def sink_sums(module: Module) -> Module:
@@ -43,7 +43,7 @@ def sink_sums_func(func: Func, funcs: dict[str, Func]) -> Func:
     """`func` with its loops' accumulated sums summed after them (new bodies added to `funcs`)."""
     ops: list[Op] = []
     for op in func.ops:
-        sunk = _sunk(op, funcs) if op.name in LOOPS else None
+        sunk = _sunk(op, funcs) if OPS[op.name].has("counted") else None
         if sunk is None:
             ops.append(op)
         else:
@@ -56,7 +56,7 @@ def sink_sums_func(func: Func, funcs: dict[str, Func]) -> Func:
 def _sunk(loop: Op, funcs: dict[str, Func]) -> list[Op] | None:
     """The ops replacing `loop` (zeros, the loop carrying unreduced sums, their sums and totals),
     or None when none of its carried values is an accumulated sum."""
-    lead, k = LOOPS[loop.name], loop.attrs["carried"]
+    lead, k = OPS[loop.name].body_leads, loop.attrs["carried"]
     body = funcs[loop.attrs["body"]]
     uses = Counter(v for op in body.ops for v in op.operands) + Counter(body.returns)
     producers = {r: op for op in body.ops for r in op.results}

@@ -28,13 +28,14 @@ from typing import Iterable
 
 from adc.errors import CompileError
 from adc.ir.core import Func, Module, Op, Value
+from adc.ir.ops import with_trait
 from adc.ir.verify import verify_func
 from adc.passes.adjoint import adjoint, cleanup
 from adc.passes.inline import inline_func
 from adc.passes.regions import derived_once, fresh_name
 
 # Ops recomputed by the backward rather than saved: free once fused into their consumers.
-RECOMPUTED = frozenset({"constant", "dim", "iota", "broadcast", "reshape", "transpose"})
+RECOMPUTED = with_trait("cheap")
 
 
 @dataclass(frozen=True)

@@ -4,11 +4,13 @@ A rule turns the tangents of an op's operands into tangents of its results,
 emitting ordinary IR with the builder, so forward mode composes with every other
 pass (the batched JVP is a forward-mode Jacobian, the JVP of a gradient a
 Hessian-vector product). Every op of `adc.ir.ops.OPS` has a rule here; the ops
-without a derivative share the adjoint table's `NON_DIFFERENTIABLE` list.
+whose records say they have no derivative (`non_differentiable`, `index_result`) share one.
 
-Three families need no rule of their own:
+Families need no rule of their own:
 - a unary elementwise op has a diagonal, hence symmetric, Jacobian: its tangent rule
   is its adjoint rule (`SELF_ADJOINT`);
+- a binary elementwise op's tangent is the sum of the tangents times its partials, which
+  its adjoint rule gives for a cotangent of 1;
 - an op linear in some operands (`LINEAR_IN`: sums, structure, gathers) maps their
   tangents through itself, zeros standing in for symbolic-zero tangents;
 - a custom gradient's backward is linear in its cotangents, so its JVP is the
@@ -27,9 +29,9 @@ from typing import Callable
 from adc.errors import CompileError
 from adc.ir.builder import Builder, full
 from adc.ir.core import FuncRef, Op, Value
+from adc.ir.ops import OPS, with_trait
 from adc.passes.adjoint_rules import adjoint_rules
 from adc.passes.adjoint_rules.calls import attached_gradient, lift_elementwise
-from adc.passes.adjoint_rules.no_contribution import NON_DIFFERENTIABLE
 from adc.passes.adjoint_rules.reductions import cumprod_zeros
 from adc.passes.regions import add_region, extend, unused_params
 from adc.passes.transpose import LINEAR_IN, linear_positions, transposed
@@ -52,7 +54,7 @@ def zero_tangent(b, op, tangents):
     return (None,) * len(op.results)
 
 
-for _name in NON_DIFFERENTIABLE + ("argmax", "argmin"):
+for _name in with_trait("non_differentiable") | with_trait("index_result"):
     tangent_rules[_name] = zero_tangent
 
 
@@ -65,9 +67,10 @@ tangent_rules["call"] = call_tangent
 
 # ---------------------------------------------------------------- unary elementwise: the adjoint rule
 
-SELF_ADJOINT = ("neg", "sin", "cos", "tan", "exp", "log", "log1p", "expm1", "sqrt", "rsqrt", "tanh",
-                "sigmoid", "abs", "log2", "log10", "exp2", "cbrt", "sinh", "cosh", "asinh", "acosh", "atanh",
-                "erf", "erfc", "lgamma", "digamma", "trigamma")
+# A differentiable unary elementwise op f without attributes: its adjoint rule multiplies the
+# cotangent by f'(x), and its tangent is the same product with the tangent.
+SELF_ADJOINT = tuple(name for name, op in OPS.items() if op.has("unary") and op.has("elementwise")
+                     and not op.has("non_differentiable") and not op.attrs)
 
 
 def self_adjoint_tangent(b, op, tangents):
@@ -77,6 +80,19 @@ def self_adjoint_tangent(b, op, tangents):
 
 for _name in SELF_ADJOINT:
     tangent_rules[_name] = self_adjoint_tangent
+
+
+def partials_tangent(b, op, tangents):
+    # d f(x, y) = tx*df/dx + ty*df/dy, the partials being the adjoint rule's cotangents for ct = 1
+    # (pow: p*x**(p-1) and y*log(x) where x > 0 else 0)
+    partials = adjoint_rules[op.name](b, op, (full(b, 1.0, op.result.type),))
+    return (_sum(b, *(t and b.op("mul", t, d) for t, d in zip(tangents, partials))),)
+
+
+# every differentiable binary elementwise op without a rule below (pow, atan2, hypot, ...)
+for _name, _opdef in OPS.items():
+    if _opdef.has("binary") and _opdef.has("elementwise") and not _opdef.has("non_differentiable"):
+        tangent_rules[_name] = partials_tangent
 
 
 # ---------------------------------------------------------------- linear in some operands
@@ -150,17 +166,6 @@ def mod_tangent(b, op, tangents):
 
 
 tangent_rules["mod"] = mod_tangent
-
-
-def partials_tangent(b, op, tangents):
-    # d f(x, y) = tx*df/dx + ty*df/dy, the partials being the adjoint rule's cotangents for ct = 1
-    # (pow: p*x**(p-1) and y*log(x) where x > 0 else 0)
-    partials = adjoint_rules[op.name](b, op, (full(b, 1.0, op.result.type),))
-    return (_sum(b, *(t and b.op("mul", t, d) for t, d in zip(tangents, partials))),)
-
-
-for _name in ("pow", "atan2", "hypot"):
-    tangent_rules[_name] = partials_tangent
 
 
 def _choose(b: Builder, cond: Value, tx: Value | None, ty: Value | None, like: Value) -> Value:

@@ -23,22 +23,16 @@ from typing import Mapping
 from adc.errors import CompileError, Location
 from adc.ir.builder import Builder, full
 from adc.ir.core import Func, Module, Op, Value
+from adc.ir.ops import ALL, OPS
 from adc.ir.verify import verify_func
 from adc.passes.adjoint import adjoint, cleanup, unique_name
 from adc.passes.inline import inline_func
 
-ALL = "all"     # every operand, however many (variadic ops)
-
-# ops linear in these operands jointly; their other operands (a select's condition, indices)
-# must not depend on the linear inputs
-LINEAR_IN: dict[str, tuple[int, ...] | str] = {
-    "neg": (0,), "add": ALL, "sub": ALL, "concat": ALL, "pad": ALL, "convert": (0,),
-    "broadcast": (0,), "reshape": (0,), "transpose": (0,), "slice": (0,), "reduce_sum": (0,),
-    "gather": (0,), "scatter_add": (0, 2), "scatter": (0, 2), "select": (1, 2),
-    "cumsum": (0,),
-}
+# ops linear in these operands jointly (ALL: every one); their other operands (a select's
+# condition, indices) must not depend on the linear inputs
+LINEAR_IN: dict[str, tuple[int, ...] | str] = {name: op.linear for name, op in OPS.items() if op.linear}
 # ops linear in any one of these operands while the others do not depend on the linear inputs
-PRODUCTS: dict[str, tuple[int, ...]] = {"mul": (0, 1), "matmul": (0, 1), "div": (0,)}
+PRODUCTS: dict[str, tuple[int, ...]] = {name: op.products for name, op in OPS.items() if op.products}
 
 
 def linear_positions(op: Op) -> range | tuple[int, ...]:

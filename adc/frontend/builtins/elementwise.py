@@ -19,15 +19,11 @@ from typing import Callable
 from adc.frontend.arguments import Args, Builtin, registrar
 from adc.frontend.scope import Deferred, Scope, typed
 from adc.ir.core import Value
+from adc.ir.ops import OPS
 from adc.ir.types import DType
 
 builtin_rules: dict[str, Builtin] = {}
 builtin = registrar(builtin_rules)
-
-
-PRIMITIVE_UNARY = ("sin", "cos", "tan", "exp", "log", "log1p", "expm1", "sqrt", "rsqrt", "abs", "sign",
-                   "tanh", "sigmoid", "round", "floor", "stop_gradient", "log2", "log10", "exp2", "cbrt",
-                   "sinh", "cosh", "asinh", "acosh", "atanh", "erf", "erfc", "lgamma", "digamma")
 
 
 def _weak_unary(expand: Callable[[Scope, Value], Value]):
@@ -44,8 +40,19 @@ def _primitive(op: str) -> Callable[[Scope, Value], Value]:
     return lambda cx, x: cx.op(op, x)
 
 
-for _op in PRIMITIVE_UNARY:
-    builtin_rules[_op] = _weak_unary(_primitive(_op))
+def _binary(op: str, first: str, second: str) -> Builtin:
+    """The builtin `op(first, second)`: that elementwise op, with broadcasting and weak literals."""
+    def binary_expand(cx: Scope, a: Args) -> Value | Deferred:
+        return cx.elementwise(op, a[first], a[second])
+    return Builtin((first, second), {}, binary_expand)
+
+
+# the builtins that are ops, as their records name them: sin(x), ..., atan2(y, x), pow(x, y) (x ** y),
+# minimum and maximum (which propagate nan)
+for _name, _opdef in OPS.items():
+    if _opdef.builtin is not None:
+        builtin_rules[_opdef.builtin] = (_weak_unary(_primitive(_name)) if _opdef.arity == 1
+                                         else _binary(_name, *_opdef.builtin_params))
 
 
 def _cosine_side(cx: Scope, x: Value) -> Value:
@@ -59,19 +66,6 @@ def _cosine_side(cx: Scope, x: Value) -> Value:
 builtin_rules["atan"] = _weak_unary(lambda cx, x: cx.elementwise("atan2", x, 1))
 builtin_rules["asin"] = _weak_unary(lambda cx, x: cx.op("atan2", x, _cosine_side(cx, x)))
 builtin_rules["acos"] = _weak_unary(lambda cx, x: cx.op("atan2", _cosine_side(cx, x), x))
-
-
-def _binary(op: str, first: str, second: str) -> Builtin:
-    """The builtin `op(first, second)`: that elementwise op, with broadcasting and weak literals."""
-    def binary_expand(cx: Scope, a: Args) -> Value | Deferred:
-        return cx.elementwise(op, a[first], a[second])
-    return Builtin((first, second), {}, binary_expand)
-
-
-# pow(x, y) is x ** y; minimum and maximum propagate nan
-builtin_rules.update({"atan2": _binary("atan2", "y", "x"), "hypot": _binary("hypot", "x", "y"),
-                      "pow": _binary("pow", "x", "y"), "minimum": _binary("minimum", "x", "y"),
-                      "maximum": _binary("maximum", "x", "y")})
 
 
 @builtin("relu", "x")

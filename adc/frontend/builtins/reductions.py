@@ -14,6 +14,7 @@ from __future__ import annotations
 from adc.frontend.arguments import Args, Builtin, registrar
 from adc.frontend.scope import Scope
 from adc.ir.core import Value
+from adc.ir.ops import with_trait
 from adc.ir.types import BOOL, DType, Dim, SymDim, num_elements
 
 builtin_rules: dict[str, Builtin] = {}
@@ -109,7 +110,7 @@ def _scan(name: str):
                                   {"axis": None, "exclusive": False, "reverse": False}, scan_expand)
 
 
-for _name in ("cumsum", "cumprod"):
+for _name in sorted(with_trait("scan")):      # cumsum, cumprod
     _scan(_name)
 
 
@@ -182,7 +183,7 @@ def _arg_reduction(name: str):
     builtin_rules[name] = Builtin(("x", "axis", "keepdims"), {"axis": None, "keepdims": False}, arg_reduce_expand)
 
 
-for _name in ("argmax", "argmin"):
+for _name in sorted(with_trait("index_result")):       # argmax, argmin
     _arg_reduction(_name)
 
 

@@ -14,6 +14,7 @@ import math
 from adc.errors import CompileError
 from adc.ir.builder import Builder, full
 from adc.ir.core import Value
+from adc.ir.ops import OPS
 from adc.passes.adjoint_rules.rule import AdjointRule
 
 adjoint_rules: dict[str, AdjointRule] = {}
@@ -155,10 +156,10 @@ def _times(derivative: str) -> AdjointRule:
     return times_adjoint
 
 
-# f: f' as an op (trigamma has no derivative: lgamma is differentiable twice, digamma once)
-DERIVATIVE_OPS = {"sin": "cos", "sinh": "cosh", "cosh": "sinh", "lgamma": "digamma", "digamma": "trigamma"}
-for _name, _derivative in DERIVATIVE_OPS.items():
-    adjoint_rules[_name] = _times(_derivative)
+# f whose record names f' as an op (trigamma has none: lgamma is differentiable twice, digamma once)
+for _name, _opdef in OPS.items():
+    if _opdef.derivative is not None:
+        adjoint_rules[_name] = _times(_opdef.derivative)
 
 
 def asinh_adjoint(b, op, cts):

@@ -1,4 +1,5 @@
-"""The ops with no derivative: piecewise constant ones, constants and stop_gradient.
+"""The ops with no derivative: piecewise constant ones, constants, stop_gradient, and the ops
+giving indices (argmax, argmin) — those whose records say `non_differentiable` or `index_result`.
 
 Part of the VJP rule table (adc/passes/adjoint_rules/__init__.py gathers the families' tables).
 Their rule gives every operand no cotangent (None), so the pass adds nothing there:
@@ -7,18 +8,17 @@ Their rule gives every operand no cotangent (None), so the pass adds nothing the
 """
 from __future__ import annotations
 
+from adc.ir.ops import with_trait
 from adc.passes.adjoint_rules.rule import AdjointRule
 
 adjoint_rules: dict[str, AdjointRule] = {}
 
 
-NON_DIFFERENTIABLE = ("sign", "round", "floor", "floor_div", "lt", "le", "gt", "ge", "eq", "ne",
-                      "bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_not",
-                      "stop_gradient", "constant", "iota", "dim")
+NON_DIFFERENTIABLE = with_trait("non_differentiable") | with_trait("index_result")
 
 
 def zero_adjoint(b, op, cts):
-    # piecewise constant, a constant, or stop_gradient: no cotangent for any operand
+    # piecewise constant, a constant, stop_gradient or indices: no cotangent for any operand
     return (None,) * len(op.operands)
 
 

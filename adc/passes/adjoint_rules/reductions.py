@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from adc.ir.builder import Builder, full
 from adc.ir.core import Op, Value
-from adc.passes.adjoint_rules.no_contribution import zero_adjoint
 from adc.passes.adjoint_rules.rule import AdjointRule
 from adc.passes.adjoint_rules.shape import kept_axes
 
@@ -49,11 +48,6 @@ def reduce_prod_adjoint(b, op, cts):
 
 
 adjoint_rules["reduce_prod"] = reduce_prod_adjoint
-
-
-# argmax and argmin give i64 indices, piecewise constant: no cotangent
-for _name in ("argmax", "argmin"):
-    adjoint_rules[_name] = zero_adjoint
 
 
 # ---------------------------------------------------------------- scans
