@@ -23,9 +23,9 @@ from adc.ir.verify import verify
 from adc.passes.adjoint import adjoint, vjp
 from adc.passes.adjoint_rules import adjoint_rules
 from tests.support.goldens import assert_golden_functions
-from tests.conftest import SAMPLES
-from tests.support.references import sample_inputs
 from tests.support.native import jit_module
+from tests.support.references import sample_inputs
+from tests.support.repository import SAMPLES
 
 GOLDEN = Path(__file__).parent / "adjoint"
 GOLDEN_CASES = sorted(GOLDEN.glob("*.adc"))
