@@ -8,12 +8,10 @@ import shutil
 import subprocess
 import sys
 import tempfile
-from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
-SAMPLES = ROOT / "samples"
+from tests.support.repository import ROOT, SAMPLES
 
 
 def pytest_configure(config):

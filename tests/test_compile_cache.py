@@ -17,7 +17,7 @@ import pytest
 import adc
 from adc import driver
 from adc.codegen.cache import Cache
-from tests.conftest import ROOT, SAMPLES
+from tests.support.repository import ROOT, SAMPLES
 
 COMPILE_AND_RUN = f"""
 import sys

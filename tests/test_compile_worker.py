@@ -19,7 +19,7 @@ import pytest
 import adc
 from adc import compile_worker, driver
 from adc.errors import CompileError
-from tests.conftest import ROOT
+from tests.support.repository import ROOT
 
 SOURCE = "def triple(x: f32[N]) -> f32[N]:\n    return x * 3.0 + 1.0\n"
 

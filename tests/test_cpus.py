@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from adc import cpus
-from tests.test_layering import imports_of
+from tests.support.imports import imports_of
 
 CPUS_PY = Path(cpus.__file__)
 

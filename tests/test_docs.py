@@ -16,7 +16,7 @@ import pytest
 
 import adc
 from adc.frontend import compile_source
-from tests.conftest import ROOT, SAMPLES
+from tests.support.repository import ROOT, SAMPLES
 
 DOCUMENTS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 BLOCK = re.compile(r"^```python\n(.*?)^```", re.MULTILINE | re.DOTALL)

@@ -8,7 +8,7 @@ import os
 import subprocess
 import sys
 
-from tests.conftest import ROOT
+from tests.support.repository import ROOT
 
 FORK_WHILE_COMPILING = """
 import os, random, signal, threading, uuid

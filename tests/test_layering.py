@@ -14,7 +14,10 @@ Every import counts, function-local ones included, and no two layers import each
 import ast
 from pathlib import Path
 
-PACKAGE = Path(__file__).resolve().parent.parent / "adc"
+from tests.support.imports import imports_of
+from tests.support.repository import ROOT
+
+PACKAGE = ROOT / "adc"
 
 LEAVES = ("adc.errors",)
 ALLOWED = {
@@ -37,18 +40,6 @@ ALLOWED = {
                     "adc.passes.example_axis", "adc.passes.expand", "adc.passes.inline"),
     "adc.dask": ("adc.runtime", "adc.ir"),
 }
-
-
-def imports_of(path: Path):
-    tree = ast.parse(path.read_text())
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            yield from (alias.name for alias in node.names)
-        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            if node.module == "adc":     # `from adc import driver` imports adc.driver
-                yield from (f"adc.{alias.name}" for alias in node.names)
-            else:
-                yield node.module
 
 
 def module_name(path: Path) -> str:

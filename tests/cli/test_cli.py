@@ -5,13 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import SAMPLES
-
-KERNELS = str(SAMPLES / "kernels.adc")
-
-
-def adc_cmd(*args, cwd=None):
-    return subprocess.run([sys.executable, "-m", "adc", *args], capture_output=True, text=True, cwd=cwd)
+from tests.support.command_line import KERNELS, adc_cmd
 
 
 def test_info_lists_kernels(kernels_so):

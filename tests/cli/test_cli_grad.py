@@ -2,7 +2,7 @@
 error for an unknown one."""
 from adc.ir.parser import parse_module
 from adc.ir.verify import verify
-from tests.cli.test_cli import KERNELS, adc_cmd
+from tests.support.command_line import KERNELS, adc_cmd
 
 
 def test_grad_prints_the_vjp_function():

@@ -4,7 +4,7 @@ import pytest
 
 from adc.ir.parser import parse_module
 from adc.ir.verify import verify
-from tests.cli.test_cli import KERNELS, adc_cmd
+from tests.support.command_line import KERNELS, adc_cmd
 
 
 def test_jacobian_prints_the_jacobian_function():

@@ -11,7 +11,9 @@ from adc.codegen import aot, emit
 from adc.codegen.lower import lower_module
 from adc.codegen.target import Target
 from adc.errors import ToolchainError
-from tests.codegen.test_lower import call, compile_module, kernel, randn
+from tests.support.ir_kernels import kernel
+from tests.support.native import call, compile_module
+from tests.support.random_arrays import randn
 
 
 def dense_relu():

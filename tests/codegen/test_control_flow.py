@@ -19,8 +19,7 @@ from adc.compiler import kernel_sources
 from adc.ir import interp
 from adc.ir.parser import parse_module
 from adc.ir.verify import verify
-from tests.codegen.test_lower import KERNEL, call, compile_module
-from tests.support.native import jit_module
+from tests.support.native import KERNEL, call, compile_module, jit_module
 
 RNG = np.random.default_rng(1)
 

@@ -6,7 +6,10 @@ import re
 import numpy as np
 
 from adc.driver import load_count
-from tests.codegen.test_lower import assert_close, call, compile_module, kernel, randn
+from tests.support.accuracy import assert_close
+from tests.support.ir_kernels import kernel
+from tests.support.native import call, compile_module
+from tests.support.random_arrays import randn
 
 
 def sigmoid_shift():

@@ -1,12 +1,10 @@
 """Lowering, op by op and in fused combinations: JIT-compiled kernels against NumPy in float64.
 
-Also holds the helpers the other codegen tests use: `kernel` builds a one-function
-module with adc.ir.builder, `compile_module` lowers and JIT-compiles it, `call`
-packs dims/inputs/outputs for the C ABI and runs it.
+Kernels are built with adc.ir.builder (tests/support/ir_kernels.py), compiled and called
+through the C ABI by tests/support/native.py.
 """
 from __future__ import annotations
 
-import ctypes
 import math
 import re
 
@@ -23,64 +21,10 @@ from adc.errors import CompileError
 from adc.ir.builder import Builder, full
 from adc.ir.core import Module
 from adc.ir.ops import OPS
-from adc.ir.types import evaluate_dim
-from adc.ir.verify import verify
-from tests.support.native import CompiledLLVM
-
-KERNEL = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p)
-RNG = np.random.default_rng(0)
-
-
-def kernel(params: str, body, name: str = "k") -> Module:
-    """A verified module of one function: `params` like "x: f32[N], d: f32"; body(b, *values) -> results."""
-    b = Builder()
-    values = [b.param(n.strip(), parse_type(t.strip()))
-              for n, t in (p.split(":") for p in params.split(", ") if p)]
-    results = body(b, *values)
-    module = Module({name: b.finish(name, list(results) if isinstance(results, (list, tuple)) else [results])})
-    verify(module)
-    return module
-
-
-def compile_module(module: Module) -> CompiledLLVM:
-    return CompiledLLVM(lower_module(module, '{"abi": 1}', Target.host().vector_bits))
-
-
-def bind(func, args) -> dict[str, int]:
-    env: dict[str, int] = {}
-    for p, a in zip(func.params, args):
-        for d, n in zip(p.type.shape, np.shape(a)):
-            if not isinstance(d, int) and d.is_symbol:
-                env[str(d)] = n
-    return env
-
-
-def call(address: int, func, *args) -> list[np.ndarray]:
-    """Run the kernel at `address` on NumPy arrays; returns its freshly allocated outputs."""
-    inputs = [np.ascontiguousarray(a, dtype=p.type.dtype.numpy) for p, a in zip(func.params, args)]
-    env = bind(func, inputs)
-    dims = np.array([env[s] for s in func.dim_symbols] or [0], dtype=np.int64)
-    outputs = [np.empty(tuple(evaluate_dim(d, env) for d in t.shape), t.dtype.numpy) for t in func.result_types]
-    ins = (ctypes.c_void_p * max(1, len(inputs)))(*[a.ctypes.data for a in inputs])
-    outs = (ctypes.c_void_p * len(outputs))(*[o.ctypes.data for o in outputs])
-    assert KERNEL(address)(dims.ctypes.data, ins, outs) == 0
-    return outputs
-
-
-def run(module: Module, *args) -> list[np.ndarray]:
-    lib = compile_module(module)
-    func = next(iter(module))
-    return call(lib.address(f"adc_kernel_{func.name}"), func, *args)
-
-
-def assert_close(got, want, dtype) -> None:
-    tol = 2e-6 if np.dtype(dtype) == np.float32 else 1e-13
-    np.testing.assert_allclose(got, np.asarray(want).astype(got.dtype) if got.dtype == bool else want,
-                               rtol=tol, atol=tol)
-
-
-def randn(*shape, dtype=np.float32):
-    return RNG.standard_normal(shape).astype(dtype)
+from tests.support.accuracy import assert_close
+from tests.support.ir_kernels import kernel
+from tests.support.native import call, compile_module, run
+from tests.support.random_arrays import RNG, randn
 
 
 # ---------------------------------------------------------------- every elementwise op

@@ -19,7 +19,6 @@ import subprocess
 import sys
 import textwrap
 import threading
-from pathlib import Path
 
 import llvmlite.binding as llvm
 import llvmlite.ir as ir
@@ -33,7 +32,10 @@ from adc.codegen.parallel import FLAT_GRAIN, MAX_THREADS, SET_NUM_THREADS_SYMBOL
 from adc.codegen.target import Target
 from adc.compiler import elaborate
 from adc.driver import write_shared_object
-from tests.codegen.test_lower import call, compile_module, kernel, randn
+from tests.support.ir_kernels import kernel
+from tests.support.native import call, compile_module
+from tests.support.random_arrays import randn
+from tests.support.repository import ROOT
 
 SET_THREADS = ctypes.CFUNCTYPE(None, ctypes.c_int32)
 THREADS = (1, 2, 3, 7)
@@ -138,7 +140,6 @@ def test_a_malformed_adc_num_threads_is_a_load_error():
 
 # --- the runtime library's thread pool -----------------------------------------------------------
 
-ROOT = Path(__file__).resolve().parents[2]
 PARALLEL_FOR = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64,
                                 ctypes.c_int64)
 GET_THREADS = ctypes.CFUNCTYPE(ctypes.c_int32)

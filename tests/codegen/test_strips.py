@@ -12,7 +12,7 @@ from adc.codegen.target import Target
 from adc.compiler import optimize
 from adc.frontend import compile_source
 from adc.ir.core import Module
-from tests.codegen.test_lower import run
+from tests.support.native import run
 
 LAYER_NORM = """
 def layer_norm(x: f64[B, C]) -> f64[B, C]:

@@ -17,6 +17,7 @@ import pytest
 from adc.codegen import vecmath
 from adc.ir.interp import eval_rules
 from tests.codegen.llvm_harness import compile_loop
+from tests.support.accuracy import ulp_error
 
 F32, F64 = np.float32, np.float64
 INF, NAN = np.inf, np.nan
@@ -91,19 +92,6 @@ def kernel(name, dtype):
 def oracle(name, dtype, *args):
     with np.errstate(all="ignore"), mpmath.workprec(80):
         return np.asarray(ORACLES[name](*(a.astype(F64) for a in args))).astype(F64).astype(dtype)
-
-
-def ulp_error(got, want):
-    """|got - want| in units in the last place of the type (denormal steps count as ulps); nan==nan."""
-    ity = np.int32 if got.dtype == F32 else np.int64
-    def ordered(a):
-        i = a.view(ity).astype(np.int64)
-        return np.where(i < 0, np.iinfo(ity).min - i, i)
-    err = np.abs(ordered(got) - ordered(want)).astype(float)
-    both_nan = np.isnan(got) & np.isnan(want)
-    err[both_nan] = 0
-    err[np.isnan(got) != np.isnan(want)] = np.inf
-    return err
 
 
 def wide_inputs(name, dtype, rng, n=200_000):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 import adc
-from tests.conftest import SAMPLES
+from tests.support.repository import SAMPLES
 
 I, H = 3, 5
 

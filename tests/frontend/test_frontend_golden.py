@@ -11,9 +11,10 @@ from adc.frontend import compile_source
 from adc.ir.parser import parse_module
 from adc.ir.printer import format_module
 from adc.ir.verify import verify
+from tests.support.repository import SAMPLES
 
 GOLDEN = Path(__file__).parent / "golden"
-SAMPLE = Path(__file__).resolve().parents[2] / "samples" / "kernels.adc"
+SAMPLE = SAMPLES / "kernels.adc"
 SOURCES = sorted(GOLDEN.glob("*.adc")) + [SAMPLE]
 
 

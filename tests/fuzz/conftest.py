@@ -1,25 +1,10 @@
 """The fuzz tests' tally of outcomes, printed at the end of a long run (tests/fuzz/budget.py)."""
 from __future__ import annotations
 
-from collections import Counter
-
 import pytest
 
 from tests.fuzz.budget import LONG_RUN
-
-
-class Outcomes:
-    """How many programs had each outcome; a short repr in the report of a failing example."""
-
-    def __init__(self):
-        self.counts: Counter = Counter()
-
-    def add(self, outcome: str) -> None:
-        self.counts[outcome] += 1
-
-    def __repr__(self) -> str:
-        return f"<{sum(self.counts.values())} outcomes>"
-
+from tests.support.outcomes import Outcomes
 
 OUTCOMES = pytest.StashKey[Outcomes]()
 

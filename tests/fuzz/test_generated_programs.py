@@ -21,12 +21,11 @@ import numpy as np
 from hypothesis import given, strategies as st
 
 from tests.fuzz.budget import fuzz_settings
-from tests.fuzz.conftest import Outcomes
 from tests.fuzz.oracle import check_against_interpreter, check_program, compile_or_locate
-from tests.support.vocabulary import Options
 from tests.support.mutations import CHARACTERS, ILL_TYPED, SNIPPETS, mutated
+from tests.support.outcomes import Outcomes
 from tests.support.programs import Program, programs
-from tests.support.vocabulary import Signature, Type
+from tests.support.vocabulary import Options, Signature, Type
 
 SMOOTH = Options(floats=("f64",), smooth=True)
 

@@ -19,10 +19,10 @@ import pytest
 from hypothesis import given, strategies as st
 
 import adc
-from tests.conftest import SAMPLES
 from tests.fuzz.budget import fuzz_settings
 from tests.fuzz.oracle import assert_located, check_against_interpreter, compile_or_locate
 from tests.support.mutations import mutated
+from tests.support.repository import SAMPLES
 
 TEXTS = [path.read_text() for path in sorted(SAMPLES.glob("*.adc"))]
 LOOP = re.compile(r"^\s*(for|while)\b", re.MULTILINE)

@@ -25,9 +25,9 @@ from adc.passes import adjoint_rules as adjoint_rule_families
 from adc.passes.adjoint_rules import adjoint_rules
 from tests.support.family_tables import lost_rows
 from tests.support.goldens import assert_golden_functions
-from tests.conftest import SAMPLES
-from tests.support.references import sample_inputs
 from tests.support.native import jit_module
+from tests.support.references import sample_inputs
+from tests.support.repository import SAMPLES
 
 GOLDEN = Path(__file__).parent / "adjoint"
 GOLDEN_CASES = sorted(GOLDEN.glob("*.adc"))

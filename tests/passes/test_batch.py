@@ -3,7 +3,6 @@
 batched params, on random programs, and compiled; the matmul folding that keeps it one product.
 """
 import dataclasses
-import itertools
 
 import numpy as np
 import pytest
@@ -11,16 +10,16 @@ from hypothesis import given, settings, strategies as st
 
 from adc.errors import CompileError
 from adc.frontend import compile_source
-from adc.ir.builder import Builder
 from adc.ir.core import Module
 from adc.ir.interp import run
 from adc.ir.ops import OPS
 from adc.ir.parser import parse_module
 from adc.ir.printer import format_module
-from adc.ir.types import F64, SymDim, TensorType
+from adc.ir.types import TensorType
 from adc.ir.verify import verify
 from adc.passes.batch import batch
 from adc.passes.batch_rules import NEVER_BATCHED, batch_rules
+from tests.support.ir_programs import flag_choices, programs
 from tests.support.native import jit_module
 
 SIZES = {"N": 3, "M": 2, "B": 2, "I": 3, "O": 2, "H": 2, "P": 2, "K": 3}
@@ -77,10 +76,6 @@ def stacked(module, name, args, flags, examples=EXAMPLES):
     per_example = [run(module, name, *[a[s] if flag else a for a, flag in zip(args, flags)])
                    for s in range(examples)]
     return [np.stack(outs) for outs in zip(*per_example)]
-
-
-def flag_choices(n):
-    return [flags for flags in itertools.product([False, True], repeat=n) if any(flags)]
 
 
 def assert_batches(module, name, flags, rng, sizes=SIZES):
@@ -176,38 +171,6 @@ def test_softmax_family_and_arg_reductions_batch_like_stacking():
 
 
 # ---------------------------------------------------------------- random programs
-
-UNARY = ("sin", "tanh", "neg", "exp", "abs")
-BINARY = ("add", "mul", "sub", "maximum")
-
-
-@st.composite
-def programs(draw):
-    """A random straight-line function of f64[M,N] values: elementwise ops, reductions broadcast
-    back, transposes through a matmul with a square param, slices padded back; params batched at random."""
-    b = Builder()
-    mn = TensorType(F64, (SymDim.symbol("M"), SymDim.symbol("N")))
-    pool = [b.param("x0", mn), b.param("x1", mn)]
-    square = b.param("w", TensorType(F64, (mn.shape[1], mn.shape[1])))
-    for _ in range(draw(st.integers(1, 6))):
-        kind = draw(st.sampled_from(["unary", "binary", "reduce", "matmul", "slice"]))
-        x = draw(st.sampled_from(pool))
-        if kind == "unary":
-            pool.append(b.op(draw(st.sampled_from(UNARY)), x))
-        elif kind == "binary":
-            pool.append(b.op(draw(st.sampled_from(BINARY)), x, draw(st.sampled_from(pool))))
-        elif kind == "reduce":
-            axis = draw(st.integers(0, 1))
-            pool.append(b.op("broadcast", b.op("reduce_sum", x, axes=[axis]), dims=[1 - axis], shape=mn.shape))
-        elif kind == "matmul":
-            pool.append(b.op("matmul", x, square))
-        else:
-            cut = b.op("slice", x, start=[0, 1], stop=list(mn.shape), step=[1, 1])
-            pool.append(b.op("pad", cut, b.op("constant", dtype=F64, value=0.5), low=[0, 1], high=[0, 0]))
-    func = b.finish("f", [pool[-1], b.op("reduce_sum", pool[-1], axes=[0, 1])])
-    flags = draw(st.sampled_from(flag_choices(3)))
-    return Module({"f": func}, "random"), flags
-
 
 @settings(max_examples=40, deadline=None)
 @given(programs(), st.integers(0, 2**16))

@@ -16,8 +16,9 @@ from adc.passes.adjoint import vjp
 from adc.passes.pipeline import run_pipeline
 from tests.support.gradcheck import check_vjp
 from tests.support.native import jit_module
+from tests.support.repository import SAMPLES
 
-SAMPLE = Path(__file__).resolve().parents[2] / "samples" / "custom_gradients.adc"
+SAMPLE = SAMPLES / "custom_gradients.adc"
 GOLDEN = Path(__file__).parent / "custom_gradient"
 
 

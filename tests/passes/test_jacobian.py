@@ -24,7 +24,7 @@ from adc.passes.inline import inline_func
 from adc.passes.example_axis import depends_across
 from adc.passes.jacobian import gradient, hessian, jacobian, vjp_batched
 from tests.support.goldens import assert_golden_functions
-from tests.passes.test_batch import programs
+from tests.support.ir_programs import programs
 from tests.support.native import jit_module
 
 GOLDEN = Path(__file__).parent / "batch"

@@ -19,8 +19,8 @@ from adc.ir.ops import OPS
 from adc.passes.adjoint import vjp
 from adc.passes.jvp import jvp
 from adc.passes.tangent_rules import tangent_rules
+from tests.support.derivative_cases import CASES, inputs, kernel_source
 from tests.support.goldens import assert_golden_functions
-from tests.passes.test_adjoint_ops import CASES, inputs, kernel
 from tests.support.gradcheck import check_jvp
 
 GOLDEN = Path(__file__).parent / "jvp"
@@ -36,7 +36,7 @@ def test_every_op_has_a_tangent_rule():
 @pytest.mark.parametrize("case", CASES, ids=list(CASES))
 def test_first_order(case):
     params, result, expr, domains = CASES[case]
-    module = compile_source(kernel(params, result, expr), f"{case}.adc")
+    module = compile_source(kernel_source(params, result, expr), f"{case}.adc")
     check_jvp(module, "f", inputs(params, domains), rtol=1e-5, atol=1e-7)
 
 
@@ -44,7 +44,7 @@ def test_first_order(case):
 def test_forward_over_reverse(case):
     # the JVP of the VJP function: second derivatives, every rule applied to adjoint IR
     params, result, expr, domains = CASES[case]
-    module = compile_source(kernel(params, result, expr), f"{case}.adc")
+    module = compile_source(kernel_source(params, result, expr), f"{case}.adc")
     args = inputs(params, domains)
     extended, grad = vjp(module, "f")
     cts = [np.random.default_rng(7).standard_normal(np.shape(o)) for o in run(module, "f", *args)]

@@ -1,6 +1,4 @@
 """samples/kernels.adc through the frontend: its IR round-trips, and the pipeline keeps its meaning."""
-from pathlib import Path
-
 import numpy as np
 import pytest
 
@@ -9,9 +7,10 @@ from adc.ir.parser import parse_module
 from adc.ir.printer import format_module
 from adc.passes.pipeline import run_pipeline
 from tests.support import references
+from tests.support.repository import SAMPLES
 
 frontend = pytest.importorskip("adc.frontend")
-SAMPLE = Path(__file__).resolve().parents[2] / "samples" / "kernels.adc"
+SAMPLE = SAMPLES / "kernels.adc"
 
 
 @pytest.fixture(scope="module")

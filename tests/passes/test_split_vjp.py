@@ -7,8 +7,8 @@ from adc.frontend import compile_source
 from adc.ir.interp import run
 from adc.passes.adjoint import vjp
 from adc.passes.split_vjp import RECOMPUTED, split_vjp
-from tests.conftest import SAMPLES
 from tests.support.references import sample_inputs
+from tests.support.repository import SAMPLES
 
 KERNELS = compile_source((SAMPLES / "kernels.adc").read_text(), "kernels.adc")
 CUSTOM = compile_source((SAMPLES / "custom_gradients.adc").read_text(), "custom_gradients.adc")

@@ -16,8 +16,8 @@ from adc.abi import GRADIENTS_EMBEDDED
 from adc.codegen import lower
 from adc.codegen.target import Target
 from adc.runtime.kernel import Kernel
-from tests.conftest import ROOT, SAMPLES
 from tests.support import references
+from tests.support.repository import ROOT, SAMPLES
 from tests.support.twin import clamped
 
 RESULT = """\

@@ -9,6 +9,7 @@ import pytest
 import scipy.special
 
 import adc
+from tests.support.accuracy import ulp_error
 
 X, XY, XV = "x: T[M, N]", "x: T[M, N], y: T[M, N]", "x: T[M, N], v: T[N]"
 MN = "T[M, N]"
@@ -176,8 +177,6 @@ COMPOSED_ULPS = {"atan": (1, 2), "asin": (2, 3), "acos": (1, 3)}
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_inverse_trigonometric_ulps(dtype):
     """atan, asin, acos through atan2: dense over the domain, near +-1 and near 0."""
-    from tests.codegen.test_vecmath import ulp_error
-
     name = "f32" if dtype is np.float32 else "f64"
     m = adc.compile("".join(f"def k_{f}(x: {name}[N]) -> {name}[N]:\n    return {f}(x)\n" for f in COMPOSED_ULPS),
                     "inverse.adc")

@@ -16,8 +16,8 @@ import pytest
 
 from adc.codegen.aot import c_compiler
 from adc.errors import ToolchainError
-from tests.conftest import ROOT
 from tests.support import references
+from tests.support.repository import ROOT
 
 STRICT = ["-std=c99", "-Wall", "-Wextra", "-Werror", "-pedantic"]
 

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 import adc
-from tests.conftest import SAMPLES
+from tests.support.repository import SAMPLES
 
 
 @pytest.fixture(scope="module")

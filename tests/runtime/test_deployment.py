@@ -12,17 +12,8 @@ import pytest
 import adc
 from adc import cpus
 from adc.runtime import module as runtime_module
-from tests.conftest import SAMPLES
-
-BLOCK_LLVMLITE = """
-import sys
-class NoLlvmlite:
-    def find_spec(self, name, path=None, target=None):
-        if name == "llvmlite" or name.startswith("llvmlite."):
-            raise ImportError("llvmlite is not installed here")
-sys.meta_path.insert(0, NoLlvmlite())
-"""
-
+from tests.support.no_llvmlite import BLOCK_LLVMLITE
+from tests.support.repository import SAMPLES
 
 @pytest.fixture(scope="module")
 def v2_so(tmp_path_factory):

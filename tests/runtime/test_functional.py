@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import adc
-from tests.conftest import SAMPLES
+from tests.support.repository import SAMPLES
 
 SOURCE = """
 def loss(w: f64[N], x: f64[N]) -> f64:

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 import adc
-from tests.conftest import SAMPLES
+from tests.support.repository import SAMPLES
 
 ROUTES = [True, False]      # experimental_use_pfor: all seeds in one walk, or one walk per seed
 

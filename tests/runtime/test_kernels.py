@@ -6,8 +6,8 @@ import pytest
 
 import adc
 from adc.driver import load_count
-from tests.conftest import SAMPLES
 from tests.support import references
+from tests.support.repository import SAMPLES
 
 KERNELS = ("dense_relu", "mlp_loss", "sigmoid_shift", "batchnorm", "logsumexp_rows")
 

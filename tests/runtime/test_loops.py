@@ -11,6 +11,7 @@ import adc
 from adc.frontend import compile_source
 from adc.ir.interp import run
 from adc.passes.adjoint import vjp
+from tests.support.indexed_when_run import INDEXED_WHEN_RUN
 
 SOURCE = """
 def loss(x: f64[N], w: f64[N, N], n: i64) -> f64:
@@ -120,43 +121,6 @@ def test_a_shared_object_carries_the_vjp_of_a_loop(tmp_path):
     got = tape.gradient(y, x).numpy()
     want = adc.grad(adc.compile(SOURCE.format(range="n"), "loops.adc").loss, wrt="x")(*ARGS).numpy()
     np.testing.assert_allclose(got, want, rtol=1e-12)
-
-
-INDEXED_WHEN_RUN = """
-def first(x: f64[M]) -> f64:
-    return x[3]
-
-def branch(x: f64[M], z: f64) -> f64:
-    if z < 0.0:
-        t = x[0]
-    else:
-        t = z
-    return t
-
-def guarded(x: f64[M]) -> f64:
-    if M > 0:
-        t = x[0]
-    else:
-        t = 0.0
-    return t
-
-def body(x: f64[M], n: i64) -> f64:
-    t = 0.0
-    for i in range(n):
-        t = t + x[5]
-    return t
-
-def caller(x: f64[M]) -> f64:
-    return first(x) * 2.0
-
-def unread(x: f64[M]) -> f64:
-    t = x[3]
-    return sum(x)
-
-def unread_caller(x: f64[M]) -> f64:
-    t = unread(x)
-    return sum(x)
-"""
 
 
 @pytest.mark.parametrize("call, message", [

@@ -7,7 +7,7 @@ import pytest
 import adc
 from adc.runtime import buffers, kernel
 from adc.runtime.kernel import Kernel
-from tests.runtime.test_loops import INDEXED_WHEN_RUN
+from tests.support.indexed_when_run import INDEXED_WHEN_RUN
 
 SOURCE = """\
 def shapes(x: f32[N, M]) -> (f32[M, N], f32[N], f32):

@@ -13,7 +13,7 @@ import pytest
 
 import adc
 from adc.runtime import module as runtime_module
-from tests.runtime.test_deployment import BLOCK_LLVMLITE
+from tests.support.no_llvmlite import BLOCK_LLVMLITE
 
 SOURCE = "def energy(x: f64[N], w: f64) -> f64:\n    return sum(tanh(w * x) ** 2)\n"
 RECEIVE = """

@@ -12,7 +12,7 @@ import pytest
 
 import adc
 from adc.abi import decode_metadata
-from tests.conftest import SAMPLES
+from tests.support.repository import SAMPLES
 
 SOURCE = """\
 def half(y: f32) -> f32:

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import adc
-from tests.conftest import SAMPLES
+from tests.support.repository import SAMPLES
 
 
 def test_stop_recording():

@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 
 import adc
-from tests.conftest import SAMPLES
+from tests.support.repository import SAMPLES
 
 
 def test_construction_and_properties():

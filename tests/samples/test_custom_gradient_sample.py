@@ -3,7 +3,7 @@ process, and the LookupError of a --no-gradients build."""
 import subprocess
 import sys
 
-from tests.conftest import SAMPLES
+from tests.support.repository import SAMPLES
 
 
 def test_custom_gradients_sample_reproduces_the_guide():

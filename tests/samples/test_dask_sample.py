@@ -7,8 +7,8 @@ import sys
 import dask.array as da
 import numpy as np
 
-from tests.conftest import SAMPLES
 from tests.dask import mlp
+from tests.support.repository import SAMPLES
 
 EXAMPLES, CHUNK = 20_000, 5_000
 

@@ -7,7 +7,7 @@ import sys
 import matplotlib.image
 import pytest
 
-from tests.conftest import SAMPLES
+from tests.support.repository import SAMPLES
 
 FIGURES = {"jacobians.py": ["jacobian_sigmoid.png"], "hessian_newton.py": ["hessian.png"],
            "batch_jacobian.py": ["batch_jacobian_patches.png", "batch_jacobian_patches_batchnorm.png"]}

@@ -6,7 +6,7 @@ import sys
 
 import numpy as np
 
-from tests.conftest import SAMPLES
+from tests.support.repository import SAMPLES
 
 
 def run(script: str) -> str:

@@ -9,7 +9,7 @@ import pytest
 import scipy.special as sp
 
 import adc
-from tests.conftest import SAMPLES
+from tests.support.repository import SAMPLES
 
 
 @pytest.fixture(scope="module")

@@ -4,7 +4,7 @@ import sys
 
 import pytest
 
-from tests.conftest import SAMPLES
+from tests.support.repository import SAMPLES
 
 EXPECTED = {
     "stop_recording.py": ["dz/dx: 4.0", "dz/dy: None"],

@@ -14,14 +14,13 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import sys
-from pathlib import Path
 
 from adc import compiler
 from adc.codegen.target import Target
 from adc.errors import CompileError
 from adc.ir.printer import format_module
+from tests.support.repository import SAMPLES
 
-ROOT = Path(__file__).resolve().parents[2]
 # derivation -> the params it is taken w.r.t. (None: all; the one-parameter ones, the first)
 DERIVATIONS = {"vjp": None, "jvp": None, "jacobian": None, "hessian": (0,), "batch_jacobian": (0,)}
 
@@ -43,7 +42,7 @@ def digests() -> list[str]:
     base = Target.for_cpu("x86-64-v3")
     targets = (base, dataclasses.replace(base, check_bounds=True))
     lines = []
-    for path in sorted((ROOT / "samples").glob("*.adc")):
+    for path in sorted(SAMPLES.glob("*.adc")):
         module = compiler.elaborate(path.read_text(), path.name)
         lines += _lines(path.name, module, targets)
         text = format_module(module)

@@ -34,7 +34,8 @@ import xml.etree.ElementTree as ET
 from dataclasses import dataclass
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.support.repository import ROOT
+
 VALGRIND_CPU = "x86-64-v3"
 HEAP_WALK = "import ctypes; ctypes.CDLL(None).malloc_trim(0)"
 # Frames of adc's native code by symbol or source; JIT-linked code has neither.
