@@ -50,16 +50,16 @@ from adc.abi import (ADC_VERSION, BOUNDS_PREFIX, GRADIENTS_EMBEDDED, GRADIENTS_N
                      RUNTIME_SET_NUM_THREADS, RUNTIME_WATCH_INTERRUPTS, SET_NUM_THREADS_SYMBOL,
                      WATCH_INTERRUPTS_SYMBOL, ModuleInfo, decode_metadata, runtime_symbols, seal_file,
                      with_check_bounds)
-from adc.codegen.cache import Cache
-from adc.codegen.source_digest import source_digest
+from adc.codegen.toolchain.cache import Cache
+from adc.codegen.toolchain.source_digest import source_digest
 from adc.errors import CompileError, Location
 from adc.ir.core import Module
 from adc.ir.printer import format_module
 
 if TYPE_CHECKING:       # imported where object code is made or loaded (see the module docstring)
-    from adc.codegen.dynamic import DynamicLibrary
-    from adc.codegen.jit import JitLibrary
-    from adc.codegen.target import Target
+    from adc.codegen.toolchain.dynamic import DynamicLibrary
+    from adc.codegen.toolchain.jit import JitLibrary
+    from adc.codegen.toolchain.target import Target
 
 compile_log.enable_from_environment()
 
@@ -175,7 +175,7 @@ def _cached_manifest(key: str, subject: str, build: Callable[[], dict]) -> dict:
 
 def _externs():
     """codegen/externs.py, which loads LLVM: only for modules calling external functions."""
-    from adc.codegen import externs
+    from adc.codegen.toolchain import externs
 
     return externs
 
@@ -183,7 +183,8 @@ def _externs():
 def runtime_object(target: Target) -> bytes:
     """The runtime library's object code for `target`: from the cache, else compiled once and stored."""
     def build() -> bytes:
-        from adc.codegen import emit, runtime_library    # llvmlite.ir and the code generator: on a miss only
+        from adc.codegen import emit    # llvmlite.ir and the code generator: on a miss only
+        from adc.codegen.native import runtime_library
 
         return emit.emit_object(runtime_library.runtime_module(target), target, "runtime library", unroll=True)
     return _cached(cache_key(target, "runtime"), "runtime library", build, namespace="runtime")
@@ -215,7 +216,7 @@ def runtime_library():
 
 
 def _shared_runtime(target: Target) -> DynamicLibrary | None:
-    from adc.codegen.dynamic import DynamicLibrary
+    from adc.codegen.toolchain.dynamic import DynamicLibrary
 
     cache = open_cache()
     if cache is None:
@@ -240,7 +241,7 @@ def _link(objects: list[bytes], exports, subject: str, runtime_loaded: bool = Tr
     machine cannot link one (no C compiler): the JIT then keeps to object code."""
     import tempfile
 
-    from adc.codegen import aot
+    from adc.codegen.toolchain import aot
     from adc.errors import ToolchainError
 
     with tempfile.TemporaryDirectory(prefix="adc-") as folder:
@@ -283,7 +284,7 @@ def _lowest_priority() -> None:
 
 def _jit_library(object_code: bytes, target: Target) -> JitLibrary:
     """Object code through the JIT linker; llvmlite is imported here, only when this loader is needed."""
-    from adc.codegen.jit import JitLibrary
+    from adc.codegen.toolchain.jit import JitLibrary
 
     return JitLibrary(object_code, target)
 
@@ -291,7 +292,7 @@ def _jit_library(object_code: bytes, target: Target) -> JitLibrary:
 def load_object(object_code: bytes, target: Target) -> JitLibrary:
     """Link object code into this process (jit.py), after the runtime library it calls."""
     global _loads, _published
-    from adc.codegen import jit
+    from adc.codegen.toolchain import jit
 
     runtime = runtime_library()
     with _runtime_lock:
@@ -321,7 +322,7 @@ def _host() -> _Host:
     cache under what they depend on, read without LLVM (`_machine_identity`), so a process whose
     code is all cached never loads LLVM. The JIT's code is position-independent: the object code
     the JIT linker loads is the code the cache links into a shared object."""
-    from adc.codegen.target import Target
+    from adc.codegen.toolchain.target import Target
 
     cache, identity = open_cache(), _machine_identity()
     key = ir_key("host", identity) if identity else None
@@ -365,7 +366,7 @@ def host_target() -> Target:
 
 @functools.cache
 def _target_for_cpu(cpu: str) -> Target:
-    from adc.codegen.target import Target
+    from adc.codegen.toolchain.target import Target
 
     try:
         return Target.for_cpu(cpu, pic=True)
@@ -457,7 +458,7 @@ class JitModule:
 
     def _load(self, symbol: str):
         global _loads
-        from adc.codegen.dynamic import DynamicLibrary
+        from adc.codegen.toolchain.dynamic import DynamicLibrary
 
         ahead = self._ahead.pop(symbol, None)
         if ahead is not None:
@@ -610,9 +611,9 @@ def write_shared_object(module: Module, out_path: str | os.PathLike, gradients: 
     with `gradients`, each kernel's VJP kernel is exported next to it (`adc_kernel_<name>_vjp`), so
     `adc.load` differentiates without the compiler. Kernels are compiled one LLVM module each, cached by
     their code and all it calls, the ones not cached in parallel processes (see `_compile_kernels`)."""
-    from adc.codegen import aot     # the linker's driver: only `adc compile` needs it (5 ms at every start)
+    from adc.codegen.toolchain import aot     # the linker's driver: only `adc compile` needs it (5 ms at every start)
     from adc.codegen import emit
-    from adc.codegen.target import Target
+    from adc.codegen.toolchain.target import Target
 
     externs = _externs()
     externs.resolve(module)

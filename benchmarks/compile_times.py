@@ -244,8 +244,8 @@ class Session:
     The peers' processes are left as they are: their packages come with their .pyc files."""
 
     PRELOAD = ("numpy", "numpy.random", "lark", "lark.indenter", "platformdirs", "llvmlite.binding", "adc.driver",
-               "adc.compiler", "adc.cli", "adc.codegen.aot", "concurrent.futures.process", "multiprocessing.popen_fork",
-               "multiprocessing.queues", "multiprocessing.synchronize", "queue", "socket")
+               "adc.compiler", "adc.cli", "adc.codegen.toolchain.aot", "concurrent.futures.process",
+               "multiprocessing.popen_fork", "multiprocessing.queues", "multiprocessing.synchronize", "queue", "socket")
 
     def __init__(self, root: Path):
         self.root, self.count = root, 0

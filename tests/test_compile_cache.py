@@ -16,7 +16,7 @@ import pytest
 
 import adc
 from adc import driver
-from adc.codegen.cache import Cache
+from adc.codegen.toolchain.cache import Cache
 from tests.conftest import ROOT, SAMPLES
 
 COMPILE_AND_RUN = f"""
@@ -217,7 +217,7 @@ COMPILE_AHEAD = """
 import os, sys, threading
 import numpy as np
 import adc
-from adc.codegen.cache import Cache
+from adc.codegen.toolchain.cache import Cache
 
 case = sys.argv[1]
 if case == "child fails":                   # the child's store fails: the parent compiles the kernel

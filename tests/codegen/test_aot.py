@@ -7,9 +7,10 @@ import numpy as np
 import pytest
 
 from adc import driver
-from adc.codegen import aot, emit
+from adc.codegen import emit
+from adc.codegen.toolchain import aot
 from adc.codegen.lower import lower_module
-from adc.codegen.target import Target
+from adc.codegen.toolchain.target import Target
 from adc.errors import ToolchainError
 from tests.codegen.test_lower import call, compile_module, kernel, randn
 

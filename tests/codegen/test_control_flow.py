@@ -12,9 +12,10 @@ import numpy as np
 import pytest
 
 from adc import driver
-from adc.codegen import aot, emit
+from adc.codegen import emit
+from adc.codegen.toolchain import aot
 from adc.codegen.lower import lower_module
-from adc.codegen.target import Target
+from adc.codegen.toolchain.target import Target
 from adc.compiler import kernel_sources
 from adc.ir import interp
 from adc.ir.parser import parse_module

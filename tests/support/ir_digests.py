@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 
 from adc import compiler
-from adc.codegen.target import Target
+from adc.codegen.toolchain.target import Target
 from adc.errors import CompileError
 from adc.ir.printer import format_module
 

@@ -10,7 +10,7 @@ import llvmlite.ir
 
 from adc import driver
 from adc.codegen import emit
-from adc.codegen.target import Target
+from adc.codegen.toolchain.target import Target
 from adc.ir.core import Module
 from adc.runtime.module import Module as RuntimeModule
 

@@ -1,7 +1,7 @@
 """Ahead-of-time linking: object code → a shared object, linked by the system C compiler driver.
 
-The last stage of `adc compile`: the module's object code (emit.py, built for a
-position-independent `Target`) and the runtime library's (runtime_library.py)
+The last stage of `adc compile`: the module's object code (codegen/emit.py, built for a
+position-independent `Target`) and the runtime library's (native/runtime_library.py)
 are linked into one `.so` that exports only `adc_kernel_<f>`,
 `adc_module_metadata`, `adc_set_num_threads` and `adc_watch_interrupts` (see
 runtime/adc.h), and in a bounds-checked build `adc_bounds_<f>`: a version
