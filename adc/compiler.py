@@ -1,7 +1,7 @@
 """The compile pipeline: source → IR → passes → LLVM IR, and the derivations of a kernel's IR.
 
 Each stage is a small function so the CLI can stop after any of them
-(`adc ir --emit ...`); the driver (driver.py) runs them on a cache miss, and
+(`adc ir --emit ...`); the driver (adc/driver/) runs them on a cache miss, and
 only then imports this module with the passes and lowering behind it, so a
 warm process never loads them; the language frontend is imported by `elaborate`
 only, so a process deriving kernels from cached IR never loads it.

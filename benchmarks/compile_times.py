@@ -406,9 +406,9 @@ def load_average() -> str:
 
 def adc_fingerprint() -> str:
     """What the compile cache keys depend on: adc's sources and versions (recomputed, not the cached value)."""
-    from adc import driver
+    from adc.driver.cache_keys import fingerprint
 
-    return driver.fingerprint.__wrapped__()
+    return fingerprint.__wrapped__()
 
 
 def installed(module: str) -> bool:

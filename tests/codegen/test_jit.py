@@ -5,7 +5,7 @@ import re
 
 import numpy as np
 
-from adc.driver import load_count
+from adc.driver.loading import load_count
 from tests.codegen.test_lower import assert_close, call, compile_module, kernel, randn
 
 
@@ -56,8 +56,8 @@ def test_a_library_exports_the_global_symbols_its_object_defines():
     """The JIT linker gives addresses for the names asked for when it links: those the object
     defines (read from its ELF symbol table), not the names it only calls, nor its internal ones."""
     from adc.codegen import emit
-    from adc.codegen.toolchain import jit
     from adc.codegen.lower import lower_module
+    from adc.codegen.toolchain import jit
     from adc.codegen.toolchain.target import Target
 
     target = Target.host(pic=True)

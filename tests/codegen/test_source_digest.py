@@ -10,7 +10,7 @@ import pytest
 import adc
 from adc.codegen.toolchain.cache import Cache
 from adc.codegen.toolchain.source_digest import NAMESPACE, source_digest
-from adc.driver import SOURCE_SUFFIXES
+from adc.driver.cache_keys import SOURCE_SUFFIXES
 
 PACKAGE = Path(adc.__file__).parent
 

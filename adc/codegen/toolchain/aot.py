@@ -14,7 +14,7 @@ wherever it runs.
     link_shared_object([module_obj, runtime_obj], "kernels.so")
     # $CC -shared -Wl,-soname,kernels.so -Wl,--version-script=... -o kernels.so module.o runtime.o -lm -lpthread
 
-The JIT's shared objects (see driver.py) are linked here too: the runtime library
+The JIT's shared objects (see driver/linking.py) are linked here too: the runtime library
 alone, exporting its functions, and one kernel each, which calls the runtime
 library's functions without containing them (the process has loaded it first).
 """

@@ -7,7 +7,7 @@ the runtime then reads symbol addresses (`adc_kernel_<f>`, `adc_module_metadata`
 ...) and calls them through ctypes, exactly as it does for a shared object. No
 LLVM optimization or code generation happens here.
 
-    publish(runtime_addresses)          # once per process: gemm, thread pool (see driver.py)
+    publish(runtime_addresses)          # once per process: gemm, thread pool (see driver/loading.py)
     lib = JitLibrary(emit_object(llvm_module, target), target)
     address = lib.address("adc_kernel_sigmoid_shift")
 
