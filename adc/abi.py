@@ -54,7 +54,7 @@ METADATA_SYMBOL = "adc_module_metadata"
 SET_NUM_THREADS_SYMBOL = "adc_set_num_threads"
 WATCH_INTERRUPTS_SYMBOL = "adc_watch_interrupts"    # void (const volatile i32 *counter)
 
-# Symbols of the shared native runtime library (adc/codegen/runtime_library.py): compiled once
+# Symbols of the shared native runtime library (adc/codegen/native/runtime_library.py): compiled once
 # per target, called by every JIT module and linked (hidden) into every shared object.
 # What a kernel returns (runtime/adc.h): a loop body, a branch or an inlined kernel checks its own
 # shape constraints when it runs, so a call can fail on shapes after the checks before it

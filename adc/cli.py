@@ -95,7 +95,7 @@ def _cmd_compile(args, driver) -> int:
     if args.verbose:
         compile_log.enable()
 
-    from adc.codegen.target import Target
+    from adc.codegen.toolchain.target import Target
 
     try:
         target = Target.for_cpu(args.cpu, pic=True)
@@ -107,7 +107,7 @@ def _cmd_compile(args, driver) -> int:
     module = _elaborated(compiler, driver, args.file)
     info = driver.write_shared_object(module, out, gradients=not args.no_gradients, target=target)
     if args.header:
-        from adc.codegen.c_header import c_header
+        from adc.codegen.toolchain.c_header import c_header
 
         Path(args.header).write_text(c_header(info, Path(out).name, Path(args.header).name))
     return 0
@@ -115,7 +115,7 @@ def _cmd_compile(args, driver) -> int:
 
 def _cmd_check(args, driver) -> int:
     from adc import compiler
-    from adc.codegen import externs
+    from adc.codegen.toolchain import externs
 
     externs.resolve(_elaborated(compiler, driver, args.file))   # missing symbols too
     return 0
@@ -241,7 +241,7 @@ COMMANDS = {"compile": _cmd_compile, "check": _cmd_check, "ir": _cmd_ir, "info":
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     from adc import driver
-    from adc.codegen.cache import CacheConfigError
+    from adc.codegen.toolchain.cache import CacheConfigError
     from adc.runtime.module import LoadError
 
     try:

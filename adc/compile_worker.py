@@ -30,7 +30,7 @@ from adc import locks
 from adc.abi import KERNEL_PREFIX
 
 if TYPE_CHECKING:
-    from adc.codegen.target import Target
+    from adc.codegen.toolchain.target import Target
 
 DEFAULT_IN_PROCESS = 64
 WORKER_COMPILES = 256       # a worker's leak stays under ~20 MB before it is replaced

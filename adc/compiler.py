@@ -1,7 +1,7 @@
 """The compile pipeline: source → IR → passes → LLVM IR, and the derivations of a kernel's IR.
 
 Each stage is a small function so the CLI can stop after any of them
-(`adc ir --emit ...`); the driver (driver.py) runs them on a cache miss, and
+(`adc ir --emit ...`); the driver (adc/driver/) runs them on a cache miss, and
 only then imports this module with the passes and lowering behind it, so a
 warm process never loads them; the language frontend is imported by `elaborate`
 only, so a process deriving kernels from cached IR never loads it.
@@ -24,7 +24,7 @@ import llvmlite.ir
 from adc import compile_log
 from adc.abi import GRADIENTS_DERIVED, GRADIENTS_EMBEDDED, VjpEntry, encode_metadata, signature
 from adc.codegen import lower
-from adc.codegen.target import Target
+from adc.codegen.toolchain.target import Target
 from adc.errors import CompileError
 from adc.ir.core import Func, Module
 from adc.ir.parser import parse_module

@@ -244,8 +244,8 @@ class Session:
     The peers' processes are left as they are: their packages come with their .pyc files."""
 
     PRELOAD = ("numpy", "numpy.random", "lark", "lark.indenter", "platformdirs", "llvmlite.binding", "adc.driver",
-               "adc.compiler", "adc.cli", "adc.codegen.aot", "concurrent.futures.process", "multiprocessing.popen_fork",
-               "multiprocessing.queues", "multiprocessing.synchronize", "queue", "socket")
+               "adc.compiler", "adc.cli", "adc.codegen.toolchain.aot", "concurrent.futures.process",
+               "multiprocessing.popen_fork", "multiprocessing.queues", "multiprocessing.synchronize", "queue", "socket")
 
     def __init__(self, root: Path):
         self.root, self.count = root, 0
@@ -406,9 +406,9 @@ def load_average() -> str:
 
 def adc_fingerprint() -> str:
     """What the compile cache keys depend on: adc's sources and versions (recomputed, not the cached value)."""
-    from adc import driver
+    from adc.driver.cache_keys import fingerprint
 
-    return driver.fingerprint.__wrapped__()
+    return fingerprint.__wrapped__()
 
 
 def installed(module: str) -> bool:

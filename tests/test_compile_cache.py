@@ -15,8 +15,8 @@ import numpy as np
 import pytest
 
 import adc
-from adc import driver
-from adc.codegen.cache import Cache
+from adc.codegen.toolchain.cache import Cache
+from adc.driver.runtime_library import runtime_library
 from tests.support.repository import ROOT, SAMPLES
 
 COMPILE_AND_RUN = f"""
@@ -42,7 +42,7 @@ print("compiler imported" if "adc.compiler" in sys.modules else "compiler not im
 @pytest.fixture
 def cache_dir(tmp_path) -> Path:
     """An empty kernel cache holding the JIT's runtime library already (building it takes seconds)."""
-    driver.runtime_library()
+    runtime_library()
     for namespace in ("runtime", "host"):
         shutil.copytree(Path(os.environ["ADC_CACHE_DIR"]) / namespace, tmp_path / "cache" / namespace)
     return tmp_path / "cache"
@@ -217,7 +217,7 @@ COMPILE_AHEAD = """
 import os, sys, threading
 import numpy as np
 import adc
-from adc.codegen.cache import Cache
+from adc.codegen.toolchain.cache import Cache
 
 case = sys.argv[1]
 if case == "child fails":                   # the child's store fails: the parent compiles the kernel

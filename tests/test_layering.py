@@ -34,7 +34,7 @@ ALLOWED = {
     "adc.compiler": ("adc.ir", "adc.errors", "adc.abi", "adc.passes", "adc.frontend", "adc.codegen",
                      "adc.compile_log"),
     "adc.compile_worker": ("adc.abi", "adc.codegen", "adc.compiler", "adc.locks"),
-    "adc.driver": ("adc.ir", "adc.errors", "adc.abi", "adc.codegen", "adc.compiler", "adc.compile_log",
+    "adc.driver": ("adc.driver", "adc.ir", "adc.errors", "adc.abi", "adc.codegen", "adc.compiler", "adc.compile_log",
                    "adc.cpus", "adc.compile_worker", "adc.locks"),
     "adc.runtime": ("adc.runtime", "adc.ir", "adc.errors", "adc.abi", "adc.cpus", "adc.locks", "adc.driver",
                     "adc.passes.example_axis", "adc.passes.expand", "adc.passes.inline"),

@@ -19,7 +19,7 @@ import pytest
 
 import adc
 from adc.codegen.lower import lower_kernel
-from adc.codegen.target import Target
+from adc.codegen.toolchain.target import Target
 from adc.frontend import compile_source
 from adc.ir.interp import run
 from adc.passes.adjoint import vjp

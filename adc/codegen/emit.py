@@ -18,7 +18,7 @@ import llvmlite.binding as llvm
 import llvmlite.ir
 
 from adc import compile_log
-from adc.codegen.target import Target
+from adc.codegen.toolchain.target import Target
 
 
 @contextmanager

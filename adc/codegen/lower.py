@@ -29,7 +29,8 @@ from typing import Callable, Sequence
 
 import llvmlite.ir as ir
 
-from adc.codegen import bounds, control_flow, division, gemm, interrupts, parallel, sizes, vecmath
+from adc.codegen import bounds, control_flow, division, interrupts, sizes, vecmath
+from adc.codegen.native import gemm, parallel
 from adc.codegen.control_flow import CARRYING, in_place_scatters
 from adc.codegen.fusion import CONTROL_FLOW, MATERIALIZING, Plan, plan
 from adc.codegen.strips import REDUCTIONS, Nest, RowStrip

@@ -28,7 +28,7 @@ from typing import Protocol
 
 import llvmlite.ir as ir
 
-from adc.codegen import parallel
+from adc.codegen.native import parallel
 from adc.codegen.fusion import MATERIALIZING, Plan
 from adc.ir.core import Func, Op, Value
 from adc.ir.ops import OPS

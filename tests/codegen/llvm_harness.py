@@ -1,6 +1,6 @@
 """Test-only: JIT a loop `out[i] = f(in0[i], ...)` at O3 for the host CPU, callable on NumPy arrays.
 
-Used by the vecmath tests before adc/codegen/jit.py exists; the optimized
+Used by the vecmath tests before adc/codegen/toolchain/jit.py exists; the optimized
 module's assembly is kept so tests can check that the loop was vectorized.
 """
 from __future__ import annotations

@@ -6,10 +6,11 @@ import ctypes
 import numpy as np
 import pytest
 
-from adc import driver
-from adc.codegen import aot, emit
+from adc.codegen import emit
 from adc.codegen.lower import lower_module
-from adc.codegen.target import Target
+from adc.codegen.toolchain import aot
+from adc.codegen.toolchain.target import Target
+from adc.driver.runtime_library import runtime_object
 from adc.errors import ToolchainError
 from tests.support.ir_kernels import kernel
 from tests.support.native import call, compile_module
@@ -33,7 +34,7 @@ def test_linking_leaves_the_warning_filters_alone(tmp_path, monkeypatch):
 
     target = Target.host(pic=True)
     objects = [emit.emit_object(lower_module(dense_relu(), '{"abi": 1}', target.vector_bits), target),
-               driver.runtime_object(target)]
+               runtime_object(target)]
     swaps, real = [], warnings.catch_warnings
 
     def recorded(*args, **kwargs):
@@ -51,7 +52,7 @@ def test_shared_object_matches_jit(tmp_path):
     path = tmp_path / "dense.so"
     target = Target.host(pic=True)
     objects = [emit.emit_object(lower_module(module, '{"abi": 1}', target.vector_bits), target),
-               driver.runtime_object(target)]
+               runtime_object(target)]
     aot.link_shared_object(objects, path)
     so = ctypes.CDLL(str(path))
     so_address = ctypes.cast(so.adc_kernel_dense_relu, ctypes.c_void_p).value
@@ -91,7 +92,7 @@ def test_shared_object_exports_only_the_module_symbols(tmp_path):
     target = Target.host(pic=True)
     path = tmp_path / "dense.so"
     aot.link_shared_object([emit.emit_object(lower_module(dense_relu(), '{"abi": 1}', target.vector_bits), target),
-                            driver.runtime_object(target)], path)
+                            runtime_object(target)], path)
     so = ctypes.CDLL(str(path))
     assert so.adc_kernel_dense_relu
     with pytest.raises(AttributeError):

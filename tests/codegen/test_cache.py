@@ -6,7 +6,7 @@ import os
 import pytest
 
 from adc.abi import SEAL_SIZE
-from adc.codegen.cache import DEFAULT_MAX_BYTES, Cache, CacheConfigError
+from adc.codegen.toolchain.cache import DEFAULT_MAX_BYTES, Cache, CacheConfigError
 
 
 def test_an_entry_reads_back_what_was_stored(tmp_path):

@@ -12,10 +12,12 @@ import numpy as np
 import pytest
 
 from adc import driver
-from adc.codegen import aot, emit
+from adc.codegen import emit
 from adc.codegen.lower import lower_module
-from adc.codegen.target import Target
+from adc.codegen.toolchain import aot
+from adc.codegen.toolchain.target import Target
 from adc.compiler import kernel_sources
+from adc.driver.runtime_library import runtime_object
 from adc.ir import interp
 from adc.ir.parser import parse_module
 from adc.ir.verify import verify
@@ -382,7 +384,7 @@ def test_shared_object_round_trip(tmp_path):
 def test_whole_module_object_links(tmp_path):
     target = Target.host(pic=True)
     objects = [emit.emit_object(lower_module(module_of(WHILE), '{"abi": 1}', target.vector_bits), target),
-               driver.runtime_object(target)]
+               runtime_object(target)]
     aot.link_shared_object(objects, tmp_path / "while.so")
     assert ctypes.CDLL(str(tmp_path / "while.so")).adc_kernel_k
 

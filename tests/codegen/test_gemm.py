@@ -14,7 +14,7 @@ import llvmlite.ir as ir
 import numpy as np
 import pytest
 
-from adc.codegen import gemm
+from adc.codegen.native import gemm
 from adc.ir.types import DType
 
 DTYPES = (DType.f32, DType.f64)

@@ -5,7 +5,7 @@ import re
 
 import numpy as np
 
-from adc.driver import load_count
+from adc.driver.loading import load_count
 from tests.support.accuracy import assert_close
 from tests.support.ir_kernels import kernel
 from tests.support.native import call, compile_module
@@ -58,9 +58,10 @@ def test_a_scan_along_a_leading_axis_runs_its_rows_as_vector_loops():
 def test_a_library_exports_the_global_symbols_its_object_defines():
     """The JIT linker gives addresses for the names asked for when it links: those the object
     defines (read from its ELF symbol table), not the names it only calls, nor its internal ones."""
-    from adc.codegen import emit, jit
+    from adc.codegen import emit
     from adc.codegen.lower import lower_module
-    from adc.codegen.target import Target
+    from adc.codegen.toolchain import jit
+    from adc.codegen.toolchain.target import Target
 
     target = Target.host(pic=True)
     code = emit.emit_object(lower_module(sigmoid_shift(), '{"abi": 1}', target.vector_bits), target)

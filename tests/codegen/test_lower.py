@@ -16,7 +16,7 @@ import scipy.special
 from adc.abi import parse_type
 from adc.codegen.fusion import MAX_FUSED, RECOMPUTED, plan
 from adc.codegen.lower import lower_module, lower_rules
-from adc.codegen.target import Target
+from adc.codegen.toolchain.target import Target
 from adc.errors import CompileError
 from adc.ir.builder import Builder, full
 from adc.ir.core import Module

@@ -8,8 +8,9 @@ import pytest
 
 from adc import compiler
 from adc.abi import runtime_gemm_symbol, runtime_symbols
-from adc.codegen import emit, runtime_library
-from adc.codegen.target import Target
+from adc.codegen import emit
+from adc.codegen.native import runtime_library
+from adc.codegen.toolchain.target import Target
 
 
 def lowered(source: str):

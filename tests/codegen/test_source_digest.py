@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 import adc
-from adc.codegen.cache import Cache
-from adc.codegen.source_digest import NAMESPACE, source_digest
-from adc.driver import SOURCE_SUFFIXES
+from adc.codegen.toolchain.cache import Cache
+from adc.codegen.toolchain.source_digest import NAMESPACE, source_digest
+from adc.driver.cache_keys import SOURCE_SUFFIXES
 
 PACKAGE = Path(adc.__file__).parent
 

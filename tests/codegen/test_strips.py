@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 from adc.codegen.lower import lower_module
-from adc.codegen.parallel import RING_BYTES
-from adc.codegen.target import Target
+from adc.codegen.native.parallel import RING_BYTES
+from adc.codegen.toolchain.target import Target
 from adc.compiler import optimize
 from adc.frontend import compile_source
 from adc.ir.core import Module

@@ -5,7 +5,7 @@ import llvmlite.binding as llvm
 import pytest
 
 from adc import cpus
-from adc.codegen.target import Target, _cpu_features
+from adc.codegen.toolchain.target import Target, _cpu_features
 
 LEVEL_BITS = {"x86-64": 128, "x86-64-v2": 128, "x86-64-v3": 256, "x86-64-v4": 512}
 

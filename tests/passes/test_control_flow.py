@@ -291,7 +291,7 @@ def test_a_nest_of_loops_differentiates_to_code_that_grows_with_the_square_of_it
     (for loops 3 -> 6 deep: 22,726 -> 280,662 lines of LLVM IR). Once per region, it grows with
     the square of the depth."""
     from adc import compiler
-    from adc.codegen.target import Target
+    from adc.codegen.toolchain.target import Target
 
     def backward_lines(depth: int) -> int:
         module = compiler.elaborate(_loop_nest(depth, loop), "nest.adc")

@@ -14,7 +14,7 @@ import adc
 from adc import compiler
 from adc.abi import GRADIENTS_EMBEDDED
 from adc.codegen import lower
-from adc.codegen.target import Target
+from adc.codegen.toolchain.target import Target
 from adc.runtime.kernel import Kernel
 from tests.support import references
 from tests.support.repository import ROOT, SAMPLES

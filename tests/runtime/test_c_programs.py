@@ -14,7 +14,7 @@ import sys
 import numpy as np
 import pytest
 
-from adc.codegen.aot import c_compiler
+from adc.codegen.toolchain.aot import c_compiler
 from adc.errors import ToolchainError
 from tests.support import references
 from tests.support.repository import ROOT

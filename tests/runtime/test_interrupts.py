@@ -14,7 +14,7 @@ import time
 import pytest
 
 from adc import compiler
-from adc.codegen.target import Target
+from adc.codegen.toolchain.target import Target
 
 LOOPS = """
 def forever(x: f64) -> f64:

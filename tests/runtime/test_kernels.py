@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 import adc
-from adc.driver import load_count
+from adc.driver.loading import load_count
 from tests.support import references
 from tests.support.repository import SAMPLES
 

@@ -16,7 +16,7 @@ import hashlib
 import sys
 
 from adc import compiler
-from adc.codegen.target import Target
+from adc.codegen.toolchain.target import Target
 from adc.errors import CompileError
 from adc.ir.printer import format_module
 from tests.support.repository import SAMPLES

@@ -16,7 +16,8 @@ import numpy as np
 from adc import driver
 from adc.codegen import emit
 from adc.codegen.lower import lower_module
-from adc.codegen.target import Target
+from adc.codegen.toolchain.target import Target
+from adc.driver.loading import load_object
 from adc.ir.core import Func, Module
 from adc.ir.types import evaluate_dim
 from adc.runtime.module import Module as RuntimeModule
@@ -31,7 +32,7 @@ class CompiledLLVM:
     def __init__(self, llvm_module: llvmlite.ir.Module):
         self.target = Target.host()
         self._text = str(llvm_module)
-        self._library = driver.load_object(emit.emit_object(self._text, self.target), self.target)
+        self._library = load_object(emit.emit_object(self._text, self.target), self.target)
 
     def address(self, symbol: str) -> int:
         return self._library.address(symbol)

@@ -5,7 +5,7 @@ links into a process (jit.py: needs LLVM), and as a shared object linked
 from it (aot.py), which the dynamic loader maps with no LLVM at all. A process
 whose kernels are all cached loads the shared objects: the runtime library first,
 with its symbols global, so that each kernel's calls into it resolve, then each
-kernel as it is first called (see driver.py).
+kernel as it is first called (see driver/jit_module.py).
 
     runtime = DynamicLibrary(runtime_path, runtime=True)
     kernel = DynamicLibrary(kernel_path)

@@ -1,13 +1,13 @@
 """In-process loading: object code → executable memory in this process, via ORC's JITLink.
 
 One of the JIT's two loaders (the other, dynamic.py, maps the shared objects the
-driver links from the same object code): object code from emit.py or from the
+driver links from the same object code): object code from codegen/emit.py or from the
 on-disk cache is linked into this process as a library of one process-wide LLJIT;
 the runtime then reads symbol addresses (`adc_kernel_<f>`, `adc_module_metadata`,
 ...) and calls them through ctypes, exactly as it does for a shared object. No
 LLVM optimization or code generation happens here.
 
-    publish(runtime_addresses)          # once per process: gemm, thread pool (see driver.py)
+    publish(runtime_addresses)          # once per process: gemm, thread pool (see driver/loading.py)
     lib = JitLibrary(emit_object(llvm_module, target), target)
     address = lib.address("adc_kernel_sigmoid_shift")
 
@@ -30,7 +30,7 @@ import struct
 import llvmlite.binding as llvm
 
 from adc import locks
-from adc.codegen.target import Target
+from adc.codegen.toolchain.target import Target
 
 _published: dict[str, int] = {}
 _jits: dict[str, llvm.LLJIT] = {}       # per target: the LLJIT its libraries are linked into

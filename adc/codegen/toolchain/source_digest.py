@@ -14,7 +14,7 @@ from __future__ import annotations
 import hashlib
 import os
 
-from adc.codegen.cache import Cache
+from adc.codegen.toolchain.cache import Cache
 
 NAMESPACE = "sources"       # the cache's folder of remembered digests: stat digest -> content digest
 

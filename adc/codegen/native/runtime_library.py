@@ -11,8 +11,8 @@ modules only declare what they call:
 
 The JIT loads the library's object code once per process and publishes its
 symbols, so every JIT module in the process calls the same code and shares one
-thread pool (jit.install_runtime). A shared object links the library's object
-code in and exports only the module's own symbols (aot.py's version script), so
+thread pool (toolchain/jit.py's `publish`). A shared object links the library's object
+code in and exports only the module's own symbols (toolchain/aot.py's version script), so
 it stays self-contained: it loads with no compiler present, and two .so files
 never bind to each other's copy.
 """
@@ -21,8 +21,9 @@ from __future__ import annotations
 import llvmlite.ir as ir
 
 from adc.abi import RUNTIME_GEMM_DTYPES
-from adc.codegen import gemm, interrupts, parallel
-from adc.codegen.target import Target
+from adc.codegen import interrupts
+from adc.codegen.native import gemm, parallel
+from adc.codegen.toolchain.target import Target
 
 
 def runtime_module(target: Target) -> ir.Module:

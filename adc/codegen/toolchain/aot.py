@@ -1,7 +1,7 @@
 """Ahead-of-time linking: object code → a shared object, linked by the system C compiler driver.
 
-The last stage of `adc compile`: the module's object code (emit.py, built for a
-position-independent `Target`) and the runtime library's (runtime_library.py)
+The last stage of `adc compile`: the module's object code (codegen/emit.py, built for a
+position-independent `Target`) and the runtime library's (native/runtime_library.py)
 are linked into one `.so` that exports only `adc_kernel_<f>`,
 `adc_module_metadata`, `adc_set_num_threads` and `adc_watch_interrupts` (see
 runtime/adc.h), and in a bounds-checked build `adc_bounds_<f>`: a version
@@ -14,7 +14,7 @@ wherever it runs.
     link_shared_object([module_obj, runtime_obj], "kernels.so")
     # $CC -shared -Wl,-soname,kernels.so -Wl,--version-script=... -o kernels.so module.o runtime.o -lm -lpthread
 
-The JIT's shared objects (see driver.py) are linked here too: the runtime library
+The JIT's shared objects (see driver/linking.py) are linked here too: the runtime library
 alone, exporting its functions, and one kernel each, which calls the runtime
 library's functions without containing them (the process has loaded it first).
 """

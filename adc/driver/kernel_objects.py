@@ -1,0 +1,119 @@
+"""Where a kernel's object code is compiled: in this process or its compile worker, in a forked
+child ahead of need (a JIT module's next kernel), or in a pool of forked workers (a `.so`'s
+kernels not cached yet).
+
+A kernel's object code is keyed by the digest of its IR and all it calls (`kernel_key`), so
+kernels of the same code share it, whatever module they are in. llvmlite runs one LLVM call at a
+time in a process: only other processes overlap compiles, forked only while this process runs
+one Python thread (see compile_kernels).
+
+    kernel_object(symbol, ir_text, "k.adc", target)     # bytes, compiled now
+    pid = compile_in_child(cache, key, symbol, ir_text, "k.adc", target); wait_for(pid)
+    compile_kernels(sources, "k.adc", target)           # every kernel's bytes, cached or compiled
+"""
+from __future__ import annotations
+
+import os
+import threading
+from itertools import repeat
+from typing import TYPE_CHECKING
+
+from adc import compile_log
+from adc.driver.cache_keys import open_cache
+from adc.driver.host import cache_key
+
+if TYPE_CHECKING:
+    from adc.codegen.toolchain.cache import Cache
+    from adc.codegen.toolchain.target import Target
+
+_children: set[int] = set()    # compile_in_child's children not waited for yet
+
+
+def kernel_key(symbol: str, digest: str, target: Target) -> str:
+    """Object code of a kernel (and the shared object linked from it) is cached by the digest of
+    its IR and all it calls: kernels of the same code share it, whatever module they are in."""
+    return cache_key(target, "kernel", symbol, digest)
+
+
+def kernel_object(symbol: str, ir_text: str, module_name: str, target: Target) -> bytes:
+    """Compile one kernel from its module's `KernelSources.ir` text: in this process or in its
+    compile worker (compile_worker.py, imported on a miss only: it imports subprocess)."""
+    from adc import compile_worker
+
+    return compile_worker.object_code(symbol, ir_text, module_name, target)
+
+
+def compile_in_child(cache: Cache, key: str, symbol: str, ir_text: str, module_name: str, target: Target) -> int:
+    """The id of a forked child that compiles a kernel into `cache` under `key`, then exits
+    without running anything of this process's (os._exit: no atexit handlers, no buffered output).
+    A fork while native threads run draws warnings (Python 3.12's, at any; JAX's, at its own): the
+    child runs only the compile, which takes none of those threads' locks (malloc's are held
+    across a fork), so they are not shown."""
+    import warnings
+
+    for pid in list(_children):     # reap those whose kernels were never asked for
+        wait_for(pid, os.WNOHANG)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        warnings.simplefilter("ignore", RuntimeWarning)
+        pid = os.fork()
+    if pid == 0:
+        status = 1
+        try:
+            from adc import compile_worker
+
+            cache.put("modules", key, compile_worker.kernel_object(symbol, ir_text, module_name, target))
+            status = 0
+        finally:
+            os._exit(status)
+    _children.add(pid)
+    return pid
+
+
+def wait_for(pid: int, options: int = 0) -> None:
+    """Wait for (or, with WNOHANG, reap if done) a compile_in_child child not reaped yet (a reaped
+    one's id may be another process's by now)."""
+    if pid not in _children:
+        return
+    try:
+        done, _ = os.waitpid(pid, options)
+    except ChildProcessError:       # reaped already (SIGCHLD ignored, say)
+        done = pid
+    if done:
+        _children.discard(pid)
+
+
+def compile_kernels(sources, module_name: str, target: Target) -> list[bytes]:
+    """The object code of each kernel of `sources` (compiler.KernelSources): from the cache, else
+    compiled — in one forked worker process per core when several are missing and this process
+    runs one Python thread (a fork copies only the calling thread: with no other Python thread, no
+    lock the child needs, llvmlite's included, can be held; native threads such as BLAS's or adc's
+    pool hold none). The kernels go to the workers in chunks, about four per worker, so the
+    module's IR text is sent a few times, not once per kernel; a worker finds the module this
+    process printed from that text in its forked memory, and parses nothing."""
+    cache = open_cache()
+    kernels = sources.kernels
+    keys = {symbol: kernel_key(symbol, digest, target) for symbol, digest in kernels.items()}
+    found = {symbol: cache.get("modules", key) if cache else None for symbol, key in keys.items()}
+    missing = [symbol for symbol, data in found.items() if data is None]
+    for symbol, key in keys.items():
+        compile_log.event(f"{module_name}: {symbol}", f"cache {'miss' if symbol in missing else 'hit'} {key[:12]}"
+                          if cache else "cache off")
+    workers = min(len(missing), os.cpu_count() or 1)
+    if workers > 1 and threading.active_count() == 1:
+        import concurrent.futures       # only `adc compile` needs them: 14 ms at every start otherwise
+        import multiprocessing
+
+        from adc import compile_worker
+
+        context = multiprocessing.get_context("fork")
+        with concurrent.futures.ProcessPoolExecutor(workers, mp_context=context) as pool:
+            built = pool.map(compile_worker.kernel_object, missing, repeat(sources.ir), repeat(module_name), repeat(target),
+                             chunksize=max(1, len(missing) // (4 * workers)))
+            found.update(zip(missing, built))
+    else:
+        found.update((s, kernel_object(s, sources.ir, module_name, target)) for s in missing)
+    if cache:
+        for symbol in missing:
+            cache.put("modules", keys[symbol], found[symbol])
+    return [found[symbol] for symbol in kernels]

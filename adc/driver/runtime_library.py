@@ -1,0 +1,86 @@
+"""The native runtime library (codegen/native/) as the driver serves it: its object code, compiled
+once per target and cached, and the one copy this process's JIT kernels call.
+
+A `.so` links the object code in (shared_objects.py); the JIT loads it once per process, as the
+shared object the cache keeps (its symbols global, so kernels mapped by the dynamic loader bind
+to it), else — cache off, no C compiler — as object code through the JIT linker.
+
+    runtime_object(target)      # bytes: from the cache, else compiled and stored
+    runtime_library()           # this process's copy (a DynamicLibrary or a JitLibrary)
+    require(runtime_library(), "adc_rt_parallel_for")   # its address, or RuntimeError
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from adc import compile_log, locks
+from adc.abi import runtime_symbols
+from adc.driver.cache_keys import cached, open_cache
+from adc.driver.host import cache_key, host_target
+from adc.driver.linking import link
+
+if TYPE_CHECKING:       # imported where the library is made or loaded (see the package docstring)
+    from adc.codegen.toolchain.dynamic import DynamicLibrary
+    from adc.codegen.toolchain.jit import JitLibrary
+    from adc.codegen.toolchain.target import Target
+
+_runtime = None                 # this process's runtime library, loaded once (see runtime_library)
+_runtime_lock = locks.lock()
+
+
+def runtime_object(target: Target) -> bytes:
+    """The runtime library's object code for `target`: from the cache, else compiled once and stored."""
+    def build() -> bytes:
+        from adc.codegen import emit    # llvmlite.ir and the code generator: on a miss only
+        from adc.codegen.native import runtime_library
+
+        return emit.emit_object(runtime_library.runtime_module(target), target, "runtime library", unroll=True)
+    return cached(cache_key(target, "runtime"), "runtime library", build, namespace="runtime")
+
+
+def runtime_library():
+    """The runtime library every JIT kernel of this process calls, loaded on first use: the shared
+    object the cache keeps (its symbols global, so kernels loaded as shared objects bind to it),
+    else — cache off, no C compiler to link one — its object code through the JIT linker (jit.py)."""
+    global _runtime
+    with _runtime_lock:
+        if _runtime is None:
+            target = host_target()
+            _runtime = _shared_runtime(target) or _jit_library(runtime_object(target), target)
+        return _runtime
+
+
+def require(library, symbol: str) -> int:
+    """The address of `symbol` in the runtime library `library`, which must define it."""
+    address = library.address(symbol)
+    if not address:
+        raise RuntimeError(f"the adc runtime library does not define {symbol}")
+    return address
+
+
+def _shared_runtime(target: Target) -> DynamicLibrary | None:
+    from adc.codegen.toolchain.dynamic import DynamicLibrary
+
+    cache = open_cache()
+    if cache is None:
+        return None
+    key = cache_key(target, "runtime", "shared object")
+    path = cache.locate("runtime", key)
+    if path is None:
+        compile_log.event("runtime library", f"cache miss {key[:12]} (shared object)")
+        image = link([runtime_object(target)], runtime_symbols(), "runtime library", runtime_loaded=False)
+        if image is None:
+            return None
+        cache.put("runtime", key, image)
+        path = cache.locate("runtime", key)
+    try:
+        return DynamicLibrary(path, runtime=True) if path else None
+    except OSError:
+        return None
+
+
+def _jit_library(object_code: bytes, target: Target) -> JitLibrary:
+    """Object code through the JIT linker; llvmlite is imported here, only when this loader is needed."""
+    from adc.codegen.toolchain.jit import JitLibrary
+
+    return JitLibrary(object_code, target)
