@@ -29,12 +29,14 @@ from typing import Callable, Sequence
 
 import llvmlite.ir as ir
 
-from adc.codegen import bounds, control_flow, division, gemm, interrupts, parallel, sizes, vecmath
-from adc.codegen.control_flow import CARRYING, in_place_scatters
-from adc.codegen.fusion import CONTROL_FLOW, MATERIALIZING, Plan, plan
-from adc.codegen.strips import REDUCTIONS, Nest, RowStrip
-from adc.codegen.summation import blocked_column_sums, blocked_sum
-from adc.codegen.loops import (I1, I8, I32, I64, NOWRAP, PTR, Index, counted_loop, evaluate_dim,
+from adc.codegen import gemm, parallel
+from adc.codegen.lowering import bounds, interrupts, sizes, vecmath
+from adc.codegen.lowering.rules import control_flow, division
+from adc.codegen.lowering.rules.control_flow import CARRYING, in_place_scatters
+from adc.codegen.lowering.fusion import CONTROL_FLOW, MATERIALIZING, Plan, plan
+from adc.codegen.lowering.strips import REDUCTIONS, Nest, RowStrip
+from adc.codegen.lowering.summation import blocked_column_sums, blocked_sum
+from adc.codegen.lowering.loops import (I1, I8, I32, I64, NOWRAP, PTR, Index, counted_loop, evaluate_dim,
                                i64, if_then_else, loop_nest, stack_array, tiled_loop_nest)
 from adc.abi import STATUS_NO_MEMORY, STATUS_SHAPES
 from adc.errors import CompileError

@@ -40,7 +40,7 @@ from typing import Callable
 import llvmlite.ir as ir
 
 from adc.abi import RUNTIME_GET_NUM_THREADS, RUNTIME_PARALLEL_FOR, RUNTIME_SET_NUM_THREADS, SET_NUM_THREADS_SYMBOL
-from adc.codegen.loops import I8, I32, I64, NOWRAP, PTR, for_range, i64, stack_array
+from adc.codegen.lowering.loops import I8, I32, I64, NOWRAP, PTR, for_range, i64, stack_array
 
 THRESHOLD = 1 << 17   # elements below which waking the pool's workers costs more than it saves
 MAX_THREADS = 64

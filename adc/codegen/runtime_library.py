@@ -21,7 +21,8 @@ from __future__ import annotations
 import llvmlite.ir as ir
 
 from adc.abi import RUNTIME_GEMM_DTYPES
-from adc.codegen import gemm, interrupts, parallel
+from adc.codegen import gemm, parallel
+from adc.codegen.lowering import interrupts
 from adc.codegen.target import Target
 
 

@@ -16,7 +16,7 @@ import pytest
 import scipy.special
 
 from adc.abi import parse_type
-from adc.codegen.fusion import MAX_FUSED, RECOMPUTED, plan
+from adc.codegen.lowering.fusion import MAX_FUSED, RECOMPUTED, plan
 from adc.codegen.lower import lower_module, lower_rules
 from adc.codegen.target import Target
 from adc.errors import CompileError

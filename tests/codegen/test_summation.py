@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import adc
-from adc.codegen.summation import BLOCK, ROWS
+from adc.codegen.lowering.summation import BLOCK, ROWS
 
 N_ONES = 2 ** 25        # 2**24 is where one f32 accumulator stops growing by 1
 

@@ -33,8 +33,8 @@ from typing import TYPE_CHECKING, Callable, Sequence
 import llvmlite.ir as ir
 
 from adc.abi import BOUNDS_KIND_BITS, BOUNDS_PREFIX, STATUS_BOUNDS
-from adc.codegen import kept_blocks
-from adc.codegen.loops import I1, I8, I32, I64, PTR, i64, outline as outline_loop, stack_array
+from adc.codegen.lowering import kept_blocks
+from adc.codegen.lowering.loops import I1, I8, I32, I64, PTR, i64, outline as outline_loop, stack_array
 
 if TYPE_CHECKING:
     from adc.codegen.lower import Emitter

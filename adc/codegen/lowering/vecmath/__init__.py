@@ -45,9 +45,8 @@ from typing import Sequence
 import llvmlite.ir as ir
 
 # imported for their registrations in vecmath_rules
-from adc.codegen import (vecmath_algebraic, vecmath_exp_log, vecmath_hyperbolic,
-                         vecmath_pow, vecmath_special, vecmath_trig)
-from adc.codegen.vecmath_emitter import CONSTS, Emitter, Rule, vecmath_rules
+from adc.codegen.lowering.vecmath import algebraic, exp_log, hyperbolic, power, special, trig
+from adc.codegen.lowering.vecmath.emitter import CONSTS, Emitter, Rule, vecmath_rules
 
 FUNCTIONS: frozenset[str] = frozenset(vecmath_rules)
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import llvmlite.ir as ir
 
-from adc.codegen.loops import I64, PTR, i64, if_then_else
+from adc.codegen.lowering.loops import I64, PTR, i64, if_then_else
 
 HEADER = 64             # bytes before the temporaries: the block's size, and their alignment kept
 KEPT_MAX = 1 << 28      # bytes: larger blocks are freed on return

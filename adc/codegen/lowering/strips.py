@@ -29,7 +29,7 @@ from typing import Protocol
 import llvmlite.ir as ir
 
 from adc.codegen import parallel
-from adc.codegen.fusion import MATERIALIZING, Plan
+from adc.codegen.lowering.fusion import MATERIALIZING, Plan
 from adc.ir.core import Func, Op, Value
 from adc.ir.ops import OPS
 from adc.ir.types import Dim
