@@ -381,7 +381,7 @@ def jit_target(check_bounds: bool = False) -> Target:
 
 
 def checked(target: Target) -> Target:
-    """`target`'s bounds-checked build (codegen/bounds.py), with ADC_BOUNDS_MISINDEX, the test hook
+    """`target`'s bounds-checked build (codegen/lowering/bounds.py), with ADC_BOUNDS_MISINDEX, the test hook
     of checked builds (bounds.MISINDEX_KINDS: stores into such buffers go one element further)."""
     import dataclasses
 

@@ -1,6 +1,6 @@
 """Multithreaded loop nests: large outlined loops split their outer range across threads.
 
-Lowering (lower.py) outlines every loop nest into `loop(start, end, dims, out, in...)`
+Lowering (lowering/nests.py) outlines every loop nest into `loop(start, end, dims, out, in...)`
 over its outermost range; this module decides at run time whether a call runs
 on one thread or is split:
 
@@ -29,9 +29,9 @@ on one thread or is split:
     wait until remaining == 0 (poll, then     unlock; loop
       sleep on `done`); unlock dispatch
 
-Which loops may be split is lower.py's decision: only nests whose outer
+Which loops may be split is lowering's decision: only nests whose outer
 iterations each write their own output elements and read none (see
-`lower._emit_loop` and `lower._reduction`).
+`nests.emit_loop` and `rules/reductions._reduction`).
 """
 from __future__ import annotations
 

@@ -8,7 +8,7 @@ import pytest
 
 from adc import driver
 from adc.codegen import aot, emit
-from adc.codegen.lower import lower_module
+from adc.codegen.lowering.lower import lower_module
 from adc.codegen.target import Target
 from adc.errors import ToolchainError
 from tests.codegen.test_lower import call, compile_module, kernel, randn

@@ -13,7 +13,7 @@ import pytest
 
 from adc import driver
 from adc.codegen import aot, emit
-from adc.codegen.lower import lower_module
+from adc.codegen.lowering.lower import lower_module
 from adc.codegen.target import Target
 from adc.compiler import kernel_sources
 from adc.ir import interp
