@@ -59,12 +59,12 @@ WATCH_INTERRUPTS_SYMBOL = "adc_watch_interrupts"    # void (const volatile i32 *
 # What a kernel returns (runtime/adc.h): a loop body, a branch or an inlined kernel checks its own
 # shape constraints when it runs, so a call can fail on shapes after the checks before it
 STATUS_OK, STATUS_NO_MEMORY, STATUS_SHAPES = 0, 1, 2
-# A bounds-checked build's kernel (codegen/bounds.py) returns STATUS_BOUNDS when an access was out
+# A bounds-checked build's kernel (codegen/lowering/bounds.py) returns STATUS_BOUNDS when an access was out
 # of its buffer or a block's redzone was damaged; `adc_bounds_<name>()` gives its error record.
 STATUS_BOUNDS = 3
 BOUNDS_PREFIX = "adc_bounds_"
 BOUNDS_KIND_BITS = 3    # a buffer id's low bits: its kind (codegen/bounds.KINDS); the rest, its row in the table
-# ... and a loop that saw the interrupt counter move since the kernel started (adc/codegen/interrupts.py)
+# ... and a loop that saw the interrupt counter move since the kernel started (adc/codegen/lowering/interrupts.py)
 STATUS_INTERRUPTED = 4
 
 RUNTIME_PREFIX = "adc_rt_"

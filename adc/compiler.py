@@ -23,7 +23,7 @@ import llvmlite.ir
 
 from adc import compile_log
 from adc.abi import GRADIENTS_DERIVED, GRADIENTS_EMBEDDED, VjpEntry, encode_metadata, signature
-from adc.codegen import lower
+from adc.codegen.lowering import lower
 from adc.codegen.toolchain.target import Target
 from adc.errors import CompileError
 from adc.ir.core import Func, Module

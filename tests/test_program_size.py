@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 import adc
-from adc.codegen.lower import lower_kernel
+from adc.codegen.lowering.lower import lower_kernel
 from adc.codegen.toolchain.target import Target
 from adc.frontend import compile_source
 from adc.ir.interp import run

@@ -240,7 +240,7 @@ def fits(t: "TensorType") -> bool:
     """Whether the static dimensions of `t` hold at most MAX_BYTES bytes: in elements the bound let
     an f32[2**62] through, whose 2**64 bytes wrapped to 0 in the kernel's i64 arithmetic, and the
     kernel wrote into a block of no bytes. Symbolic sizes are checked where they become known
-    (codegen/sizes.py)."""
+    (codegen/lowering/sizes.py)."""
     return math.prod(d for d in t.shape if isinstance(d, int) and d > 0) * t.dtype.numpy.itemsize <= MAX_BYTES
 
 

@@ -3,7 +3,7 @@
 A checked build's kernel `k` exports `adc_bounds_k()`, the address of its module's error record:
 the failed check's site + 1 (0: none), the buffer's id, the index and the extent, and the address
 of the table (JSON) naming each site — function, op, source location, access — and each buffer
-(codegen/bounds.py). Reading it clears it, so the next failure is recorded. The record is its
+(codegen/lowering/bounds.py). Reading it clears it, so the next failure is recorded. The record is its
 module's, not a thread's: of failures on several threads at once, one is reported.
 """
 from __future__ import annotations

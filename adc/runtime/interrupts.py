@@ -5,7 +5,7 @@ for the interpreter, cannot stop it. adc's C extension (native_call.c) puts a ha
 own in front of Python's, which increments a counter and runs Python's; each library gets the
 counter's address before its first kernel runs (`adc_watch_interrupts`: JIT modules share the runtime
 library's, each shared object has its own), and every loop of its kernels stops when the
-counter moves while the kernel runs (adc/codegen/interrupts.py). The kernel lets go of what it
+counter moves while the kernel runs (adc/codegen/lowering/interrupts.py). The kernel lets go of what it
 allocated and returns STATUS_INTERRUPTED; the call raises KeyboardInterrupt — in the main
 thread what Python's handler raises, in another thread KeyboardInterrupt itself: SIGINT stops
 every kernel running when it comes, whatever thread runs it (a thread's endless kernel would

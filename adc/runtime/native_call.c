@@ -18,7 +18,7 @@ a pooled block), a smaller one from NumPy directly. The argument buffer lives on
 stack, so a call made meanwhile (a signal handler's, another thread's) has its own; the
 GIL is released while native code runs, as ctypes does.
 
-Interrupts (adc/codegen/interrupts.py, adc/runtime/interrupts.py): Python's own SIGINT handler
+Interrupts (adc/codegen/lowering/interrupts.py, adc/runtime/interrupts.py): Python's own SIGINT handler
 only notes the signal for the main thread's interpreter, which a kernel holds for as long as it
 runs. So adc puts a handler of its own in front of it, which increments `interrupts` — the
 counter every loaded library's loops watch (`interrupt_counter()` gives its address) — and

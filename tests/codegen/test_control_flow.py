@@ -13,8 +13,8 @@ import pytest
 
 from adc import driver
 from adc.codegen import emit
-from adc.codegen.lower import lower_module
 from adc.codegen.toolchain import aot
+from adc.codegen.lowering.lower import lower_module
 from adc.codegen.toolchain.target import Target
 from adc.compiler import kernel_sources
 from adc.driver.runtime_library import runtime_object

@@ -59,8 +59,8 @@ def test_a_library_exports_the_global_symbols_its_object_defines():
     """The JIT linker gives addresses for the names asked for when it links: those the object
     defines (read from its ELF symbol table), not the names it only calls, nor its internal ones."""
     from adc.codegen import emit
-    from adc.codegen.lower import lower_module
     from adc.codegen.toolchain import jit
+    from adc.codegen.lowering.lower import lower_module
     from adc.codegen.toolchain.target import Target
 
     target = Target.host(pic=True)

@@ -14,8 +14,9 @@ import pytest
 import scipy.special
 
 from adc.abi import parse_type
-from adc.codegen.fusion import MAX_FUSED, RECOMPUTED, plan
-from adc.codegen.lower import lower_module, lower_rules
+from adc.codegen.lowering.fusion import MAX_FUSED, RECOMPUTED, plan
+from adc.codegen.lowering.lower import lower_module
+from adc.codegen.lowering.rules.table import lower_rules
 from adc.codegen.toolchain.target import Target
 from adc.errors import CompileError
 from adc.ir.builder import Builder, full

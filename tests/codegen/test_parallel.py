@@ -27,7 +27,7 @@ import pytest
 
 import adc
 from adc.abi import RUNTIME_GET_NUM_THREADS, RUNTIME_PARALLEL_FOR, RUNTIME_SET_NUM_THREADS
-from adc.codegen.loops import I32, I64, for_range, i64
+from adc.codegen.lowering.loops import I32, I64, for_range, i64
 from adc.codegen.native.parallel import FLAT_GRAIN, MAX_THREADS, SET_NUM_THREADS_SYMBOL, TASK, THRESHOLD, define_runtime
 from adc.codegen.toolchain.target import Target
 from adc.compiler import elaborate

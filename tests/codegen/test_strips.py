@@ -1,4 +1,4 @@
-"""Row strips (codegen/strips.py): nests over the same rows that read each other only at their own
+"""Row strips (codegen/lowering/strips.py): nests over the same rows that read each other only at their own
 row run strip by strip, on one thread and split across the pool, and give NumPy's values; a nest
 reading other rows of what a queued nest writes waits for the whole pass."""
 import re
@@ -6,7 +6,7 @@ import re
 import numpy as np
 import pytest
 
-from adc.codegen.lower import lower_module
+from adc.codegen.lowering.lower import lower_module
 from adc.codegen.native.parallel import RING_BYTES
 from adc.codegen.toolchain.target import Target
 from adc.compiler import optimize

@@ -1,4 +1,4 @@
-"""Float sums keep their rounding error growing like log n (codegen/summation.py), not n: a sum
+"""Float sums keep their rounding error growing like log n (codegen/lowering/summation.py), not n: a sum
 of many f32 ones does not stop at 2**24, and random data stays as accurate as NumPy's pairwise
 sum. Oracles: exact integers, math.fsum of the float64 values, and the bound
 (L + ceil(log2(blocks)) + 1) · eps · Σ|x| the module's docstring proves."""
@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import adc
-from adc.codegen.summation import BLOCK, ROWS
+from adc.codegen.lowering.summation import BLOCK, ROWS
 
 N_ONES = 2 ** 25        # 2**24 is where one f32 accumulator stops growing by 1
 

@@ -39,7 +39,7 @@ done:
 }
 """
 
-# 16 floats at once, as lower.py's matrix tiles are when vector_bits is 512.
+# 16 floats at once, as lowering's matrix tiles are when vector_bits is 512 (rules/matmul.py).
 SCALE_16 = """
 define void @scale16(ptr %x) {
   %v = load <16 x float>, ptr %x
@@ -131,7 +131,7 @@ def test_x86_64_v3_code_uses_ymm_but_never_zmm():
 
 def test_x86_64_v4_code_uses_zmm_for_512_bit_vectors():
     """LLVM's x86-64-v4 prefers 256-bit vectors when it vectorizes loops itself (like
-    skylake-avx512), but 512-bit vectors, which vector_bits asks lower.py for, use zmm."""
+    skylake-avx512), but 512-bit vectors, which vector_bits asks lowering for, use zmm."""
     assert "zmm" in registers(Target.for_cpu("x86-64-v4"), SCALE_16)
 
 

@@ -8,7 +8,7 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
-from adc.codegen import two_over_pi
+from adc.codegen.lowering.vecmath import two_over_pi
 
 PUBLISHED = int(
     "A2F9836E4E441529FC2757D1F534DDC0DB6295993C439041FE5163ABDEBBC561B7246E3A424DD2E006492EEA09D1921C"

@@ -14,7 +14,7 @@ import numpy as np
 import mpmath
 import pytest
 
-from adc.codegen import vecmath
+from adc.codegen.lowering import vecmath
 from adc.ir.interp import eval_rules
 from tests.codegen.llvm_harness import compile_loop
 from tests.support.accuracy import ulp_error

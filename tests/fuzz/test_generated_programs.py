@@ -10,7 +10,7 @@ agrees with central finite differences of the twin. Ill-typed programs (one of t
 a name, dtype or number replaced), junk (tokens dropped, duplicated, swapped; lines moved;
 characters inserted; text cut) and garbage raise a CompileError located in the text, or
 compile and agree with the interpreter. Generated programs, their VJPs, JVPs and Jacobians
-also run in the bounds-checked build (codegen/bounds.py), where an access out of bounds is a
+also run in the bounds-checked build (codegen/lowering/bounds.py), where an access out of bounds is a
 BoundsError, which fails the example.
 
 CI runs a fixed sample (tests/fuzz/budget.py). A long run, with a table of outcomes:

@@ -1,4 +1,4 @@
-"""Bounds-checked builds (adc/codegen/bounds.py): `adc.compile(..., check_bounds=True)`,
+"""Bounds-checked builds (adc/codegen/lowering/bounds.py): `adc.compile(..., check_bounds=True)`,
 ADC_CHECK_BOUNDS=1 and `adc compile --check-bounds`. The stores one element past a temporary, a
 result and a scan's stack come from the checked builds' test hook ADC_BOUNDS_MISINDEX
 (Target.misindex); the expected messages name the op's source location by hand. Oracles: NumPy,
@@ -13,7 +13,8 @@ import pytest
 import adc
 from adc import compiler
 from adc.abi import GRADIENTS_EMBEDDED
-from adc.codegen import lower
+from adc.codegen.lowering import lower, temporaries
+from adc.codegen.lowering.loops import i64
 from adc.codegen.toolchain.target import Target
 from adc.runtime.kernel import Kernel
 from tests.support import references
@@ -131,13 +132,13 @@ def test_a_region_overrunning_its_part_of_the_parents_block_is_caught(monkeypatc
     parent giving each region 24 bytes less than it lays out (the body's two temporaries of 3 x 2
     f64, 48 bytes each at offsets 0 and 64: the second then has 40). The region checks its
     temporaries against the part it was given, so the overrun is an error where it happens."""
-    block_sizes = lower._block_sizes
+    block_sizes = temporaries._block_sizes
 
     def short(em, func, fusion):
         sizes = block_sizes(em, func, fusion)
         regions = len(func.regions())
-        return sizes[:len(sizes) - regions] + [em.b.sub(s, lower.i64(24)) for s in sizes[len(sizes) - regions:]]
-    monkeypatch.setattr(lower, "_block_sizes", short)
+        return sizes[:len(sizes) - regions] + [em.b.sub(s, i64(24)) for s in sizes[len(sizes) - regions:]]
+    monkeypatch.setattr(temporaries, "_block_sizes", short)
     monkeypatch.setenv("ADC_IN_PROCESS_COMPILES", str(1 << 30))     # compiled here, where lowering is patched
     m = adc.compile("""\
 def spin(x: f64[N, N], v: f64[N, K]) -> f64[N, K]:

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import adc
-from adc.codegen.fusion import plan
+from adc.codegen.lowering.fusion import plan
 from adc.driver import write_shared_object
 from adc.frontend import compile_source
 from adc.ir.interp import run

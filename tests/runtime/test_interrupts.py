@@ -1,5 +1,5 @@
 """Ctrl-C (SIGINT) stops a running kernel's loops: the kernel unwinds, frees its blocks, and the call
-raises KeyboardInterrupt; the next call runs in full (adc/codegen/interrupts.py, adc/runtime/interrupts.py).
+raises KeyboardInterrupt; the next call runs in full (adc/codegen/lowering/interrupts.py, adc/runtime/interrupts.py).
 
 Each case runs in a child process, which the test sends SIGINT as a terminal would on Ctrl-C, once
 the child is inside the endless call; a kernel that ignores it is a timeout, not a hung suite."""

@@ -26,7 +26,7 @@ def test_fresh_process_load_gives_identical_results(kernels_module, kernels_so, 
             args = [data[k] for k in sorted(data.files, key=lambda k: int(k.rsplit("_", 1)[1])) if k.rsplit("_", 1)[0] == name]
             out[name] = np.asarray(getattr(m, name)(*args))
         np.savez({str(tmp_path / "out.npz")!r}, **out)
-        assert "adc.codegen.lower" not in sys.modules, "loading a .so must not need the compiler"
+        assert "adc.codegen.lowering" not in sys.modules, "loading a .so must not need the compiler"
     """)
     subprocess.run([sys.executable, "-c", script], check=True, capture_output=True, text=True)
     loaded = np.load(tmp_path / "out.npz")

@@ -43,7 +43,7 @@ from dataclasses import dataclass
 import llvmlite.ir as ir
 
 from adc.abi import runtime_gemm_symbol
-from adc.codegen.loops import I1, I32, I64, for_range
+from adc.codegen.lowering.loops import I1, I32, I64, for_range
 from adc.ir.types import DType
 
 PACK_ALIGN = 64  # one cache line, the widest vector the target may use

@@ -1,6 +1,6 @@
 """Multithreaded loop nests: large outlined loops split their outer range across threads.
 
-Lowering (lower.py) outlines every loop nest into `loop(start, end, dims, out, in...)`
+Lowering (lowering/nests.py) outlines every loop nest into `loop(start, end, dims, out, in...)`
 over its outermost range; this module decides at run time whether a call runs
 on one thread or is split:
 
@@ -29,9 +29,9 @@ on one thread or is split:
     wait until remaining == 0 (poll, then     unlock; loop
       sleep on `done`); unlock dispatch
 
-Which loops may be split is lower.py's decision: only nests whose outer
+Which loops may be split is lowering's decision: only nests whose outer
 iterations each write their own output elements and read none (see
-`lower._emit_loop` and `lower._reduction`).
+`nests.emit_loop` and `rules/reductions._reduction`).
 """
 from __future__ import annotations
 
@@ -40,7 +40,7 @@ from typing import Callable
 import llvmlite.ir as ir
 
 from adc.abi import RUNTIME_GET_NUM_THREADS, RUNTIME_PARALLEL_FOR, RUNTIME_SET_NUM_THREADS, SET_NUM_THREADS_SYMBOL
-from adc.codegen.loops import I8, I32, I64, NOWRAP, PTR, for_range, i64, stack_array
+from adc.codegen.lowering.loops import I8, I32, I64, NOWRAP, PTR, for_range, i64, stack_array
 
 THRESHOLD = 1 << 17   # elements below which waking the pool's workers costs more than it saves
 MAX_THREADS = 64

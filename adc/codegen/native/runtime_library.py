@@ -21,8 +21,8 @@ from __future__ import annotations
 import llvmlite.ir as ir
 
 from adc.abi import RUNTIME_GEMM_DTYPES
-from adc.codegen import interrupts
 from adc.codegen.native import gemm, parallel
+from adc.codegen.lowering import interrupts
 from adc.codegen.toolchain.target import Target
 
 

@@ -54,7 +54,7 @@ class Target:
     features: str
     opt_level: int = 3
     pic: bool = False
-    # A bounds-checked build (codegen/bounds.py): every access checked against its buffer's extent,
+    # A bounds-checked build (codegen/lowering/bounds.py): every access checked against its buffer's extent,
     # every heap block redzoned. `misindex` is a test hook of checked builds only: stores into
     # buffers of that kind (bounds.MISINDEX_KINDS) go one element further, as a sizing bug's would.
     check_bounds: bool = False

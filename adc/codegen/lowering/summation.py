@@ -35,7 +35,7 @@ from typing import Callable, Sequence
 
 import llvmlite.ir as ir
 
-from adc.codegen.loops import I64, NOWRAP, PTR, for_range, i64, loop_nest
+from adc.codegen.lowering.loops import I64, NOWRAP, PTR, for_range, i64, loop_nest
 
 BLOCK = 2048            # elements of the innermost reduced axis summed by one vectorized loop
 ROWS = 128              # rows of a column sum (last axis kept) summed into one block of partials

@@ -33,11 +33,11 @@ from typing import TYPE_CHECKING, Callable, Sequence
 import llvmlite.ir as ir
 
 from adc.abi import BOUNDS_KIND_BITS, BOUNDS_PREFIX, STATUS_BOUNDS
-from adc.codegen import kept_blocks
-from adc.codegen.loops import I1, I8, I32, I64, PTR, i64, outline as outline_loop, stack_array
+from adc.codegen.lowering import kept_blocks
+from adc.codegen.lowering.loops import I1, I8, I32, I64, PTR, i64, outline as outline_loop, stack_array
 
 if TYPE_CHECKING:
-    from adc.codegen.lower import Emitter
+    from adc.codegen.lowering.emitter import Emitter
     from adc.ir.core import Func, Op, Value
 
 REDZONE = 64                        # bytes of PATTERN before and after each heap block's contents
@@ -174,7 +174,7 @@ def track_arguments(em: Emitter, fn: ir.Function, params: list[ir.Value], result
 
 def track_block(em: Emitter, pointers: Sequence[ir.Value], sizes: Sequence[ir.Value], offsets: Sequence[ir.Value],
                 temps: Sequence[Value], spares: Sequence[Value], regions: Sequence[str], given: ir.Value | None) -> None:
-    """The parts of a function's block (lower._place_temporaries): its temporaries, its loops'
+    """The parts of a function's block (temporaries.place_temporaries): its temporaries, its loops'
     spares, its regions' blocks."""
     if em.bounds is None:
         return

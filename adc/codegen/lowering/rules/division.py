@@ -1,6 +1,6 @@
 """Floor division and modulo of one element, with NumPy's conventions and no undefined behaviour.
 
-Part of lowering (`lower.py` applies these to the elements of `floor_div` and
+Part of lowering (elementwise.py applies these to the elements of `floor_div` and
 `mod`). Python and NumPy round the quotient toward -inf and give the remainder the
 sign of the divisor; LLVM's `sdiv`/`srem` truncate toward 0 and are undefined for
 a zero divisor and for INT_MIN / -1, `frem` is C's fmod. So:

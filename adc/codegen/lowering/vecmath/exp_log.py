@@ -9,7 +9,7 @@ in two exact factors (`times_pow2`); x = 2^k (1 + f) and log(1 + f) = 2 atanh(f/
 """
 from __future__ import annotations
 
-from adc.codegen.vecmath_emitter import Emitter, vecmath_rule, via_f64
+from adc.codegen.lowering.vecmath.emitter import Emitter, vecmath_rule, via_f64
 
 LOG2E = 1.4426950408889634
 SQRT_HALF = 0.7071067811865476

@@ -23,7 +23,7 @@ from __future__ import annotations
 import llvmlite.ir as ir
 
 from adc.abi import RUNTIME_INTERRUPTS, RUNTIME_WATCH_INTERRUPTS, STATUS_INTERRUPTED, WATCH_INTERRUPTS_SYMBOL
-from adc.codegen.loops import I32, I64, PTR, i64
+from adc.codegen.lowering.loops import I32, I64, PTR, i64
 
 VOID = ir.VoidType()
 WATCH_TYPE = ir.FunctionType(VOID, [PTR])

@@ -13,8 +13,8 @@ import functools
 
 import llvmlite.ir as ir
 
-from adc.codegen import two_over_pi
-from adc.codegen.vecmath_emitter import CONSTS, F32, F64, Emitter, in_f64, vecmath_rule, via_f64
+from adc.codegen.lowering.vecmath import two_over_pi
+from adc.codegen.lowering.vecmath.emitter import CONSTS, F32, F64, Emitter, in_f64, vecmath_rule, via_f64
 
 TWO_OVER_PI = 0.6366197723675814
 PI_4 = (0.7853981633974483, 3.061616997868383e-17)

@@ -1,6 +1,6 @@
 """The bits of 2/pi, cut into the windows that exact (Payne-Hanek) reduction by pi/2 multiplies by.
 
-vecmath_trig.py reduces sin/cos/tan arguments with this table. For x = y 2^s with
+trig.py reduces sin/cos/tan arguments with this table. For x = y 2^s with
 y in [1, 2^BUCKET), the bits of 2/pi worth more than 4/ulp(x) only add multiples
 of 4 to x 2/pi, so they are dropped; the next 4p bits (p: the type's precision)
 are stored as four p-bit windows scaled so that y times each window is an

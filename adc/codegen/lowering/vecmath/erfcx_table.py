@@ -1,9 +1,9 @@
-"""erfcx(x) = e^(x^2) erfc(x) on quarter octaves of [1/2, 32): the table of erf and erfc (vecmath_special.py).
+"""erfcx(x) = e^(x^2) erfc(x) on quarter octaves of [1/2, 32): the table of erf and erfc (special.py).
 
 Row i covers x in [2^e (1 + j/4), 2^e (1 + (j+1)/4)), e = i // 4 - 1, j = i % 4: the row's
 center c, then the coefficients of erfcx(c + w) = sum_k a_k w^k, degree 14 (Chebyshev
 interpolation in 40-digit mpmath, rounded to f64: relative error 1e-16, the rounding of a_0).
-vecmath_special picks the row from the top bits of x (a gather per column).
+special.py picks the row from the top bits of x (a gather per column).
 """
 
 ERFCX_ROWS: tuple[tuple[float, ...], ...] = (

@@ -7,7 +7,7 @@ first root once in double-double.
 """
 from __future__ import annotations
 
-from adc.codegen.vecmath_emitter import Emitter, vecmath_rule, via_f64
+from adc.codegen.lowering.vecmath.emitter import Emitter, vecmath_rule, via_f64
 
 # cbrt y on [1, 8]: a start within 1.8% for Halley's iteration
 CBRT_START = (0.7214687145987759, 0.32889523423265266, -0.034725468204734475, 0.0017137144084611946)

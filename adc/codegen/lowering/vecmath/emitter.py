@@ -1,11 +1,11 @@
-"""The emitter and rule registry of vector math: what every vecmath_* module builds its functions with.
+"""The emitter and rule registry of vector math: what every vecmath module builds its functions with.
 
 `Emitter` is float arithmetic of one type (f32 or f64) on an llvmlite IRBuilder,
 limited to what the loop vectorizer widens (fma, fabs, floor, roundeven, sqrt,
 copysign, integer ops on bit patterns, select, loads from constant tables);
 `Consts` holds the per-type bit layout, reduction constants and the polynomial
 tables of exp, log, sin/cos and tanh. Each function registers its emitter in
-`vecmath_rules` with `@vecmath_rule(name)`; vecmath.py defines and calls them.
+`vecmath_rules` with `@vecmath_rule(name)`; the package's entry (__init__.py) defines and calls them.
 Functions with one f64 algorithm run it for f32 too (`via_f64`):
 
     @vecmath_rule("cbrt")

@@ -25,16 +25,19 @@ from typing import TYPE_CHECKING, Callable, Sequence
 
 import llvmlite.ir as ir
 
-from adc.codegen import bounds, interrupts
-from adc.codegen.loops import I1, I8, I32, I64, PTR, counted_loop, i64, stack_array
+from adc.codegen.lowering import bounds, interrupts
+from adc.codegen.lowering.loops import I1, I8, I32, I64, PTR, counted_loop, i64, stack_array
 from adc.ir.core import Func, Op, Value
 from adc.ir.types import DType, num_elements
 
 if TYPE_CHECKING:
-    from adc.codegen.lower import Emitter
+    from adc.codegen.lowering.emitter import Emitter
+    from adc.codegen.lowering.rules.table import LowerRule
 
 CARRYING = frozenset({"for", "scan", "while"})    # their carried results get a spare buffer (Emitter.spares)
 SCATTERS = frozenset({"scatter", "scatter_add"})
+
+lower_rules: dict[str, LowerRule] = {}      # this family's rows of table.lower_rules
 
 
 def for_lower(em: Emitter, op: Op, dests: list[ir.Value]) -> None:
@@ -64,6 +67,10 @@ def for_lower(em: Emitter, op: Op, dests: list[ir.Value]) -> None:
                 write(i)
         interrupts.poll(em)
     counted_loop(em.b, i64(0), n, step)
+
+
+lower_rules["for"] = for_lower
+lower_rules["scan"] = for_lower
 
 
 def _stacks(em: Emitter, op: Op, n: ir.Value) -> list[tuple[ir.Value | None, Callable[[ir.Value], object]]]:
@@ -151,6 +158,9 @@ def while_lower(em: Emitter, op: Op, dests: list[ir.Value]) -> None:
                 _copy(em, dest, em.spares[r], r)
 
 
+lower_rules["while"] = while_lower
+
+
 def if_lower(em: Emitter, op: Op, dests: list[ir.Value]) -> None:
     # then_branch(captured...) if pred else else_branch(captured...), into the results
     pred, captured = op.operands[0], op.operands[1:]
@@ -160,6 +170,9 @@ def if_lower(em: Emitter, op: Op, dests: list[ir.Value]) -> None:
             with branch:
                 fn, dims, scratch = em.region(op.attrs[key])
                 _call(em, fn, [dims, inputs, _pointer_array(em, [*dests, scratch])])
+
+
+lower_rules["if"] = if_lower
 
 
 def _alternating_calls(em: Emitter, op: Op, dests: list[ir.Value], inits: Sequence[Value], odd: ir.Value,
@@ -196,7 +209,7 @@ def updated_in_place(em: Emitter, op: Op) -> frozenset[int]:
 def in_place_scatters(body: Func) -> dict[Value, Op]:
     """param -> the scatter into it that `body` returns, where the scatter may write the param's
     buffer: nothing else reads its result, its indices and updates do not read the param, and the
-    param is not returned. The body lowers these scatters last (lower._lower_kernel), after every
+    param is not returned. The body lowers these scatters last (lower.py), after every
     other read of the param, and a scatter given its base's buffer as its own skips copying it
     (scatter_lower); a loop may then pass one buffer as both (`updated_in_place`)."""
     uses = Counter(v for o in body.ops for v in o.operands) + Counter(body.returns)

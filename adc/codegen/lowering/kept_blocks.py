@@ -1,6 +1,6 @@
 """A function's blocks — its temporaries, a scan's stacks — kept between its calls.
 
-A kernel allocates its temporaries as one block (lower.py), and a scan, once its trip count is
+A kernel allocates its temporaries as one block (temporaries.py), and a scan, once its trip count is
 known, its stacks as another. Freed on return, a large block goes back to the system (glibc maps
 blocks past its mmap threshold apart, and trims the top of its heap), and the next call takes
 every page fault again: a softmax cross-entropy's 16 MB of temporaries took 10 ms a call this
@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import llvmlite.ir as ir
 
-from adc.codegen.loops import I64, PTR, i64, if_then_else
+from adc.codegen.lowering.loops import I64, PTR, i64, if_then_else
 
 HEADER = 64             # bytes before the temporaries: the block's size, and their alignment kept
 KEPT_MAX = 1 << 28      # bytes: larger blocks are freed on return

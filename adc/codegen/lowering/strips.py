@@ -12,7 +12,7 @@ between them:
         mul.loop(s, min(s + strip, end), ...)
 
 Only a kernel's nests: a loop body's run once per iteration over the loop's state, mostly small,
-where a strip's bookkeeping costs more than it saves. `RowStrip` collects them as lowering emits them (lower.py calls `add` instead of calling a nest
+where a strip's bookkeeping costs more than it saves. `RowStrip` collects them as lowering emits them (`Emitter.run_nest` calls `add` instead of calling a nest
 and `flush` before anything else); `parallel.call_strip` runs a strip of one nest as that nest's
 own call. A nest joins when its outer loop runs over the same dimension and everything it reads
 that the strip's nests write, it reads at its own row through ops that keep the row (elementwise
@@ -29,7 +29,7 @@ from typing import Protocol
 import llvmlite.ir as ir
 
 from adc.codegen.native import parallel
-from adc.codegen.fusion import MATERIALIZING, Plan
+from adc.codegen.lowering.fusion import MATERIALIZING, Plan
 from adc.ir.core import Func, Op, Value
 from adc.ir.ops import OPS
 from adc.ir.types import Dim
@@ -53,7 +53,7 @@ class Nest:
 
 
 class Emitting(Protocol):
-    """What a RowStrip asks of the emitter of the function calling the nests (lower.Emitter)."""
+    """What a RowStrip asks of the emitter of the function calling the nests (emitter.Emitter)."""
 
     b: ir.IRBuilder
     head: ir.IRBuilder

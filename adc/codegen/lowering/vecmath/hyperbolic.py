@@ -5,8 +5,8 @@
 """
 from __future__ import annotations
 
-from adc.codegen.vecmath_emitter import Emitter, vecmath_rule, via_f64
-from adc.codegen.vecmath_exp_log import (LN2, exp_vecmath, expm1_reduced, expm1_vecmath, log1p_vecmath,
+from adc.codegen.lowering.vecmath.emitter import Emitter, vecmath_rule, via_f64
+from adc.codegen.lowering.vecmath.exp_log import (LN2, exp_vecmath, expm1_reduced, expm1_vecmath, log1p_vecmath,
                                          log_vecmath, reduce_ln2, times_pow2)
 
 

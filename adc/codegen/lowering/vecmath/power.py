@@ -5,8 +5,8 @@
 """
 from __future__ import annotations
 
-from adc.codegen.vecmath_emitter import F32, Emitter, in_f64, vecmath_rule
-from adc.codegen.vecmath_exp_log import exp_vecmath, log_extended, log_vecmath
+from adc.codegen.lowering.vecmath.emitter import F32, Emitter, in_f64, vecmath_rule
+from adc.codegen.lowering.vecmath.exp_log import exp_vecmath, log_extended, log_vecmath
 
 
 def _pow_magnitude(m: Emitter, a, y):

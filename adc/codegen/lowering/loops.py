@@ -1,6 +1,6 @@
 """Loop-building blocks for lowering: element positions, counted loops, outlined loop functions.
 
-Lowering (lower.py) describes what each element is; this module owns how
+Lowering (its rules, rules/) describes what each element is; this module owns how
 loops look, so every loop nest has the shape LLVM's loop vectorizer expects:
 a counted `i64` induction variable from `start` to `end` (`icmp slt`, `add nuw
 nsw`), and each nest lives in its own internal function whose buffer pointers

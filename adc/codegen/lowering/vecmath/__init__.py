@@ -1,6 +1,6 @@
 """Vector math: exp, log, sin, ... as branch-free scalar LLVM IR that LLVM widens to SIMD.
 
-Where it sits: `lower.py` calls `call(builder, name, args)` for every elementwise
+Where it sits: lowering (`Emitter.math`) calls `call(builder, name, args)` for every elementwise
 math op. LLVM's loop vectorizer cannot widen calls to `llvm.exp` & co. without a
 vector math library, so each function is emitted here once per LLVM module as an
 internal, always-inlined function built only from vectorizable pieces:
@@ -12,9 +12,8 @@ into `<16 x float>` arithmetic. A function reads no memory (`readnone`) unless i
 loads from a table (`readonly`).
 
 This module is the entry: it defines and calls the functions whose rules the
-vecmath_* modules register in `vecmath_rules` (vecmath_emitter.py), one family
-each: vecmath_exp_log, vecmath_pow, vecmath_trig, vecmath_hyperbolic,
-vecmath_algebraic, vecmath_special.
+package's modules register in `vecmath_rules` (emitter.py), one family
+each: exp_log, power, trig, hyperbolic, algebraic, special.
 
 sin, cos and tan also have a fast variant (`call_fast`) without the table: equal
 to the exact function bit for bit in a stated range, which `call_fast` returns
@@ -45,9 +44,8 @@ from typing import Sequence
 import llvmlite.ir as ir
 
 # imported for their registrations in vecmath_rules
-from adc.codegen import (vecmath_algebraic, vecmath_exp_log, vecmath_hyperbolic,
-                         vecmath_pow, vecmath_special, vecmath_trig)
-from adc.codegen.vecmath_emitter import CONSTS, Emitter, Rule, vecmath_rules
+from adc.codegen.lowering.vecmath import algebraic, exp_log, hyperbolic, power, special, trig
+from adc.codegen.lowering.vecmath.emitter import CONSTS, Emitter, Rule, vecmath_rules
 
 FUNCTIONS: frozenset[str] = frozenset(vecmath_rules)
 

@@ -9,10 +9,10 @@ from 10 on and reflects negative arguments with sin(pi x) and cos(pi x).
 """
 from __future__ import annotations
 
-from adc.codegen import erfcx_table
-from adc.codegen.vecmath_emitter import Emitter, vecmath_rule, via_f64
-from adc.codegen.vecmath_exp_log import expm1_reduced, log_extended, log_vecmath, reduce_ln2, times_pow2
-from adc.codegen.vecmath_trig import PI, sin_cos_reduced
+from adc.codegen.lowering.vecmath import erfcx_table
+from adc.codegen.lowering.vecmath.emitter import Emitter, vecmath_rule, via_f64
+from adc.codegen.lowering.vecmath.exp_log import expm1_reduced, log_extended, log_vecmath, reduce_ln2, times_pow2
+from adc.codegen.lowering.vecmath.trig import PI, sin_cos_reduced
 
 
 # erf x = x Q(x^2) on |x| < 1: relative error 1.6e-17; Q(0) - 1 first, for x + x (Q - 1)

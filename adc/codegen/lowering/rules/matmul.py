@@ -1,0 +1,92 @@
+"""Buffer rule of matmul: the rows of every batch's product split across threads, each thread's
+share computed by the runtime library's gemm (gemm.py).
+
+    %2 = matmul %a, %b : f32[B,M,N]    ──▶   parallel for rows [s, e) of B*M: gemm(C[s:e] = A[s:e] @ B)
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import llvmlite.ir as ir
+
+from adc.codegen.native import gemm, parallel
+from adc.codegen.lowering import bounds
+from adc.codegen.lowering.declarations import intrinsic
+from adc.codegen.lowering.element_types import ELEMENT_BYTES
+from adc.codegen.lowering.loops import NOWRAP, counted_loop, i64
+from adc.ir.core import Op
+from adc.ir.types import DType, Dim, num_elements
+
+if TYPE_CHECKING:
+    from adc.codegen.lowering.emitter import Emitter
+    from adc.codegen.lowering.rules.table import LowerRule
+
+# A matrix product's multiply-adds, shifted right by this, are weighed against
+# parallel.THRESHOLD elements: products under ~4M multiply-adds stay on one thread.
+GEMM_WORK_SHIFT = 5
+
+lower_rules: dict[str, LowerRule] = {}      # this family's rows of table.lower_rules
+
+
+def matmul_lower(kernel: Emitter, op: Op, dest: ir.Value) -> None:
+    # C[b] = A[b] @ B[b] for every batch position b: the rows of all the C[b] together split across
+    # threads, so many small products (attention's) share the threads as one large one does
+    a, b_ = op.operands
+    dtype, shape = a.type.dtype, a.type.shape
+    m, k, n = shape[-2], shape[-1], b_.type.shape[-1]
+    blk = gemm.blocking(dtype, kernel.vector_bits)
+    transposed = kernel.plan.transposed
+    rows = _matmul_rows(kernel, blk, m, k, n, a in transposed, b_ in transposed)
+    batches = num_elements(shape[:-2])
+    loop = rows if batches == 1 else _batched_rows(kernel, rows, dtype, m, k, n)
+    work = kernel.b.lshr(kernel.dim(batches * m * k * n), i64(GEMM_WORK_SHIFT))
+    operands = [kernel.buffers[transposed.get(v, v)] for v in (a, b_)]
+    parallel.call_loop(kernel.b, kernel.head, loop, kernel.dim(batches * m), work, blk.mr,
+                       bounds.nest_arguments(kernel, [kernel.dims_ptr, dest, *operands]))
+
+
+def _batched_rows(kernel: Emitter, rows: ir.Function, dtype: DType, m: Dim, k: Dim, n: Dim) -> ir.Function:
+    """batched(start, end, dims, C, A, B): rows [start, end) of the batches' C[b] stacked, each batch's
+    share by `rows` on that batch's matrices."""
+    fn = bounds.outline(kernel, "matmul_batched", 3)
+    em = kernel.nested(fn, fn.args[2], {})
+    start, end, dims, c, a, b_ = fn.args[:6]
+    m_ = em.dim(m)
+    sizes = [em.dim(d) for d in (m * n, m * k, k * n)]
+
+    def batch(i: ir.Value) -> None:
+        first = em.b.mul(i, m_, flags=NOWRAP)
+        lo = em.b.sub(intrinsic(em.b, "smax", [start, first], DType.i64), first)
+        hi = em.b.sub(intrinsic(em.b, "smin", [end, em.b.add(first, m_)], DType.i64), first)
+        bases = []
+        for base, size in zip((c, a, b_), sizes):
+            offset = em.b.mul(i, size, flags=NOWRAP)
+            bases.append(bounds.track_within(em, em.element_ptr(base, dtype, offset), base, offset, ELEMENT_BYTES[dtype]))
+        em.b.call(rows, [lo, hi, *bounds.nest_arguments(em, [dims, *bases])])
+    with em.b.if_then(em.b.icmp_signed("<", start, end)):     # then m > 0: the divisions are defined
+        last = em.b.sdiv(em.b.add(end, em.b.sub(m_, i64(1))), m_)
+        counted_loop(em.b, em.b.sdiv(start, m_), last, batch)
+    em.b.ret_void()
+    return fn
+
+
+def _matmul_rows(kernel: Emitter, blk: gemm.Blocking, m: Dim, k: Dim, n: Dim, transposed_a: bool,
+                 transposed_b: bool) -> ir.Function:
+    """rows(start, end, dims, C, A, B): C[start:end] = A[start:end] @ B, by the runtime library's gemm;
+    a transposed operand is its transpose's buffer, read with swapped strides."""
+    fn = bounds.outline(kernel, "matmul_rows", 3)
+    em = kernel.nested(fn, fn.args[2], {})
+    start, end, _, c, a, b_ = fn.args[:6]
+    m_, k_, n_ = em.dim(m), em.dim(k), em.dim(n)
+    rsa, csa = (i64(1), m_) if transposed_a else (k_, i64(1))
+    rsb, csb = (i64(1), k_) if transposed_b else (n_, i64(1))
+    dtype = blk.dtype
+    bounds.gemm_operands(em, ELEMENT_BYTES[dtype], start, end, (m_, k_, n_), (a, rsa, csa), (b_, rsb, csb), c)
+    em.b.call(gemm.declare_gemm(kernel.llmod, dtype),
+              [em.b.sub(end, start), n_, k_, em.element_ptr(a, dtype, em.b.mul(start, rsa, flags=NOWRAP)), rsa, csa,
+               b_, rsb, csb, em.element_ptr(c, dtype, em.b.mul(start, n_, flags=NOWRAP))])
+    em.b.ret_void()
+    return fn
+
+
+lower_rules["matmul"] = matmul_lower

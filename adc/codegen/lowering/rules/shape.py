@@ -1,0 +1,101 @@
+"""Element rules of the shape ops: each reads its operand at an index computed from the result's.
+
+broadcast, reshape, transpose and slice are index maps: nothing moves until a consumer reads.
+concat and pad choose the operand, or the padding value, by where the index falls.
+
+    %1 = transpose %0 {perm = [1,0]} : f32[N,M]    ──▶   element (i, j) = x[j, i]
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import llvmlite.ir as ir
+
+from adc.codegen.lowering.loops import I1, NOWRAP, Index, i64
+from adc.ir.core import Op
+
+if TYPE_CHECKING:
+    from adc.codegen.lowering.emitter import Emitter
+    from adc.codegen.lowering.rules.table import LowerRule
+
+lower_rules: dict[str, LowerRule] = {}      # this family's rows of table.lower_rules
+
+
+def broadcast_lower(em: Emitter, op: Op, idx: Index) -> ir.Value:
+    # operand axis k reads result axis dims[k], or 0 where the operand has size 1
+    (x,) = op.operands
+    axes = [i64(0) if size == 1 else idx.axes[d] for size, d in zip(x.type.shape, op.attrs["dims"])]
+    return em.value_at(x, em.index(x, axes=axes))
+
+
+lower_rules["broadcast"] = broadcast_lower
+
+
+def reshape_lower(em: Emitter, op: Op, idx: Index) -> ir.Value:
+    # same row-major position
+    (x,) = op.operands
+    return em.value_at(x, em.index(x, flat=idx.flat))
+
+
+lower_rules["reshape"] = reshape_lower
+
+
+def transpose_lower(em: Emitter, op: Op, idx: Index) -> ir.Value:
+    # operand axis perm[k] is result axis k
+    (x,) = op.operands
+    axes = [None] * x.type.rank
+    for k, p in enumerate(op.attrs["perm"]):
+        axes[p] = idx.axes[k]
+    return em.value_at(x, em.index(x, axes=axes))
+
+
+lower_rules["transpose"] = transpose_lower
+
+
+def slice_lower(em: Emitter, op: Op, idx: Index) -> ir.Value:
+    # operand axis k = start[k] + step[k] * result axis k
+    (x,) = op.operands
+    axes = [em.b.add(em.dim(lo), em.b.mul(a, i64(st), flags=NOWRAP), flags=NOWRAP)
+            for a, lo, st in zip(idx.axes, op.attrs["start"], op.attrs["step"])]
+    return em.value_at(x, em.index(x, axes=axes))
+
+
+lower_rules["slice"] = slice_lower
+
+
+def concat_lower(em: Emitter, op: Op, idx: Index) -> ir.Value:
+    # along `axis`, operand k covers [offset_k, offset_k + size_k); a binary search finds it, so
+    # n operands cost log2(n) compares (and as many levels of recursion here)
+    axis = op.attrs["axis"]
+    offsets, total = [], 0
+    for v in op.operands:
+        offsets.append(total)
+        total = total + v.type.shape[axis]
+
+    def part(lo: int, hi: int) -> ir.Value:
+        if hi - lo == 1:
+            v, axes = op.operands[lo], list(idx.axes)
+            axes[axis] = em.b.sub(axes[axis], em.dim(offsets[lo]), flags=NOWRAP)
+            return em.value_at(v, em.index(v, axes=axes))
+        mid = (lo + hi) // 2
+        below = em.b.icmp_signed("<", idx.axes[axis], em.dim(offsets[mid]))
+        return em.branch(below, lambda: part(lo, mid), lambda: part(mid, hi))
+    return part(0, len(op.operands))
+
+
+lower_rules["concat"] = concat_lower
+
+
+def pad_lower(em: Emitter, op: Op, idx: Index) -> ir.Value:
+    # inside [low, low + size) on every axis: x[idx - low]; elsewhere the padding value
+    x, value = op.operands
+    pad = em.value_at(value, em.index(value))
+    inside, axes = ir.Constant(I1, 1), []
+    for a, lo, size in zip(idx.axes, op.attrs["low"], x.type.shape):
+        shifted = em.b.sub(a, i64(lo))
+        inside = em.b.and_(inside, em.b.icmp_unsigned("<", shifted, em.dim(size)))
+        axes.append(shifted)
+    return em.branch(inside, lambda: em.value_at(x, em.index(x, axes=axes)), lambda: pad)
+
+
+lower_rules["pad"] = pad_lower
