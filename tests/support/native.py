@@ -15,7 +15,7 @@ import numpy as np
 
 from adc import driver
 from adc.codegen import emit
-from adc.codegen.lower import lower_module
+from adc.codegen.lowering.lower import lower_module
 from adc.codegen.toolchain.target import Target
 from adc.driver.loading import load_object
 from adc.ir.core import Func, Module
