@@ -33,7 +33,7 @@ from adc.codegen import bounds, control_flow, division, gemm, interrupts, parall
 from adc.codegen.control_flow import CARRYING, in_place_scatters
 from adc.codegen.fusion import CONTROL_FLOW, MATERIALIZING, Plan, plan
 from adc.codegen.strips import REDUCTIONS, Nest, RowStrip
-from adc.codegen.summation import blocked_column_sums, blocked_sum
+from adc.codegen.summation import Elements, blocked_column_sums, blocked_sum, column_levels_bytes
 from adc.codegen.loops import (I1, I8, I32, I64, NOWRAP, PTR, Index, counted_loop, evaluate_dim,
                                i64, if_then_else, loop_nest, stack_array, tiled_loop_nest)
 from adc.abi import STATUS_NO_MEMORY, STATUS_SHAPES
@@ -148,6 +148,7 @@ class Emitter:
         self.outside_fast_range: ir.Value | None = None   # an i1 slot while emitting a fast version
         self.used_fast_math = False
         self.spares: dict[Value, ir.Value] = {}     # a loop's carried result -> its second buffer
+        self.levels: dict[Value, ir.Value] = {}     # a column sum's result -> its cascades' levels (summation.py)
         self.scratch: dict[str, ir.Value] = {}      # a region it runs -> the part of its block for the region's
         self.bound: set[str] = set()                # the symbols its scans have bound so far (their trip counts)
         self.owned: list[ir.Value] = []             # slots of the buffers it allocated, given back when it returns
@@ -500,10 +501,12 @@ def _place_temporaries(em: Emitter, given: ir.Value | None) -> None:
         em.owned.append(slot)
         em.kept[slot] = em.func.name
     pointers = [em.b.gep(block, [offset], source_etype=I8, inbounds=True) for offset in offsets]
-    bounds.track_block(em, pointers, sizes, offsets, temps, spares, em.func.regions(), given)
+    column_sums = [op.result for op in _column_sums(em.func, em.late)]
+    bounds.track_block(em, pointers, sizes, offsets, temps, spares, column_sums, em.func.regions(), given)
     em.buffers.update(zip(temps, pointers))
     em.spares = dict(zip(spares, pointers[len(temps):]))
-    em.scratch = dict(zip(em.func.regions(), pointers[len(temps) + len(spares):]))
+    em.levels = dict(zip(column_sums, pointers[len(temps) + len(spares):]))
+    em.scratch = dict(zip(em.func.regions(), pointers[len(temps) + len(spares) + len(column_sums):]))
 
 
 def _block_contents(func: Func, fusion: Plan, late: frozenset[str]) -> tuple[list[Value], list[Value]]:
@@ -532,9 +535,30 @@ def _block_sizes(em: Emitter, func: Func, fusion: Plan) -> list[ir.Value]:
 
 
 def _own_sizes(em: Emitter, func: Func, fusion: Plan) -> list[ir.Value]:
-    """The bytes of `func`'s temporaries and spares, from `em`'s symbols."""
+    """The bytes of `func`'s temporaries and spares, then of its column sums' levels, from `em`'s symbols."""
     temps, spares = _block_contents(func, fusion, em.late)
-    return [em.bytes_of(v) for v in temps + spares]
+    return [em.bytes_of(v) for v in temps + spares] + [_levels_bytes(em, op) for op in _column_sums(func, em.late)]
+
+
+def _column_sums(func: Func, late: frozenset[str]) -> list[Op]:
+    """Its column sums whose levels its block holds: not those a scan's length sizes (allocated where made)."""
+    return [op for op in func.ops if _sums_columns(op) and not op.operands[0].type.symbols & late]
+
+
+def _sums_columns(op: Op) -> bool:
+    """A float sum keeping its last axis (summation.blocked_column_sums)."""
+    if op.name != "reduce_sum":
+        return False
+    (x,), axes = op.operands, op.attrs["axes"]
+    return x.type.dtype.is_float and bool(axes) and x.type.rank - 1 not in axes
+
+
+def _levels_bytes(em: Emitter, op: Op) -> ir.Value:
+    """The bytes of column sum `op`'s levels, from `em`'s symbols: what sizes its part of the block
+    (or its allocation after a scan) and what the sum then reaches."""
+    (x,) = op.operands
+    rows = em.dim(num_elements(tuple(x.type.shape[k] for k in op.attrs["axes"])))
+    return column_levels_bytes(em.b, rows, em.dim(x.type.shape[-1]), ELEMENT_BYTES[x.type.dtype])
 
 
 def _layout(em: Emitter, sizes: list[ir.Value]) -> tuple[ir.Value, list[ir.Value]]:
@@ -1113,9 +1137,21 @@ def _outline_reduction(kernel: Emitter, op: Op, dest: ir.Value) -> tuple[ir.Func
     """The outlined function of reduction `op`, (start, end, dims, out, leaves...), its emitter, and
     the kernel's buffers to call it with (`dest` the output)."""
     leaves = _reduction_leaves(kernel.plan, op)
-    fn = bounds.outline(kernel, op.name, 1 + len(leaves))
+    levels = [_column_levels(kernel, op)] if _sums_columns(op) else []
+    fn = bounds.outline(kernel, op.name, 1 + len(leaves) + len(levels))
     em = kernel.nested(fn, fn.args[2], dict(zip(leaves, fn.args[4:])))
-    return fn, em, bounds.nest_arguments(kernel, [kernel.dims_ptr, dest] + [kernel.buffers[v] for v in leaves])
+    if levels:
+        em.levels[op.result] = fn.args[4 + len(leaves)]
+    return fn, em, bounds.nest_arguments(kernel, [kernel.dims_ptr, dest] + [kernel.buffers[v] for v in leaves] + levels)
+
+
+def _column_levels(kernel: Emitter, op: Op) -> ir.Value:
+    """Where column sum `op` keeps its levels: its part of the function's block, or, when a scan's
+    length sizes them, a buffer allocated here."""
+    if op.result in kernel.levels:
+        return kernel.levels[op.result]
+    size = _levels_bytes(kernel, op)
+    return bounds.track(kernel, kernel.allocate(size), size, bounds.describe_levels(kernel, op.result), "temporary")
 
 
 def _reduction_leaves(plan: Plan, op: Op) -> list[Value]:
@@ -1217,7 +1253,7 @@ def _accumulate_rows(em: Emitter, op: Op, kind: str, out: ir.Value) -> None:
     (x,) = op.operands
     axes, dtype = op.attrs["axes"], x.type.dtype
     kept = [k for k in range(x.type.rank) if k not in axes]
-    if kind == "sum" and dtype.is_float and axes:
+    if _sums_columns(op):
         _sum_columns(em, op, out)
         return
     total = em.dim(num_elements(op.result.type.shape))
@@ -1234,11 +1270,13 @@ def _accumulate_rows(em: Emitter, op: Op, kind: str, out: ir.Value) -> None:
 
 def _sum_columns(em: Emitter, op: Op, out: ir.Value) -> None:
     """A float sum keeping its last axis: at each position of the other kept axes, the columns'
-    cascades of row blocks (summation.blocked_column_sums), so its error grows like log n."""
+    sums of row blocks in row order, into the output row, their cascades' levels in the nest's
+    `levels` (summation.blocked_column_sums), so its error grows like log n."""
     (x,) = op.operands
     axes, dtype = op.attrs["axes"], x.type.dtype
     kept = [k for k in range(x.type.rank) if k not in axes]
     extents = [em.dim(d) for d in x.type.shape]
+    levels = _elements(em, em.levels[op.result], dtype, lambda i: Index(em.b, [i], axes=[i], flat=i))   # one axis
 
     def columns(outer: list[ir.Value]) -> None:
         def element(reduced: list[ir.Value], column: ir.Value) -> ir.Value:
@@ -1246,15 +1284,18 @@ def _sum_columns(em: Emitter, op: Op, out: ir.Value) -> None:
             value = em.value_at(x, em.index(x, axes=[position[k] for k in range(x.type.rank)]))
             em.memo.clear()
             return value
-
-        def emit(column: ir.Value, total: ir.Value) -> None:
-            em.store(out, dtype, em.index(op.result, axes=[*outer, column]), total)
-        blocked_column_sums(em.b, REGISTER_TYPES[dtype], _identity("sum", dtype),
-                            [(i64(0), extents[k]) for k in axes], extents[-1], element, emit)
+        sums = _elements(em, out, dtype, lambda column: em.index(op.result, axes=[*outer, column]))
+        blocked_column_sums(em.b, em.head, _identity("sum", dtype), [(i64(0), extents[k]) for k in axes],
+                            extents[-1], element, sums, levels)
     if kept[:-1]:
         loop_nest(em.b, [(i64(0), extents[k]) for k in kept[:-1]], columns)
     else:
         columns([])
+
+
+def _elements(em: Emitter, base: ir.Value, dtype: DType, index: Callable[[ir.Value], Index]) -> Elements:
+    """The elements of buffer `base`, the i-th at index(i), through the emitter's (checked) loads and stores."""
+    return Elements(lambda i: em.load(base, dtype, index(i)), lambda i, value: em.store(base, dtype, index(i), value))
 
 
 for _kind in ("sum", "max", "min", "prod"):

@@ -34,6 +34,6 @@ class CompiledLLVM:
         return emit.emit_assembly(self._text, self.target)
 
 
-def jit_module(module: Module) -> RuntimeModule:
-    """The IR module compiled in process and opened like `adc.compile`'s result."""
-    return RuntimeModule(driver.jit(module), module.name)
+def jit_module(module: Module, check_bounds: bool = False) -> RuntimeModule:
+    """The IR module compiled in process (bounds-checked when asked) and opened like `adc.compile`'s result."""
+    return RuntimeModule(driver.jit(module, check_bounds), module.name)
