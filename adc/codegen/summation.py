@@ -31,10 +31,10 @@ where L is the longest chain of additions inside a block: for a vectorized block
 + log2(4·lanes) (38 for f32 on AVX-512, 16 lanes; 70 on AVX2) for rows of at least BLOCK elements,
 below 2·BLOCK = 4096 in the worst case (rows shorter than a vector, summed one by one); below
 2·ROWS = 256 for a column sum. For n = 10**9 f32 that is ~ 80 eps, where one accumulator's bound
-is 10**9 eps. A row shorter than BLOCK (a column sum over fewer than ROWS rows) is one block,
-summed as one accumulator would. The order of the additions depends only on the shape, never on
-the thread count: a reduction is split across threads by its kept axes only, so each output
-element is one thread's cascade.
+is 10**9 eps. A row of at most BLOCK elements is one block, its loop alone; a column sum over
+fewer than ROWS rows is one block too. The order of the additions depends only on the shape,
+never on the thread count: a reduction is split across threads by its kept axes only, so each
+output element is one thread's cascade.
 """
 from __future__ import annotations
 
@@ -158,9 +158,21 @@ def blocked_sum(b: ir.IRBuilder, head: ir.IRBuilder, ty: ir.Type, identity: ir.V
         b.store(b.load(block_sum), pushed)
         cascade.push(b, Elements.at(b, pushed, ty), identity)
         b.store(identity, block_sum)
-    _filled_blocks(b, filled, ranges, BLOCK, add_run, flush)
-    b.store(b.load(block_sum), total)
-    cascade.totals(b, Elements.at(b, total, ty))
+    def blocks() -> None:
+        _filled_blocks(b, filled, ranges, BLOCK, add_run, flush)
+        b.store(b.load(block_sum), total)
+        cascade.totals(b, Elements.at(b, total, ty))
+    if len(ranges) > 1:
+        blocks()
+        return b.load(total)
+    # a row of at most BLOCK elements is one block: its loop alone, as the cascade would add it
+    ((start, end),) = ranges
+    with b.if_else(b.icmp_signed("<=", b.sub(end, start), i64(BLOCK))) as (one_block, several):
+        with one_block:
+            add_run([], start, end)
+            b.store(b.load(block_sum), total)
+        with several:
+            blocks()
     return b.load(total)
 
 

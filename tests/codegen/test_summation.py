@@ -41,6 +41,9 @@ def total64(x: f64[N]) -> f64:
 def inner_axes(x: f32[A, B, C]) -> f32[A]:
     return sum(x, axis=(1, 2))
 
+def row_sums(x: f32[A, N]) -> f32[A]:
+    return sum(x, axis=1)
+
 def columns_of(a: f32[A], n: f32[N]) -> f32[A]:
     return sum(cos(zeros([N, A], dtype=f32) * a[None, :]) * 0.1, axis=0)
 
@@ -109,9 +112,11 @@ def test_f64_sum_of_random_data_is_as_accurate_as_pairwise():
 
 @pytest.mark.parametrize("n", [0, 1, BLOCK - 1, BLOCK, BLOCK + 1, 5 * BLOCK + 3])
 def test_sums_around_the_block_size_match_fsum(m, n):
-    """Empty rows, partial blocks and several blocks: each a sum of small integers, so exact."""
+    """Empty rows, partial blocks and several blocks: each a sum of small integers, so exact (a
+    row of at most BLOCK elements is its loop alone, a longer one a cascade of blocks)."""
     x = np.random.default_rng(n).integers(-8, 9, size=(3, 2, n)).astype(np.float32)
     np.testing.assert_array_equal(np.asarray(m.inner_axes(x)), [math.fsum(r.ravel()) for r in x])
+    np.testing.assert_array_equal(np.asarray(m.row_sums(x.reshape(6, n))), [math.fsum(r) for r in x.reshape(6, n)])
     flat = x.ravel()
     assert float(np.asarray(m.total32(flat))) == math.fsum(flat)
 
