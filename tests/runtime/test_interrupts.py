@@ -45,6 +45,26 @@ def spin(x: f64[N]) -> f64[N]:
 
 ROUTES = {"native": "", "python": "from adc.runtime.kernel import Kernel\nKernel.run_bound = Kernel._run_in_python\n"}
 
+# A child's `interrupted(call, *args)`: whether call(*args) raised KeyboardInterrupt while the
+# process was sent SIGINT every 5 ms (needs os, signal, threading).
+INTERRUPTED = """
+def interrupted(call, *args):
+    done = threading.Event()
+    def ring():
+        while not done.wait(0.005):
+            os.kill(os.getpid(), signal.SIGINT)
+    ringer = threading.Thread(target=ring)
+    ringer.start()
+    try:
+        call(*args)
+    except KeyboardInterrupt:
+        return True
+    finally:
+        done.set()
+        ringer.join()
+    return False
+"""
+
 # After the interrupted call: the kernels run in full again (no interrupt left over), and the
 # blocks of an interrupted call are freed: 30 interrupted calls of a kernel whose carried vector
 # and its spare take 16 MB would grow the process by ~480 MB if they leaked. There SIGINT comes
@@ -59,21 +79,9 @@ time.sleep(0.05)
 def rss():
     with open("/proc/self/statm") as f:
         return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+""" + INTERRUPTED + """
 def interrupted_spin():
-    done = threading.Event()
-    def ring():
-        while not done.wait(0.005):
-            os.kill(os.getpid(), signal.SIGINT)
-    ringer = threading.Thread(target=ring)
-    ringer.start()
-    try:
-        m.spin(np.ones(1_000_000))
-    except KeyboardInterrupt:
-        return True
-    finally:
-        done.set()
-        ringer.join()
-    return False
+    return interrupted(m.spin, np.ones(1_000_000))
 assert interrupted_spin()
 before = rss()
 assert all(interrupted_spin() for _ in range(30))

@@ -79,6 +79,6 @@ def run(module: Module, *args) -> list[np.ndarray]:
     return call(lib.address(f"adc_kernel_{func.name}"), func, *args)
 
 
-def jit_module(module: Module) -> RuntimeModule:
-    """The IR module compiled in process and opened like `adc.compile`'s result."""
-    return RuntimeModule(driver.jit(module), module.name)
+def jit_module(module: Module, check_bounds: bool = False) -> RuntimeModule:
+    """The IR module compiled in process (bounds-checked when asked) and opened like `adc.compile`'s result."""
+    return RuntimeModule(driver.jit(module, check_bounds), module.name)

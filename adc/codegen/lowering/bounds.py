@@ -173,12 +173,14 @@ def track_arguments(em: Emitter, fn: ir.Function, params: list[ir.Value], result
 
 
 def track_block(em: Emitter, pointers: Sequence[ir.Value], sizes: Sequence[ir.Value], offsets: Sequence[ir.Value],
-                temps: Sequence[Value], spares: Sequence[Value], regions: Sequence[str], given: ir.Value | None) -> None:
+                temps: Sequence[Value], spares: Sequence[Value], column_sums: Sequence[Value], regions: Sequence[str],
+                given: ir.Value | None) -> None:
     """The parts of a function's block (temporaries.place_temporaries): its temporaries, its loops'
-    spares, its regions' blocks."""
+    spares, its column sums' levels, its regions' blocks."""
     if em.bounds is None:
         return
     names = ([(describe(em, v), "temporary") for v in temps] + [("the spare of " + describe(em, v), "spare") for v in spares]
+             + [(describe_levels(em, v), "temporary") for v in column_sums]
              + [(f"block of region @{name}", "block") for name in regions])
     track_parts(em, pointers, sizes, offsets, names, given)
 
@@ -187,6 +189,12 @@ def describe(em: Emitter, value: Value) -> str:
     """A buffer's name: the op making its value, and where."""
     op = em.plan.producers.get(value)
     return f"the temporary of {op.name} at {op.loc}" if op is not None else "a copy of a parameter"
+
+
+def describe_levels(em: Emitter, value: Value) -> str:
+    """The name of the levels of the column sum making `value` (summation.blocked_column_sums)."""
+    op = em.plan.producers[value]
+    return f"the levels of {op.name} at {op.loc}"
 
 
 def select(em: Emitter, cond: ir.Value, a: ir.Value, b: ir.Value) -> ir.Value:

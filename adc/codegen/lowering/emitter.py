@@ -54,6 +54,7 @@ class Emitter:
         self.outside_fast_range: ir.Value | None = None   # an i1 slot while emitting a fast version
         self.used_fast_math = False
         self.spares: dict[Value, ir.Value] = {}     # a loop's carried result -> its second buffer
+        self.levels: dict[Value, ir.Value] = {}     # a column sum's result -> its cascades' levels (summation.py)
         self.scratch: dict[str, ir.Value] = {}      # a region it runs -> the part of its block for the region's
         self.bound: set[str] = set()                # the symbols its scans have bound so far (their trip counts)
         self.owned: list[ir.Value] = []             # slots of the buffers it allocated, given back when it returns

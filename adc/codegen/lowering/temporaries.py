@@ -8,7 +8,7 @@ the block could not be allocated. A region's block is a part of its parent's, so
 allocates nothing per iteration. Values a scan's length sizes are allocated apart, once
 the scan ran.
 
-    block: | temporary 0 | temporary 1 | spare of a carried result | block of region @body |
+    block: | temporary 0 | temporary 1 | spare of a carried result | levels of a column sum | block of region @body |
 """
 from __future__ import annotations
 
@@ -23,7 +23,9 @@ from adc.codegen.lowering.fusion import Plan
 from adc.codegen.lowering.loops import I8, I32, I64, NOWRAP, PTR, i64
 from adc.codegen.lowering.rules.control_flow import CARRYING
 from adc.codegen.lowering.schedule import as_lowered
-from adc.ir.core import Func, Value, children_first
+from adc.codegen.lowering.summation import column_levels_bytes
+from adc.ir.core import Func, Op, Value, children_first
+from adc.ir.types import num_elements
 
 if TYPE_CHECKING:
     from adc.codegen.lowering.emitter import Emitter
@@ -72,10 +74,12 @@ def place_temporaries(em: Emitter, given: ir.Value | None) -> None:
         em.owned.append(slot)
         em.kept[slot] = em.func.name
     pointers = [em.b.gep(block, [offset], source_etype=I8, inbounds=True) for offset in offsets]
-    bounds.track_block(em, pointers, sizes, offsets, temps, spares, em.func.regions(), given)
+    sums = [op.result for op in column_sums(em.func, em.late)]
+    bounds.track_block(em, pointers, sizes, offsets, temps, spares, sums, em.func.regions(), given)
     em.buffers.update(zip(temps, pointers))
     em.spares = dict(zip(spares, pointers[len(temps):]))
-    em.scratch = dict(zip(em.func.regions(), pointers[len(temps) + len(spares):]))
+    em.levels = dict(zip(sums, pointers[len(temps) + len(spares):]))
+    em.scratch = dict(zip(em.func.regions(), pointers[len(temps) + len(spares) + len(sums):]))
 
 
 def _block_contents(func: Func, fusion: Plan, late: frozenset[str]) -> tuple[list[Value], list[Value]]:
@@ -104,9 +108,30 @@ def _block_sizes(em: Emitter, func: Func, fusion: Plan) -> list[ir.Value]:
 
 
 def _own_sizes(em: Emitter, func: Func, fusion: Plan) -> list[ir.Value]:
-    """The bytes of `func`'s temporaries and spares, from `em`'s symbols."""
+    """The bytes of `func`'s temporaries and spares, then of its column sums' levels, from `em`'s symbols."""
     temps, spares = _block_contents(func, fusion, em.late)
-    return [em.bytes_of(v) for v in temps + spares]
+    return [em.bytes_of(v) for v in temps + spares] + [levels_bytes(em, op) for op in column_sums(func, em.late)]
+
+
+def column_sums(func: Func, late: frozenset[str]) -> list[Op]:
+    """Its column sums whose levels its block holds: not those a scan's length sizes (allocated where made)."""
+    return [op for op in func.ops if sums_columns(op) and not op.operands[0].type.symbols & late]
+
+
+def sums_columns(op: Op) -> bool:
+    """A float sum keeping its last axis (summation.blocked_column_sums)."""
+    if op.name != "reduce_sum":
+        return False
+    (x,), axes = op.operands, op.attrs["axes"]
+    return x.type.dtype.is_float and bool(axes) and x.type.rank - 1 not in axes
+
+
+def levels_bytes(em: Emitter, op: Op) -> ir.Value:
+    """The bytes of column sum `op`'s levels, from `em`'s symbols: what sizes its part of the block
+    (or its allocation after a scan) and what the sum then reaches."""
+    (x,) = op.operands
+    rows = em.dim(num_elements(tuple(x.type.shape[k] for k in op.attrs["axes"])))
+    return column_levels_bytes(em.b, rows, em.dim(x.type.shape[-1]), ELEMENT_BYTES[x.type.dtype])
 
 
 def layout(em: Emitter, sizes: list[ir.Value]) -> tuple[ir.Value, list[ir.Value]]:

@@ -21,9 +21,10 @@ from adc.codegen.lowering.declarations import intrinsic
 from adc.codegen.lowering.element_types import REGISTER_TYPES
 from adc.codegen.lowering.fast_then_exact import fast_then_exact
 from adc.codegen.lowering.fusion import Plan
-from adc.codegen.lowering.loops import I1, I64, counted_loop, i64, loop_nest
+from adc.codegen.lowering.loops import I1, I64, Index, counted_loop, i64, loop_nest
 from adc.codegen.lowering.strips import Nest
-from adc.codegen.lowering.summation import blocked_column_sums, blocked_sum
+from adc.codegen.lowering.summation import Elements, blocked_column_sums, blocked_sum
+from adc.codegen.lowering.temporaries import levels_bytes, sums_columns
 from adc.ir.core import Op, Value
 from adc.ir.types import DType, num_elements
 
@@ -91,9 +92,21 @@ def outline_reduction(kernel: Emitter, op: Op, dest: ir.Value) -> tuple[ir.Funct
     """The outlined function of reduction `op`, (start, end, dims, out, leaves...), its emitter, and
     the kernel's buffers to call it with (`dest` the output)."""
     leaves = _reduction_leaves(kernel.plan, op)
-    fn = bounds.outline(kernel, op.name, 1 + len(leaves))
+    levels = [_column_levels(kernel, op)] if sums_columns(op) else []
+    fn = bounds.outline(kernel, op.name, 1 + len(leaves) + len(levels))
     em = kernel.nested(fn, fn.args[2], dict(zip(leaves, fn.args[4:])))
-    return fn, em, bounds.nest_arguments(kernel, [kernel.dims_ptr, dest] + [kernel.buffers[v] for v in leaves])
+    if levels:
+        em.levels[op.result] = fn.args[4 + len(leaves)]
+    return fn, em, bounds.nest_arguments(kernel, [kernel.dims_ptr, dest] + [kernel.buffers[v] for v in leaves] + levels)
+
+
+def _column_levels(kernel: Emitter, op: Op) -> ir.Value:
+    """Where column sum `op` keeps its levels: its part of the function's block, or, when a scan's
+    length sizes them, a buffer allocated here."""
+    if op.result in kernel.levels:
+        return kernel.levels[op.result]
+    size = levels_bytes(kernel, op)
+    return bounds.track(kernel, kernel.allocate(size), size, bounds.describe_levels(kernel, op.result), "temporary")
 
 
 def _reduction_leaves(plan: Plan, op: Op) -> list[Value]:
@@ -195,7 +208,7 @@ def _accumulate_rows(em: Emitter, op: Op, kind: str, out: ir.Value) -> None:
     (x,) = op.operands
     axes, dtype = op.attrs["axes"], x.type.dtype
     kept = [k for k in range(x.type.rank) if k not in axes]
-    if kind == "sum" and dtype.is_float and axes:
+    if sums_columns(op):
         _sum_columns(em, op, out)
         return
     total = em.dim(num_elements(op.result.type.shape))
@@ -212,11 +225,13 @@ def _accumulate_rows(em: Emitter, op: Op, kind: str, out: ir.Value) -> None:
 
 def _sum_columns(em: Emitter, op: Op, out: ir.Value) -> None:
     """A float sum keeping its last axis: at each position of the other kept axes, the columns'
-    cascades of row blocks (summation.blocked_column_sums), so its error grows like log n."""
+    sums of row blocks in row order, into the output row, their cascades' levels in the nest's
+    `levels` (summation.blocked_column_sums), so its error grows like log n."""
     (x,) = op.operands
     axes, dtype = op.attrs["axes"], x.type.dtype
     kept = [k for k in range(x.type.rank) if k not in axes]
     extents = [em.dim(d) for d in x.type.shape]
+    levels = _elements(em, em.levels[op.result], dtype, lambda i: Index(em.b, [i], axes=[i], flat=i))   # one axis
 
     def columns(outer: list[ir.Value]) -> None:
         def element(reduced: list[ir.Value], column: ir.Value) -> ir.Value:
@@ -224,15 +239,18 @@ def _sum_columns(em: Emitter, op: Op, out: ir.Value) -> None:
             value = em.value_at(x, em.index(x, axes=[position[k] for k in range(x.type.rank)]))
             em.memo.clear()
             return value
-
-        def emit(column: ir.Value, total: ir.Value) -> None:
-            em.store(out, dtype, em.index(op.result, axes=[*outer, column]), total)
-        blocked_column_sums(em.b, REGISTER_TYPES[dtype], identity("sum", dtype),
-                            [(i64(0), extents[k]) for k in axes], extents[-1], element, emit)
+        sums = _elements(em, out, dtype, lambda column: em.index(op.result, axes=[*outer, column]))
+        blocked_column_sums(em.b, em.head, identity("sum", dtype), [(i64(0), extents[k]) for k in axes],
+                            extents[-1], element, sums, levels)
     if kept[:-1]:
         loop_nest(em.b, [(i64(0), extents[k]) for k in kept[:-1]], columns)
     else:
         columns([])
+
+
+def _elements(em: Emitter, base: ir.Value, dtype: DType, index: Callable[[ir.Value], Index]) -> Elements:
+    """The elements of buffer `base`, the i-th at index(i), through the emitter's (checked) loads and stores."""
+    return Elements(lambda i: em.load(base, dtype, index(i)), lambda i, value: em.store(base, dtype, index(i), value))
 
 
 for _kind in ("sum", "max", "min", "prod"):

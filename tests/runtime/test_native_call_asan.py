@@ -1,0 +1,189 @@
+"""adc's C extension (adc/runtime/native_call.c) under AddressSanitizer: built with
+`gcc -fsanitize=address` into a temporary folder, imported in a child Python in place of the
+installed build, and driven through every route of a kernel call — every argument kind, more
+arguments than its stack slots hold, empty and pooled results, argument errors, a failing status,
+a bounds error, an interrupt, threads, gradients through a tape. An overflow or a use after free
+in the extension is a report on the child's standard error and a non-zero exit.
+
+The child preloads ASan's runtime (the interpreter is not built with it), hands Python's
+allocations to malloc (PYTHONMALLOC=malloc: ASan then sees the extension's PyMem blocks and the
+objects it makes) and leaves out leak checks (the interpreter does not free everything at exit).
+A self-check shows the harness reports: a tiny extension built and loaded the same way overflows
+a PyMem block by one byte.
+"""
+import os
+import shutil
+import subprocess
+import sys
+import sysconfig
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tests.conftest import ROOT
+from tests.runtime.test_interrupts import INTERRUPTED
+
+ASAN_FLAGS = ["-fsanitize=address", "-fno-omit-frame-pointer", "-g", "-O1"]
+
+
+def _libasan() -> str | None:
+    """The path of gcc's ASan runtime, or None when there is no gcc or no ASan runtime."""
+    gcc = shutil.which("gcc")
+    if gcc is None:
+        return None
+    path = subprocess.run([gcc, "-print-file-name=libasan.so"], capture_output=True, text=True).stdout.strip()
+    return path if os.path.isabs(path) and os.path.exists(path) else None
+
+
+LIBASAN = _libasan()
+pytestmark = pytest.mark.skipif(LIBASAN is None, reason="gcc or its AddressSanitizer runtime is not installed")
+
+
+def build(source: Path, name: str, folder: Path) -> Path:
+    """Extension module `name` built from `source` with ASan, as setup.py builds it otherwise."""
+    out = folder / (name + sysconfig.get_config_var("EXT_SUFFIX"))
+    subprocess.run(["gcc", *ASAN_FLAGS, "-shared", "-fPIC", "-I", sysconfig.get_paths()["include"],
+                    "-I", np.get_include(), str(source), "-o", str(out)], check=True, capture_output=True, text=True)
+    return out
+
+
+def run_with_asan(program: str, module: str, path: Path) -> subprocess.CompletedProcess:
+    """Python `program` in a child under ASan, extension `module` loaded from `path` first."""
+    preamble = (f"import importlib.util, sys\n"
+                f"spec = importlib.util.spec_from_file_location({module!r}, {str(path)!r})\n"
+                f"extension = importlib.util.module_from_spec(spec)\n"
+                f"spec.loader.exec_module(extension)\n"
+                f"sys.modules[{module!r}] = extension\n")
+    env = {**os.environ, "LD_PRELOAD": LIBASAN, "ASAN_OPTIONS": "detect_leaks=0", "PYTHONMALLOC": "malloc",
+           "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+    return subprocess.run([sys.executable, "-c", preamble + program], env=env, capture_output=True, text=True,
+                          timeout=300, cwd=ROOT)
+
+
+KERNELS = """
+def kinds(a: f64[N], i: i32[N], j: i64[N], t: bool[N], s: f64, k: i64, flag: bool) -> (f64[N], i32[N], i64[N], bool[N], f64):
+    return where(t, a * s, a), i + i, j * k, ~t, s if flag else 0.0
+
+def shapes(x: f32[N, M]) -> (f32[M, N], f32[N], f32):
+    return transpose(x), sum(x, axis=1), sum(x)
+
+def scaled(x: f32[N]) -> f32[N]:
+    return x * 2.0
+
+def fourth(x: f64[M]) -> f64:
+    return x[3]
+
+def walk(x: f64[T], k: f64) -> f64:
+    s = 0.0
+    for i in range(T):
+        s = sin(s * k + x[i])
+    return s
+
+def forever(x: f64) -> f64:
+    while x > 0.0:
+        x = x + 1.0
+    return x
+"""
+MANY = 70       # parameters: more argument slots than the extension keeps on its stack
+
+DRIVE = f"""
+import os, signal, threading
+import numpy as np, adc
+from adc.runtime import buffers, kernel
+assert kernel.native_call is extension and kernel.Kernel.run_bound is kernel.Kernel._run_native
+
+def raises(error, call, *args):
+    try:
+        call(*args)
+    except error:
+        return
+    raise AssertionError(f"{{call}} did not raise {{error.__name__}}")
+
+m = adc.compile({KERNELS!r}, "asan.adc")
+n = 7
+a, i, j, t = np.linspace(-1, 1, n), np.arange(n, dtype=np.int32), np.arange(n), np.arange(n) % 2 == 0
+got = m.kinds(a, i, j, t, 2.0, 3, True)
+np.testing.assert_array_equal(np.asarray(got[0]), np.where(t, a * 2.0, a))
+assert np.asarray(got[1]).dtype == np.int32 and list(np.asarray(got[2])) == list(j * 3) and float(got[4]) == 2.0
+x = np.arange(12, dtype=np.float32).reshape(3, 4)
+transposed, rows, total = m.shapes(x)
+np.testing.assert_array_equal(np.asarray(transposed), x.T)
+assert float(total) == 66.0 and m.shapes(np.zeros((0, 5), np.float32))[0].shape == (5, 0)
+assert m.scaled(np.zeros(0, np.float32)).shape == (0,)
+large = m.scaled(np.ones(buffers.MIN_BYTES // 4 + 1, np.float32))        # a pooled block
+assert float(np.asarray(large)[-1]) == 2.0
+wide = adc.compile("def wide({', '.join(f'a{k}: f64' for k in range(MANY))}) -> f64:\\n"
+                   "    return {' + '.join(f'a{k}' for k in range(MANY))}\\n", "wide.adc")
+assert float(wide.wide(*map(float, range({MANY})))) == {MANY * (MANY - 1) // 2}
+
+raises(TypeError, m.kinds, a, j, j, t, 2.0, 3, True)                     # a dtype
+raises(ValueError, m.kinds, a, i[:3], j, t, 2.0, 3, True)                # a shape
+raises(ValueError, m.fourth, np.zeros(2))                                # a failing status
+assert float(m.fourth(np.arange(5.0))) == 3.0
+
+os.environ["ADC_BOUNDS_MISINDEX"] = "result"
+checked = adc.compile({KERNELS!r}, "asan_checked.adc", check_bounds=True)
+raises(adc.BoundsError, checked.scaled, np.ones(5, np.float32))
+del os.environ["ADC_BOUNDS_MISINDEX"]
+
+signal.signal(signal.SIGINT, lambda *args: None)
+m.forever(-1.0)
+{INTERRUPTED}
+assert interrupted(m.forever, 1.0)
+
+def calls():
+    for _ in range(200):
+        assert float(np.asarray(m.scaled(np.ones(64, np.float32)))[-1]) == 2.0
+workers = [threading.Thread(target=calls) for _ in range(2)]
+for w in workers:
+    w.start()
+for w in workers:
+    w.join()
+
+x = adc.Variable(np.linspace(-1, 1, 20))
+with adc.GradientTape() as tape:
+    y = m.walk(x, 0.7)
+    z = m.scaled(np.ones(3, np.float32))
+grad = np.asarray(tape.gradient(y, x))
+assert grad.shape == (20,) and np.isfinite(grad).all()
+print("asan child ran")
+"""
+
+OVERFLOW = """\
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+static PyObject *overflow(PyObject *module, PyObject *unused)
+{
+    volatile Py_ssize_t past = 8;
+    char *block = PyMem_Malloc(8);
+    block[past] = 1;
+    PyMem_Free(block);
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef methods[] = {{"overflow", overflow, METH_NOARGS, "write one byte past a PyMem block"},
+                                {NULL, NULL, 0, NULL}};
+static struct PyModuleDef definition = {PyModuleDef_HEAD_INIT, "overflow", NULL, -1, methods};
+
+PyMODINIT_FUNC PyInit_overflow(void)
+{
+    return PyModule_Create(&definition);
+}
+"""
+
+
+def test_the_c_call_path_is_clean_under_asan(tmp_path):
+    path = build(ROOT / "adc" / "runtime" / "native_call.c", "native_call", tmp_path)
+    done = run_with_asan(DRIVE, "adc.runtime.native_call", path)
+    assert "AddressSanitizer" not in done.stderr, done.stderr[-6000:]
+    assert done.returncode == 0 and "asan child ran" in done.stdout, done.stderr[-6000:]
+
+
+def test_the_harness_reports_a_heap_overflow_in_an_extension(tmp_path):
+    source = tmp_path / "overflow.c"
+    source.write_text(OVERFLOW)
+    done = run_with_asan("extension.overflow()\nprint('not caught')\n", "overflow", build(source, "overflow", tmp_path))
+    assert done.returncode != 0 and "not caught" not in done.stdout
+    assert "AddressSanitizer: heap-buffer-overflow" in done.stderr and "overflow.c" in done.stderr, done.stderr[-3000:]
