@@ -19,6 +19,7 @@ import llvmlite.ir as ir
 from adc.abi import STATUS_NO_MEMORY
 from adc.codegen.lowering import bounds
 from adc.codegen.lowering.declarations import libc
+from adc.codegen.lowering.element_types import ELEMENT_BYTES
 from adc.codegen.lowering.fusion import Plan
 from adc.codegen.lowering.loops import I8, I32, I64, NOWRAP, PTR, i64
 from adc.codegen.lowering.rules.control_flow import CARRYING
