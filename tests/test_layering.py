@@ -10,6 +10,8 @@ and, for derivatives, on the driver and the passes' analyses — never on codege
 so loading a `.so` needs no llvmlite. adc.dask (kernels over Dask arrays) sits on the runtime.
 The CLI and `adc/__init__` sit on top.
 Every import counts, function-local ones included, and no two layers import each other.
+Below the layers, import circles between modules are tested too: none in adc.runtime, none that
+crosses a folder, and inside a folder only the engines that apply their own rules (ALLOWED_CIRCLES).
 """
 import ast
 from pathlib import Path
@@ -47,14 +49,36 @@ def module_name(path: Path) -> str:
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
+MODULES = {module_name(path): path for path in PACKAGE.rglob("*.py")}
+EXTENSIONS = {module_name(path) for path in PACKAGE.rglob("*.c")}     # built by setup.py from their C source
+
+
+def imports_of(path: Path):
+    """The modules `path` imports, anywhere in it (function-local and TYPE_CHECKING imports too):
+    `from adc.runtime import ops` and `from . import ops` name adc.runtime.ops, `from
+    adc.runtime.ops import add` names adc.runtime.ops. Only the module named counts, not the
+    packages above it whose __init__ runs first (adc/__init__ imports the whole public API)."""
+    package = module_name(path).split(".")
+    if path.name != "__init__.py":
+        package = package[:-1]
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            yield from (alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = ".".join(package[:len(package) - node.level + 1] + [node.module or ""]).strip(".") \
+                if node.level else node.module
+            for alias in node.names:
+                named = f"{base}.{alias.name}"
+                yield named if named in MODULES or named in EXTENSIONS else base
+
+
 def layer_of(module: str) -> str | None:
     return next((name for name in sorted(ALLOWED, key=len, reverse=True)
                  if module == name or module.startswith(name + ".")), None)
 
 
 def adc_imports():
-    for path in PACKAGE.rglob("*.py"):
-        module = module_name(path)
+    for module, path in MODULES.items():
         for imported in imports_of(path):
             if imported.startswith("adc."):
                 yield module, imported
@@ -101,3 +125,94 @@ def test_the_jacobians_use_only_the_tapes_public_methods():
     touched = {node.attr for node in ast.walk(tree) if isinstance(node, ast.Attribute)
                and isinstance(node.value, ast.Name) and node.value.id == "tape" and node.attr.startswith("_")}
     assert not touched, touched
+
+
+# The import circles allowed, each inside one folder: an engine whose rules apply the engine again
+# (a loop's rule differentiates or batches its body with the pass itself). Nothing else may
+# import in a circle, and no circle may cross a folder.
+ALLOWED_CIRCLES = {
+    frozenset({"adc.passes.adjoint", "adc.passes.adjoint_rules", "adc.passes.adjoint_control_flow",
+               "adc.passes.split_vjp"}):
+        "the adjoint pass and its rules: a loop's or branch's rule differentiates its body with the pass, "
+        "and a loop's splits its body's VJP (split_vjp cuts the pass's result in two)",
+    frozenset({"adc.passes.batch", "adc.passes.batch_rules"}):
+        "the batching pass and its rules: a call's, loop's or branch's rule batches its callee or body with the pass",
+    frozenset({"adc.passes.jvp", "adc.passes.tangent_rules"}):
+        "the JVP pass and its rules: a loop's or branch's rule pushes tangents through its body with the pass",
+    frozenset({"adc.frontend.elaborate", "adc.frontend.control_flow", "adc.frontend.custom_gradient"}):
+        "the elaborator and its statement rules for loops, branches and custom gradients, which elaborate "
+        "their bodies with it",
+    frozenset({"adc.codegen.lower", "adc.codegen.bounds", "adc.codegen.control_flow"}):
+        "lowering and its rules for control flow and bounds checks, which take the lowering's Emitter",
+}
+
+
+def import_graph(modules) -> dict[str, set[str]]:
+    """Module -> the modules of `modules` it imports (itself excluded)."""
+    return {m: {i for i in imports_of(MODULES[m]) if i in modules and i != m} for m in modules}
+
+
+def circles(graph: dict[str, set[str]]) -> list[set[str]]:
+    """The strongly connected components of more than one module (Tarjan's algorithm)."""
+    index, low, stack, on_stack, found = {}, {}, [], set(), []
+
+    def visit(v):
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in sorted(graph[v]):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = set()
+            while not component or v not in component:
+                component.add(stack.pop())
+            on_stack.difference_update(component)
+            if len(component) > 1:
+                found.append(component)
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return found
+
+
+def shown(component: set[str], graph: dict[str, set[str]]) -> str:
+    return "\n".join(f"  {m} imports {', '.join(sorted(graph[m] & component))}" for m in sorted(component))
+
+
+def test_the_runtime_imports_in_no_circle():
+    """adc.runtime's modules stand in layers (docs/architecture.md): the recording protocol under
+    Kernel, the differentiation API above the eager ops. A function-local import counts: one that
+    closes a circle only hides it."""
+    graph = import_graph([m for m in MODULES if m == "adc.runtime" or m.startswith("adc.runtime.")])
+    found = circles(graph)
+    assert not found, "\n".join(f"an import circle of {len(c)} modules:\n{shown(c, graph)}" for c in found)
+
+
+def test_no_import_circle_crosses_a_folder_and_those_inside_one_are_allowed():
+    graph = import_graph(MODULES)
+    wrong = []
+    for component in circles(graph):
+        folders = {MODULES[m].parent for m in component}
+        if len(folders) > 1:
+            wrong.append(f"a circle across {', '.join(sorted(str(f.relative_to(PACKAGE.parent)) for f in folders))}:")
+        elif not any(component <= allowed for allowed in ALLOWED_CIRCLES):
+            wrong.append("a circle not in ALLOWED_CIRCLES:")
+        else:
+            continue
+        wrong.append(shown(component, graph))
+    assert not wrong, "\n".join(wrong)
+
+
+def test_derivatives_are_kept_by_what_they_are_built_from():
+    """A kernel's derivatives live in its DerivativeCache (adc/runtime/derivative_cache.py), not in
+    side tables of other modules keyed on kernels or their libraries."""
+    tables = [f"{module} line {node.lineno}" for module, path in MODULES.items() if module.startswith("adc.runtime.")
+              for node in ast.walk(ast.parse(path.read_text()))
+              if isinstance(node, ast.Attribute) and node.attr == "WeakKeyDictionary"
+              or isinstance(node, ast.Name) and node.id == "WeakKeyDictionary"]
+    assert not tables, "\n".join(tables)

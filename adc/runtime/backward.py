@@ -1,6 +1,6 @@
 """The backward walk over a tape's recorded calls: GradientTape.gradient and the Jacobians share it.
 
-`walk` visits the recorded calls (tape.Node) that depend on a source, last first.
+`walk` visits the recorded calls (recording.Node) that depend on a source, last first.
 Each call's VJP maps its results' cotangents to its arguments'; cotangents reaching
 the same tensor are summed with the eager `add`. The VJPs and sums are kernel calls,
 so an enclosing tape records the walk itself: that is all higher orders need.
@@ -11,7 +11,7 @@ Two parameters are where the callers differ:
   values' ids), what its kernel takes before the cotangents (the primals, and any
   residuals), and the sizes of its dims when the forward call bound them (a split VJP's
   backward, run without checking its arguments again: Kernel.run_bound), else None.
-  `tape.walk_vjp()` (gradient, and the Jacobians' seed-at-a-time route) gives the call's
+  `walk_vjp()` (gradient, and the Jacobians' seed-at-a-time route) gives the call's
   split backward or its kernel's VJP; jacobians.py gives the batched VJP, which takes
   cotangents with a leading seed axis.
 - `seed_count`: None when a cotangent has its value's shape; S when it is
@@ -33,6 +33,8 @@ from typing import Callable, Sequence
 
 import numpy as np
 
+from adc.runtime.ops import add
+from adc.runtime.recording import Node, thread_state
 from adc.runtime.tensor import Tensor
 
 _NONES = repeat(None)
@@ -83,8 +85,24 @@ def walk(nodes: Sequence, targets: Sequence, seeds: Sequence, sources: Sequence,
         for i, ct in zip(derivative.wrt, outgoing):
             key = id(inputs[i])     # (_accumulate, inlined: this loop is the walk's hot path)
             if key in live:
-                cts[key] = _add(cts[key], ct) if key in cts else ct
+                cts[key] = add(cts[key], ct) if key in cts else ct
     return list(map(get, map(id, sources)))
+
+
+def walk_vjp():
+    """The VJP lookup (`walk`'s `vjp`) for a walk over recorded calls starting now: each
+    call's split backward, on the values and residuals it saved, while no tape records the walk;
+    else (an enclosing tape differentiates the walk again, which needs it) the kernel's whole VJP,
+    on the primals (a Variable itself, so the enclosing tape connects the VJP call to it)."""
+    return _kernel_vjp if thread_state.recording else _split_vjp
+
+
+def _kernel_vjp(node: Node, live: set[int]):
+    return node.kernel.derivative(node.wanted(live)), node.primals(), None
+
+
+def _split_vjp(node: Node, live: set[int]):
+    return node.saved if node.saved is not None else _kernel_vjp(node, live)
 
 
 def _shapes_match(cts: Sequence[Tensor], values: Sequence[Tensor]) -> bool:
@@ -101,13 +119,7 @@ _shape = attrgetter("shape")
 def _accumulate(cts: dict, live: set, key: int, ct: Tensor) -> None:
     """Add `ct` to the cotangent of the value `key` names, if it is on a path from a source."""
     if key in live:
-        cts[key] = _add(cts[key], ct) if key in cts else ct
-
-
-def _add(a: Tensor, b: Tensor) -> Tensor:
-    from adc.runtime.ops import add     # ops sits above the tape, whose gradient() walks
-
-    return add(a, b)
+        cts[key] = add(cts[key], ct) if key in cts else ct
 
 
 def _zeros(result: Tensor, seed_count: int | None) -> Tensor:

@@ -36,7 +36,7 @@ import numpy as np
 from adc.runtime.derivatives import Derivative
 from adc.runtime.nest import flatten, pack
 from adc.runtime.ops import convert_to_tensor
-from adc.runtime.tape import record, thread_state
+from adc.runtime.recording import Recorder, record, thread_state
 from adc.runtime.tensor import Tensor
 from adc.runtime.variable import Variable
 
@@ -121,7 +121,7 @@ class CustomGradientCall:
         return grad
 
 
-class _VariableWatcher:
+class _VariableWatcher(Recorder):
     """Sits on the recording stack while `f` runs and notes the trainable Variables it reads."""
 
     def __init__(self):

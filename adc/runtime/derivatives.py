@@ -23,20 +23,20 @@ metadata) and says where its VJPs come from (`gradients`, see adc/abi.py):
     derive(m.square)    # square(x: f32[N]) -> f32[N]
                         #   ==> (square_vjp(x: f32[N], ct: f32[N]) -> f32[N], wrt=(0,))
 
+Each kernel holds its module's GradientSource (`Kernel.gradient_source`) and keeps
+what it derives in its own cache (`Kernel.derived`, adc/runtime/derivative_cache.py).
 The driver is imported on first use, so loading a shared object needs neither it nor llvmlite.
 """
 from __future__ import annotations
 
-import weakref
 from dataclasses import dataclass, field
 from typing import Callable
 
 from adc import locks
 from adc.abi import GRADIENTS_DERIVED, GRADIENTS_EMBEDDED, GRADIENTS_NONE, ModuleInfo
 from adc.errors import CompileError
+from adc.runtime.derivative_cache import DerivativeCache
 
-_parsed: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()   # native library -> IR Module
-_sources: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # native library -> GradientSource
 _lock = locks.lock(reentrant=True)
 
 
@@ -64,27 +64,34 @@ class Derivative:
 NONE = Derivative(None, (), ())
 
 
-@dataclass(frozen=True)
 class GradientSource:
-    """What a loaded module's metadata says about its VJPs: the embedded ones by kernel name,
-    and why a kernel has none (`missing`); `open_module(library, origin)` is the loader that
-    opens the libraries of derivatives compiled from its IR."""
+    """Where the kernels of one loaded module get their VJPs, each kernel holding it: what the
+    module's metadata `info` says (the IR it carries, how its VJPs come), the embedded VJPs by
+    kernel name (`embed`) and why a kernel has none (`missing`); `open_module(library, origin)`
+    is the loader that opens the libraries of derivatives compiled from its IR."""
 
-    origin: str
-    info: ModuleInfo
-    embedded: dict[str, Derivative]
-    missing: dict[str, str]
-    open_module: Callable
+    def __init__(self, origin: str, info: ModuleInfo, open_module: Callable):
+        self.origin = origin
+        self.info = info
+        self.open_module = open_module
+        self.embedded: dict[str, Derivative] = {}
+        self.missing = {v.of: v.missing for v in info.vjps if v.missing}
+        self.derived = DerivativeCache()
 
+    def embed(self, vjp_kernels: dict[str, object]) -> None:
+        """Take the module's embedded VJP kernels by name, once the loader has wrapped them (as
+        kernels of this module, they hold this source: their own VJPs come from its IR)."""
+        self.embedded = {v.of: Derivative(vjp_kernels[v.kernel.name], v.wrt, v.passthrough) if v.kernel else NONE
+                         for v in self.info.vjps if not v.missing}
 
-def register(library, origin: str, info: ModuleInfo, vjp_kernels: dict[str, object], open_module: Callable) -> None:
-    """Remember where the kernels of `library` get their VJPs (`vjp_kernels`: the embedded
-    VJP kernels by name, wrapped by the loader `open_module`)."""
-    embedded = {v.of: Derivative(vjp_kernels[v.kernel.name], v.wrt, v.passthrough) if v.kernel else NONE
-                for v in info.vjps if not v.missing}
-    missing = {v.of: v.missing for v in info.vjps if v.missing}
-    with _lock:
-        _sources[library] = GradientSource(origin, info, embedded, missing, open_module)
+    def parsed_ir(self):
+        """The IR module the library was compiled from, parsed once (for analyses of it)."""
+        return self.derived.get("parsed_ir", None, self._parse)
+
+    def _parse(self):
+        from adc.ir.parser import parse_module      # lark: only analyses need it
+
+        return parse_module(self.info.ir, self.info.name)
 
 
 def derive(kernel, wanted: tuple[int, ...] | None = None) -> Derivative:
@@ -101,8 +108,8 @@ def embedded_derivative(kernel) -> Derivative | None:
     """The kernel's embedded VJP (for all its params: it covers every request), or None when it
     is to be derived from the module's IR; LookupError when its module says it has none (built
     with --no-gradients, or no VJP could be built). Anything deriving from IR asks this first."""
-    source = _sources.get(kernel._owner)
-    if source is None or source.info.gradients not in (GRADIENTS_EMBEDDED, GRADIENTS_NONE):
+    source = kernel.gradient_source
+    if source.info.gradients not in (GRADIENTS_EMBEDDED, GRADIENTS_NONE):
         return None
     name = kernel.signature.name
     if source.info.gradients == GRADIENTS_NONE:
@@ -119,7 +126,7 @@ def compiled(kernel, derivation: str, wanted: tuple[int, ...] | None, why_compil
     "jacobian", "jacfwd", "hessian", "hvp", ...) compiled from the IR its module carries, opened
     like any module.
     LookupError, saying `why_compiler` it was needed, when the compiler cannot be imported."""
-    source = _sources[kernel._owner]
+    source = kernel.gradient_source
     try:
         _driver()
     except ImportError as err:
@@ -166,8 +173,8 @@ def split(kernel, wanted: tuple[int, ...]) -> Split | None:
     tape's gradient() then reports it). Where the VJP calls nothing (it passes its cotangents
     through, as an add's, or none reaches a param) the forward is the kernel itself, and the backward
     walk finds that on the node instead of asking the kernel again at every gradient."""
-    source = _sources.get(kernel._owner)
-    if source is None or source.info.gradients != GRADIENTS_DERIVED:
+    source = kernel.gradient_source
+    if source.info.gradients != GRADIENTS_DERIVED:
         return None
     try:
         derived, module = _open_derived(source, kernel, "split_vjp", wanted)
@@ -181,13 +188,3 @@ def split(kernel, wanted: tuple[int, ...]) -> Split | None:
     return Split(module[derived.forward], Derivative(backward, derived.wrt, derived.passthrough), n_results,
                  backward.signature.dims == kernel.signature.dims)
 
-
-def module_ir(library):
-    """The IR module a native library was compiled from, parsed once (for analyses of it)."""
-    from adc.ir.parser import parse_module      # lark: only analyses need it
-
-    with _lock:
-        if library not in _parsed:
-            info = _sources[library].info
-            _parsed[library] = parse_module(info.ir, info.name)
-        return _parsed[library]

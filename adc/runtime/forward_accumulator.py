@@ -34,12 +34,13 @@ import numpy as np
 from adc.runtime.functional import pushed, tangent_derivative
 from adc.runtime.kernel import Kernel
 from adc.runtime.nest import flatten, flatten_like, pack
-from adc.runtime.tape import UnconnectedGradients, thread_state
+from adc.runtime.recording import Recorder, thread_state
 from adc.runtime.tensor import Tensor, constant
+from adc.runtime.unconnected import UnconnectedGradients
 from adc.runtime.variable import Variable
 
 
-class ForwardAccumulator:
+class ForwardAccumulator(Recorder):
     """Computes the JVP of every kernel call made inside its `with` block w.r.t. `primals`
     (a Tensor or Variable, or a nest of lists, tuples and dicts of them) along `tangents` (the
     same structure, with a tensor, array, number or nested list of numbers per primal)."""
@@ -76,7 +77,7 @@ class ForwardAccumulator:
             return found
         return pack(primals, map(tangent_of, flatten(primals)))
 
-    # the recorder protocol of thread_state.recording (adc/runtime/tape.py)
+    # the recorder protocol of thread_state.recording (adc/runtime/recording.py)
 
     def watching(self, args: tuple) -> tuple[int, ...]:
         """The positions of the arguments that have a tangent."""

@@ -30,13 +30,10 @@ import weakref
 
 import numpy as np
 
-from adc import locks
 from adc.runtime.derivatives import compiled, embedded_derivative
 from adc.runtime.kernel import Kernel
 from adc.runtime.tensor import Tensor, constant
 
-_cache: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()   # Kernel -> {(transform, wrt): Kernel}
-_lock = locks.lock()
 MODES = ("auto", "forward", "reverse")
 # (transform, mode) -> compiler.DERIVATIONS
 DERIVATIONS = {("grad", None): "gradient", ("value_and_grad", None): "value_and_gradient", ("hvp", None): "hvp", ("jvp", None): "jvp",
@@ -109,7 +106,7 @@ def jvp(kernel: Kernel, primals, tangents):
             raise TypeError(f"adc.jvp: parameter '{name}' of {sig.name} is {t}; give None as its tangent")
     wanted = tuple(i for i, tangent in enumerate(tangents) if tangent is not None)
     embedded_derivative(kernel)     # a --no-gradients module raises its LookupError
-    derivative = _cached(kernel, ("jvp", None, wanted), lambda: compiled(kernel, "jvp", wanted)) if wanted else None
+    derivative = kernel.derived.get("jvp", wanted, lambda: compiled(kernel, "jvp", wanted)) if wanted else None
     n = len(sig.result_types)
     if derivative is None or derivative.kernel is None:
         outputs = kernel(*primals)
@@ -127,7 +124,7 @@ def tangent_derivative(kernel: Kernel, wanted: tuple[int, ...]):
     derivatives.Derivative whose kernel maps (primals, tangents of wrt) to the float results'
     tangents (ForwardAccumulator pushes tangents with it)."""
     embedded_derivative(kernel)     # a --no-gradients module raises its LookupError
-    return _cached(kernel, ("jvp_tangents", None, wanted), lambda: compiled(kernel, "jvp_tangents", wanted))
+    return kernel.derived.get("jvp_tangents", wanted, lambda: compiled(kernel, "jvp_tangents", wanted))
 
 
 def pushed(derivative, primals, moving: list) -> tuple:
@@ -177,13 +174,14 @@ def transformed(transform: str, kernel: Kernel, wrt, mode: str | None = None) ->
     _check_result(transform, kernel, wanted)
     embedded_derivative(kernel)     # a --no-gradients module raises its LookupError
     derivation = DERIVATIONS[transform, mode]
-    return _cached(kernel, (transform, mode, wanted),
-                   lambda: _shippable(compiled(kernel, derivation, wanted), transform, kernel, wanted, mode)).kernel
+    return kernel.derived.get(transform, (mode, wanted), lambda: _shippable(
+        compiled(kernel, derivation, wanted), transform, kernel, wanted, mode)).kernel
 
 
 def _shippable(derivative, transform: str, kernel: Kernel, wanted: tuple[int, ...], mode: str | None):
     """`derivative`, its kernel pickled as `transformed(transform, kernel, wanted, mode)`. It holds
-    its base kernel weakly: the cache above keys on that kernel, and must not keep it alive."""
+    its base kernel weakly: the base kernel's cache (`derived`) holds it, and a strong reference back
+    would make a cycle that only the garbage collector frees (with the native libraries it holds)."""
     if derivative.kernel is not None:
         derivative.kernel.recipe = functools.partial(_recipe, transform, weakref.ref(kernel), wanted, mode)
     return derivative
@@ -191,14 +189,6 @@ def _shippable(derivative, transform: str, kernel: Kernel, wanted: tuple[int, ..
 
 def _recipe(transform: str, kernel: weakref.ref, wanted: tuple[int, ...], mode: str | None) -> tuple:
     return transformed, (transform, kernel(), wanted, mode)
-
-
-def _cached(kernel: Kernel, key: tuple, compile_it):
-    with _lock:
-        cache = _cache.setdefault(kernel, {})
-        if key not in cache:
-            cache[key] = compile_it()
-        return cache[key]
 
 
 def parameter_indices(transform: str, kernel: Kernel, wrt) -> tuple[int, ...]:

@@ -37,26 +37,22 @@ import math
 import numbers
 import os
 import warnings
-import weakref
 
 import numpy as np
 
-from adc import locks
-from adc.passes.example_axis import MIXED
-from adc.runtime.backward import walk
-from adc.runtime.derivatives import Derivative, compiled, embedded_derivative, module_ir
+from adc.runtime.backward import walk, walk_vjp
+from adc.runtime.derivatives import Derivative, compiled, embedded_derivative
 from adc.runtime import functional
 from adc.runtime.kernel import Kernel
 from adc.runtime.nest import flatten, pack
-from adc.runtime.tape import Node, UnconnectedGradients, walk_vjp
+from adc.runtime.ops import concat, reshape, transpose
+from adc.runtime.recording import Node
 from adc.runtime.tensor import Tensor
+from adc.runtime.unconnected import UnconnectedGradients
 from adc.runtime.variable import Variable
 
 DEFAULT_MEMORY_MB = 256    # what a Jacobian's blocks of seeds may take at once, unless told otherwise
 _JOIN_ARITY = 8     # blocks joined per concat call: few concat kernels to compile, whatever S is
-_batched: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()    # Kernel -> {wanted: Derivative}
-_lock = locks.lock(reentrant=True)
-_mixing: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()     # Kernel -> {(param, axis): result axes}
 
 
 def jacobian(tape, target, sources, unconnected_gradients=UnconnectedGradients.NONE,
@@ -84,8 +80,6 @@ def batch_jacobian(tape, target, source, unconnected_gradients=UnconnectedGradie
                    parallel_iterations=None, experimental_use_pfor=True, allow_cross_example=False,
                    mode="auto", memory_limit_mb=None):
     """d target[b, i...] / d source[b, j...] per example b: shape [b, *target.shape[1:], *source.shape[1:]]."""
-    from adc.runtime.ops import transpose
-
     target, (source,), unconnected, chunk = _arguments("batch_jacobian", target, [source],
                                                        unconnected_gradients, parallel_iterations,
                                                        experimental_use_pfor=experimental_use_pfor,
@@ -181,8 +175,6 @@ def _block_size(path: list[Node], seeded, total: int, chunk, budget: int, result
 
 
 def _seed_axis_last(t):
-    from adc.runtime.ops import transpose
-
     return transpose(t, (*range(1, t.ndim), 0)) if t.ndim > 1 else t
 
 
@@ -291,8 +283,6 @@ def _walk(nodes, target, seeds: Tensor, sources) -> list:
 def _join(blocks: list):
     """The blocks [s, ...] concatenated on the seed axis; None when the source is unconnected
     (connection does not depend on the seed, so one block tells)."""
-    from adc.runtime.ops import concat
-
     if blocks[0] is None:
         return None
     parts = blocks
@@ -303,8 +293,6 @@ def _join(blocks: list):
 
 
 def _reshape(t, shape: tuple):
-    from adc.runtime.ops import reshape
-
     return t if t.shape == shape else reshape(t, shape)
 
 
@@ -316,22 +304,18 @@ def batched_vjp(node: Node, live: set[int]) -> tuple[Derivative, list, None]:
 def batched_derivative(kernel, wanted: tuple[int, ...]) -> Derivative:
     """The kernel's VJP over a leading seed axis of its cotangents (primal args shared), for the
     `wanted` params: compiled on first use, like Kernel.derivative."""
-    with _lock:
-        cache = _batched.setdefault(kernel, {})
-        if wanted not in cache:
-            cache[wanted] = _derive_batched(kernel, wanted)
-        return cache[wanted]
+    return kernel.derived.get("vjp_batched", wanted, lambda: _derive_batched(kernel, wanted))
 
 
 def batched_tangents(kernel, wanted: tuple[int, ...]) -> Derivative:
     """The kernel's tangents-only JVP over a leading seed axis of its tangents (primal args shared),
     for the `wanted` params: compiled on first use."""
-    with _lock:
-        cache = _batched.setdefault(kernel, {})
-        if ("jvp", wanted) not in cache:
-            embedded_derivative(kernel)
-            cache["jvp", wanted] = compiled(kernel, "jvp_batched", wanted)
-        return cache["jvp", wanted]
+    return kernel.derived.get("jvp_batched", wanted, lambda: _derive_batched_tangents(kernel, wanted))
+
+
+def _derive_batched_tangents(kernel, wanted: tuple[int, ...]) -> Derivative:
+    embedded_derivative(kernel)     # a --no-gradients module raises its LookupError
+    return compiled(kernel, "jvp_batched", wanted)
 
 
 def _derive_batched(kernel, wanted: tuple[int, ...]) -> Derivative:
@@ -399,6 +383,8 @@ def _crossing_calls(path: list[Node], source, target) -> list[str]:
     examples do not end on its axis 0. The examples' axis is followed through each call by the
     IR analysis `example_axes` (adc/passes/example_axis.py); a call with a Python backward
     (adc.custom_gradient) is not looked into: its results keep the examples on axis 0."""
+    from adc.passes.example_axis import MIXED   # the IR analyses load with the first batch_jacobian, not with adc
+
     axes, crossing = {id(source): 0}, []
     for node in path:
         if not isinstance(node.kernel, Kernel):
@@ -422,10 +408,7 @@ def _crossing_calls(path: list[Node], source, target) -> list[str]:
 
 def _example_axes(kernel, param: int, axis: int) -> tuple:
     """Per result of `kernel`, where the examples of `param` along `axis` go (from the IR, cached)."""
-    from adc.passes.example_axis import function_example_axes
+    from adc.passes.example_axis import function_example_axes    # as MIXED above: loaded on first use
 
-    with _lock:
-        cache = _mixing.setdefault(kernel, {})
-        if (param, axis) not in cache:
-            cache[(param, axis)] = function_example_axes(module_ir(kernel._owner), kernel.signature.name, param, axis)
-        return cache[(param, axis)]
+    return kernel.derived.get("example_axes", (param, axis), lambda: function_example_axes(
+        kernel.gradient_source.parsed_ir(), kernel.signature.name, param, axis))

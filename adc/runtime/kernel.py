@@ -12,9 +12,11 @@ Calls with Tensors and Variables of the right dtypes and ranks take a lean path
 path, which also writes the errors. Both end in `run_bound`, which fills the C ABI's
 arguments, allocates the results and calls: in C (adc/runtime/native_call.c) where
 setup.py built it, else in Python through ctypes (`_run_in_python`). Every call
-is offered to the active GradientTapes (adc/runtime/tape.py), and `derivative()`
-gives the kernel's VJP as another Kernel, compiled on first use
-(adc/runtime/derivatives.py).
+is offered to the recorders of its thread (adc/runtime/recording.py: the tapes,
+forward accumulators...), and `derivative()` gives the kernel's VJP as another Kernel,
+compiled on first use (adc/runtime/derivatives.py) and kept in the kernel's
+DerivativeCache (`derived`, adc/runtime/derivative_cache.py) with every other
+derivative built of it.
 
     m.dense_relu(x, w, b)   # ValueError: dense_relu: parameter 'w' dimension 0 (I) is 5,
                             #             but I = 4 from parameter 'x'
@@ -32,8 +34,10 @@ import numpy as np
 from adc.abi import STATUS_BOUNDS, STATUS_INTERRUPTED, STATUS_OK, STATUS_SHAPES, KernelSignature
 from adc.runtime import buffers, derivatives, interrupts
 from adc.runtime.bounds_error import bounds_error
+from adc.ir.shapes import constraints, region_constraints
 from adc.ir.types import SymDim, TensorType, evaluate_dim
-from adc.runtime.tape import GradientTape, record, recordable, thread_state
+from adc.runtime.derivative_cache import DerivativeCache
+from adc.runtime.recording import record, recordable, thread_state
 from adc.runtime.tensor import Tensor
 from adc.runtime.variable import Variable
 
@@ -47,7 +51,6 @@ else:
 _KERNEL_CFUNC = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p)
 _PYTHON_VALUES = (bool, int, float, list, tuple)
 _SLOW = None   # what the lean path returns when a call needs the checked path
-_UNKNOWN = object()     # a split VJP not asked for yet
 _NO_SIZES: list = []    # the sizes of a kernel of scalar params (never written)
 
 
@@ -58,8 +61,11 @@ def _count(n: int, noun: str) -> str:
 class Kernel:
     """One kernel of a compiled module; call it like a Python function."""
 
-    def __init__(self, signature: KernelSignature, owner: Any, recipe: Callable[[], tuple] | None = None):
+    def __init__(self, signature: KernelSignature, owner: Any, gradient_source: derivatives.GradientSource,
+                 recipe: Callable[[], tuple] | None = None):
         self.signature = signature
+        self.gradient_source = gradient_source   # where its VJPs come from: its module's (derivatives.py)
+        self.derived = DerivativeCache()        # every derivative built of it
         # how another process rebuilds the kernel: called when it is pickled, it gives what
         # __reduce__ returns — (getitem, (module, name)) for a module's kernel, the transform of its
         # base kernel for a derivative (module.py, functional.py)
@@ -81,8 +87,6 @@ class Kernel:
         self._result_slot = len(signature.dims) + len(signature.param_types)
         self._plans = threading.local()     # per thread: an argument buffer and the call bound to it
         self.float_results = any(t.dtype.is_float for t in signature.result_types)
-        self._derivatives: dict = {}    # wanted params -> derivatives.Derivative
-        self._splits: dict = {}         # wanted params -> derivatives.Split or None
         self.__name__ = signature.name
         self.__doc__ = f"adc kernel {signature}"
         self.__signature__ = inspect.Signature(
@@ -136,12 +140,13 @@ class Kernel:
 
     def _recorded_run(self, recording: list, args: tuple, tensors: list[Tensor], sizes: list[int],
                       lean: bool) -> tuple:
-        """Run the call and offer it to the recorders. A single tape keeps it only if it watches an
-        argument (no work for a call nobody differentiates), with the split VJP (derivatives.split)
-        for the params it watches; under nested tapes, which differentiate the gradient computation
-        and so need the kernel's whole VJP, or other recorders, each keeps the plain call. `lean`: every argument
-        is a Tensor or Variable, so the tape can keep them as they are (tape.recordable)."""
-        if len(recording) != 1 or type(recording[0]) is not GradientTape:     # a ForwardAccumulator splits nothing
+        """Run the call and offer it to the recorders. A lone tape (`takes_split_vjps`) keeps it only
+        if it watches an argument (no work for a call nobody differentiates), with the split VJP
+        (derivatives.split) for the params it watches; under nested tapes, which differentiate the
+        gradient computation and so need the kernel's whole VJP, or other recorders, each keeps the
+        plain call. `lean`: every argument is a Tensor or Variable, so the tape can keep them as they
+        are (recording.recordable)."""
+        if len(recording) != 1 or not recording[0].takes_split_vjps:
             results = self.run_bound(tensors, sizes)
             record(self, args, tensors, results)
             return results
@@ -149,9 +154,7 @@ class Kernel:
         wanted = tape.watching(args)
         if not wanted:
             return self.run_bound(tensors, sizes)
-        split = self._splits.get(wanted, _UNKNOWN)
-        if split is _UNKNOWN:
-            split = self._splits[wanted] = derivatives.split(self, wanted)
+        split = self.derived.get("split_vjp", wanted, lambda: derivatives.split(self, wanted))
         if not lean:
             args, tensors = recordable(args, tensors)
         if split is None:
@@ -170,9 +173,7 @@ class Kernel:
     def derivative(self, wanted: tuple[int, ...] | None = None):
         """The kernel's VJP for the `wanted` params (default all), compiled on first use: a
         `derivatives.Derivative` whose `wrt` lists the params the results depend on."""
-        if wanted not in self._derivatives:
-            self._derivatives[wanted] = derivatives.derive(self, wanted)
-        return self._derivatives[wanted]
+        return self.derived.get("vjp", wanted, lambda: derivatives.derive(self, wanted))
 
     def _entry_address(self) -> int:
         address = self._owner.address(self.signature.symbol)
@@ -459,12 +460,12 @@ def _shape(t: TensorType, env: dict[str, int]) -> tuple[int, ...]:
 def _broken_constraint(kernel: Kernel, env: dict[str, int]) -> SymDim | None:
     """A shape constraint of `kernel`'s regions or callees that `env` breaks, found in the IR its
     module carries (None where it carries none, as for a derived kernel's module)."""
-    from adc.ir.shapes import constraints, region_constraints
+    # the passes load with the first failure that needs them, not with every program
     from adc.passes.expand import expand_custom_gradients
     from adc.passes.inline import inline
 
     try:
-        module = inline(expand_custom_gradients(derivatives.module_ir(kernel._owner)))
+        module = inline(expand_custom_gradients(kernel.gradient_source.parsed_ir()))
     except KeyError:
         return None
     func = module[kernel.signature.name]

@@ -110,10 +110,10 @@ class Module:
         self.shipment = shipment        # what pickle sends; None: a module that cannot leave this process
         info = _read_metadata(library, origin)
         self.info: ModuleInfo = info
-        self._kernels = {sig.name: _kernel(library, sig, origin, functools.partial(_by_name, self, sig.name))
+        gradients = derivatives.GradientSource(origin, info, Module)
+        self._kernels = {sig.name: _kernel(library, sig, origin, gradients, functools.partial(_by_name, self, sig.name))
                          for sig in info.kernels}
-        vjps = {v.kernel.name: _kernel(library, v.kernel, origin) for v in info.vjps if v.kernel}
-        derivatives.register(library, origin, info, vjps, Module)
+        gradients.embed({v.kernel.name: _kernel(library, v.kernel, origin, gradients) for v in info.vjps if v.kernel})
         try:
             threads.attach(library)
         except ValueError as err:
@@ -170,10 +170,11 @@ def _by_name(module: Module, name: str) -> tuple:
     return operator.getitem, (module, name)
 
 
-def _kernel(library: NativeLibrary, sig: KernelSignature, origin: str, recipe=None) -> Kernel:
+def _kernel(library: NativeLibrary, sig: KernelSignature, origin: str, gradients: derivatives.GradientSource,
+            recipe=None) -> Kernel:
     if not library.defines(sig.symbol):
         raise LoadError(f"{origin}: kernel '{sig.name}' is listed but its symbol {sig.symbol} is missing")
-    return Kernel(sig, library, recipe)
+    return Kernel(sig, library, gradients, recipe)
 
 
 def _read_metadata(library: NativeLibrary, origin: str) -> ModuleInfo:

@@ -22,7 +22,7 @@ import numpy as np
 from adc.runtime import axis_ops, ops
 from adc.runtime.namespaces import math_ops
 from adc.runtime.indexing import getitem
-from adc.runtime.tape import thread_state
+from adc.runtime.recording import thread_state
 from adc.runtime.tensor import Tensor
 from adc.runtime.variable import Variable
 

@@ -1,13 +1,13 @@
 """adc.GradientTape: records kernel calls and differentiates through them (tf.GradientTape).
 
-Every kernel call — a user kernel or an eager op, they are the same thing — is
-offered to the tapes recording in this thread (`thread_state.recording`). A
-tape keeps a call when it watches one of the arguments (a watched tensor or
-variable, or a result of a call it kept); its results become watched in turn.
-`gradient()` walks the kept calls backwards (adc/runtime/backward.py): each call's
-VJP kernel (`Kernel.derivative()`) maps its results' cotangents to its arguments'
-(or, for a call recorded by a single tape, the backward half of its split VJP reads
-what its forward half saved: see derivatives.split, and `walk_vjp`). Those VJP
+A tape is a recorder (adc/runtime/recording.py): every kernel call — a user kernel
+or an eager op, they are the same thing — is offered to it while it records. It
+keeps a call when it watches one of the arguments (a watched tensor or variable, or
+a result of a call it kept); its results become watched in turn. `gradient()` walks
+the kept calls backwards (adc/runtime/backward.py): each call's VJP kernel
+(`Kernel.derivative()`) maps its results' cotangents to its arguments' (or, for a
+call recorded by a lone tape, the backward half of its split VJP reads what its
+forward half saved: see derivatives.split, and `backward.walk_vjp`). Those VJP
 calls are kernel calls too, so an enclosing tape records them: nested tapes give
 second and third derivatives with no special case. The Jacobians (jacobians.py)
 take the recorded calls with `take_nodes` and run the same walk.
@@ -22,98 +22,27 @@ never names two objects during the tape's life.
 """
 from __future__ import annotations
 
-import enum
-import threading
 import warnings
 from typing import Any
 
 import numpy as np
 
-from adc.runtime.backward import walk
+from adc.runtime import jacobians
+from adc.runtime.backward import walk, walk_vjp
 from adc.runtime.nest import flatten, pack
+from adc.runtime.recording import Node, Recorder, thread_state
 from adc.runtime.tensor import Tensor, as_array, data_address
+from adc.runtime.unconnected import UnconnectedGradients
 from adc.runtime.variable import Variable
 
 _TENSORS = frozenset((Tensor, Variable))
 _REUSED = "A non-persistent GradientTape can only be used to compute one set of gradients (or jacobians)"
 
 
-class UnconnectedGradients(enum.Enum):
-    """What gradient() returns for a source the target does not depend on."""
-
-    NONE = "none"
-    ZERO = "zero"
-
-    @staticmethod
-    def of(value, where: str) -> "UnconnectedGradients":
-        """`value` ('none', 'zero' or a member) as a member; ValueError naming the parameter otherwise."""
-        if isinstance(value, UnconnectedGradients):     # the usual case, on every gradient() call
-            return value
-        try:
-            return UnconnectedGradients(value)
-        except ValueError:
-            raise ValueError(f"{where}: unconnected_gradients must be 'none', 'zero' or an "
-                             f"adc.UnconnectedGradients, got {value!r}") from None
-
-
-class _ThreadState(threading.local):
-    def __init__(self):
-        self.recording: list[GradientTape] = []
-
-
-thread_state = _ThreadState()
-
-
-def record(kernel, args: tuple, tensors: list[Tensor], results: tuple[Tensor, ...]) -> None:
-    """Offer a finished call to every recorder in this thread (the tapes, and adc.custom_gradient's
-    watcher of variables): each keeps it when `watching(args)` names an argument it watches."""
-    for recorder in thread_state.recording:
-        if recorder.watching(args):
-            recorder.keep(kernel, *recordable(args, tensors), results)
-
-
-def recordable(args: tuple, tensors: list[Tensor]) -> tuple[tuple, list[Tensor]]:
-    """A call's arguments and their tensors as a tape keeps them: a value that is neither a Tensor
-    nor a Variable (a NumPy array its owner may change afterwards, a Python number) becomes a copy."""
-    if _TENSORS.issuperset(map(type, args)):
-        return args, tensors
-    args = tuple([a if type(a) in _TENSORS else Tensor(t._array) for a, t in zip(args, tensors)])
-    return args, [a if type(a) is Tensor else t for a, t in zip(args, tensors)]
-
-
-class Node:
-    """One recorded call: the kernel, its arguments (Tensors and Variables, see `recordable`) and
-    their values then, its results. A backward walk connects calls by the id()s of arguments and
-    results (`keys`, `output_keys`); the node holds them, so an id names one object meanwhile."""
-
-    __slots__ = ("kernel", "inputs", "values", "outputs", "saved")
-
-    def __init__(self, kernel, args: tuple, tensors: list[Tensor], outputs: tuple[Tensor, ...], saved=None):
-        self.kernel = kernel
-        self.inputs, self.values = args, tensors
-        self.outputs = outputs
-        self.saved = saved
-
-    @property
-    def keys(self) -> list[int]:
-        return list(map(id, self.inputs))
-
-    @property
-    def output_keys(self) -> list[int]:
-        return list(map(id, self.outputs))
-
-    def wanted(self, live: set[int]) -> tuple[int, ...]:
-        """The indices of the arguments whose ids are in `live`: those a backward walk wants."""
-        return tuple([i for i, a in enumerate(self.inputs) if id(a) in live])
-
-    def primals(self) -> list:
-        """The arguments for the VJP call: a Variable itself while it still holds the value it had,
-        so an enclosing tape connects the VJP call to it."""
-        return [a if a is v or a._value is v else v for a, v in zip(self.inputs, self.values)]
-
-
-class GradientTape:
+class GradientTape(Recorder):
     """Record operations for automatic differentiation (see the module docstring)."""
+
+    takes_split_vjps = True
 
     def __init__(self, persistent: bool = False, watch_accessed_variables: bool = True):
         self._persistent = bool(persistent)
@@ -252,9 +181,7 @@ class GradientTape:
         forward when `mode` is "forward", or "auto" and the source is smaller than the target. A
         block's seeds take at most `memory_limit_mb` MiB (default ADC_JACOBIAN_MEMORY_MB, else 256)
         or the result's size."""
-        from adc.runtime.jacobians import jacobian
-
-        return jacobian(self, target, sources, unconnected_gradients, parallel_iterations,
+        return jacobians.jacobian(self, target, sources, unconnected_gradients, parallel_iterations,
                         experimental_use_pfor, mode, memory_limit_mb)
 
     def batch_jacobian(self, target, source, unconnected_gradients=UnconnectedGradients.NONE,
@@ -263,9 +190,7 @@ class GradientTape:
         """The per-example Jacobians [b, y1..yn, x1..xm] of target[i] w.r.t. source[i]; raises
         ValueError when the recorded calls mix examples, unless `allow_cross_example`; `mode` and
         `memory_limit_mb` as for `jacobian`, by the per-example sizes."""
-        from adc.runtime.jacobians import batch_jacobian
-
-        return batch_jacobian(self, target, source, unconnected_gradients, parallel_iterations,
+        return jacobians.batch_jacobian(self, target, source, unconnected_gradients, parallel_iterations,
                               experimental_use_pfor, allow_cross_example, mode, memory_limit_mb)
 
 
@@ -295,22 +220,6 @@ class _Paused:
 
     def __exit__(self, *exc) -> None:
         self._tape._push()
-
-
-def walk_vjp():
-    """The VJP lookup (backward.walk's `vjp`) for a walk over recorded calls starting now: each
-    call's split backward, on the values and residuals it saved, while no tape records the walk;
-    else (an enclosing tape differentiates the walk again, which needs it) the kernel's whole VJP,
-    on the primals (a Variable itself, so the enclosing tape connects the VJP call to it)."""
-    return _kernel_vjp if thread_state.recording else _split_vjp
-
-
-def _kernel_vjp(node: Node, live: set[int]):
-    return node.kernel.derivative(node.wanted(live)), node.primals(), None
-
-
-def _split_vjp(node: Node, live: set[int]):
-    return node.saved if node.saved is not None else _kernel_vjp(node, live)
 
 
 def _tensors(structure, what: str) -> list:

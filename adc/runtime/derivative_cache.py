@@ -1,0 +1,52 @@
+"""DerivativeCache: what the runtime builds once from a compiled kernel, kept by the kernel.
+
+A derivative costs a compilation (or an IR analysis), so each is built on first
+request and kept for the life of what it was built from. Every Kernel holds one
+cache (`kernel.derived`), and so does each loaded module's GradientSource (its IR,
+parsed once for the analyses); nothing else in the runtime keeps derivatives. A
+cache dies with its holder: no side table keyed on kernels, no weak references.
+
+Entries are named by a kind and a request, the kind saying which builder made it:
+
+    "vjp", wanted            the kernel's VJP (Kernel.derivative; derivatives.derive)
+    "split_vjp", wanted      its VJP cut in two, for a lone tape (derivatives.split)
+    "vjp_batched", wanted    its VJP over a seed axis; "jvp_batched" the tangents' (jacobians.py)
+    "example_axes", (param, axis)   where a param's examples go (jacobians.py)
+    "jvp" / "jvp_tangents", wanted  its JVP, with and without the primal results (functional.py)
+    "grad", "jacobian"..., (mode, wanted)   a transformed kernel (functional.transformed)
+    "parsed_ir", None        a module's IR, parsed (GradientSource.parsed_ir)
+
+    kernel.derived.get("vjp", (0,), lambda: derivatives.derive(kernel, (0,)))
+"""
+from __future__ import annotations
+
+from typing import Callable, Hashable, TypeVar
+
+from adc import locks
+
+T = TypeVar("T")
+
+# One lock for every build: builds compile, and the driver compiles one derivation at a time anyway.
+# Reentrant: a build may ask for another entry.
+_lock = locks.lock(reentrant=True)
+
+
+class DerivativeCache:
+    """The entries built from one kernel (or module), by (kind, request); see the module docstring."""
+
+    __slots__ = ("_built",)
+
+    def __init__(self):
+        self._built: dict[tuple[str, Hashable], object] = {}
+
+    def get(self, kind: str, request: Hashable, build: Callable[[], T]) -> T:
+        """The entry (kind, request), made by `build()` on its first request: once, whatever the
+        threads asking (a build's exception propagates, and the next request builds again)."""
+        key = (kind, request)
+        try:
+            return self._built[key]
+        except KeyError:
+            with _lock:
+                if key not in self._built:
+                    self._built[key] = build()
+                return self._built[key]
