@@ -15,6 +15,7 @@ import pytest
 
 from adc import compiler
 from adc.codegen.toolchain.target import Target
+from tests.support.interrupts import INTERRUPTED
 
 LOOPS = """
 def forever(x: f64) -> f64:
@@ -44,26 +45,6 @@ def spin(x: f64[N]) -> f64[N]:
 """
 
 ROUTES = {"native": "", "python": "from adc.runtime.kernel import Kernel\nKernel.run_bound = Kernel._run_in_python\n"}
-
-# A child's `interrupted(call, *args)`: whether call(*args) raised KeyboardInterrupt while the
-# process was sent SIGINT every 5 ms (needs os, signal, threading).
-INTERRUPTED = """
-def interrupted(call, *args):
-    done = threading.Event()
-    def ring():
-        while not done.wait(0.005):
-            os.kill(os.getpid(), signal.SIGINT)
-    ringer = threading.Thread(target=ring)
-    ringer.start()
-    try:
-        call(*args)
-    except KeyboardInterrupt:
-        return True
-    finally:
-        done.set()
-        ringer.join()
-    return False
-"""
 
 # After the interrupted call: the kernels run in full again (no interrupt left over), and the
 # blocks of an interrupted call are freed: 30 interrupted calls of a kernel whose carried vector

@@ -21,8 +21,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tests.conftest import ROOT
-from tests.runtime.test_interrupts import INTERRUPTED
+from tests.support.interrupts import INTERRUPTED
+from tests.support.repository import ROOT
 
 ASAN_FLAGS = ["-fsanitize=address", "-fno-omit-frame-pointer", "-g", "-O1"]
 
