@@ -70,22 +70,19 @@ from itertools import accumulate
 from typing import Callable, Iterable, Sequence
 
 from adc.ir.core import Func, Op, Value
-from adc.ir.ops import OPS
+from adc.ir.ops import OPS, with_trait
 
-CONTROL_FLOW = frozenset(name for name, op in OPS.items() if "control_flow" in op.traits)
-MATERIALIZING = frozenset({"reduce_sum", "reduce_max", "reduce_min", "reduce_prod", "matmul",
-                           "argmax", "argmin", "scatter_add", "scatter", "cumsum", "cumprod"}) | CONTROL_FLOW
-INDEX_MAPS = frozenset({"broadcast", "reshape", "transpose", "slice", "stop_gradient", "gather"})
-SOURCES = frozenset({"constant", "dim", "iota"})
-FLAT_SAFE = frozenset({"reshape", "constant", "dim"})
+CONTROL_FLOW = with_trait("control_flow")
+MATERIALIZING = with_trait("materializes")
+INDEX_MAPS = with_trait("index_map")
+SOURCES = with_trait("source")
+FLAT_SAFE = with_trait("flat")
 MAX_FUSED = 128     # ops computed for each element of one loop nest, at most
 RECOMPUTED = 3      # ops per element a value read by several loop nests may cost and still be recomputed
                     # in each: cheaper than storing and reloading it once it outgrows the caches
 # Vector math: each element costs tens of instructions (an f32 exp, about as much as storing and
 # reloading it), so a value computed with one is stored once, not recomputed in each nest reading it.
-TRANSCENDENTAL = frozenset({"exp", "expm1", "exp2", "log", "log1p", "log2", "log10", "sin", "cos", "tan",
-                            "asin", "acos", "atan", "atan2", "sinh", "cosh", "tanh", "asinh", "acosh", "atanh",
-                            "sigmoid", "pow", "erf", "erfc", "lgamma", "digamma", "trigamma", "cbrt", "hypot"})
+TRANSCENDENTAL = with_trait("transcendental")
 # A computed value seen through a reshape is recomputed at each element of a nest over the reshaped
 # shape through an integer division per merged axis: stored once instead, when several nests read it
 # (the one-hot seeds of a reverse-mode Hessian, [B,I,H,H] read as [B,I*H,H] by two nests: 46 -> 27 ms).

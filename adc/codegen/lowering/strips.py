@@ -31,11 +31,8 @@ import llvmlite.ir as ir
 from adc.codegen.native import parallel
 from adc.codegen.lowering.fusion import MATERIALIZING, Plan
 from adc.ir.core import Func, Op, Value
-from adc.ir.ops import OPS
+from adc.ir.ops import OPS, REDUCTIONS
 from adc.ir.types import Dim
-
-REDUCTIONS = frozenset({"reduce_sum", "reduce_max", "reduce_min", "reduce_prod"})
-
 
 @dataclass(frozen=True)
 class Nest:

@@ -28,14 +28,16 @@ import llvmlite.ir as ir
 from adc.codegen.lowering import bounds, interrupts
 from adc.codegen.lowering.loops import I1, I8, I32, I64, PTR, counted_loop, i64, stack_array
 from adc.ir.core import Func, Op, Value
+from adc.ir.ops import OPS, with_trait
 from adc.ir.types import DType, num_elements
 
 if TYPE_CHECKING:
     from adc.codegen.lowering.emitter import Emitter
     from adc.codegen.lowering.rules.table import LowerRule
 
-CARRYING = frozenset({"for", "scan", "while"})    # their carried results get a spare buffer (Emitter.spares)
-SCATTERS = frozenset({"scatter", "scatter_add"})
+# the loops: their carried results get a spare buffer (Emitter.spares)
+CARRYING = frozenset(name for name, op in OPS.items() if op.body_leads is not None)
+SCATTERS = with_trait("scatter")
 
 lower_rules: dict[str, LowerRule] = {}      # this family's rows of table.lower_rules
 

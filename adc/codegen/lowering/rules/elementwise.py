@@ -19,6 +19,7 @@ from adc.codegen.lowering.element_types import INT_SUFFIX, REGISTER_TYPES
 from adc.codegen.lowering.loops import Index
 from adc.codegen.lowering.rules import division
 from adc.ir.core import Op
+from adc.ir.ops import OPS, Scalar
 from adc.ir.types import DType
 
 if TYPE_CHECKING:
@@ -37,43 +38,13 @@ def _elementwise(scalar: Callable[..., ir.Value]) -> LowerRule:
     return rule
 
 
-def int_or_float(int_name: str, float_name: str) -> Callable[..., ir.Value]:
-    def scalar(b: ir.IRBuilder, dtype: DType, x: ir.Value, y: ir.Value) -> ir.Value:
-        return getattr(b, float_name if dtype.is_float else int_name)(x, y)
+def int_or_float(int_name: str | None, float_name: str | None) -> Callable[..., ir.Value]:
+    """`scalar(b, dtype, *operands)` calling IRBuilder method `int_name` on integers and bools
+    (on i1 `and_`, `or_`, `xor` and `not_` are the logical ones), `float_name` on floats."""
+    def scalar(b: ir.IRBuilder, dtype: DType, *operands: ir.Value) -> ir.Value:
+        return getattr(b, float_name if dtype.is_float else int_name)(*operands)
+    scalar.__name__ = f"{float_name or int_name}_lower"
     return scalar
-
-
-lower_rules["add"] = _elementwise(int_or_float("add", "fadd"))
-lower_rules["sub"] = _elementwise(int_or_float("sub", "fsub"))
-lower_rules["mul"] = _elementwise(int_or_float("mul", "fmul"))
-def div_lower(b: ir.IRBuilder, dtype: DType, x: ir.Value, y: ir.Value) -> ir.Value:
-    """`div` is defined for floats only (ops.BINARY_FLOAT): integers divide with `floor_div`."""
-    return b.fdiv(x, y)
-
-
-lower_rules["div"] = _elementwise(div_lower)
-lower_rules["floor_div"] = _elementwise(division.floor_div)
-lower_rules["mod"] = _elementwise(division.mod)
-
-
-def _bitwise(name: str) -> Callable[..., ir.Value]:
-    # on i1 (bool) these are the logical and, or, xor
-    def scalar(b: ir.IRBuilder, dtype: DType, x: ir.Value, y: ir.Value) -> ir.Value:
-        return getattr(b, name)(x, y)
-    scalar.__name__ = f"bitwise_{name.rstrip('_')}_lower"
-    return scalar
-
-
-for _name in ("and_", "or_", "xor"):
-    lower_rules[f"bitwise_{_name.rstrip('_')}"] = _elementwise(_bitwise(_name))
-
-
-def bitwise_not_lower(b: ir.IRBuilder, dtype: DType, x: ir.Value) -> ir.Value:
-    # x ^ all ones: logical not of an i1, -x - 1 of an integer
-    return b.not_(x)
-
-
-lower_rules["bitwise_not"] = _elementwise(bitwise_not_lower)
 
 
 def _extremum(float_name: str, int_name: str) -> Callable[..., ir.Value]:
@@ -81,10 +52,6 @@ def _extremum(float_name: str, int_name: str) -> Callable[..., ir.Value]:
     def scalar(b: ir.IRBuilder, dtype: DType, x: ir.Value, y: ir.Value) -> ir.Value:
         return intrinsic(b, float_name if dtype.is_float else int_name, [x, y], dtype)
     return scalar
-
-
-lower_rules["maximum"] = _elementwise(_extremum("maximum", "smax"))
-lower_rules["minimum"] = _elementwise(_extremum("minimum", "smin"))
 
 
 def _compare(predicate: str) -> Callable[..., ir.Value]:
@@ -98,10 +65,6 @@ def _compare(predicate: str) -> Callable[..., ir.Value]:
     return scalar
 
 
-for _op, _predicate in {"lt": "<", "le": "<=", "gt": ">", "ge": ">=", "eq": "==", "ne": "!="}.items():
-    lower_rules[_op] = _elementwise(_compare(_predicate))
-
-
 def _math(name: str) -> LowerRule:
     """Float functions come from vecmath: branch-free, so the loop vectorizer widens them."""
     def rule(em: Emitter, op: Op, idx: Index) -> ir.Value:
@@ -110,17 +73,24 @@ def _math(name: str) -> LowerRule:
     return rule
 
 
-for _name in ("exp", "log", "log1p", "expm1", "sin", "cos", "tan", "tanh", "sigmoid", "sqrt", "rsqrt",
-              "round", "floor", "pow", "log2", "log10", "exp2", "cbrt", "sinh", "cosh", "asinh", "acosh",
-              "atanh", "erf", "erfc", "atan2", "hypot", "lgamma", "digamma", "trigamma"):
-    lower_rules[_name] = _math(_name)
+def _specified(spec: Scalar) -> LowerRule:
+    """The element rule an op's record specifies (adc/ir/ops/record.py, `Scalar`)."""
+    if spec.vecmath is not None:
+        return _math(spec.vecmath)
+    if spec.predicate is not None:
+        return _elementwise(_compare(spec.predicate))
+    if spec.intrinsic is not None:
+        integer, floating = spec.intrinsic
+        return _elementwise(_extremum(floating, integer))
+    return _elementwise(int_or_float(spec.integer, spec.float))
 
 
-def neg_lower(b: ir.IRBuilder, dtype: DType, x: ir.Value) -> ir.Value:
-    return b.fneg(x) if dtype.is_float else b.neg(x)
+for _name, _opdef in OPS.items():
+    if _opdef.scalar is not None:
+        lower_rules[_name] = _specified(_opdef.scalar)
 
-
-lower_rules["neg"] = _elementwise(neg_lower)
+lower_rules["floor_div"] = _elementwise(division.floor_div)
+lower_rules["mod"] = _elementwise(division.mod)
 
 
 def abs_lower(b: ir.IRBuilder, dtype: DType, x: ir.Value) -> ir.Value:
