@@ -5,23 +5,22 @@ from types import SimpleNamespace
 
 from adc.runtime.axis_ops import (argmax, argmin, cumprod, cumsum, log_softmax, reduce_logsumexp, softmax,
                                   sparse_softmax_cross_entropy_with_logits)
-from adc.runtime.ops import (abs_, add, atan2, divide, elu, equal, exp, expm1, floor, greater, greater_equal, hypot,
-                             less, less_equal, log, log1p, make_unary, maximum, minimum, multiply, negative,
-                             not_equal, pow_, reduce_max, reduce_mean, reduce_min, reduce_prod, reduce_sum, relu,
-                             round_, rsqrt, sigmoid, sign, sin, cos, tan, softplus, sqrt, subtract, tanh)
+from adc.runtime.ops import (BUILTIN_BINARY, BUILTIN_UNARY, add, divide, elu, equal, greater, greater_equal, less,
+                             less_equal, make_unary, multiply, negative, not_equal, pow_, reduce_max, reduce_mean,
+                             reduce_min, reduce_prod, reduce_sum, relu, sigmoid, softplus, subtract)
 
-MATH_FUNCTIONS = ("log2", "log10", "exp2", "cbrt", "sinh", "cosh", "asinh", "acosh", "atanh", "atan", "asin", "acos",
-                  "erf", "erfc", "lgamma", "digamma")   # adc.math.log2, ...: the builtins of those names
+# adc.math's functions that are builtins of the language but no op (atan2 of one argument, or of sqrt(1 - x*x))
+COMPOSED_FUNCTIONS = ("atan", "asin", "acos")
 nn = SimpleNamespace(relu=relu, elu=elu, sigmoid=sigmoid, softplus=softplus, softmax=softmax,
                      log_softmax=log_softmax,
                      sparse_softmax_cross_entropy_with_logits=sparse_softmax_cross_entropy_with_logits)
-math_ops = SimpleNamespace(
-    sin=sin, cos=cos, tan=tan, exp=exp, log=log, log1p=log1p, expm1=expm1, sqrt=sqrt, rsqrt=rsqrt,
-    abs=abs_, sign=sign, tanh=tanh, sigmoid=sigmoid, round=round_, floor=floor, add=add, subtract=subtract,
-    multiply=multiply, divide=divide, pow=pow_, maximum=maximum, minimum=minimum, negative=negative,
+# the builtins that are ops (pow taking literal exponents as the language does), the operators by
+# TensorFlow's names, the reductions, scans and softmax
+math_ops = SimpleNamespace(**BUILTIN_UNARY | BUILTIN_BINARY | dict(
+    pow=pow_, add=add, subtract=subtract, multiply=multiply, divide=divide, negative=negative,
     reduce_sum=reduce_sum, reduce_mean=reduce_mean, reduce_max=reduce_max, reduce_min=reduce_min,
     reduce_prod=reduce_prod, reduce_logsumexp=reduce_logsumexp, argmax=argmax, argmin=argmin,
     cumsum=cumsum, cumprod=cumprod,
     softmax=softmax, log_softmax=log_softmax, less=less, less_equal=less_equal, greater=greater,
-    greater_equal=greater_equal, equal=equal, not_equal=not_equal, atan2=atan2, hypot=hypot,
-    **{name: make_unary(name, name) for name in MATH_FUNCTIONS})
+    greater_equal=greater_equal, equal=equal, not_equal=not_equal,
+    **{name: make_unary(name, name) for name in COMPOSED_FUNCTIONS}))

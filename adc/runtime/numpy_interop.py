@@ -19,6 +19,7 @@ import inspect
 
 import numpy as np
 
+from adc.ir.ops import OPS
 from adc.runtime import axis_ops, ops
 from adc.runtime.namespaces import math_ops
 from adc.runtime.indexing import getitem
@@ -26,20 +27,15 @@ from adc.runtime.recording import thread_state
 from adc.runtime.tensor import Tensor
 from adc.runtime.variable import Variable
 
-UFUNCS = {
-    np.sin: ops.sin, np.cos: ops.cos, np.tan: ops.tan, np.exp: ops.exp, np.log: ops.log,
-    np.log1p: ops.log1p, np.expm1: ops.expm1, np.sqrt: ops.sqrt, np.tanh: ops.tanh, np.abs: ops.abs_,
-    np.sign: ops.sign, np.negative: ops.negative, np.floor: ops.floor, np.rint: ops.round_,
-    np.add: ops.add, np.subtract: ops.subtract, np.multiply: ops.multiply, np.divide: ops.divide,
-    np.power: ops.pow_, np.maximum: ops.maximum, np.minimum: ops.minimum, np.matmul: ops.matmul,
+# A ufunc computing an op that is a builtin is that builtin's eager function (the op records name both).
+_BUILTINS = ops.BUILTIN_UNARY | ops.BUILTIN_BINARY
+UFUNCS = {getattr(np, op.ufunc): _BUILTINS[op.builtin] for op in OPS.values() if op.ufunc and op.builtin} | {
+    np.negative: ops.negative, np.add: ops.add, np.subtract: ops.subtract, np.multiply: ops.multiply,
+    np.divide: ops.divide, np.power: ops.pow_, np.matmul: ops.matmul,
     np.less: ops.less, np.less_equal: ops.less_equal, np.greater: ops.greater,
     np.greater_equal: ops.greater_equal, np.equal: ops.equal, np.not_equal: ops.not_equal,
     np.square: lambda x: ops.pow_(x, 2), np.positive: lambda x: x,
-    np.log2: math_ops.log2, np.log10: math_ops.log10, np.exp2: math_ops.exp2,
-    np.cbrt: math_ops.cbrt, np.sinh: math_ops.sinh, np.cosh: math_ops.cosh,
-    np.arcsinh: math_ops.asinh, np.arccosh: math_ops.acosh, np.arctanh: math_ops.atanh,
     np.arctan: math_ops.atan, np.arcsin: math_ops.asin, np.arccos: math_ops.acos,
-    np.arctan2: math_ops.atan2, np.hypot: math_ops.hypot,
 }
 REDUCTIONS = {np.add: ops.reduce_sum, np.multiply: ops.reduce_prod, np.maximum: ops.reduce_max,
               np.minimum: ops.reduce_min}

@@ -16,6 +16,7 @@ from typing import Sequence
 
 import numpy as np
 
+from adc.ir.ops import OPS
 from adc.runtime import stdlib
 from adc.runtime.indexing import getitem
 from adc.runtime.stdlib import definition, tensor_type
@@ -122,16 +123,20 @@ def make_unary(op: str, builtin: str, kinds: str = "f"):
     return function
 
 
-sin, cos, tan = make_unary("sin", "sin"), make_unary("cos", "cos"), make_unary("tan", "tan")
-exp, log = make_unary("exp", "exp"), make_unary("log", "log")
-log1p, expm1 = make_unary("log1p", "log1p"), make_unary("expm1", "expm1")
-sqrt, rsqrt = make_unary("sqrt", "sqrt"), make_unary("rsqrt", "rsqrt")
-abs_, sign = make_unary("abs", "abs", "fi"), make_unary("sign", "sign", "fi")
-tanh, sigmoid = make_unary("tanh", "tanh"), make_unary("sigmoid", "sigmoid")
-relu, elu, softplus = make_unary("relu", "relu"), make_unary("elu", "elu"), make_unary("softplus", "softplus")
-round_, floor = make_unary("round", "round"), make_unary("floor", "floor")
-stop_gradient = make_unary("stop_gradient", "stop_gradient", "fib")
+_KINDS = {"float": "f", "numeric": "fi", "any": "fib"}     # an op's operand dtypes -> the NumPy kinds it takes
+# The eager function of each unary op that is a builtin of the language, by the builtin's name:
+# adc.sin, adc.math.log2, np.sin(tensor), ... (the op records, adc/ir/ops, say which and how)
+BUILTIN_UNARY = {op.builtin: make_unary(op.builtin, op.builtin, _KINDS[op.dtypes])
+                 for op in OPS.values() if op.builtin is not None and op.arity == 1}
+sin, cos, tan = BUILTIN_UNARY["sin"], BUILTIN_UNARY["cos"], BUILTIN_UNARY["tan"]
+exp, log, log1p, expm1 = BUILTIN_UNARY["exp"], BUILTIN_UNARY["log"], BUILTIN_UNARY["log1p"], BUILTIN_UNARY["expm1"]
+sqrt, rsqrt = BUILTIN_UNARY["sqrt"], BUILTIN_UNARY["rsqrt"]
+abs_, sign = BUILTIN_UNARY["abs"], BUILTIN_UNARY["sign"]
+tanh, sigmoid = BUILTIN_UNARY["tanh"], BUILTIN_UNARY["sigmoid"]
+round_, floor = BUILTIN_UNARY["round"], BUILTIN_UNARY["floor"]
+stop_gradient = BUILTIN_UNARY["stop_gradient"]
 stop_gradient.__doc__ = "The identity, whose gradient is zero: a tape does not look through it."
+relu, elu, softplus = make_unary("relu", "relu"), make_unary("elu", "elu"), make_unary("softplus", "softplus")
 
 
 def negative(x):
@@ -168,12 +173,15 @@ def _make_binary(op: str, expr: str, result_dtype=None):
 
 add, subtract, _multiply = _make_binary("add", "x + y"), _make_binary("subtract", "x - y"), _make_binary("multiply", "x * y")
 divide = _make_binary("divide", "x / y")
-maximum, minimum = _make_binary("maximum", "maximum(x, y)"), _make_binary("minimum", "minimum(x, y)")
+# The eager function of each binary op that is a builtin: adc.maximum, adc.math.atan2, np.hypot(t, u), ...
+BUILTIN_BINARY = {op.builtin: _make_binary(op.builtin, f"{op.builtin}(x, y)")
+                  for op in OPS.values() if op.builtin is not None and op.arity == 2}
+maximum, minimum = BUILTIN_BINARY["maximum"], BUILTIN_BINARY["minimum"]
 less, less_equal = _make_binary("less", "x < y", _BOOL), _make_binary("less_equal", "x <= y", _BOOL)
 greater, greater_equal = _make_binary("greater", "x > y", _BOOL), _make_binary("greater_equal", "x >= y", _BOOL)
 equal, not_equal = _make_binary("equal", "x == y", _BOOL), _make_binary("not_equal", "x != y", _BOOL)
-atan2, hypot = _make_binary("atan2", "atan2(x, y)"), _make_binary("hypot", "hypot(x, y)")
-_general_pow = _make_binary("pow", "x ** y")
+atan2, hypot = BUILTIN_BINARY["atan2"], BUILTIN_BINARY["hypot"]
+_general_pow = BUILTIN_BINARY["pow"]
 _LITERAL_EXPONENTS = range(-4, 5)   # x ** 2 becomes x * x in the language: exact, and so is its derivative
 _POWERS = {n: f"x ** {n}" for n in _LITERAL_EXPONENTS}
 

@@ -46,7 +46,7 @@ def unary(name: str, kind: str, summary: str, traits=(), **facts) -> None:
     operand = "bool[N]" if kind == "bits" else "f32[N]"
     define(name, f"elementwise {summary}",
            example(f"%x: {operand}", f"  %0 = {name} %x : {operand}\n  return %0", operand),
-           _unary_rule(kind), 1, traits=("elementwise", "unary", *traits), **facts)
+           _unary_rule(kind), 1, traits=("elementwise", "unary", *traits), dtypes=kind, **facts)
 
 
 def binary(name: str, kind: str, summary: str, traits=(), **facts) -> None:
@@ -57,7 +57,8 @@ def binary(name: str, kind: str, summary: str, traits=(), **facts) -> None:
     define(name, f"elementwise {summary} of two operands of one type",
            example(f"%x: {operand}, %y: {operand}", f"  %0 = {name} %x, %y : {result}\n  return %0", result),
            _binary_rule(kind), 2,
-           traits=("elementwise", "binary", *(("compare",) if kind == "compare" else ()), *traits), **facts)
+           traits=("elementwise", "binary", *(("compare",) if kind == "compare" else ()), *traits),
+           dtypes="any" if kind == "compare" else kind, **facts)
 
 
 def _math(function, nonfinite_at_poles: bool = False):

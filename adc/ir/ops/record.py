@@ -85,6 +85,7 @@ class OpDef:
     builtin: str | None = None             # the language builtin (and adc.math function) that is this op
     params: tuple[str, ...] = ()           # its builtin's parameter names, when not x (unary) or x, y (binary)
     ufunc: str | None = None               # the NumPy ufunc computing this op (np.<ufunc>)
+    dtypes: str = "any"                    # its operands' dtypes: "float", "numeric", "bits" or "any"
 
     def has(self, trait: str) -> bool:
         return trait in self.traits
