@@ -306,6 +306,42 @@ def test_binary_ulp_error(name, dtype):
 BINARY_SPECIALS = [0.0, -0.0, 1.0, -1.0, 0.5, -2.5, 1e-40, -1e30, INF, -INF, NAN]
 
 
+def _logaddexp_exact(x, y):
+    """log(e^x + e^y) to 80 bits (mpmath), as f64."""
+    with mpmath.workprec(80):
+        return np.array([float(mpmath.log(mpmath.exp(a) + mpmath.exp(b))) if np.isfinite(a) and np.isfinite(b)
+                         else np.logaddexp(a, b) for a, b in zip(x.tolist(), y.tolist())])
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_logaddexp_error_is_within_ulps_of_its_scale(dtype):
+    """logaddexp = max + log1p(e^-|x - y|) within 2.5 ulps of max(|x|, |y|, ln 2): near a result of 0
+    the sum cancels (NumPy's formula does too), so the bound is in the arguments' scale, not the result's."""
+    rng = np.random.default_rng(7)
+    for scale in (1.0, 30.0, 1e4):
+        x, y = (rng.standard_normal(20_000) * scale).astype(dtype), (rng.standard_normal(20_000) * scale).astype(dtype)
+        x[:2000] = -y[:2000] + rng.uniform(-1, 1, 2000).astype(dtype)     # results near 0
+        got = kernel("logaddexp", dtype)(x, y).astype(F64)
+        scale_ulp = np.spacing(np.maximum(np.maximum(np.abs(x), np.abs(y)), dtype(np.log(2))))
+        err = np.abs(got - _logaddexp_exact(x.astype(F64), y.astype(F64))) / scale_ulp.astype(F64)
+        worst = int(np.argmax(err))
+        assert err[worst] <= 2.5, (dtype.__name__, x[worst], y[worst], err[worst])
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_logaddexp_special_values_are_numpys(dtype):
+    """Equal arguments give x + ln 2 (infinities of one sign themselves), a nan argument nan, one
+    infinite argument the other's or inf; huge arguments never overflow."""
+    y, x = (v.ravel() for v in np.meshgrid(np.array(BINARY_SPECIALS, dtype), np.array(BINARY_SPECIALS, dtype)))
+    big = np.array([np.finfo(dtype).max, -np.finfo(dtype).max], dtype)
+    x, y = np.concatenate([x, big, big]), np.concatenate([y, big, big[::-1]])
+    got = kernel("logaddexp", dtype)(x, y)
+    with np.errstate(all="ignore"):
+        want = np.logaddexp(x.astype(F64), y.astype(F64)).astype(dtype)
+        same = (got == want) | (np.isnan(got) & np.isnan(want)) | (np.abs(got - want) <= np.spacing(np.abs(want)))
+    assert same.all(), f"at {list(zip(x[~same], y[~same]))}: got {got[~same]}, NumPy {want[~same]}"
+
+
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("name", sorted(BINARY_BOUNDS))
 def test_binary_special_values_bit_exact(name, dtype):
@@ -439,4 +475,4 @@ def test_call_rejects_unknown_names_and_types():
 
 
 def test_every_function_has_a_reference():
-    assert vecmath.FUNCTIONS == set(BOUNDS) | set(BINARY_BOUNDS) | set(GAMMA_BOUNDS) | {"pow"}
+    assert vecmath.FUNCTIONS == set(BOUNDS) | set(BINARY_BOUNDS) | set(GAMMA_BOUNDS) | {"pow", "logaddexp"}

@@ -72,6 +72,8 @@ CASES = {
     "atan2": ("x,y", "[3,4]", "atan2(x, y)", "na"),
     "atan2_column": ("x,c", "[3,4]", "atan2(c, x)", "an"),
     "hypot": ("x,y", "[3,4]", "hypot(x, y)", "na"),
+    "logaddexp": ("x,y", "[3,4]", "logaddexp(x, y)", "nn"),
+    "logaddexp_column": ("x,c", "[3,4]", "logaddexp(c, 2.0 * x)", "nn"),
     "square": ("s", "", "s ** 2", "n"),
     "square_builtin": ("x", "[3,4]", "square(x)", "n"),
     "reciprocal": ("x", "[3,4]", "reciprocal(x)", "a"),

@@ -148,6 +148,8 @@ binary("atan2", "float", "the angle of the point (y, x) = (first, second operand
        scalar=Scalar(vecmath="atan2"))
 binary("hypot", "float", "sqrt(x*x + y*y) without overflow or underflow", traits=(T,), reference=np.hypot,
        ufunc="hypot", builtin="hypot", scalar=Scalar(vecmath="hypot"))
+binary("logaddexp", "float", "log(exp(x) + exp(y)) without overflow, as np.logaddexp", traits=(T,),
+       reference=np.logaddexp, ufunc="logaddexp", builtin="logaddexp", scalar=Scalar(vecmath="logaddexp"))
 # on bools these are the logical and, or, xor
 binary("bitwise_and", "bits", "x & y (logical and of bools)", traits=(C, "non_differentiable"),
        reference=np.bitwise_and, ufunc="bitwise_and", scalar=Scalar(integer="and_"))

@@ -240,3 +240,12 @@ def hypot_adjoint(b, op, cts):
 
 
 adjoint_rules["hypot"] = hypot_adjoint
+
+
+def logaddexp_adjoint(b, op, cts):
+    # d logaddexp(x, y) = ct*e^(x - r), ct*e^(y - r), r the result: the softmax of (x, y), each in [0, 1]
+    x, y = op.operands
+    return tuple(b.op("mul", cts[0], b.op("exp", b.op("sub", v, op.result))) for v in (x, y))
+
+
+adjoint_rules["logaddexp"] = logaddexp_adjoint
