@@ -202,7 +202,7 @@ eval_rules["pad"] = pad_eval
 
 
 def clamped_indices(indices: np.ndarray, n: int) -> np.ndarray:
-    """The index rule of gather, scatter_add and scatter (adc/ir/ops.py): a negative index counts from
+    """The index rule of gather, scatter_add and scatter (adc/ir/ops/indexing.py): a negative index counts from
     the end once, then every index is clamped to [0, n-1], as native code reads them."""
     wrapped = np.where(indices < 0, indices.astype(np.int64) + n, indices)
     return np.clip(wrapped, 0, max(n - 1, 0))

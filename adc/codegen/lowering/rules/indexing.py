@@ -1,7 +1,7 @@
 """Rules of indexing by integer tensors: gather reads through its indices, scatter and
 scatter_add write through theirs.
 
-An index follows the rule of adc/ir/ops.py (negative counts from the end once, then clamps), so
+An index follows the rule of adc/ir/ops/indexing.py (negative counts from the end once, then clamps), so
 neither reads nor writes out of bounds. A scatter's buffer rule splits the positions along its
 axis between threads, each applying the updates that land in its own, in order.
 
@@ -30,7 +30,7 @@ lower_rules: dict[str, LowerRule] = {}      # this family's rows of table.lower_
 
 
 def clamped_index(em: Emitter, indices: Value, axes: list[ir.Value], n: ir.Value) -> ir.Value:
-    """indices[axes] as an i64 position in [0, n-1] by the index rule of adc/ir/ops.py: a negative
+    """indices[axes] as an i64 position in [0, n-1] by the index rule of adc/ir/ops/indexing.py: a negative
     index counts from the end once, then clamps; never out of bounds (n > 0 is the caller's)."""
     i = em.value_at(indices, em.index(indices, axes=axes))
     i = em.b.sext(i, I64) if indices.type.dtype is DType.i32 else i
