@@ -6,6 +6,7 @@ from typing import Mapping, Sequence
 from adc.ir.ops.record import define, example, require, same_types
 from adc.ir.types import Dim, SymDim, TensorType
 
+
 def bind_dims(params: Sequence[TensorType], args: Sequence[TensorType]) -> dict[str, Dim]:
     """Bind a callee's dimension symbols to the caller's dimensions, checking consistency."""
     require(len(params) == len(args), f"expected {len(params)} arguments, got {len(args)}")
@@ -16,7 +17,7 @@ def bind_dims(params: Sequence[TensorType], args: Sequence[TensorType]) -> dict[
             if isinstance(pd, SymDim) and pd.is_symbol:
                 (name,) = pd.symbols
                 require(env.setdefault(name, ad) == ad,
-                         f"argument {i + 1}: dimension {name} is {env[name]} elsewhere but {ad} here")
+                        f"argument {i + 1}: dimension {name} is {env[name]} elsewhere but {ad} here")
             else:
                 require(pd == ad, f"argument {i + 1}: expected {p}, got {a}")
     return env
@@ -54,7 +55,7 @@ def _custom_gradient_rule(types, attrs, funcs):
     require(isinstance(k, int) and 1 <= k <= len(results), f"`results` must be in 1..{len(results)}, got {k!r}")
     expected = forward.param_types + results[k:] + results[:k]
     require(backward.param_types == expected and backward.result_types == forward.param_types,
-             f"@{backward.name} must map ({', '.join(map(str, expected))}) to "
+            f"@{backward.name} must map ({', '.join(map(str, expected))}) to "
              f"({', '.join(map(str, forward.param_types))}), got {backward.signature()}")
     return _call_rule(types, {"callee": attrs["forward"]}, funcs)
 
@@ -72,7 +73,7 @@ def _extern_call_rule(types, attrs, funcs):
     # `library` ("" for libm and the process); `gradient` is [] or [@g] with
     # g(x_1..x_n, ct) -> (dx_1..dx_n) on scalars of that dtype
     require(isinstance(attrs["symbol"], str) and attrs["symbol"].isidentifier(),
-             f"`symbol` must be a C identifier, got {attrs['symbol']!r}")
+            f"`symbol` must be a C identifier, got {attrs['symbol']!r}")
     require(isinstance(attrs["library"], str), f"`library` must be a string, got {attrs['library']!r}")
     require(len(types) >= 1, "expected at least one operand")
     t = same_types(types)
@@ -83,13 +84,13 @@ def _extern_call_rule(types, attrs, funcs):
         g = callee(funcs, {"gradient": name}, "gradient")
         scalar = TensorType(t.dtype)
         require(g.param_types == (scalar,) * (len(types) + 1) and g.result_types == (scalar,) * len(types),
-                 f"@{name} must map {len(types) + 1} {t.dtype} scalars to {len(types)}, got {g.signature()}")
+                f"@{name} must map {len(types) + 1} {t.dtype} scalars to {len(types)}, got {g.signature()}")
     return (t,)
 
 
 define("extern_call", "the C function `symbol` of shared object `library` (\"\": libm or the process) applied "
        "elementwise; `gradient` is its VJP, when one is attached",
        example("%x: f64[N]", '  %0 = extern_call %x {gradient = [], library = "", symbol = "erf"} : f64[N]\n'
-                '  return %0', "f64[N]"),
+               '  return %0', "f64[N]"),
        _extern_call_rule, None, ("gradient", "library", "symbol"), traits=("elementwise",))
 

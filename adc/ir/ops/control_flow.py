@@ -1,4 +1,11 @@
-"""Structured control flow: for, scan, while, if."""
+"""Structured control flow: for, scan, while, if.
+
+Each region is a function of the module named by an attribute (XLA's While and Conditional do
+the same): every pass that works on functions works inside regions, and a region's IR prints,
+parses and verifies like any function. A region function shares its parent's dimension symbols:
+its parameters have exactly the types of the op's operands, and symbols its parameters do not
+bind are the parent's (Func.free_symbols).
+"""
 from __future__ import annotations
 
 from typing import Sequence
@@ -7,12 +14,6 @@ from adc.ir.ops.calls import callee
 from adc.ir.ops.record import define, require
 from adc.ir.types import BOOL, I64, SymDim, TensorType
 
-#
-# Structured control flow, with each region a function of the module named by an attribute
-# (XLA's While and Conditional do the same): every pass that works on functions works inside
-# regions, and a region's IR prints, parses and verifies like any function. A region function
-# shares its parent's dimension symbols: its parameters have exactly the types of the op's
-# operands, and symbols its parameters do not bind are the parent's (Func.free_symbols).
 
 I64_SCALAR = TensorType(I64)
 BOOL_SCALAR = TensorType(BOOL)
@@ -26,17 +27,17 @@ def _check_region(funcs, attrs, key: str, params: Sequence[TensorType], results:
     """The region function `attrs[key]`, checked to take `params` (and return `results`)."""
     region = callee(funcs, attrs, key)
     require(region.param_types == tuple(params),
-             f"@{region.name} ({key}) must take {_signature_text(params)}, got {region.signature()}")
+            f"@{region.name} ({key}) must take {_signature_text(params)}, got {region.signature()}")
     if results is not None:
         require(region.result_types == tuple(results),
-                 f"@{region.name} ({key}) must return {_signature_text(results)}, got {region.signature()}")
+                f"@{region.name} ({key}) must return {_signature_text(results)}, got {region.signature()}")
     return region
 
 
 def _carried_count(attrs, operands: Sequence[TensorType]) -> int:
     k = attrs["carried"]
     require(isinstance(k, int) and not isinstance(k, bool) and 0 <= k <= len(operands),
-             f"`carried` must be in 0..{len(operands)}, got {k!r}")
+            f"`carried` must be in 0..{len(operands)}, got {k!r}")
     return k
 
 
@@ -53,7 +54,7 @@ def _for_rule(types, attrs, funcs):
     # stores the carried values: 0 (the default policy), or every k-th state for k >= 1
     operands, k = _loop_operands(types, attrs)
     require(isinstance(attrs["checkpoint"], int) and attrs["checkpoint"] >= 0,
-             f"`checkpoint` must be 0 (the default policy) or a segment length k >= 1, got {attrs['checkpoint']!r}")
+            f"`checkpoint` must be 0 (the default policy) or a segment length k >= 1, got {attrs['checkpoint']!r}")
     _check_region(funcs, attrs, "body", (I64_SCALAR,) + operands, operands[:k])
     return operands[:k]
 
@@ -77,10 +78,10 @@ def _scan_rule(types, attrs, funcs):
     require(isinstance(length, str) and length.isidentifier(), f"`length` must name a dimension, got {length!r}")
     body = _check_region(funcs, attrs, "body", (I64_SCALAR,) + operands, None)
     require(body.result_types[:k] == operands[:k],
-             f"@{body.name} (body) must return the carried {_signature_text(operands[:k])} first, got {body.signature()}")
+            f"@{body.name} (body) must return the carried {_signature_text(operands[:k])} first, got {body.signature()}")
     rows = body.result_types[k:]
     require(isinstance(axis, int) and all(0 <= axis <= r.rank for r in rows),
-             f"`axis` {axis!r} is out of range for the stacked values {_signature_text(rows)}")
+            f"`axis` {axis!r} is out of range for the stacked values {_signature_text(rows)}")
     size = SymDim.symbol(length)
     return operands[:k] + tuple(r.with_shape(r.shape[:axis] + (size,) + r.shape[axis:]) for r in rows)
 
@@ -119,7 +120,7 @@ define("while", "run `body` on the `carried` values while `cond` holds; the othe
 def _if_rule(types, attrs, funcs):
     # operands: the condition, then the values both branches read; each branch takes those values
     require(len(types) >= 1 and types[0] == BOOL_SCALAR,
-             f"the condition must be a bool scalar, got {types[0] if types else 'nothing'}")
+            f"the condition must be a bool scalar, got {types[0] if types else 'nothing'}")
     then = _check_region(funcs, attrs, "then_branch", types[1:], None)
     _check_region(funcs, attrs, "else_branch", types[1:], then.result_types)
     return then.result_types

@@ -12,6 +12,7 @@ import numpy as np
 from adc.ir.ops.record import ALL, Scalar, define, example, require, same_types
 from adc.ir.types import BOOL, DType, SymDim, TensorType
 
+
 # The type rules of the elementwise kinds: which dtypes the operands may have.
 def _unary_rule(kinds: str):
     def rule(types, attrs, funcs):

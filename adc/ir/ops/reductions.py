@@ -4,11 +4,12 @@ from __future__ import annotations
 from adc.ir.ops.record import define, example, require
 from adc.ir.types import BOOL, I64, TensorType
 
+
 def _reduce_rule(types, attrs, funcs):
     (t,) = types
     axes = tuple(attrs["axes"])
     require(list(axes) == sorted(set(axes)) and all(0 <= a < t.rank for a in axes),
-             f"`axes` {list(axes)} must be increasing axes of rank {t.rank}")
+            f"`axes` {list(axes)} must be increasing axes of rank {t.rank}")
     require(t.dtype is not BOOL, f"cannot reduce {t}")
     return (TensorType(t.dtype, tuple(d for i, d in enumerate(t.shape) if i not in axes)),)
 
@@ -42,9 +43,9 @@ def _scan_rule(types, attrs, funcs):
     (t,) = types
     axis = attrs["axis"]
     require(isinstance(axis, int) and not isinstance(axis, bool) and 0 <= axis < t.rank,
-             f"axis {axis!r} out of range for {t}")
+            f"axis {axis!r} out of range for {t}")
     require(all(isinstance(attrs[k], bool) for k in ("exclusive", "reverse")),
-             "`exclusive` and `reverse` must be true or false")
+            "`exclusive` and `reverse` must be true or false")
     require(t.dtype is not BOOL, f"cannot scan {t}")
     return (t,)
 

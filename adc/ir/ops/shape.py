@@ -4,21 +4,22 @@ from __future__ import annotations
 from adc.ir.ops.record import ALL, define, example, require
 from adc.ir.types import Dim, TensorType, num_elements
 
+
 def _broadcast_rule(types, attrs, funcs):
     (t,) = types
     shape, dims = tuple(attrs["shape"]), tuple(attrs["dims"])
     require(len(dims) == t.rank, f"`dims` has {len(dims)} entries for an operand of rank {t.rank}")
     require(all(0 <= d < len(shape) for d in dims) and list(dims) == sorted(set(dims)),
-             f"`dims` {list(dims)} must be increasing axes of the result (rank {len(shape)})")
+            f"`dims` {list(dims)} must be increasing axes of the result (rank {len(shape)})")
     for src, dst in zip(t.shape, dims):
         require(src == 1 or src == shape[dst],
-                 f"cannot broadcast dimension {src} to {shape[dst]}")
+                f"cannot broadcast dimension {src} to {shape[dst]}")
     return (TensorType(t.dtype, shape),)
 
 
 define("broadcast", "expand to `shape`; operand axis i maps to result axis dims[i] (size 1 or equal)",
        example("%x: f32[O], %y: f32[B,O]", "  %0 = broadcast %x {dims = [1], shape = [B,O]} : f32[B,O]\n  return %0",
-                "f32[B,O]"),
+               "f32[B,O]"),
        _broadcast_rule, 1, ("dims", "shape"), traits=("index_map", "cheap"), linear=(0,))
 
 
@@ -26,7 +27,7 @@ def _reshape_rule(types, attrs, funcs):
     (t,) = types
     shape = tuple(attrs["shape"])
     require(num_elements(shape) == num_elements(t.shape),
-             f"cannot reshape {t} to [{','.join(map(str, shape))}]: element counts differ")
+            f"cannot reshape {t} to [{','.join(map(str, shape))}]: element counts differ")
     return (TensorType(t.dtype, shape),)
 
 
@@ -57,12 +58,12 @@ def _slice_rule(types, attrs, funcs):
     (t,) = types
     start, stop, step = (tuple(attrs[k]) for k in ("start", "stop", "step"))
     require(len(start) == len(stop) == len(step) == t.rank,
-             f"`start`, `stop`, `step` need {t.rank} entries each")
+            f"`start`, `stop`, `step` need {t.rank} entries each")
     shape = []
     for size, lo, hi, st in zip(t.shape, start, stop, step):
         require(isinstance(st, int) and st >= 1, f"step {st} must be a positive integer")
         require(_static_le(0, lo) and _static_le(lo, hi) and _static_le(hi, size),
-                 f"slice {lo}:{hi} out of bounds for dimension {size}")
+                f"slice {lo}:{hi} out of bounds for dimension {size}")
         extent = hi - lo
         if st == 1:
             shape.append(extent)
@@ -74,7 +75,7 @@ def _slice_rule(types, attrs, funcs):
 
 define("slice", "elements start:stop:step along every axis (static bounds)",
        example("%x: f32[N]", "  %0 = slice %x {start = [1], step = [1], stop = [N]} : f32[N-1]\n  return %0",
-                "f32[N-1]"),
+               "f32[N-1]"),
        _slice_rule, 1, ("start", "step", "stop"), traits=("index_map",), linear=(0,))
 
 
@@ -86,7 +87,7 @@ def _concat_rule(types, attrs, funcs):
     for t in types:
         require(t.dtype == first.dtype and t.rank == first.rank, f"operand types differ: {first} vs {t}")
         require(all(a == b for i, (a, b) in enumerate(zip(t.shape, first.shape)) if i != axis),
-                 f"operand shapes differ off axis {axis}: {first} vs {t}")
+                f"operand shapes differ off axis {axis}: {first} vs {t}")
         total = total + t.shape[axis]
     shape = list(first.shape)
     shape[axis] = total
@@ -95,7 +96,7 @@ def _concat_rule(types, attrs, funcs):
 
 define("concat", "join operands along `axis`",
        example("%x: f32[N], %y: f32[M]", "  %0 = concat %x, %y {axis = 0} : f32[M+N]\n  return %0",
-                "f32[M+N]"),
+               "f32[M+N]"),
        _concat_rule, None, ("axis",), linear=ALL)
 
 
@@ -110,6 +111,6 @@ def _pad_rule(types, attrs, funcs):
 
 define("pad", "surround with `low`/`high` copies of a scalar value along each axis",
        example("%x: f32[N], %v: f32", "  %0 = pad %x, %v {high = [2], low = [1]} : f32[N+3]\n  return %0",
-                "f32[N+3]"),
+               "f32[N+3]"),
        _pad_rule, 2, ("high", "low"), linear=ALL)
 
