@@ -6,11 +6,11 @@ import ctypes
 import numpy as np
 import pytest
 
-from adc import driver
 from adc.codegen import emit
 from adc.codegen.toolchain import aot
 from adc.codegen.lowering.lower import lower_module
 from adc.codegen.toolchain.target import Target
+from adc.driver.runtime_library import runtime_object
 from adc.errors import ToolchainError
 from tests.support.ir_kernels import kernel
 from tests.support.native import call, compile_module
