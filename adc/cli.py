@@ -48,8 +48,9 @@ def _parser() -> argparse.ArgumentParser:
     compile_.add_argument("--no-gradients", action="store_true",
                           help="export the kernels only, not their VJP kernels: the loaded module "
                                "cannot be differentiated")
-    compile_.add_argument("--cpu", default="native", metavar="NAME",
-                          help="the CPU to build for: native (this machine, the default), an x86-64 level "
+    compile_.add_argument("--cpu", metavar="NAME",
+                          help="the CPU to build for: native (this machine, the default unless ADC_CPU names "
+                               "another, as it does for the JIT), an x86-64 level "
                                "(x86-64, x86-64-v2, x86-64-v3, x86-64-v4) or an LLVM CPU name (znver3, "
                                "skylake-avx512, ...); adc.load refuses the file on a CPU lacking its features")
     compile_.add_argument("--check-bounds", action="store_true",
@@ -98,7 +99,7 @@ def _cmd_compile(args, driver) -> int:
     from adc.codegen.toolchain.target import Target
 
     try:
-        target = Target.for_cpu(args.cpu, pic=True)
+        target = Target.for_cpu(args.cpu or os.environ.get("ADC_CPU", "").strip() or "native", pic=True)
     except ValueError as err:
         raise UsageError(str(err)) from None
     if args.check_bounds:

@@ -2,6 +2,7 @@
 features before any code is mapped, and usable where llvmlite cannot be imported."""
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import textwrap
@@ -15,6 +16,13 @@ from adc.runtime import module as runtime_module
 from tests.support.no_llvmlite import BLOCK_LLVMLITE
 from tests.support.repository import SAMPLES
 
+
+def _recorded_target(path) -> str:
+    info = subprocess.run([sys.executable, "-m", "adc", "info", str(path)], capture_output=True, text=True,
+                          check=True).stdout
+    return next(line for line in info.splitlines() if line.strip().startswith("target:"))
+
+
 @pytest.fixture(scope="module")
 def v2_so(tmp_path_factory):
     out = tmp_path_factory.mktemp("v2") / "kernels.so"
@@ -24,9 +32,7 @@ def v2_so(tmp_path_factory):
 
 
 def test_the_target_is_recorded_and_shown(v2_so):
-    info = subprocess.run([sys.executable, "-m", "adc", "info", str(v2_so)], capture_output=True, text=True,
-                          check=True).stdout
-    line = next(line for line in info.splitlines() if line.strip().startswith("target:"))
+    line = _recorded_target(v2_so)
     assert "cpu x86-64-v2" in line
     assert set(cpus.LEVELS["x86-64-v2"]) <= set(line.split(": ", 2)[2].split())
     assert " avx " not in f" {line} " and "avx2" not in line
@@ -51,6 +57,20 @@ def test_a_cpu_lacking_features_is_refused_before_mapping(v2_so, monkeypatch):
     with pytest.raises(adc.LoadError, match=r"compiled for CPU 'x86-64-v2', whose features this CPU lacks: "
                                             r"cx16, popcnt, sahf, sse3, sse4\.1, sse4\.2, ssse3"):
         adc.load(v2_so)
+
+
+def test_adc_cpu_is_the_default_cpu_of_adc_compile_and_cpu_overrides_it(tmp_path):
+    """ADC_CPU names the CPU adc compiles for when nothing else does, the JIT's and `adc compile`'s
+    (a process under a tool that cannot decode this CPU's widest instructions loads what its tests
+    compile); --cpu still wins."""
+    source = tmp_path / "k.adc"
+    source.write_text("def f(x: f32[N]) -> f32[N]:\n    return exp(x)\n")
+    env = {**os.environ, "ADC_CPU": "x86-64-v2"}
+    builds = ((tmp_path / "env.so", [], "x86-64-v2"), (tmp_path / "flag.so", ["--cpu", "x86-64"], "x86-64"))
+    for out, extra, cpu in builds:
+        subprocess.run([sys.executable, "-m", "adc", "compile", str(source), "-o", str(out), *extra], check=True,
+                       capture_output=True, text=True, env=env)
+        assert f"cpu {cpu}," in _recorded_target(out)
 
 
 def test_an_unknown_cpu_is_a_usage_error(tmp_path):
