@@ -193,11 +193,12 @@ def plan(func: Func) -> Plan:
 
 def _scatter_bases(func: Func, producers: dict[Value, Op], uses: Counter, forced: set[Value]) -> dict[Value, Value]:
     """The scatter_add (and scatter) bases computed straight into the scatter's buffer (by a loop nest of their own,
-    parallel and vectorized), which then only adds the updates: a base read by nothing else, neither
+    parallel and vectorized), which then only adds the updates: a base read by nothing else (the scatter's
+    own indices and updates included: they would read the buffer the scatter is changing), neither
     a parameter nor returned, seen through one reshape (a view of it then)."""
     found: dict[Value, Value] = {}
     for op in func.ops:
-        if op.name not in ("scatter_add", "scatter"):
+        if not OPS[op.name].has("scatter") or op.operands[0] in op.operands[1:]:
             continue
         base = op.operands[0]
         inner = producers.get(base)
