@@ -20,7 +20,8 @@ The command
     python -m tests.support.memcheck tests/runtime/test_loops.py tests/fuzz
 
 runs pytest over the given tests that way (in one process) and prints the reports in adc's code;
-it exits 1 if there is any.
+it exits 1 if there is any. valgrind reads its own options from VALGRIND_OPTS: with
+`VALGRIND_OPTS=--track-origins=yes` a report of an uninitialised value says where it was created.
 """
 from __future__ import annotations
 
@@ -57,13 +58,19 @@ def run_heap_checked(program: str, env: dict[str, str] | None = None,
 
 @dataclass(frozen=True)
 class Report:
-    """One valgrind report in adc's code: its kind (InvalidWrite, ...), what valgrind said, its stack."""
+    """One valgrind report in adc's code: its kind (InvalidWrite, ...), what valgrind said, its stack,
+    and what it added: the block an address lies in, or (with VALGRIND_OPTS=--track-origins=yes)
+    where an uninitialised value was created, each with its own stack."""
     kind: str
     what: str
     stack: tuple[str, ...]
+    notes: tuple[tuple[str, tuple[str, ...]], ...] = ()
 
     def __str__(self) -> str:
-        return "\n".join([f"{self.kind}: {self.what}", *(f"    {frame}" for frame in self.stack)])
+        lines = [f"{self.kind}: {self.what}", *(f"    {frame}" for frame in self.stack)]
+        for note, stack in self.notes:
+            lines += [f"  {note}", *(f"    {frame}" for frame in stack)]
+        return "\n".join(lines)
 
 
 def valgrind() -> str | None:
@@ -89,13 +96,13 @@ def run_under_valgrind(argv: list[str], cache_dir: str, timeout: float = 3600) -
             status, printed = run.returncode, run.stdout
         except subprocess.TimeoutExpired as stopped:       # what it checked until then still counts
             status, printed = TIMED_OUT, stopped.stdout or ""
-        reports = [r for path in sorted(glob.glob(f"{logs}/*.xml")) for r in _reports(path)]
+        reports = [r for path in sorted(glob.glob(f"{logs}/*.xml")) for r in reports_in_adc(path)]
     if isinstance(printed, bytes):
         printed = printed.decode(errors="replace")
     return status, reports, (printed.strip().splitlines() or [""])[-1]
 
 
-def _reports(path: str) -> list[Report]:
+def reports_in_adc(path: str) -> list[Report]:
     found = []
     for error in _log(Path(path).read_text(errors="replace")).iter("error"):
         kind = error.findtext("kind", "")
@@ -105,8 +112,21 @@ def _reports(path: str) -> list[Report]:
         if not any(_in_adc(f) for f in frames) or any(_in_loader(f) for f in frames):
             continue
         what = error.findtext("what") or error.findtext("xwhat/text") or ""
-        found.append(Report(kind, what, tuple(_describe(f) for f in frames)))
+        found.append(Report(kind, what, tuple(_describe(f) for f in frames), _notes(error)))
     return found
+
+
+def _notes(error: ET.Element) -> tuple[tuple[str, tuple[str, ...]], ...]:
+    """What valgrind added after the first stack, each note with the stack that follows it."""
+    children = list(error)
+    first_stack = next((i for i, child in enumerate(children) if child.tag == "stack"), len(children))
+    notes: list[tuple[str, tuple[str, ...]]] = []
+    for child in children[first_stack + 1:]:
+        if child.tag in ("auxwhat", "xauxwhat"):
+            notes.append((child.text or child.findtext("text", ""), ()))
+        elif child.tag == "stack" and notes:
+            notes[-1] = (notes[-1][0], tuple(_describe(f) for f in child.findall("frame")))
+    return tuple(notes)
 
 
 def _log(text: str) -> ET.Element:
