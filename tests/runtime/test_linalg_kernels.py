@@ -1,7 +1,8 @@
 """cholesky, solve_triangular and cho_solve in compiled kernels: values against SciPy (LAPACK) on
 well- and ill-conditioned matrices, f32 and f64, symbolic sizes; NaN for a matrix that is not
 positive definite; the bounds-checked build; a `.so` round trip; the Hessian, forward against
-reverse mode, and the batch Jacobian against a loop over examples, each against central differences.
+reverse mode, the batch Jacobian against a loop over examples, and a factorization inside a loop, each
+against central differences.
 """
 import subprocess
 import sys
@@ -147,3 +148,16 @@ def test_a_shared_object_round_trip(m, tmp_path):
     a, y = rng.standard_normal((4, 4)), rng.standard_normal(4)
     np.testing.assert_array_equal(loaded.nll(a, y).numpy(), m.nll(a, y).numpy())
     np.testing.assert_allclose(adc.grad(loaded.nll)(a, y)[0].numpy(), adc.grad(m.nll)(a, y)[0].numpy(), rtol=1e-13)
+
+
+def test_a_factorization_in_a_loop_first_and_second_order():
+    loop = adc.compile("def f(a: f64[N, N], x0: f64[N]) -> f64:\n    x = x0\n    for i in range(3):\n"
+                       "        x = cho_solve(cholesky(a + 0.1 * sum(x * x)), x) + x0\n    return sum(x * x)\n", "loop.adc")
+    rng = np.random.default_rng(9)
+    y, x0 = rng.standard_normal((4, 4)), rng.standard_normal(4)
+    a = y @ y.T + 4 * np.eye(4)
+    gradient = adc.grad(loop.f, wrt="a")(a, x0).numpy()
+    np.testing.assert_allclose(gradient, central_jacobian(lambda v: loop.f(v, x0).numpy(), a), rtol=1e-6, atol=1e-9)
+    in_x0 = adc.grad(loop.f, wrt="x0")
+    np.testing.assert_allclose(adc.hessian(loop.f, wrt="x0")(a, x0).numpy(),
+                               central_jacobian(lambda v: in_x0(a, v).numpy(), x0), rtol=1e-6, atol=1e-8)
