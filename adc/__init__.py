@@ -23,7 +23,7 @@ from adc.runtime.functional import batch_jacobian, grad, hessian, hvp, jacfwd, j
 from adc.runtime.module import LoadError, Module, from_source, load, warn_on_open
 from adc.runtime import numpy_interop   # NumPy's functions on Tensors: the adc ops they name
 from adc.runtime.axis_ops import (argmax, argmin, gather, one_hot, reduce_logsumexp, take_along_axis)
-from adc.runtime.namespaces import math_ops as math, nn
+from adc.runtime.namespaces import linalg, math_ops as math, nn
 from adc.runtime.ops import (abs_ as abs, add, cast, clip, clip_by_norm, clip_by_value, concat,
                              convert_to_tensor, cos, divide, elu, equal, exp, expm1, floor, greater,
                              greater_equal, less, less_equal, log, log1p, matmul,
@@ -42,7 +42,7 @@ __all__ = ["__version__", "BoundsError", "CompileError", "ForwardAccumulator", "
            "clip_by_value", "compile", "compile_file", "concat", "constant", "convert_to_tensor", "cos",
            "custom_gradient", "divide", "elu", "equal", "exp", "expm1", "floor", "gather", "grad", "greater", "greater_equal",
            "hessian", "hvp", "jacfwd", "jacobian", "jvp",
-           "less", "less_equal", "load", "log", "log1p", "math", "matmul", "maximum", "minimum", "multiply",
+           "less", "less_equal", "linalg", "load", "log", "log1p", "math", "matmul", "maximum", "minimum", "multiply",
            "negative", "nn", "norm", "not_equal", "one_hot", "pow", "reduce_logsumexp", "reduce_max", "reduce_mean", "reduce_min",
            "reduce_prod", "reduce_sum", "relu", "reshape", "round", "rsqrt", "set_num_threads", "sigmoid", "sign", "sin",
            "softplus", "sqrt", "stack", "stop_gradient", "subtract", "take_along_axis", "tan", "tanh", "transpose", "value_and_grad", "where"]

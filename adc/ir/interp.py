@@ -28,6 +28,7 @@ import numpy as np
 from adc.errors import CompileError
 from adc.ir.core import Func, Module, Value
 from adc.ir.ops import OPS
+from adc.ir.ops.linalg import triangular_solve_reference
 from adc.ir.trampoline import trampoline
 from adc.ir.types import SymDim, evaluate_dim
 from adc.ir.shapes import constraints
@@ -308,6 +309,13 @@ def matmul_eval(args, attrs, ctx):
 
 
 eval_rules["matmul"] = matmul_eval
+
+
+def triangular_solve_eval(args, attrs, ctx):
+    return (triangular_solve_reference(*args, **attrs),)
+
+
+eval_rules["triangular_solve"] = triangular_solve_eval
 
 
 def call_eval(args, attrs, ctx):

@@ -293,6 +293,15 @@ def _fold_columns(b: Builder, x: Value, y: Value) -> Value:
 batch_rules["matmul"] = matmul_batch
 
 
+def stacked_matrices_batch(b, op, args, batched):
+    # ops on stacked matrices (cholesky, triangular_solve): the batch axis is one more stacking axis
+    return [b.op(op.name, *_all_batched(b, args, batched), **op.attrs)], [True]
+
+
+batch_rules["cholesky"] = stacked_matrices_batch
+batch_rules["triangular_solve"] = stacked_matrices_batch
+
+
 # ---------------------------------------------------------------- control flow
 #
 # A region is batched along its parent's batch axis (batch.batch_region). A loop carries every value

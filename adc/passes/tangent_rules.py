@@ -32,6 +32,7 @@ from adc.ir.core import FuncRef, Op, Value
 from adc.ir.ops import OPS, with_trait
 from adc.passes.adjoint_rules import adjoint_rules
 from adc.passes.adjoint_rules.calls import attached_gradient, lift_elementwise
+from adc.passes.adjoint_rules.linalg import phi, solve_lower, solve_mask, swap_last
 from adc.passes.adjoint_rules.reductions import cumprod_zeros
 from adc.passes.regions import add_region, extend, unused_params
 from adc.passes.transpose import LINEAR_IN, linear_positions, transposed
@@ -232,6 +233,32 @@ def cumprod_tangent(b, op, tangents):
 
 
 tangent_rules["cumprod"] = cumprod_tangent
+
+
+# ---------------------------------------------------------------- linear algebra
+
+def cholesky_tangent(b, op, tangents):
+    # dS = Φ(da) + Φ(da)ᵀ (a read from its lower triangle), dL = L Φ(L⁻¹ dS L⁻ᵀ)
+    (t,), factor = tangents, op.result
+    lower = phi(b, t)
+    ds = b.op("add", lower, swap_last(b, lower))
+    inner = solve_lower(b, factor, swap_last(b, solve_lower(b, factor, ds, False)), False)
+    return (b.op("matmul", factor, phi(b, inner)),)
+
+
+tangent_rules["cholesky"] = cholesky_tangent
+
+
+def triangular_solve_tangent(b, op, tangents):
+    # dx = op(a)⁻¹ (db - op(da) x), da read from a's triangle
+    (ta, tb), a, x = tangents, op.operands[0], op.result
+    moved = ta and solve_mask(b, op, ta)
+    moved = moved and (swap_last(b, moved) if op.attrs["trans"] else moved)
+    change = _sum(b, tb, moved and b.op("neg", b.op("matmul", moved, x)))
+    return (b.op("triangular_solve", a, change, **op.attrs),)
+
+
+tangent_rules["triangular_solve"] = triangular_solve_tangent
 
 
 # ---------------------------------------------------------------- custom gradients and external functions

@@ -1,10 +1,11 @@
-"""The eager library's TensorFlow-style namespaces: adc.nn and adc.math."""
+"""The eager library's namespaces: adc.nn and adc.math (TensorFlow's), adc.linalg (NumPy's and SciPy's)."""
 from __future__ import annotations
 
 from types import SimpleNamespace
 
 from adc.runtime.axis_ops import (argmax, argmin, cumprod, cumsum, log_softmax, reduce_logsumexp, softmax,
                                   sparse_softmax_cross_entropy_with_logits)
+from adc.runtime import linalg as linalg_ops
 from adc.runtime.ops import (BUILTIN_BINARY, BUILTIN_UNARY, add, divide, elu, equal, greater, greater_equal, less,
                              less_equal, make_unary, multiply, negative, not_equal, pow_, reduce_max, reduce_mean,
                              reduce_min, reduce_prod, reduce_sum, relu, sigmoid, softplus, subtract)
@@ -24,3 +25,5 @@ math_ops = SimpleNamespace(**BUILTIN_UNARY | BUILTIN_BINARY | dict(
     softmax=softmax, log_softmax=log_softmax, less=less, less_equal=less_equal, greater=greater,
     greater_equal=greater_equal, equal=equal, not_equal=not_equal,
     **{name: make_unary(name, name) for name in COMPOSED_FUNCTIONS}))
+linalg = SimpleNamespace(cholesky=linalg_ops.cholesky, solve_triangular=linalg_ops.solve_triangular,
+                         cho_solve=linalg_ops.cho_solve)

@@ -20,7 +20,7 @@ import inspect
 import numpy as np
 
 from adc.ir.ops import OPS
-from adc.runtime import axis_ops, ops
+from adc.runtime import axis_ops, linalg, ops
 from adc.runtime.namespaces import math_ops
 from adc.runtime.indexing import getitem
 from adc.runtime.recording import thread_state
@@ -74,6 +74,12 @@ def _squeeze(a, axis=None):
     return ops.reshape(a, [d for i, d in enumerate(a.shape) if i not in axes])
 
 
+def _cholesky(a, /, *, upper=False):
+    # NumPy's `upper`: the transpose of the lower factor
+    factor = linalg.cholesky(a)
+    return ops.transpose(factor, list(range(factor.ndim - 2)) + [factor.ndim - 1, factor.ndim - 2]) if upper else factor
+
+
 FUNCTIONS = {
     np.sum: _reduction(ops.reduce_sum), np.mean: _reduction(ops.reduce_mean),
     np.max: _reduction(ops.reduce_max), np.min: _reduction(ops.reduce_min),
@@ -88,6 +94,7 @@ FUNCTIONS = {
     np.argmin: lambda a, axis=None, *, keepdims=False: axis_ops.arg_reduction("argmin", a, axis, keepdims),
     np.take_along_axis: lambda arr, indices, axis: axis_ops.take_along_axis(arr, indices, axis),
     np.cumsum: _scan(axis_ops.cumsum), np.cumprod: _scan(axis_ops.cumprod),
+    np.linalg.cholesky: _cholesky,
 }
 
 

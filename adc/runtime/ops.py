@@ -48,11 +48,12 @@ def operands(op: str, values: Sequence, dtype=None) -> list:
     return [v if type(v) is Tensor or type(v) is Variable else constant(v, dtype) for v in values]
 
 
-def _ones(shape: tuple[int, ...]) -> tuple[bool, ...]:
+def size_one_axes(shape: tuple[int, ...]) -> tuple[bool, ...]:
+    """Which dims of `shape` are 1: the broadcasting pattern an eager kernel is compiled for."""
     return tuple([d == 1 for d in shape])
 
 
-def _broadcast_dims(patterns: Sequence[tuple[bool, ...]], prefix: str = "D") -> tuple[list, list]:
+def broadcast_dims(patterns: Sequence[tuple[bool, ...]], prefix: str = "D") -> tuple[list, list]:
     """Symbolic dims for operands whose size-1 dims are `patterns`: (per operand, result)."""
     rank = max(map(len, patterns), default=0)
     out = []
@@ -74,12 +75,12 @@ def _elementwise(op: str, expr: str, names: Sequence[str], args: Sequence, resul
     shapes = [t.shape for t in args]
     if shapes.count(shapes[0]) != len(shapes):
         check_broadcast(op, shapes)
-    patterns = [_ones(s) for s in shapes]
+    patterns = [size_one_axes(s) for s in shapes]
     dtypes = [t.dtype for t in args]
     key = (op, *dtypes, *patterns)
 
     def source():
-        ins, out = _broadcast_dims(patterns)
+        ins, out = broadcast_dims(patterns)
         params = [(n, tensor_type(d, dims)) for n, d, dims in zip(names, dtypes, ins)]
         return definition(f"eager_{op}", params, tensor_type(result_dtype or dtypes[-1], out), expr)
 
@@ -295,11 +296,11 @@ def matmul(a, b):
         raise ValueError(f"adc.matmul: Matrix size-incompatible: In[0]: {list(a.shape)}, In[1]: {list(b.shape)}")
     batches = [a.shape[:-2], b.shape[:-2]]
     check_broadcast("matmul", batches)
-    patterns = [_ones(s) for s in batches]
+    patterns = [size_one_axes(s) for s in batches]
     key = ("matmul", a.dtype, a.ndim, b.ndim, *patterns)
 
     def source():
-        (ba, bb), out = _broadcast_dims(patterns, "B")
+        (ba, bb), out = broadcast_dims(patterns, "B")
         da = ba + (["M", "K"] if a.ndim > 1 else ["K"])
         db = bb + (["K", "N"] if b.ndim > 1 else ["K"])
         result = out + (["M"] if a.ndim > 1 else []) + (["N"] if b.ndim > 1 else [])

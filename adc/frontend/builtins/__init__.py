@@ -9,7 +9,7 @@ keeps its own table in a module of this package; a new builtin is one rule there
     elementwise.py   sin, exp, ..., relu, softplus, where, clip, f32(...)
     reductions.py    sum, mean, norm, cumsum, softmax, logsumexp, argmax, any, ...
     shape.py         transpose, reshape, broadcast_to, concat, stack, pad
-    linalg.py        matmul
+    linalg.py        matmul, cholesky, solve_triangular, cho_solve
     gathers.py       take, take_along_axis, scatter, scatter_add
     creation.py      zeros, ones, full, linspace, one_hot
 """

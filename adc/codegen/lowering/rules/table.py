@@ -14,6 +14,7 @@ may have several results, take a list of buffers, one per result
     reductions.py    reduce_sum, reduce_max, reduce_min, reduce_prod, argmax, argmin
     scans.py         cumsum, cumprod
     matmul.py        matmul
+    linalg.py        cholesky, triangular_solve
     calls.py         extern_call
     control_flow.py  for, scan, while, if
 """
@@ -21,9 +22,10 @@ from __future__ import annotations
 
 from typing import Callable
 
-from adc.codegen.lowering.rules import calls, control_flow, elementwise, indexing, matmul, reductions, scans, shape
+from adc.codegen.lowering.rules import (calls, control_flow, elementwise, indexing, linalg, matmul, reductions, scans,
+                                        shape)
 
 LowerRule = Callable[..., object]
 lower_rules: dict[str, LowerRule] = {
     **elementwise.lower_rules, **shape.lower_rules, **indexing.lower_rules, **reductions.lower_rules,
-    **scans.lower_rules, **matmul.lower_rules, **calls.lower_rules, **control_flow.lower_rules}
+    **scans.lower_rules, **matmul.lower_rules, **linalg.lower_rules, **calls.lower_rules, **control_flow.lower_rules}
