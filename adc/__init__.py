@@ -11,6 +11,7 @@
 
     adc.grad(m.loss), adc.jacobian(m.f), adc.hessian(m.loss)   # derivative kernels, compiled
     y, dy = adc.jvp(m.f, (x,), (dx,))                 # forward mode
+    adc.vmap(m.f, in_axes=(0, None))                  # a kernel over a batch, compiled (jax.vmap)
 """
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ import os
 from adc.errors import BoundsError, CompileError, ToolchainError, VerifyError
 from adc.runtime.custom_gradient import custom_gradient
 from adc.runtime.forward_accumulator import ForwardAccumulator
-from adc.runtime.functional import batch_jacobian, grad, hessian, hvp, jacfwd, jacobian, jvp, value_and_grad
+from adc.runtime.functional import batch_jacobian, grad, hessian, hvp, jacfwd, jacobian, jvp, value_and_grad, vmap
 from adc.runtime.module import LoadError, Module, from_source, load, warn_on_open
 from adc.runtime import numpy_interop   # NumPy's functions on Tensors: the adc ops they name
 from adc.runtime.axis_ops import (argmax, argmin, gather, one_hot, reduce_logsumexp, take_along_axis)
@@ -45,7 +46,7 @@ __all__ = ["__version__", "BoundsError", "CompileError", "ForwardAccumulator", "
            "less", "less_equal", "load", "log", "log1p", "math", "matmul", "maximum", "minimum", "multiply",
            "negative", "nn", "norm", "not_equal", "one_hot", "pow", "reduce_logsumexp", "reduce_max", "reduce_mean", "reduce_min",
            "reduce_prod", "reduce_sum", "relu", "reshape", "round", "rsqrt", "set_num_threads", "sigmoid", "sign", "sin",
-           "softplus", "sqrt", "stack", "stop_gradient", "subtract", "take_along_axis", "tan", "tanh", "transpose", "value_and_grad", "where"]
+           "softplus", "sqrt", "stack", "stop_gradient", "subtract", "take_along_axis", "tan", "tanh", "transpose", "value_and_grad", "vmap", "where"]
 
 
 def compile(source: str, name: str | None = None, check_bounds: bool = False) -> Module:

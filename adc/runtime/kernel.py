@@ -417,6 +417,18 @@ class Kernel:
         return tuple(shapes)
 
 
+def as_kernel(value, user: str) -> Kernel:
+    """`value` as a compiled Kernel: itself, or what its `__adc_kernel__()` gives (an @adc.kernel
+    function, compiled then); TypeError naming `user` ("adc.grad", ...) for anything else."""
+    if isinstance(value, Kernel):
+        return value
+    compiled = getattr(type(value), "__adc_kernel__", None)
+    if compiled is None:
+        raise TypeError(f"{user}: expects a compiled adc kernel (e.g. module.f, or a function decorated "
+                        f"with @adc.kernel), got {type(value).__name__}")
+    return compiled(value)
+
+
 def _dim_plan(sig: KernelSignature) -> tuple | None:
     """(param, axis, slot, fixed) per parameter dim: slot -1 checks the static size `fixed`;
     otherwise the first use of a symbol binds sizes[slot] and later ones (fixed=True) compare."""
