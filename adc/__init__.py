@@ -17,7 +17,9 @@ from __future__ import annotations
 
 import os
 
+from adc.annotations import dims, f32, f64, i32, i64
 from adc.errors import BoundsError, CompileError, ToolchainError, VerifyError
+from adc.python_kernels import kernel
 from adc.runtime.custom_gradient import custom_gradient
 from adc.runtime.forward_accumulator import ForwardAccumulator
 from adc.runtime.functional import batch_jacobian, grad, hessian, hvp, jacfwd, jacobian, jvp, value_and_grad, vmap
@@ -41,8 +43,8 @@ from adc.version import __version__
 __all__ = ["__version__", "BoundsError", "CompileError", "ForwardAccumulator", "GradientTape", "LoadError", "Module", "Tensor", "ToolchainError",
            "UnconnectedGradients", "Variable", "VerifyError", "abs", "add", "argmax", "argmin", "batch_jacobian", "cast", "clip", "clip_by_norm",
            "clip_by_value", "compile", "compile_file", "concat", "constant", "convert_to_tensor", "cos",
-           "custom_gradient", "divide", "elu", "equal", "exp", "expm1", "floor", "gather", "grad", "greater", "greater_equal",
-           "hessian", "hvp", "jacfwd", "jacobian", "jvp",
+           "custom_gradient", "dims", "divide", "elu", "equal", "exp", "expm1", "f32", "f64", "floor", "gather", "grad", "greater", "greater_equal",
+           "hessian", "hvp", "i32", "i64", "jacfwd", "jacobian", "jvp", "kernel",
            "less", "less_equal", "load", "log", "log1p", "math", "matmul", "maximum", "minimum", "multiply",
            "negative", "nn", "norm", "not_equal", "one_hot", "pow", "reduce_logsumexp", "reduce_max", "reduce_mean", "reduce_min",
            "reduce_prod", "reduce_sum", "relu", "reshape", "round", "rsqrt", "set_num_threads", "sigmoid", "sign", "sin",
