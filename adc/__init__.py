@@ -64,3 +64,10 @@ def compile_file(path: str | os.PathLike, check_bounds: bool = False) -> Module:
     from adc import driver      # the compiler (llvmlite) is optional for loading .so files
 
     return warn_on_open(from_source(driver.read_source(path), str(path), check_bounds), "adc.compile_file")
+
+
+def load_ipython_extension(ipython) -> None:
+    """`%load_ext adc`: the %%adc cell magic, adc source compiled and its kernels bound (adc/notebook.py)."""
+    from adc.notebook import load
+
+    load(ipython)
