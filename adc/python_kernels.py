@@ -127,6 +127,10 @@ def read_source(function) -> KernelSource:
     node = ast.parse("\n".join(dedented)).body[0]
     if not isinstance(node, ast.FunctionDef):
         raise CompileError("@adc.kernel decorates a def (not an async def)", source.location(node.lineno, 1))
+    if len(node.decorator_list) > 1:
+        raise CompileError(f"kernel '{name}': @adc.kernel is a kernel's only decorator (a @custom_gradient kernel, "
+                           f"an extern or a @gradient rule is written in adc source: adc.compile(source))",
+                           source.location(node.decorator_list[0].lineno, 1))
     _check_parameters(node, source)
     lines = list(dedented)
     lines[:node.lineno - 1] = [""] * (node.lineno - 1)      # the decorators

@@ -169,6 +169,13 @@ def test_a_def_that_is_no_kernel_is_refused_at_decoration(tmp_path, signature, m
     assert (caught.value.file, caught.value.line, caught.value.col) == (str(tmp_path / "not_kernel.py"), 5, col)
 
 
+def test_another_decorator_is_refused_not_dropped(tmp_path):
+    with pytest.raises(adc.CompileError, match="@adc.kernel is a kernel's only decorator") as caught:
+        write_module(tmp_path, "two_decorators", "import adc\nfrom adc import f32\ncustom_gradient = lambda f: f\n\n"
+                                                 "@adc.kernel\n@custom_gradient\ndef k(x: f32) -> f32:\n    return x\n")
+    assert (caught.value.line, caught.value.col) == (5, 1)
+
+
 def test_an_annotation_that_is_no_dimension_fails_where_python_evaluates_it(tmp_path):
     with pytest.raises(TypeError, match=r"f32\[...\]: a dimension is a name"):
         write_module(tmp_path, "bad_dim", "import adc\nfrom adc import f32\n\n@adc.kernel\n"
