@@ -14,6 +14,7 @@ Entries are named by a kind and a request, the kind saying which builder made it
     "example_axes", (param, axis)   where a param's examples go (jacobians.py)
     "jvp" / "jvp_tangents", wanted  its JVP, with and without the primal results (functional.py)
     "grad", "jacobian"..., (mode, wanted)   a transformed kernel (functional.transformed)
+    "vmap", (in_axes, out_axes)   the kernel mapped over a batch (functional.vmap)
     "parsed_ir", None        a module's IR, parsed (GradientSource.parsed_ir)
 
     kernel.derived.get("vjp", (0,), lambda: derivatives.derive(kernel, (0,)))
