@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import os
 
+from adc import build_ahead
 from adc.errors import BoundsError, CompileError, ToolchainError, VerifyError
 from adc.runtime.custom_gradient import custom_gradient
 from adc.runtime.forward_accumulator import ForwardAccumulator
@@ -46,6 +47,9 @@ __all__ = ["__version__", "BoundsError", "CompileError", "ForwardAccumulator", "
            "negative", "nn", "norm", "not_equal", "one_hot", "pow", "reduce_logsumexp", "reduce_max", "reduce_mean", "reduce_min",
            "reduce_prod", "reduce_sum", "relu", "reshape", "round", "rsqrt", "set_num_threads", "sigmoid", "sign", "sin",
            "softplus", "sqrt", "stack", "stop_gradient", "subtract", "take_along_axis", "tan", "tanh", "transpose", "value_and_grad", "where"]
+
+
+build_ahead.start()     # a machine's first import: the runtime library built meanwhile, in a child
 
 
 def compile(source: str, name: str | None = None, check_bounds: bool = False) -> Module:
