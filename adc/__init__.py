@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import os
 
+from adc import build_ahead
 from adc.annotations import dims, f32, f64, i32, i64
 from adc.errors import BoundsError, CompileError, ToolchainError, VerifyError
 from adc.python_kernels import kernel
@@ -49,6 +50,9 @@ __all__ = ["__version__", "BoundsError", "CompileError", "ForwardAccumulator", "
            "negative", "nn", "norm", "not_equal", "one_hot", "pow", "reduce_logsumexp", "reduce_max", "reduce_mean", "reduce_min",
            "reduce_prod", "reduce_sum", "relu", "reshape", "round", "rsqrt", "set_num_threads", "sigmoid", "sign", "sin",
            "softplus", "sqrt", "stack", "stop_gradient", "subtract", "take_along_axis", "tan", "tanh", "transpose", "value_and_grad", "vmap", "where"]
+
+
+build_ahead.start()     # a machine's first import: the runtime library built meanwhile, in a child
 
 
 def compile(source: str, name: str | None = None, check_bounds: bool = False) -> Module:

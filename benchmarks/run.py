@@ -5,6 +5,8 @@
     python benchmarks/run.py compile                # compile latency, fresh processes (compile_times.py)
     python benchmarks/run.py dask                   # adc.dask: one process, threads, a cluster (dask_bench.py)
 
+The run starts with the machine: CPU model, AVX2/AVX-512F/FMA, cores, LLVM's name for the CPU,
+and each peer's BLAS (benchmarks/machine.py; docs/performance.md keeps figures per CPU family).
 Each line prints the median time per call of adc and of the alternatives a user
 would pick (NumPy always; JAX and PyTorch when installed), and the ratio
 alternative / adc (> 1 means adc is faster). Targets are printed with them.
@@ -22,6 +24,7 @@ import adc
 from compile_times import bench_compile
 from everyday import BENCHMARKS as EVERYDAY
 from loops_bench import BENCHMARKS as LOOPS, bench_loop_memory
+from machine import describe
 from timing import fastest, optional, report, timed
 
 SAMPLES = Path(__file__).resolve().parent.parent / "samples"
@@ -389,6 +392,8 @@ def main(argv: list[str]) -> int:
         print(f"unknown benchmark {', '.join(unknown)}; choose from {', '.join(benchmarks)}", file=sys.stderr)
         return 2
     print(f"adc {adc.__version__}, numpy {np.__version__}, python {sys.version.split()[0]}")
+    for line in describe():
+        print(f"  {line}")
     for name in argv or benchmarks:
         benchmarks[name]()
     return 0

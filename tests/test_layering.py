@@ -9,7 +9,8 @@ linking) on codegen and the compiler — never on the runtime; the runtime on th
 and, for derivatives, on the driver and the passes' analyses — never on codegen,
 so loading a `.so` needs no llvmlite. adc.dask (kernels over Dask arrays), adc.python_kernels
 (@adc.kernel, whose types adc.annotations defines, importing nothing of adc) and adc.notebook (the
-%%adc magic) sit on the runtime.
+%%adc magic) sit on the runtime;
+adc.build_ahead (the runtime library built by a child of `import adc`) on the cache and the driver.
 The CLI and `adc/__init__` sit on top.
 Every import counts, function-local ones included, and no two layers import each other.
 Below the layers, import circles between modules are tested too: none in adc.runtime, none that
@@ -46,6 +47,7 @@ ALLOWED = {
     "adc.annotations": (),
     "adc.python_kernels": ("adc.runtime", "adc.errors", "adc.annotations", "adc.locks"),
     "adc.notebook": ("adc.runtime", "adc.errors"),
+    "adc.build_ahead": ("adc.abi", "adc.codegen.toolchain.cache", "adc.driver.runtime_library"),
 }
 
 
