@@ -16,6 +16,7 @@ from hypothesis import given
 from adc.frontend import compile_source
 from adc.ir.interp import run
 from adc.ir.ops import OPS
+from adc.ir.parser import parse_module
 from adc.passes.sparsity import Pattern, jacobian_patterns, sparsity_rules
 from tests.fuzz.budget import fuzz_settings
 from tests.support.programs import programs
@@ -205,8 +206,13 @@ def test_a_branch_on_floats_joins_both_arms_and_a_known_one_takes_its_own():
     assert (detected(source, "f", [np.zeros(4), np.int64(0)]) == want).all()
 
 
-def test_a_running_sum_is_triangular_forwards_and_backwards():
-    source = ("def f(x: f64[N]) -> f64[N]:\n    return cumsum(x) + cumsum(x[::-1])[::-1] * 0.5\n"
-              "def g(x: f64[N]) -> f64[N]:\n    return cumsum(x)\n")
-    assert (detected(source, "g", [np.zeros(4)]) == np.tril(np.ones((4, 4), bool))).all()
-    assert detected(source, "f", [np.zeros(4)]).all()
+def test_running_sums_are_triangular_forwards_backwards_and_exclusive():
+    text = ("func @f(%x: f64[N]) -> f64[N] {\n"
+            "  %0 = cumsum %x {axis = 0, exclusive = {e}, reverse = {r}} : f64[N]\n  return %0\n}\n")
+    for exclusive, reverse, want in (("false", "false", np.tril(np.ones((4, 4), bool))),
+                                     ("true", "false", np.tril(np.ones((4, 4), bool), -1)),
+                                     ("false", "true", np.triu(np.ones((4, 4), bool))),
+                                     ("true", "true", np.triu(np.ones((4, 4), bool), 1))):
+        module = parse_module(text.replace("{e}", exclusive).replace("{r}", reverse), "scan")
+        (pattern,) = jacobian_patterns(module, "f", [np.zeros(4)], 0)
+        assert (dense(pattern) == want).all(), (exclusive, reverse)
