@@ -10,7 +10,6 @@ Brusselator); integer inputs specialize; loops walked or taken to a fixed point;
 from __future__ import annotations
 
 import numpy as np
-import pytest
 from hypothesis import given
 
 from adc.frontend import compile_source

@@ -41,6 +41,6 @@ def symmetric_index(pattern: Pattern, colors: np.ndarray) -> np.ndarray:
     is the only column of its color in row i, else B[c(i), j]."""
     rows, n, count = pattern.row_ids(), pattern.columns, int(colors.max(initial=-1)) + 1
     keys = rows * count + colors[pattern.indices]
-    unique, inverse, counts = np.unique(keys, return_inverse=True, return_counts=True)
+    _, inverse, counts = np.unique(keys, return_inverse=True, return_counts=True)
     direct = counts[inverse] == 1
     return np.where(direct, colors[pattern.indices] * n + rows, colors[rows] * n + pattern.indices)
