@@ -23,7 +23,8 @@ from adc.errors import BoundsError, CompileError, ToolchainError, VerifyError
 from adc.python_kernels import kernel
 from adc.runtime.custom_gradient import custom_gradient
 from adc.runtime.forward_accumulator import ForwardAccumulator
-from adc.runtime.functional import batch_jacobian, grad, hessian, hvp, jacfwd, jacobian, jvp, value_and_grad, vmap
+from adc.runtime.functional import (batch_jacobian, grad, hessian, hvp, jacfwd, jacobian, jacobian_sparsity, jvp,
+                                    value_and_grad, vmap)
 from adc.runtime.module import LoadError, Module, from_source, load, warn_on_open
 from adc.runtime import numpy_interop   # NumPy's functions on Tensors: the adc ops they name
 from adc.runtime.axis_ops import (argmax, argmin, gather, one_hot, reduce_logsumexp, take_along_axis)
@@ -45,7 +46,7 @@ __all__ = ["__version__", "BoundsError", "CompileError", "ForwardAccumulator", "
            "UnconnectedGradients", "Variable", "VerifyError", "abs", "add", "argmax", "argmin", "batch_jacobian", "cast", "clip", "clip_by_norm",
            "clip_by_value", "compile", "compile_file", "concat", "constant", "convert_to_tensor", "cos",
            "custom_gradient", "dims", "divide", "elu", "equal", "exp", "expm1", "f32", "f64", "floor", "gather", "grad", "greater", "greater_equal",
-           "hessian", "hvp", "i32", "i64", "jacfwd", "jacobian", "jvp", "kernel",
+           "hessian", "hvp", "i32", "i64", "jacfwd", "jacobian", "jacobian_sparsity", "jvp", "kernel",
            "less", "less_equal", "linalg", "load", "log", "log1p", "math", "matmul", "maximum", "minimum", "multiply",
            "negative", "nn", "norm", "not_equal", "one_hot", "pow", "reduce_logsumexp", "reduce_max", "reduce_mean", "reduce_min",
            "reduce_prod", "reduce_sum", "relu", "reshape", "round", "rsqrt", "set_num_threads", "sigmoid", "sign", "sin",

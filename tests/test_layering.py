@@ -42,7 +42,7 @@ ALLOWED = {
     "adc.driver": ("adc.driver", "adc.ir", "adc.errors", "adc.abi", "adc.codegen", "adc.compiler", "adc.compile_log",
                    "adc.cpus", "adc.compile_worker", "adc.locks"),
     "adc.runtime": ("adc.runtime", "adc.ir", "adc.errors", "adc.abi", "adc.cpus", "adc.locks", "adc.driver",
-                    "adc.passes.example_axis", "adc.passes.expand", "adc.passes.inline"),
+                    "adc.passes.example_axis", "adc.passes.expand", "adc.passes.inline", "adc.passes.sparsity"),
     "adc.dask": ("adc.runtime", "adc.ir"),
     "adc.annotations": (),
     "adc.python_kernels": ("adc.runtime", "adc.errors", "adc.annotations", "adc.locks"),

@@ -3,6 +3,7 @@ calls between them, values against NumPy, transformations, pickling into a proce
 file; and the diagnostics, located at the file's own line and column."""
 import importlib.util
 import linecache
+import os
 import pickle
 import subprocess
 import sys
@@ -12,6 +13,7 @@ import numpy as np
 import pytest
 
 import adc
+from tests.support.repository import ROOT
 
 KERNELS = '''
 import adc
@@ -95,7 +97,8 @@ def test_a_kernel_pickles_with_its_source_into_a_process_without_the_file(kernel
     run = subprocess.run([sys.executable, "-c", "import pickle, sys, numpy as np\n"
                           "k = pickle.loads(sys.stdin.buffer.read())\n"
                           "print(float(k(np.ones((2, 3), np.float32), np.zeros(2, np.int64), np.ones(3, np.float32))))"],
-                         input=payload, capture_output=True, cwd="/", check=True)
+                         input=payload, capture_output=True, cwd="/", check=True,
+                         env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert float(run.stdout) == 9.0
 
 

@@ -34,6 +34,7 @@ import numpy as np
 
 from adc.runtime.derivatives import compiled, embedded_derivative
 from adc.runtime.kernel import Kernel, as_kernel
+from adc.runtime.sparse_derivatives import SparseJacobian, as_matrix, kernel_patterns
 from adc.runtime.tensor import Tensor, constant
 
 MODES = ("auto", "forward", "reverse")
@@ -57,10 +58,31 @@ def value_and_grad(kernel: Kernel, wrt=None) -> Kernel:
     return transformed("value_and_grad", kernel, wrt)
 
 
-def jacobian(kernel: Kernel, wrt=None, mode: str = "auto") -> Kernel:
+def jacobian(kernel: Kernel, wrt=None, mode: str = "auto", sparse: bool = False):
     """The kernel (x...) -> (J_i for i in wrt), J_i of shape result.shape + x_i.shape, of a kernel
-    with one float result; `mode` "auto", "forward" or "reverse" (see the module's docstring)."""
+    with one float result; `mode` "auto", "forward" or "reverse" (see the module's docstring).
+    `sparse`: for one parameter, a SparseJacobian (adc/runtime/sparse_derivatives.py) whose call
+    gives the Jacobian as a scipy.sparse CSR matrix of (result size × wrt size)."""
+    if sparse:
+        _one_parameter("jacobian", wrt)
+        kernel = as_kernel(kernel, "adc.jacobian")
+        (i,) = parameter_indices("jacobian", kernel, 0 if wrt is None else wrt)
+        _check_result("jacobian", kernel, (i,))
+        return SparseJacobian(kernel, i, _mode("jacobian", mode))
     return transformed("jacobian", kernel, wrt, _mode("jacobian", mode))
+
+
+def jacobian_sparsity(kernel: Kernel, *example_args, wrt=0):
+    """The Jacobian pattern of `kernel`'s one float result in its parameter `wrt`, at the sizes of
+    `example_args` (and the values of its integer ones; float values are not read): a
+    scipy.sparse boolean CSR matrix of (result size × wrt size), rows in the result's row-major
+    order; without SciPy, its (indptr, indices, shape)."""
+    _one_parameter("jacobian_sparsity", wrt)
+    kernel = as_kernel(kernel, "adc.jacobian_sparsity")
+    (i,) = parameter_indices("jacobian_sparsity", kernel, wrt)
+    _check_result("jacobian_sparsity", kernel, (i,))
+    (pattern,) = kernel_patterns(kernel, example_args, i)
+    return as_matrix(pattern)
 
 
 def jacfwd(kernel: Kernel, wrt=None) -> Kernel:
@@ -78,11 +100,17 @@ def batch_jacobian(kernel: Kernel, wrt=0, mode: str = "auto") -> Kernel:
     return transformed("batch_jacobian", kernel, wrt, _mode("batch_jacobian", mode))
 
 
-def hessian(kernel: Kernel, wrt=0, mode: str = "auto") -> Kernel:
+def hessian(kernel: Kernel, wrt=0, mode: str = "auto", sparse: bool = False):
     """The kernel (x...) -> d² result / d x², of shape x.shape + x.shape, for one parameter `wrt`
     of a kernel with one scalar float result: forward-over-reverse, or reverse-over-reverse with
-    mode="reverse"."""
+    mode="reverse". `sparse`: a SparseJacobian of the gradient kernel, star-colored (compressed
+    Hessian-vector products), giving the Hessian as a scipy.sparse CSR matrix."""
     _one_parameter("hessian", wrt)
+    if sparse:
+        kernel = as_kernel(kernel, "adc.hessian")
+        (i,) = parameter_indices("hessian", kernel, wrt)
+        _check_result("hessian", kernel, (i,))
+        return SparseJacobian(grad(kernel, i), i, "forward", symmetric=True)
     return transformed("hessian", kernel, wrt, _mode("hessian", mode))
 
 
