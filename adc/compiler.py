@@ -31,6 +31,7 @@ from adc.ir.parser import parse_module
 from adc.ir.printer import format_functions, format_module
 from adc.passes import jacobian as compositions
 from adc.passes.adjoint import passthrough, vjp
+from adc.passes.batch import batch
 from adc.passes.inline import callees, inline_func
 from adc.passes.jvp import jvp
 from adc.passes.pipeline import DEFAULT_PIPELINE, LOWERING, SEPARATE_PIPELINE, Pass, run_pipeline
@@ -256,6 +257,12 @@ def _jvp_batched(module: Module, name: str, wanted) -> Derivation:
     return Derivation(extended.reachable(func.name), func, wrt, passthrough(func, tangents))
 
 
+def _batched(module: Module, name: str, wanted) -> Derivation:
+    """The kernel over a new leading axis of its `wanted` params, the others shared (vmap)."""
+    extended, func = batch(module, name, [i in wanted for i in range(len(module[name].params))])
+    return Derivation(extended.reachable(func.name), func, tuple(wanted))
+
+
 def _one_param(compose: Callable, **options) -> Callable[..., Derivation]:
     def rule(module: Module, name: str, wanted) -> Derivation:
         extended, func = compose(module, name, wanted[0], **options)
@@ -267,7 +274,7 @@ def _one_param(compose: Callable, **options) -> Callable[..., Derivation]:
 DERIVATIONS: dict[str, Callable[..., Derivation]] = {
     "vjp": _vjp, "split_vjp": _split_vjp, "vjp_batched": _vjp_batched,
     "jvp": _jvp(primals=True), "jvp_tangents": _jvp(primals=False),
-    "jvp_batched": _jvp_batched,
+    "jvp_batched": _jvp_batched, "batched": _batched,
     "gradient": _composition(compositions.gradient),
     "value_and_gradient": _composition(compositions.value_and_gradient),
     "jacobian": _composition(compositions.jacobian, mode="auto"),

@@ -13,6 +13,7 @@ Entries are named by a kind and a request, the kind saying which builder made it
     "vjp_batched", wanted    its VJP over a seed axis; "jvp_batched" the tangents' (jacobians.py)
     "example_axes", (param, axis)   where a param's examples go (jacobians.py)
     "jvp" / "jvp_tangents", wanted  its JVP, with and without the primal results (functional.py)
+    "batched", params        the kernel over a leading batch axis of those params (functional.py)
     "grad", "jacobian"..., (mode, wanted)   a transformed kernel (functional.transformed)
     "parsed_ir", None        a module's IR, parsed (GradientSource.parsed_ir)
 

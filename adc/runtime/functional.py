@@ -119,6 +119,14 @@ def jvp(kernel: Kernel, primals, tangents):
     return (outputs[0], moved[0]) if n == 1 else (outputs, tuple(moved))
 
 
+def batched(kernel: Kernel, params: tuple[int, ...]) -> Kernel:
+    """`kernel` over a new leading axis (a dimension symbol of its own) of the params `params`, the
+    others shared by every example; every result gets the axis. One call runs the batch: the
+    batching pass's kernel (vmap), compiled once per (kernel, params), which the PyTorch and JAX
+    bridges run their vmap rules with."""
+    return kernel.derived.get("batched", params, lambda: compiled(kernel, "batched", params)).kernel
+
+
 def tangent_derivative(kernel: Kernel, wanted: tuple[int, ...]):
     """The kernel's tangents-only JVP for the `wanted` params, compiled once: a
     derivatives.Derivative whose kernel maps (primals, tangents of wrt) to the float results'
