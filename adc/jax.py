@@ -71,9 +71,10 @@ def _checked(kernel: Kernel, i: int, value: Any):
         value = np.asarray(value, dtype=want)
     if not hasattr(value, "dtype") or not hasattr(value, "shape"):
         raise TypeError(f"{where} expects an array of type {ptype}, got {type(value).__name__}")
-    if jax.dtypes.canonicalize_dtype(value.dtype) != want:     # (what JAX makes of it: int64 -> int32 without x64)
-        hint = (" (JAX makes 64-bit arrays only with jax.config.update('jax_enable_x64', True))"
-                if want.itemsize == 8 and not jax.config.jax_enable_x64 else f"; convert it with .astype({want})")
+    held = jax.dtypes.canonicalize_dtype(value.dtype)     # what JAX makes of it: int64 -> int32 without x64
+    if held != want:
+        hint = (f", which JAX holds as {held} unless jax.config.update('jax_enable_x64', True)" if held != value.dtype
+                else f"; convert it with .astype(np.{want})")
         raise TypeError(f"{where} expects dtype {ptype.dtype} ({want}), got {value.dtype}{hint}")
     if len(value.shape) != ptype.rank:
         raise ValueError(f"{where} expects rank {ptype.rank} ({ptype}), got an array of shape {tuple(value.shape)}")

@@ -7,7 +7,8 @@ passes and the frontend on the IR; codegen on the IR and the ABI; the compiler
 compiled: this process or a worker process) on the compiler; the driver (cache, JIT loading, `.so`
 linking) on codegen and the compiler — never on the runtime; the runtime on the ABI
 and, for derivatives, on the driver and the passes' analyses — never on codegen,
-so loading a `.so` needs no llvmlite. adc.dask (kernels over Dask arrays) sits on the runtime.
+so loading a `.so` needs no llvmlite. adc.dask (kernels over Dask arrays) and the framework
+bridges adc.torch and adc.jax sit on the runtime.
 The CLI and `adc/__init__` sit on top.
 Every import counts, function-local ones included, and no two layers import each other.
 Below the layers, import circles between modules are tested too: none in adc.runtime, none that
@@ -41,6 +42,8 @@ ALLOWED = {
     "adc.runtime": ("adc.runtime", "adc.ir", "adc.errors", "adc.abi", "adc.cpus", "adc.locks", "adc.driver",
                     "adc.passes.example_axis", "adc.passes.expand", "adc.passes.inline"),
     "adc.dask": ("adc.runtime", "adc.ir"),
+    "adc.torch": ("adc.runtime",),
+    "adc.jax": ("adc.runtime",),
 }
 
 
