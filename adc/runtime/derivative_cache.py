@@ -14,6 +14,7 @@ Entries are named by a kind and a request, the kind saying which builder made it
     "example_axes", (param, axis)   where a param's examples go (jacobians.py)
     "jvp" / "jvp_tangents", wanted  its JVP, with and without the primal results (functional.py)
     "batched", params        the kernel over a leading batch axis of those params (functional.py)
+    "torch_op" / "jax_function", None   the kernel as a PyTorch operator / JAX function (adc/torch.py, adc/jax.py)
     "grad", "jacobian"..., (mode, wanted)   a transformed kernel (functional.transformed)
     "parsed_ir", None        a module's IR, parsed (GradientSource.parsed_ir)
 
