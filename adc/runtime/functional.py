@@ -148,6 +148,13 @@ def jvp(kernel: Kernel, primals, tangents):
     return (outputs[0], moved[0]) if n == 1 else (outputs, tuple(moved))
 
 
+def batched(kernel: Kernel, params: tuple[int, ...]) -> Kernel:
+    """`kernel` over a new leading axis of the params `params`, the others shared by every example;
+    every result gets the axis in front: adc.vmap with those axes, which the PyTorch and JAX
+    bridges run their vmap rules with."""
+    return vmap(kernel, tuple(0 if i in params else None for i in range(len(kernel.signature.param_names))), 0)
+
+
 def tangent_derivative(kernel: Kernel, wanted: tuple[int, ...]):
     """The kernel's tangents-only JVP for the `wanted` params, compiled once: a
     derivatives.Derivative whose kernel maps (primals, tangents of wrt) to the float results'
