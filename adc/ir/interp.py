@@ -81,7 +81,8 @@ eval_rules: dict[str, EvalRule] = {}
 
 def _numpy_rule(fn: Callable) -> EvalRule:
     def rule(args, attrs, ctx):
-        return (fn(*args),)
+        out = fn(*args)
+        return out if isinstance(out, tuple) else (out,)      # an op of several results gives a tuple
     return rule
 
 

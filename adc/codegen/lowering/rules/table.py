@@ -5,8 +5,8 @@ result inside the loop of its consumer, reading operands with
 `em.value_at(operand, operand_index)`. Buffer rules, for the ops in
 fusion.MATERIALIZING, are `rule(em, op, dest) -> None` and fill the result
 buffer `dest` from the kernel function; those of the control-flow ops, which
-may have several results, take a list of buffers, one per result
-(control_flow.py).
+may have several results, and those of the factorizations of several
+results (qr, eigh, svd) take a list of buffers, one per result.
 
     elementwise.py   arithmetic, comparisons, math functions, convert, constant, dim, iota
     shape.py         broadcast, reshape, transpose, slice, concat, pad
@@ -15,6 +15,8 @@ may have several results, take a list of buffers, one per result
     scans.py         cumsum, cumprod
     matmul.py        matmul
     linalg.py        cholesky, triangular_solve
+    orthogonal.py    qr (Householder)
+    spectral.py      eigh, svd (one-sided Jacobi)
     calls.py         extern_call
     control_flow.py  for, scan, while, if
 """
@@ -22,10 +24,11 @@ from __future__ import annotations
 
 from typing import Callable
 
-from adc.codegen.lowering.rules import (calls, control_flow, elementwise, indexing, linalg, matmul, reductions, scans,
-                                        shape)
+from adc.codegen.lowering.rules import (calls, control_flow, elementwise, indexing, linalg, matmul, orthogonal,
+                                        reductions, scans, shape, spectral)
 
 LowerRule = Callable[..., object]
 lower_rules: dict[str, LowerRule] = {
     **elementwise.lower_rules, **shape.lower_rules, **indexing.lower_rules, **reductions.lower_rules,
-    **scans.lower_rules, **matmul.lower_rules, **linalg.lower_rules, **calls.lower_rules, **control_flow.lower_rules}
+    **scans.lower_rules, **matmul.lower_rules, **linalg.lower_rules, **orthogonal.lower_rules, **spectral.lower_rules,
+    **calls.lower_rules, **control_flow.lower_rules}
