@@ -12,6 +12,7 @@ import pytest
 import scipy.linalg as sl
 
 import adc
+from tests.support.gradcheck import central_jacobian
 
 SOURCE = """
 def factor(a: f64[B, N, N]) -> f64[B, N, N]:
@@ -106,15 +107,6 @@ def test_the_bounds_checked_build_and_its_derivatives_stay_in_bounds():
     np.testing.assert_allclose(adc.hessian(checked.nll)(x[:, :3], y).numpy(),
                                adc.hessian(adc.compile(SOURCE, "linalg.adc").nll)(x[:, :3], y).numpy(), rtol=1e-12)
     adc.batch_jacobian(checked.per_example)(rng.standard_normal((2, 3, 3)), rng.standard_normal((2, 3)))
-
-
-def central_jacobian(f, x: np.ndarray, h: float = 1e-6) -> np.ndarray:
-    columns = []
-    for k in range(x.size):
-        step = np.zeros(x.size)
-        step[k] = h
-        columns.append((f(x + step.reshape(x.shape)) - f(x - step.reshape(x.shape))) / (2 * h))
-    return np.stack(columns, axis=-1).reshape(np.shape(f(x)) + x.shape)
 
 
 def test_hessian_of_the_negative_log_likelihood_against_differences_and_forward_against_reverse(m):

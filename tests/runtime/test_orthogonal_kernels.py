@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 import adc
+from tests.support.gradcheck import central_jacobian
 
 SOURCE = """
 def factor(a: f64[B, M, N]) -> (f64[B, M, N], f64[B, N, N]):
@@ -141,15 +142,6 @@ def test_the_bounds_checked_build_and_its_derivatives_stay_in_bounds(m):
     x = rng.standard_normal((4, 4))
     np.testing.assert_allclose(adc.grad(checked.invariants)(x).numpy(), adc.grad(m.invariants)(x).numpy(), rtol=1e-12)
     adc.batch_jacobian(checked.per_example)(rng.standard_normal((2, 4, 3)))
-
-
-def central_jacobian(f, x: np.ndarray, h: float = 1e-6) -> np.ndarray:
-    columns = []
-    for k in range(x.size):
-        step = np.zeros(x.size)
-        step[k] = h
-        columns.append((f(x + step.reshape(x.shape)) - f(x - step.reshape(x.shape))) / (2 * h))
-    return np.stack(columns, axis=-1).reshape(np.shape(f(x)) + x.shape)
 
 
 def test_gradient_and_hessian_of_sign_invariant_functions_against_differences(m):
