@@ -15,7 +15,8 @@ no compiler needed.
 The pattern (adc/passes/sparsity) is built for the sizes of the first call and the values of
 its integer arguments, and kept in the kernel's cache (`kernel.derived`) under their shapes and
 a digest of those values: a call with other sizes or other integer values builds its own, never a
-stale one. Per pattern: a column coloring and a row coloring; forward mode (one batched JVP of
+stale one; and in the on-disk compile cache (`driver.cached_analysis`, namespace `sparsity`),
+under the module's IR text too, so another process reads it instead of detecting it. Per pattern: a column coloring and a row coloring; forward mode (one batched JVP of
 the kernel, adc/runtime/derivatives.py `batched_tangents`) when the columns need no more colors
 than the rows, else reverse (`batched_derivative`); `mode` forces one. A Hessian is the Jacobian
 of the gradient kernel, its pattern symmetrized and star-colored, read by symmetric decompression.
@@ -30,22 +31,40 @@ import numpy as np
 from adc.ir.types import evaluate_dim
 from adc.passes.sparsity import Pattern, jacobian_patterns
 from adc.passes.sparsity.compression import compress, seeds
-from adc.passes.sparsity.patterns import union
+from adc.passes.sparsity.patterns import decode, encode, union
 from adc.runtime.derivatives import CompiledSparse, batched_derivative, batched_tangents
 from adc.runtime.tensor import Tensor
 
 
 def kernel_patterns(kernel, args, wrt: int) -> tuple[Pattern, ...]:
     """Per result of `kernel`, its pattern in parameter `wrt` at the sizes and integer values of
-    `args`, built once per (wrt, shapes, digest of the integer values)."""
+    `args`, built once per (wrt, shapes, digest of the integer values): in this process (the
+    kernel's cache), and on disk (the compile cache, see `_detected`)."""
     arrays = [np.asarray(a) for a in args]
     digest = hashlib.sha256()
     for a, t in zip(arrays, kernel.signature.param_types):
         digest.update(repr(a.shape).encode())
         if not t.dtype.is_float:
             digest.update(np.ascontiguousarray(a, t.dtype.numpy).tobytes())
-    return kernel.derived.get("sparsity", (wrt, digest.hexdigest()), lambda: jacobian_patterns(
-        kernel.gradient_source.parsed_ir(), kernel.signature.name, arrays, wrt))
+    return kernel.derived.get("sparsity", (wrt, digest.hexdigest()),
+                              lambda: _detected(kernel, arrays, wrt, digest.hexdigest()))
+
+
+def _detected(kernel, arrays, wrt: int, digest: str) -> tuple[Pattern, ...]:
+    """The analysis's patterns, kept in the on-disk compile cache under the module's IR text, the
+    kernel, wrt and the arguments' digest, so another process reads them instead of parsing the IR
+    and walking it (without the driver's dependencies: detected here, every time)."""
+    source, name = kernel.gradient_source, kernel.signature.name
+
+    def detect() -> tuple[Pattern, ...]:
+        return jacobian_patterns(source.parsed_ir(), name, arrays, wrt)
+    try:
+        from adc import driver      # the compile cache; optional for a deployment loading .so files
+    except ImportError:
+        return detect()
+    parts = (source.info.name, source.info.ir, name, str(wrt), digest)
+    return decode(driver.cached_analysis("sparsity", f"{source.info.name}: sparsity of {name}", parts,
+                                         lambda: encode(detect())))
 
 
 def as_matrix(pattern: Pattern, data: np.ndarray | None = None):
