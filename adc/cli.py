@@ -232,6 +232,10 @@ def _cmd_info(args, driver) -> int:
             print(f"      custom gradient: forward {custom[sig.name][0]}, backward {custom[sig.name][1]}")
         if sig.name in vjps:
             print(f"      {_gradient_line(sig, vjps[sig.name])}")
+        for entry in (e for e in info.sparse if e.of == sig.name):
+            what = "Hessian" if entry.hessian else "Jacobian"
+            print(f"      sparse {what} w.r.t. {sig.param_names[entry.wrt]}: {entry.kernel.symbol}, "
+                  f"{entry.shape[0]} x {entry.shape[1]}, {entry.nnz} nonzeros (CSC), {entry.colors} colors")
     return 0
 
 
