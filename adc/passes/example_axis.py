@@ -321,9 +321,9 @@ example_axis_rules["matmul"] = matmul_example_axis
 
 
 def stacked_matrices_example_axis(op, states, walk):
-    # cholesky, triangular_solve: the stacking axes keep the example axis, a matrix's own axes mix,
+    # cholesky, triangular_solve, lu_factor: the stacking axes keep the example axis, a matrix's own axes mix,
     # but for the columns of a solve's right-hand sides, each solved on its own
-    rank = op.result.type.rank
+    rank = op.results[0].type.rank
 
     def kept(state, columns_apart: bool):
         if state is None or state.axis < rank - 2:
@@ -334,6 +334,14 @@ def stacked_matrices_example_axis(op, states, walk):
 
 example_axis_rules["cholesky"] = stacked_matrices_example_axis
 example_axis_rules["triangular_solve"] = stacked_matrices_example_axis
+
+
+def lu_factor_example_axis(op, states, walk):
+    # the factor as cholesky's (the pivots, integers, carry no dependence)
+    return stacked_matrices_example_axis(op, states, walk) + (None,)
+
+
+example_axis_rules["lu_factor"] = lu_factor_example_axis
 
 
 def gather_example_axis(op, states, walk):

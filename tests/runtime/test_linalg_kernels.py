@@ -12,6 +12,7 @@ import pytest
 import scipy.linalg as sl
 
 import adc
+from tests.support.gradcheck import central_jacobian
 
 SOURCE = """
 def factor(a: f64[B, N, N]) -> f64[B, N, N]:
@@ -20,7 +21,7 @@ def factor(a: f64[B, N, N]) -> f64[B, N, N]:
 def factor32(a: f32[B, N, N]) -> f32[B, N, N]:
     return cholesky(a)
 
-def solve(a: f64[N, N], b: f64[N, K]) -> (f64[N, K], f64[N, K], f64[N, K], f64[N]):
+def triangular(a: f64[N, N], b: f64[N, K]) -> (f64[N, K], f64[N, K], f64[N, K], f64[N]):
     return solve_triangular(a, b, lower=True), solve_triangular(a, b, trans=1), solve_triangular(a, b, unit_diagonal=True, lower=True, trans=1), solve_triangular(a, b[:, 0])
 
 def spd_solve(a: f64[B, N, N], b: f64[B, N]) -> f64[B, N]:
@@ -71,7 +72,7 @@ def test_triangular_solves_against_scipy(m, condition):
     n = 9
     a = np.linalg.cholesky(spd_with_condition(rng, n, condition)) + np.triu(rng.standard_normal((n, n)), 1)
     b = rng.standard_normal((n, 4))
-    lower, upper_t, unit, vector = (r.numpy() for r in m.solve(a, b))
+    lower, upper_t, unit, vector = (r.numpy() for r in m.triangular(a, b))
     bound = 1e3 * np.finfo(np.float64).eps * condition
     for got, want in ((lower, sl.solve_triangular(a, b, lower=True)), (upper_t, sl.solve_triangular(a, b, trans=1)),
                       (unit, sl.solve_triangular(a, b, lower=True, trans=1, unit_diagonal=True)),
@@ -106,15 +107,6 @@ def test_the_bounds_checked_build_and_its_derivatives_stay_in_bounds():
     np.testing.assert_allclose(adc.hessian(checked.nll)(x[:, :3], y).numpy(),
                                adc.hessian(adc.compile(SOURCE, "linalg.adc").nll)(x[:, :3], y).numpy(), rtol=1e-12)
     adc.batch_jacobian(checked.per_example)(rng.standard_normal((2, 3, 3)), rng.standard_normal((2, 3)))
-
-
-def central_jacobian(f, x: np.ndarray, h: float = 1e-6) -> np.ndarray:
-    columns = []
-    for k in range(x.size):
-        step = np.zeros(x.size)
-        step[k] = h
-        columns.append((f(x + step.reshape(x.shape)) - f(x - step.reshape(x.shape))) / (2 * h))
-    return np.stack(columns, axis=-1).reshape(np.shape(f(x)) + x.shape)
 
 
 def test_hessian_of_the_negative_log_likelihood_against_differences_and_forward_against_reverse(m):

@@ -137,3 +137,13 @@ def check_jvp(module: Module, name: str, args, rtol: float = 1e-6, atol: float =
     scale = sum(np.sum(np.abs(directions[i] * g)) for i, g in zip(grad.wrt, pulled))
     assert np.isclose(forward_side, reverse_side, rtol=1e-9, atol=1e-12 * (1 + scale)), (
         f"@{name}: ⟨J·t, c⟩ = {forward_side!r} but ⟨t, Jᵀ·c⟩ = {reverse_side!r}")
+
+
+def central_jacobian(f, x: np.ndarray, h: float = 1e-6) -> np.ndarray:
+    """d f(x) / d x by central differences of step h, of f's shape followed by x's."""
+    columns = []
+    for k in range(x.size):
+        step = np.zeros(x.size)
+        step[k] = h
+        columns.append((f(x + step.reshape(x.shape)) - f(x - step.reshape(x.shape))) / (2 * h))
+    return np.stack(columns, axis=-1).reshape(np.shape(f(x)) + x.shape)

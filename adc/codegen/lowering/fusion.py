@@ -115,9 +115,9 @@ class Plan:
     def leaves(self, root: Op) -> list[Value]:
         """The buffers the loop of `root` reads (the values it stores are computed, `root` too:
         a value moved up into its loop may read it), in first-use order."""
-        members = self.stored_by.get(root.result, ())
+        members = self.stored_by.get(root.results[0], ()) if len(root.results) == 1 else ()
         return _leaves([root, *(self.producers[m] for m in members)], self.producers,
-                       self.materialized - {root.result, *members})
+                       self.materialized - {*root.results, *members})
 
     def is_flat(self, root: Op) -> bool:
         """True when the loop of `root` reads every operand at the result's linear index."""
@@ -289,7 +289,7 @@ def _bound_loop_bodies(func: Func, forced: set[Value]) -> dict[Value, int]:
                 break
             forced.add(v)
             total -= size[v] * op.operands.count(v)
-        size[op.result] = total
+        size.update(dict.fromkeys(op.results, total))
     return size
 
 
@@ -302,7 +302,7 @@ def _buffer_readers(func: Func, producers: dict[Value, Op], materialized: frozen
             read = [transposed.get(v, v) for v in op.operands]
         elif op.name in CONTROL_FLOW:
             read = op.operands
-        elif op.result in materialized and op.result not in views:
+        elif op.results[0] in materialized and op.results[0] not in views:
             read = _leaves([op], producers, materialized)
         else:
             continue

@@ -4,9 +4,9 @@ Element rules `rule(em, op, idx) -> ir.Value` compute element `idx` of `op`'s
 result inside the loop of its consumer, reading operands with
 `em.value_at(operand, operand_index)`. Buffer rules, for the ops in
 fusion.MATERIALIZING, are `rule(em, op, dest) -> None` and fill the result
-buffer `dest` from the kernel function; those of the control-flow ops, which
-may have several results, take a list of buffers, one per result
-(control_flow.py).
+buffer `dest` from the kernel function; those of the control-flow ops and of
+the other ops with several results (lu_factor) take a list of buffers, one per
+result (control_flow.py, lu.py).
 
     elementwise.py   arithmetic, comparisons, math functions, convert, constant, dim, iota
     shape.py         broadcast, reshape, transpose, slice, concat, pad
@@ -15,6 +15,7 @@ may have several results, take a list of buffers, one per result
     scans.py         cumsum, cumprod
     matmul.py        matmul
     linalg.py        cholesky, triangular_solve
+    lu.py            lu_factor, lu_pivots_to_permutation
     calls.py         extern_call
     control_flow.py  for, scan, while, if
 """
@@ -22,10 +23,11 @@ from __future__ import annotations
 
 from typing import Callable
 
-from adc.codegen.lowering.rules import (calls, control_flow, elementwise, indexing, linalg, matmul, reductions, scans,
-                                        shape)
+from adc.codegen.lowering.rules import (calls, control_flow, elementwise, indexing, linalg, lu, matmul, reductions,
+                                        scans, shape)
 
 LowerRule = Callable[..., object]
 lower_rules: dict[str, LowerRule] = {
     **elementwise.lower_rules, **shape.lower_rules, **indexing.lower_rules, **reductions.lower_rules,
-    **scans.lower_rules, **matmul.lower_rules, **linalg.lower_rules, **calls.lower_rules, **control_flow.lower_rules}
+    **scans.lower_rules, **matmul.lower_rules, **linalg.lower_rules, **lu.lower_rules, **calls.lower_rules,
+    **control_flow.lower_rules}
