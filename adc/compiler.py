@@ -35,6 +35,7 @@ from adc.passes.inline import callees, inline_func
 from adc.passes.jvp import jvp
 from adc.passes.pipeline import DEFAULT_PIPELINE, LOWERING, SEPARATE_PIPELINE, Pass, run_pipeline
 from adc.passes.split_vjp import split_vjp
+from adc.passes.vmap import vmap
 
 # The modules this process printed or parsed, by (IR text, module name), newest last. The text of
 # a module's kernels or of its metadata is parsed back when a kernel is compiled or differentiated;
@@ -256,6 +257,13 @@ def _jvp_batched(module: Module, name: str, wanted) -> Derivation:
     return Derivation(extended.reachable(func.name), func, wrt, passthrough(func, tangents))
 
 
+def _vmap(module: Module, name: str, axes) -> Derivation:
+    """`axes`: (in_axes, out_axes), one entry per param and per result; wrt: the batched params."""
+    in_axes, out_axes = axes
+    extended, func = vmap(module, name, in_axes, out_axes)
+    return Derivation(extended.reachable(func.name), func, tuple(i for i, a in enumerate(in_axes) if a is not None))
+
+
 def _one_param(compose: Callable, **options) -> Callable[..., Derivation]:
     def rule(module: Module, name: str, wanted) -> Derivation:
         extended, func = compose(module, name, wanted[0], **options)
@@ -263,7 +271,7 @@ def _one_param(compose: Callable, **options) -> Callable[..., Derivation]:
     return rule
 
 
-# name -> rule(module, kernel name, wanted params or None) -> Derivation
+# name -> rule(module, kernel name, wanted params or None; for "vmap", its axes) -> Derivation
 DERIVATIONS: dict[str, Callable[..., Derivation]] = {
     "vjp": _vjp, "split_vjp": _split_vjp, "vjp_batched": _vjp_batched,
     "jvp": _jvp(primals=True), "jvp_tangents": _jvp(primals=False),
@@ -278,7 +286,8 @@ DERIVATIONS: dict[str, Callable[..., Derivation]] = {
     "hvp": _one_param(compositions.hvp),
     "batch_jacobian": _one_param(compositions.batch_jacobian, mode="auto"),
     "batch_jacfwd": _one_param(compositions.batch_jacobian, mode="forward"),
-    "batch_jacrev": _one_param(compositions.batch_jacobian, mode="reverse")}
+    "batch_jacrev": _one_param(compositions.batch_jacobian, mode="reverse"),
+    "vmap": _vmap}
 
 
 def derive(ir_text: str, module_name: str, derivation: str, kernel: str,

@@ -21,7 +21,7 @@ import numpy as np
 
 from adc.ir.types import SymDim, evaluate_dim
 from adc.runtime.functional import grad, jacobian, parameter_indices
-from adc.runtime.kernel import Kernel
+from adc.runtime.kernel import Kernel, as_kernel
 from adc.runtime.ops import reshape
 from adc.runtime.tape import GradientTape
 from adc.runtime.tensor import Tensor
@@ -43,6 +43,7 @@ def map_kernel(kernel: Kernel, *args, batch_axis: int = 0):
     """`kernel` applied to each block of its Dask arguments: one lazy Dask array per result.
     A result with the batch dimension is chunked along it like the inputs; a result without it
     (a block's loss) has one row per block, stacked on a new leading axis."""
+    kernel = as_kernel(kernel, "adc.dask.map_kernel")
     plan = _Plan("map_kernel", kernel, args, batch_axis)
     return plan.arrays(_call, (kernel,), plan.result_specs(kernel), _result_dtypes(kernel))
 
@@ -54,6 +55,7 @@ def per_example(kernel: Kernel, *args, wrt=None, batch_axis: int = 0):
     the result is, per entry of wrt, d y_i / d (that parameter): for a parameter p, [B, ..., *p.shape]
     (forward mode, one JVP per element of p: reverse mode would cost the block size squared);
     for a Dask argument x, its batch Jacobian [B, ..., *x.shape[1:]] (tape.batch_jacobian)."""
+    kernel = as_kernel(kernel, "adc.dask.per_example")
     plan = _Plan("per_example", kernel, args, batch_axis)
     if wrt is None:
         return _mapped_derivative(plan, kernel)
@@ -90,6 +92,7 @@ def gradient(loss_kernel: Kernel, *args, wrt=None, reduce: str = "sum", batch_ax
     per-example losses; reduce="sum" differentiates the sum over every block, "mean" that sum divided
     by the number of examples. The blocks' gradients are added in a tree (`split_every` per node).
     One lazy Dask array per entry of wrt (a single one when wrt names one parameter)."""
+    loss_kernel = as_kernel(loss_kernel, "adc.dask.gradient")
     if reduce not in REDUCTIONS:
         raise ValueError(f"adc.dask.gradient: reduce must be one of {', '.join(map(repr, REDUCTIONS))}, got {reduce!r}")
     plan = _Plan("gradient", loss_kernel, args, batch_axis)
@@ -125,9 +128,6 @@ class _Plan:
 
     def __init__(self, caller: str, kernel: Kernel, args: tuple, batch_axis: int):
         dask, da = _dask()
-        if not isinstance(kernel, Kernel):
-            raise TypeError(f"adc.dask.{caller}: expects a compiled adc kernel (e.g. module.f), got "
-                            f"{type(kernel).__name__}")
         sig = kernel.signature
         if len(args) != len(sig.param_names):
             raise TypeError(f"adc.dask.{caller}: {sig} takes {len(sig.param_names)} arguments, got {len(args)}")

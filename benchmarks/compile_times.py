@@ -24,6 +24,11 @@ the min-max spread are printed (compile times on a 2-core machine are noisy).
 The rows (the children are the `child_*` functions below, run as
 `python compile_times.py child NAME ARGS`; each prints its timings as JSON):
 
+0. First-ever: a new machine's first mlp_loss gradient, from the end of `import adc` to the
+   gradient's return (compile_file, recording, tape.gradient; row 1's first-ever processes): the
+   runtime library is built too, by the child `import adc` starts (adc/build_ahead.py) while the
+   process compiles its kernels.
+
 1. adc.compile_file("samples/kernels.adc"), timed after `import adc` (warm, it loads no LLVM:
    the first kernel call does, ~30 ms).
 2. The first mlp_loss gradient (B=256, 784->512->10 f32, adc.Variable params):
@@ -90,12 +95,15 @@ def mlp_arrays(batches):
     return params, {b: rng.standard_normal((b, 784), f32) for b in batches}
 
 
-def first_calls(laps: dict, gradient, xs: dict) -> None:
-    """Time one call of `gradient(x)` per batch size, into laps["B=..."]."""
+def first_calls(laps: dict, gradient, xs: dict, imported: float | None = None) -> None:
+    """Time one call of `gradient(x)` per batch size, into laps["B=..."]; with `imported` (the clock
+    just after `import adc`), the first call's end since then, into laps["after import"]."""
     for batch, x in xs.items():
         start = time.perf_counter()
         gradient(x)
         laps[f"B={batch}"] = time.perf_counter() - start
+        if imported is not None and "after import" not in laps:
+            laps["after import"] = time.perf_counter() - imported
 
 
 def child_kernels(*batches: str) -> dict:
@@ -103,7 +111,8 @@ def child_kernels(*batches: str) -> dict:
     params, xs = mlp_arrays(map(int, batches))
     start = time.perf_counter()
     import adc
-    laps = {"import": time.perf_counter() - start}
+    imported = time.perf_counter()
+    laps = {"import": imported - start}
     variables = [adc.Variable(p) for p in params]
 
     def gradient(x):
@@ -114,7 +123,7 @@ def child_kernels(*batches: str) -> dict:
     start = time.perf_counter()
     m = adc.compile_file(KERNELS)
     laps["compile"] = time.perf_counter() - start
-    first_calls(laps, gradient, xs)
+    first_calls(laps, gradient, xs, imported)
     laps["total"] = time.perf_counter() - start
     return laps
 
@@ -376,12 +385,9 @@ def machine_line() -> str:
     from importlib import metadata
     from importlib.util import find_spec
 
-    model = "unknown CPU"
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as f:
-            model = next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), model)
-    except OSError:
-        pass
+    from machine import cpu_model
+
+    model = cpu_model()
     versions = []
     for package in ("adc", "llvmlite", "numpy", "jax", "jaxlib", "torch", "tensorflow"):
         try:
@@ -457,6 +463,9 @@ def bench_compile() -> None:
                                                                                      cache_dir=d, state=state))
         compiled_bytecode = sorted(session.bytecode_files() - session.preloaded)
 
+    print_row(f"0. first-ever: empty cache, end of `import adc` to the first mlp_loss gradient's return "
+              f"(B={BATCHES[0]}; runtime library, kernels module and both VJP halves built)",
+              kernels, "after import", "<= 1 s", states=("first-ever",), diagnose=("first-ever",))
     print_row('1. adc.compile_file("samples/kernels.adc"), timed after `import adc`', kernels, "compile",
               "cold kernels.adc <= 0.6 s, warm <= 50 ms")
     print_row(f"2. first mlp_loss gradient, B={BATCHES[0]}, 784->512->10 f32: record + tape.gradient "

@@ -4,7 +4,10 @@
     python benchmarks/run.py batch_jacobian hessian # some
     python benchmarks/run.py compile                # compile latency, fresh processes (compile_times.py)
     python benchmarks/run.py dask                   # adc.dask: one process, threads, a cluster (dask_bench.py)
+    python benchmarks/run.py interop                # adc.torch and adc.jax: per-call cost (interop_bench.py)
 
+The run starts with the machine: CPU model, AVX2/AVX-512F/FMA, cores, LLVM's name for the CPU,
+and each peer's BLAS (benchmarks/machine.py; docs/performance.md keeps figures per CPU family).
 Each line prints the median time per call of adc and of the alternatives a user
 would pick (NumPy always; JAX and PyTorch when installed), and the ratio
 alternative / adc (> 1 means adc is faster). Targets are printed with them.
@@ -22,6 +25,7 @@ import adc
 from compile_times import bench_compile
 from everyday import BENCHMARKS as EVERYDAY
 from loops_bench import BENCHMARKS as LOOPS, bench_loop_memory
+from machine import describe
 from timing import fastest, optional, report, timed
 
 SAMPLES = Path(__file__).resolve().parent.parent / "samples"
@@ -368,6 +372,12 @@ def bench_dask() -> None:
     bench()
 
 
+def bench_interop() -> None:
+    from interop_bench import bench_interop as bench     # needs the torch and jax extras: imported when asked for
+
+    bench()
+
+
 def main(argv: list[str]) -> int:
     """Every benchmark, or those named on the command line (e.g. `batch_jacobian hessian`)."""
     kernels = functools.cache(lambda: adc.compile_file(SAMPLES / "kernels.adc"))   # compiled when first used
@@ -381,6 +391,7 @@ def main(argv: list[str]) -> int:
                   "jacobian_w": bench_jacobian_w, "jacfwd_scalar": lambda: bench_jacfwd_scalar(kernels()),
                   "compile": bench_compile,   # compile_times.py: compile latency in fresh processes
                   "dask": bench_dask,         # dask_bench.py: adc.dask, one process vs threads vs a cluster
+                  "interop": bench_interop,   # interop_bench.py: adc.torch and adc.jax, per call
                   **{name: lambda b=b: b(nn()) for name, b in EVERYDAY.items()},   # everyday.py: samples/nn.adc
                   **{name: lambda b=b: b(loops()) for name, b in LOOPS.items()},   # loops_bench.py: samples/loops.adc
                   "loop_memory": bench_loop_memory}
@@ -389,6 +400,8 @@ def main(argv: list[str]) -> int:
         print(f"unknown benchmark {', '.join(unknown)}; choose from {', '.join(benchmarks)}", file=sys.stderr)
         return 2
     print(f"adc {adc.__version__}, numpy {np.__version__}, python {sys.version.split()[0]}")
+    for line in describe():
+        print(f"  {line}")
     for name in argv or benchmarks:
         benchmarks[name]()
     return 0

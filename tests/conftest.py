@@ -1,7 +1,8 @@
 """Shared fixtures: the sample module compiled once per session, in process and as a .so.
 
 The session compiles into a compile cache of its own (ADC_CACHE_DIR, inherited by the
-processes tests start), so a run neither reads nor fills the user's cache.
+processes tests start), so a run neither reads nor fills the user's cache, and builds the
+runtime library where it needs it, not ahead (ADC_BUILD_AHEAD=0).
 """
 import os
 import shutil
@@ -18,6 +19,9 @@ def pytest_configure(config):
     config.adc_cache_dir = tempfile.mkdtemp(prefix="adc-test-cache-")
     os.environ["ADC_CACHE_DIR"] = config.adc_cache_dir
     os.environ.pop("ADC_CACHE", None)
+    # no runtime library built ahead by each process a test starts with a cache of its own (a
+    # child per process, outliving it); tests/test_build_ahead.py turns it on where it is tested
+    os.environ["ADC_BUILD_AHEAD"] = "0"
 
 
 def pytest_unconfigure(config):

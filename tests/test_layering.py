@@ -7,7 +7,11 @@ passes and the frontend on the IR; codegen on the IR and the ABI; the compiler
 compiled: this process or a worker process) on the compiler; the driver (cache, JIT loading, `.so`
 linking) on codegen and the compiler — never on the runtime; the runtime on the ABI
 and, for derivatives, on the driver and the passes' analyses — never on codegen,
-so loading a `.so` needs no llvmlite. adc.dask (kernels over Dask arrays) sits on the runtime.
+so loading a `.so` needs no llvmlite. adc.dask (kernels over Dask arrays), the framework bridges adc.torch and
+adc.jax, adc.python_kernels
+(@adc.kernel, whose types adc.annotations defines, importing nothing of adc) and adc.notebook (the
+%%adc magic) sit on the runtime;
+adc.build_ahead (the runtime library built by a child of `import adc`) on the cache and the driver.
 The CLI and `adc/__init__` sit on top.
 Every import counts, function-local ones included, and no two layers import each other.
 Below the layers, import circles between modules are tested too: none in adc.runtime, none that
@@ -39,8 +43,14 @@ ALLOWED = {
     "adc.driver": ("adc.driver", "adc.ir", "adc.errors", "adc.abi", "adc.codegen", "adc.compiler", "adc.compile_log",
                    "adc.cpus", "adc.compile_worker", "adc.locks"),
     "adc.runtime": ("adc.runtime", "adc.ir", "adc.errors", "adc.abi", "adc.cpus", "adc.locks", "adc.driver",
-                    "adc.passes.example_axis", "adc.passes.expand", "adc.passes.inline"),
+                    "adc.passes.example_axis", "adc.passes.expand", "adc.passes.inline", "adc.passes.sparsity"),
     "adc.dask": ("adc.runtime", "adc.ir"),
+    "adc.annotations": (),
+    "adc.python_kernels": ("adc.runtime", "adc.errors", "adc.annotations", "adc.locks"),
+    "adc.notebook": ("adc.runtime", "adc.errors"),
+    "adc.build_ahead": ("adc.abi", "adc.codegen.toolchain.cache", "adc.driver.runtime_library"),
+    "adc.torch": ("adc.runtime",),
+    "adc.jax": ("adc.runtime",),
 }
 
 

@@ -109,16 +109,19 @@ class JitModule:
         target, subject = self.target, f"{self._name}: {symbol}"
         key = kernel_key(symbol, self._kernels[symbol], target)
         cache = open_cache()
-        shared = cache is not None and not self._calls_externs and isinstance(runtime_library(), DynamicLibrary)
-        path = cache.locate("shared", key) if shared else None
-        if path is not None:
+        usable = cache is not None and not self._calls_externs
+        path = cache.locate("shared", key) if usable else None
+        if path is not None and isinstance(runtime_library(), DynamicLibrary):
             try:
                 library = open_shared(path)
                 compile_log.event(subject, f"cache hit {key[:12]} (shared object)")
                 return library
             except OSError:
                 pass                # removed or replaced meanwhile: load the object code
+        # compiled before the runtime library is asked for: a first-ever process compiles while
+        # the child of `import adc` builds the library (build_ahead.py), not after
         object_code = cached(key, subject, lambda: kernel_object(symbol, self._ir, self._name, target))
+        shared = usable and isinstance(runtime_library(), DynamicLibrary)
         library = load_object(object_code, target)
         if shared:
             link_later(object_code, symbol, key, subject)

@@ -11,6 +11,8 @@ to it), else — cache off, no C compiler — as object code through the JIT lin
 """
 from __future__ import annotations
 
+import contextlib
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from adc import compile_log, locks
@@ -24,18 +26,50 @@ if TYPE_CHECKING:       # imported where the library is made or loaded (see the 
     from adc.codegen.toolchain.jit import JitLibrary
     from adc.codegen.toolchain.target import Target
 
+NAMESPACE = "runtime"           # the library's folder in the cache, and the lock its builders share
 _runtime = None                 # this process's runtime library, loaded once (see runtime_library)
 _runtime_lock = locks.lock()
 
 
 def runtime_object(target: Target) -> bytes:
-    """The runtime library's object code for `target`: from the cache, else compiled once and stored."""
+    """The runtime library's object code for `target`: from the cache, else compiled once and stored
+    (a process building it ahead, build_ahead.py, waited for)."""
+    cache = open_cache()
+    with cache.lock(NAMESPACE) if cache else contextlib.nullcontext():
+        return _runtime_object(target)
+
+
+def build_shared_runtime(locked: bool = False) -> Path | None:
+    """The cache's shared object of this machine's runtime library, linked (and its object code
+    compiled) and stored if missing; None with the cache off or no C compiler. Builders wait for
+    each other (the cache's lock); `locked`: the caller holds that lock (build_ahead.py's child)."""
+    cache = open_cache()
+    if cache is None:
+        return None
+    target = host_target()
+    key = cache_key(target, "runtime", "shared object")
+    path = cache.locate(NAMESPACE, key)
+    if path is not None:
+        return path
+    with contextlib.nullcontext() if locked else cache.lock(NAMESPACE):
+        path = cache.locate(NAMESPACE, key)      # built meanwhile, by the process we waited for
+        if path is None:
+            compile_log.event("runtime library", f"cache miss {key[:12]} (shared object)")
+            image = link([_runtime_object(target)], runtime_symbols(), "runtime library", runtime_loaded=False)
+            if image is None:
+                return None
+            cache.put(NAMESPACE, key, image)
+            path = cache.locate(NAMESPACE, key)
+    return path
+
+
+def _runtime_object(target: Target) -> bytes:
     def build() -> bytes:
         from adc.codegen import emit    # llvmlite.ir and the code generator: on a miss only
         from adc.codegen.native import runtime_library
 
         return emit.emit_object(runtime_library.runtime_module(target), target, "runtime library", unroll=True)
-    return cached(cache_key(target, "runtime"), "runtime library", build, namespace="runtime")
+    return cached(cache_key(target, "runtime"), "runtime library", build, namespace=NAMESPACE)
 
 
 def runtime_library():
@@ -46,7 +80,7 @@ def runtime_library():
     with _runtime_lock:
         if _runtime is None:
             target = host_target()
-            _runtime = _shared_runtime(target) or _jit_library(runtime_object(target), target)
+            _runtime = _shared_runtime() or _jit_library(runtime_object(target), target)
         return _runtime
 
 
@@ -58,21 +92,10 @@ def require(library, symbol: str) -> int:
     return address
 
 
-def _shared_runtime(target: Target) -> DynamicLibrary | None:
+def _shared_runtime() -> DynamicLibrary | None:
     from adc.codegen.toolchain.dynamic import DynamicLibrary
 
-    cache = open_cache()
-    if cache is None:
-        return None
-    key = cache_key(target, "runtime", "shared object")
-    path = cache.locate("runtime", key)
-    if path is None:
-        compile_log.event("runtime library", f"cache miss {key[:12]} (shared object)")
-        image = link([runtime_object(target)], runtime_symbols(), "runtime library", runtime_loaded=False)
-        if image is None:
-            return None
-        cache.put("runtime", key, image)
-        path = cache.locate("runtime", key)
+    path = build_shared_runtime()
     try:
         return DynamicLibrary(path, runtime=True) if path else None
     except OSError:

@@ -62,6 +62,15 @@ class Builder:
         return Func(name, tuple(self.params), tuple(self.ops), tuple(returns), loc or self.loc)
 
 
+def sum_present(b: Builder, *terms: Value | None) -> Value | None:
+    """The sum of the terms that are not None (symbolic zeros of the derivative passes); None if all are."""
+    present = [t for t in terms if t is not None]
+    total = present[0] if present else None
+    for t in present[1:]:
+        total = b.op("add", total, t)
+    return total
+
+
 def full(b: Builder, value: float, type: TensorType) -> Value:
     """A tensor of `type` holding `value` everywhere (a broadcast scalar constant)."""
     scalar = b.op("constant", dtype=type.dtype, value=value)

@@ -26,7 +26,7 @@ from typing import Any, Callable, Mapping, Sequence
 import numpy as np
 
 from adc.errors import CompileError
-from adc.ir.core import Func, Module, Value
+from adc.ir.core import Func, Module, Op, Value
 from adc.ir.ops import OPS
 from adc.ir.ops.linalg import triangular_solve_reference
 from adc.ir.ops.lu import lu_factor_reference
@@ -36,14 +36,37 @@ from adc.ir.shapes import constraints
 
 
 @dataclass(frozen=True)
+class Semantics:
+    """What a walk over a function computes with, op by op (the walk binds symbols, checks the shape
+    constraints, keeps each value and runs region functions; adc/passes/sparsity walks it too):
+    `apply(op, args, ctx)` an op's results from its operands' (a generator for one that runs a
+    function: see eval_rules), `bind(func, args)` a kernel's arguments and the symbols they bind,
+    `keep(op_name, value, out, ctx)` a result as the walk keeps it, checked against its type."""
+
+    apply: Callable[[Op, Sequence[Any], "Context"], Any]
+    bind: Callable[[Func, Sequence[Any]], tuple[list, dict[str, int]]]
+    keep: Callable[[str, Value, Any, "Context"], Any]
+
+
+@dataclass(frozen=True)
 class Context:
-    """What a rule may need beyond its operands: the bound dimension symbols and the module."""
+    """What a rule may need beyond its operands: the bound dimension symbols, the module, and the
+    semantics the walk runs (`run` walks a region or callee with them; None: NumPy's)."""
 
     dims: Mapping[str, int]
     module: Module
+    semantics: Semantics | None = None
 
     def shape(self, dims) -> tuple[int, ...]:
         return tuple(evaluate_dim(d, self.dims) for d in dims)
+
+    def bind(self, func: Func, args: Sequence[Any]) -> tuple[list, dict[str, int]]:
+        return (self.semantics or NUMPY).bind(func, args)
+
+    def run(self, func: Func, args: Sequence[Any], dims: Mapping[str, int] | None = None):
+        """Function `func` of the module walked on `args` (yield it from a rule); a region runs
+        with its parent's symbols, `dims`."""
+        return walk(self.module, func, args, self.semantics or NUMPY, dims)
 
 
 # eval_rules[op_name](args, attrs, ctx) -> tuple of results
@@ -51,7 +74,7 @@ class Context:
 #   attrs: the op's Attrs; dimension-valued attributes are evaluated with ctx.shape
 #   ctx:   a Context
 # The driver casts each result to its declared dtype and checks its shape. A rule that runs a
-# function of the module (`call`) is a generator: it yields `_run_func(...)` and returns what it
+# function of the module (`call`) is a generator: it yields `ctx.run(...)` and returns what it
 # gets back, so calls nest on the trampoline's stack (a chain of calls is as long as the program).
 EvalRule = Callable[[Sequence[np.ndarray], Mapping[str, Any], Context], tuple]
 eval_rules: dict[str, EvalRule] = {}
@@ -59,7 +82,8 @@ eval_rules: dict[str, EvalRule] = {}
 
 def _numpy_rule(fn: Callable) -> EvalRule:
     def rule(args, attrs, ctx):
-        return (fn(*args),)
+        out = fn(*args)
+        return out if isinstance(out, tuple) else (out,)      # an op of several results gives a tuple
     return rule
 
 
@@ -330,8 +354,8 @@ def call_eval(args, attrs, ctx):
     # a callee's symbols bind to its arguments'; a symbol its params do not bind (a region function
     # called by another region) is the caller's
     callee = ctx.module[attrs["callee"]]
-    _, bound = bind_arguments(callee, args)
-    return (yield _run_func(ctx.module, callee, args, {**ctx.dims, **bound}))
+    _, bound = ctx.bind(callee, args)
+    return (yield ctx.run(callee, args, {**ctx.dims, **bound}))
 
 
 eval_rules["call"] = call_eval
@@ -339,7 +363,7 @@ eval_rules["call"] = call_eval
 
 def custom_gradient_eval(args, attrs, ctx):
     # the value is the forward's; the backward only matters to differentiation
-    return (yield _run_func(ctx.module, ctx.module[attrs["forward"]], args))
+    return (yield ctx.run(ctx.module[attrs["forward"]], args))
 
 
 eval_rules["custom_gradient"] = custom_gradient_eval
@@ -349,7 +373,7 @@ def for_eval(args, attrs, ctx):
     body, k = ctx.module[attrs["body"]], attrs["carried"]
     count, carried, captured = int(args[0]), tuple(args[1:1 + k]), tuple(args[1 + k:])
     for i in range(count):
-        carried = yield _run_func(ctx.module, body, (np.int64(i), *carried, *captured), ctx.dims)
+        carried = yield ctx.run(body, (np.int64(i), *carried, *captured), ctx.dims)
     return carried
 
 
@@ -360,7 +384,7 @@ def scan_eval(args, attrs, ctx):
     rows = body.result_types[k:]
     stacks: list[list[np.ndarray]] = [[] for _ in rows]
     for i in range(count):
-        results = yield _run_func(ctx.module, body, (np.int64(i), *carried, *captured), ctx.dims)
+        results = yield ctx.run(body, (np.int64(i), *carried, *captured), ctx.dims)
         carried = results[:k]
         for stack, row in zip(stacks, results[k:]):
             stack.append(row)
@@ -371,14 +395,14 @@ def scan_eval(args, attrs, ctx):
 def while_eval(args, attrs, ctx):
     cond, body, k = ctx.module[attrs["cond"]], ctx.module[attrs["body"]], attrs["carried"]
     carried, captured = tuple(args[:k]), tuple(args[k:])
-    while bool((yield _run_func(ctx.module, cond, (*carried, *captured), ctx.dims))[0]):
-        carried = yield _run_func(ctx.module, body, (*carried, *captured), ctx.dims)
+    while bool((yield ctx.run(cond, (*carried, *captured), ctx.dims))[0]):
+        carried = yield ctx.run(body, (*carried, *captured), ctx.dims)
     return carried
 
 
 def if_eval(args, attrs, ctx):
     branch = attrs["then_branch"] if bool(args[0]) else attrs["else_branch"]
-    return (yield _run_func(ctx.module, ctx.module[branch], args[1:], ctx.dims))
+    return (yield ctx.run(ctx.module[branch], args[1:], ctx.dims))
 
 
 eval_rules["for"] = for_eval
@@ -418,27 +442,33 @@ def run(module: Module, name: str, *args) -> tuple[np.ndarray, ...]:
     if name not in module.funcs:
         raise KeyError(f"no function @{name} in module {module.name}")
     with np.errstate(all="ignore"):
-        results = trampoline(_run_func(module, module[name], args))
+        results = trampoline(walk(module, module[name], args, NUMPY))
     return tuple(np.array(r) for r in results)
 
 
-def _run_func(module: Module, func: Func, args: Sequence[Any],
-              parent_dims: Mapping[str, int] | None = None) -> tuple[np.ndarray, ...]:
-    """Run `func`; a region function (`parent_dims` given) runs with its parent's dimension symbols."""
-    arrays, dims = bind_arguments(func, args) if parent_dims is None else (list(args), dict(parent_dims))
+def walk(module: Module, func: Func, args: Sequence[Any], semantics: Semantics,
+         parent_dims: Mapping[str, int] | None = None):
+    """Walk `func` op by op with `semantics` (a generator the trampoline runs: regions and callees
+    nest on its stack); a region function (`parent_dims` given) runs with its parent's symbols."""
+    values, dims = semantics.bind(func, args) if parent_dims is None else (list(args), dict(parent_dims))
     _check_constraints(func, dims)
-    env: dict[Value, np.ndarray] = dict(zip(func.params, arrays))
-    ctx = Context(dims, module)
+    env: dict[Value, Any] = dict(zip(func.params, values))
+    ctx = Context(dims, module, semantics)
     for op in func.ops:
-        rule = eval_rules.get(op.name)
-        if rule is None:
-            raise CompileError(f"the interpreter has no rule for op '{op.name}' (eval_rules)", op.loc)
-        outs = rule([env[v] for v in op.operands], op.attrs, ctx)
+        outs = semantics.apply(op, [env[v] for v in op.operands], ctx)
         if isinstance(outs, GeneratorType):
             outs = yield from outs
         for value, out in zip(op.results, outs, strict=True):
-            env[value] = _checked(op.name, value, np.asarray(out), ctx)
+            env[value] = semantics.keep(op.name, value, out, ctx)
     return tuple(env[v] for v in func.returns)
+
+
+def evaluate(op: Op, args: Sequence[np.ndarray], ctx: Context):
+    """The interpreter's `apply`: the op's rule of eval_rules."""
+    rule = eval_rules.get(op.name)
+    if rule is None:
+        raise CompileError(f"the interpreter has no rule for op '{op.name}' (eval_rules)", op.loc)
+    return rule(args, op.attrs, ctx)
 
 
 _constraints = lru_cache(maxsize=1024)(constraints)     # a loop runs its body's checks per iteration
@@ -454,6 +484,7 @@ def _check_constraints(func: Func, dims: Mapping[str, int]) -> None:
 
 
 def _checked(name: str, value: Value, out: np.ndarray, ctx: Context) -> np.ndarray:
+    out = np.asarray(out)
     shape = ctx.shape(value.type.shape)
     if out.shape != shape:
         raise RuntimeError(f"eval rule of '{name}' produced shape {out.shape}, its type {value.type} says {shape}")
@@ -491,3 +522,6 @@ def _as_param_array(func: Func, param: Value, arg: Any) -> np.ndarray:
 
 def _show(dims: Mapping[str, int]) -> str:
     return ", ".join(f"{k}={v}" for k, v in dims.items()) or "no symbols"
+
+
+NUMPY = Semantics(evaluate, bind_arguments, _checked)

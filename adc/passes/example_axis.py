@@ -321,24 +321,27 @@ example_axis_rules["matmul"] = matmul_example_axis
 
 
 def stacked_matrices_example_axis(op, states, walk):
-    # cholesky, triangular_solve, lu_factor: the stacking axes keep the example axis, a matrix's own axes mix,
-    # but for the columns of a solve's right-hand sides, each solved on its own
-    rank = op.results[0].type.rank
+    # cholesky, triangular_solve, qr, eigh, svd: the stacking axes keep the example axis (in every
+    # result), a matrix's own axes mix, but for the columns of a solve's right-hand sides, each solved on its own
+    rank = op.operands[0].type.rank
 
     def kept(state, columns_apart: bool):
         if state is None or state.axis < rank - 2:
             return state
         return state if columns_apart and state.axis == rank - 1 else MIXED
-    return (_one([kept(s, k == 1 and op.name == "triangular_solve") for k, s in enumerate(states)]),)
+    return (_one([kept(s, k == 1 and op.name == "triangular_solve") for k, s in enumerate(states)]),) * len(op.results)
 
 
 example_axis_rules["cholesky"] = stacked_matrices_example_axis
 example_axis_rules["triangular_solve"] = stacked_matrices_example_axis
+example_axis_rules["qr"] = stacked_matrices_example_axis
+example_axis_rules["eigh"] = stacked_matrices_example_axis
+example_axis_rules["svd"] = stacked_matrices_example_axis
 
 
 def lu_factor_example_axis(op, states, walk):
     # the factor as cholesky's (the pivots, integers, carry no dependence)
-    return stacked_matrices_example_axis(op, states, walk) + (None,)
+    return stacked_matrices_example_axis(op, states, walk)[:1] + (None,)
 
 
 example_axis_rules["lu_factor"] = lu_factor_example_axis

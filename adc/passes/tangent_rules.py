@@ -27,7 +27,7 @@ from __future__ import annotations
 from typing import Callable
 
 from adc.errors import CompileError
-from adc.ir.builder import Builder, full
+from adc.ir.builder import Builder, full, sum_present as _sum
 from adc.ir.core import FuncRef, Op, Value
 from adc.ir.ops import OPS, with_trait
 from adc.passes.adjoint_rules import adjoint_rules
@@ -35,6 +35,7 @@ from adc.passes.adjoint_rules.calls import attached_gradient, lift_elementwise
 from adc.passes.adjoint_rules.linalg import phi, solve_lower, solve_mask, swap_last, triangle
 from adc.passes.adjoint_rules.lu import lu_factors, permutation_matrix, solve_unit_lower, solve_upper_right
 from adc.passes.adjoint_rules.reductions import cumprod_zeros
+from adc.passes.orthogonal_rules import tangent_rules as orthogonal_tangent_rules
 from adc.passes.regions import add_region, extend, unused_params
 from adc.passes.transpose import LINEAR_IN, linear_positions, transposed
 
@@ -114,15 +115,6 @@ for _name in LINEAR_IN:
 
 
 # ---------------------------------------------------------------- bilinear and binary elementwise
-
-def _sum(b: Builder, *terms: Value | None) -> Value | None:
-    """The sum of the terms that are not symbolic zeros (None if all are)."""
-    present = [t for t in terms if t is not None]
-    total = present[0] if present else None
-    for t in present[1:]:
-        total = b.op("add", total, t)
-    return total
-
 
 def _bilinear_tangent(b, op, tangents):
     # d(x ∘ y) = tx ∘ y + x ∘ ty, for a product ∘ linear in each operand
@@ -374,3 +366,4 @@ tangent_rules["for"] = loop_tangent
 tangent_rules["scan"] = loop_tangent
 tangent_rules["while"] = while_tangent
 tangent_rules["if"] = if_tangent
+tangent_rules.update(orthogonal_tangent_rules)      # qr, eigh, svd

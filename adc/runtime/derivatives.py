@@ -153,6 +153,32 @@ def _open_derived(source: GradientSource, kernel, derivation: str, wanted: tuple
     return derived, None if derived.library is None else source.open_module(derived.library, source.info.name)
 
 
+def batched_derivative(kernel, wanted: tuple[int, ...]) -> Derivative:
+    """The kernel's VJP over a leading seed axis of its cotangents (primal args shared), for the
+    `wanted` params: compiled on first use, like Kernel.derivative."""
+    return kernel.derived.get("vjp_batched", wanted, lambda: _compiled_batched(kernel, wanted))
+
+
+def batched_tangents(kernel, wanted: tuple[int, ...]) -> Derivative:
+    """The kernel's tangents-only JVP over a leading seed axis of its tangents (primal args shared),
+    for the `wanted` params: compiled on first use."""
+    return kernel.derived.get("jvp_batched", wanted, lambda: _compiled_batched_tangents(kernel, wanted))
+
+
+def _compiled_batched_tangents(kernel, wanted: tuple[int, ...]) -> Derivative:
+    embedded_derivative(kernel)     # a --no-gradients module raises its LookupError
+    return compiled(kernel, "jvp_batched", wanted)
+
+
+def _compiled_batched(kernel, wanted: tuple[int, ...]) -> Derivative:
+    """Batched VJPs are always compiled from the module's IR; a module built without gradients
+    refuses (embedded_derivative raises its LookupError) rather than falling back to it."""
+    embedded_derivative(kernel)
+    return compiled(kernel, "vjp_batched", wanted,
+                    "vectorized Jacobians are compiled from the IR the module carries (pass "
+                    "experimental_use_pfor=False to use the embedded VJP kernels one seed at a time)")
+
+
 @dataclass(frozen=True)
 class Split:
     """A kernel's VJP in two halves: `forward` takes the kernel's args and returns its

@@ -1,5 +1,5 @@
 """adc.grad, adc.jacobian, adc.jacfwd, adc.hessian, adc.hvp and adc.jvp: derivatives of a
-compiled kernel, no tape needed.
+compiled kernel, no tape needed; and adc.vmap, the kernel mapped over a batch.
 
 Each compiles one function that adc/passes/jacobian.py (or the JVP pass) composes
 from the kernel's IR (the module carries it) and returns it as an ordinary Kernel:
@@ -11,6 +11,7 @@ it checks its arguments, records on tapes, and can be transformed again.
     jx = adc.jacobian(dloss, wrt="x")      # d(dloss/dw)/dx -> f64[N,N]
     hv = adc.hvp(m.loss, wrt="w")          # loss_hvp(w, x, dw) -> H·dw, H never formed
     y, dy = adc.jvp(m.loss, (w, x), (dw, None))    # forward mode: loss and its derivative along dw
+    per_example = adc.vmap(dloss, in_axes=(None, 0))   # loss_grad over a batch of x: f64[NB, N]
 
 The Jacobians and the Hessian take `mode`: "reverse" pulls one seed per result element back
 (VJPs), "forward" pushes one seed per parameter element forward (JVPs); "auto" (the default)
@@ -27,11 +28,13 @@ from __future__ import annotations
 
 import functools
 import weakref
+from typing import Callable
 
 import numpy as np
 
 from adc.runtime.derivatives import compiled, embedded_derivative
-from adc.runtime.kernel import Kernel
+from adc.runtime.kernel import Kernel, as_kernel
+from adc.runtime.sparse_derivatives import SparseJacobian, as_matrix, kernel_patterns
 from adc.runtime.tensor import Tensor, constant
 
 MODES = ("auto", "forward", "reverse")
@@ -55,10 +58,31 @@ def value_and_grad(kernel: Kernel, wrt=None) -> Kernel:
     return transformed("value_and_grad", kernel, wrt)
 
 
-def jacobian(kernel: Kernel, wrt=None, mode: str = "auto") -> Kernel:
+def jacobian(kernel: Kernel, wrt=None, mode: str = "auto", sparse: bool = False):
     """The kernel (x...) -> (J_i for i in wrt), J_i of shape result.shape + x_i.shape, of a kernel
-    with one float result; `mode` "auto", "forward" or "reverse" (see the module's docstring)."""
+    with one float result; `mode` "auto", "forward" or "reverse" (see the module's docstring).
+    `sparse`: for one parameter, a SparseJacobian (adc/runtime/sparse_derivatives.py) whose call
+    gives the Jacobian as a scipy.sparse CSR matrix of (result size × wrt size)."""
+    if sparse:
+        _one_parameter("jacobian", wrt)
+        kernel = as_kernel(kernel, "adc.jacobian")
+        (i,) = parameter_indices("jacobian", kernel, 0 if wrt is None else wrt)
+        _check_result("jacobian", kernel, (i,))
+        return SparseJacobian(kernel, i, _mode("jacobian", mode))
     return transformed("jacobian", kernel, wrt, _mode("jacobian", mode))
+
+
+def jacobian_sparsity(kernel: Kernel, *example_args, wrt=0):
+    """The Jacobian pattern of `kernel`'s one float result in its parameter `wrt`, at the sizes of
+    `example_args` (and the values of its integer ones; float values are not read): a
+    scipy.sparse boolean CSR matrix of (result size × wrt size), rows in the result's row-major
+    order; without SciPy, its (indptr, indices, shape)."""
+    _one_parameter("jacobian_sparsity", wrt)
+    kernel = as_kernel(kernel, "adc.jacobian_sparsity")
+    (i,) = parameter_indices("jacobian_sparsity", kernel, wrt)
+    _check_result("jacobian_sparsity", kernel, (i,))
+    (pattern,) = kernel_patterns(kernel, example_args, i)
+    return as_matrix(pattern)
 
 
 def jacfwd(kernel: Kernel, wrt=None) -> Kernel:
@@ -76,11 +100,17 @@ def batch_jacobian(kernel: Kernel, wrt=0, mode: str = "auto") -> Kernel:
     return transformed("batch_jacobian", kernel, wrt, _mode("batch_jacobian", mode))
 
 
-def hessian(kernel: Kernel, wrt=0, mode: str = "auto") -> Kernel:
+def hessian(kernel: Kernel, wrt=0, mode: str = "auto", sparse: bool = False):
     """The kernel (x...) -> d² result / d x², of shape x.shape + x.shape, for one parameter `wrt`
     of a kernel with one scalar float result: forward-over-reverse, or reverse-over-reverse with
-    mode="reverse"."""
+    mode="reverse". `sparse`: a SparseJacobian of the gradient kernel, star-colored (compressed
+    Hessian-vector products), giving the Hessian as a scipy.sparse CSR matrix."""
     _one_parameter("hessian", wrt)
+    if sparse:
+        kernel = as_kernel(kernel, "adc.hessian")
+        (i,) = parameter_indices("hessian", kernel, wrt)
+        _check_result("hessian", kernel, (i,))
+        return SparseJacobian(grad(kernel, i), i, "forward", symmetric=True)
     return transformed("hessian", kernel, wrt, _mode("hessian", mode))
 
 
@@ -97,8 +127,7 @@ def jvp(kernel: Kernel, primals, tangents):
     `tangents` — one per parameter, None for a parameter that does not move (integer parameters
     take None). The outputs are what `kernel(*primals)` returns; the tangents mirror them, None
     for an integer output. Both are Tensors recorded on any active tape."""
-    if not isinstance(kernel, Kernel):
-        raise TypeError(f"adc.jvp: expects a compiled adc kernel (e.g. module.f), got {type(kernel).__name__}")
+    kernel = as_kernel(kernel, "adc.jvp")
     sig = kernel.signature
     primals, tangents = _aligned(sig, "primals", primals), _aligned(sig, "tangents", tangents)
     for name, t, tangent in zip(sig.param_names, sig.param_types, tangents):
@@ -117,6 +146,13 @@ def jvp(kernel: Kernel, primals, tangents):
         outputs, moving = tuple(both[:n]), iter(both[n:])
         moved = [next(moving) if t.dtype.is_float else None for t in sig.result_types]
     return (outputs[0], moved[0]) if n == 1 else (outputs, tuple(moved))
+
+
+def batched(kernel: Kernel, params: tuple[int, ...]) -> Kernel:
+    """`kernel` over a new leading axis of the params `params`, the others shared by every example;
+    every result gets the axis in front: adc.vmap with those axes, which the PyTorch and JAX
+    bridges run their vmap rules with."""
+    return vmap(kernel, tuple(0 if i in params else None for i in range(len(kernel.signature.param_names))), 0)
 
 
 def tangent_derivative(kernel: Kernel, wanted: tuple[int, ...]):
@@ -167,28 +203,70 @@ def transformed(transform: str, kernel: Kernel, wrt, mode: str | None = None) ->
     """The `transform` ("grad", "jacobian", "hessian", "hvp") of `kernel`, compiled once per
     (kernel, wrt, mode); pickled, the derivative is this call on its base kernel (which travels by
     value), so another process derives it again through its compile cache."""
-    if not isinstance(kernel, Kernel):
-        raise TypeError(f"adc.{transform}: expects a compiled adc kernel (e.g. module.f), got "
-                        f"{type(kernel).__name__}")
+    kernel = as_kernel(kernel, f"adc.{transform}")
     wanted = parameter_indices(transform, kernel, wrt)
     _check_result(transform, kernel, wanted)
     embedded_derivative(kernel)     # a --no-gradients module raises its LookupError
     derivation = DERIVATIONS[transform, mode]
     return kernel.derived.get(transform, (mode, wanted), lambda: _shippable(
-        compiled(kernel, derivation, wanted), transform, kernel, wanted, mode)).kernel
+        compiled(kernel, derivation, wanted), _transformed_again, kernel, transform, wanted, mode)).kernel
 
 
-def _shippable(derivative, transform: str, kernel: Kernel, wanted: tuple[int, ...], mode: str | None):
-    """`derivative`, its kernel pickled as `transformed(transform, kernel, wanted, mode)`. It holds
-    its base kernel weakly: the base kernel's cache (`derived`) holds it, and a strong reference back
-    would make a cycle that only the garbage collector frees (with the native libraries it holds)."""
+def _transformed_again(kernel: Kernel, transform: str, wanted: tuple[int, ...], mode: str | None) -> Kernel:
+    return transformed(transform, kernel, wanted, mode)
+
+
+def vmap(kernel: Kernel, in_axes=0, out_axes=0) -> Kernel:
+    """The kernel mapped over a batch of examples (jax.vmap, torch.func.vmap), compiled by the
+    batching pass — one native call for the whole batch, work shared by the examples done once.
+    `in_axes`: an int (every parameter batched along that axis), None, or a tuple or list with
+    one int or None per parameter (None: shared by every example); `out_axes`: an int, or one per
+    result. Axes may be negative, counted on the batched array. The batch size is a new dimension
+    symbol of the kernel (NB), bound by its arguments like any."""
+    kernel = as_kernel(kernel, "adc.vmap")
+    sig = kernel.signature
+    ins = batch_axes("in_axes", in_axes, sig.param_names, sig.param_types, "parameter")
+    if all(a is None for a in ins):
+        raise ValueError(f"adc.vmap: in_axes={in_axes!r} batches no parameter of {sig}; give at least one an axis")
+    names = [f"result {j}" for j in range(len(sig.result_types))]
+    outs = batch_axes("out_axes", out_axes, names, sig.result_types, "result", shared=False)
+    return kernel.derived.get("vmap", (ins, outs), lambda: _shippable(
+        compiled(kernel, "vmap", (ins, outs)), vmap, kernel, ins, outs)).kernel
+
+
+def batch_axes(what: str, axes, names, types, noun: str, shared: bool = True) -> tuple[int | None, ...]:
+    """`axes` (one int or None for all, or one per entry of `names`) checked against the ranks of
+    `types` with the batch axis added, made non-negative; errors name `what` and the entry."""
+    entries = list(axes) if isinstance(axes, (list, tuple)) else [axes] * len(names)
+    if len(entries) != len(names):
+        raise ValueError(f"adc.vmap: {what} has {len(entries)} entries for {len(names)} {noun}s "
+                         f"({', '.join(map(str, names))})")
+    checked = []
+    for name, t, axis in zip(names, types, entries):
+        if axis is None and shared:
+            checked.append(None)
+            continue
+        if not isinstance(axis, int) or isinstance(axis, bool):
+            allowed = "an int or None" if shared else "an int (every result carries the batch axis)"
+            raise TypeError(f"adc.vmap: {what} entry for {noun} {name!r} must be {allowed}, got {axis!r}")
+        if not -(t.rank + 1) <= axis <= t.rank:
+            raise ValueError(f"adc.vmap: {what} entry {axis} for {noun} {name!r} ({t}) is out of range: "
+                             f"batched, it has {t.rank + 1} axes")
+        checked.append(axis % (t.rank + 1))
+    return tuple(checked)
+
+
+def _shippable(derivative, again: Callable[..., Kernel], kernel: Kernel, *request):
+    """`derivative`, its kernel pickled as `again(kernel, *request)`. It holds its base kernel
+    weakly: the base kernel's cache (`derived`) holds it, and a strong reference back would make a
+    cycle that only the garbage collector frees (with the native libraries it holds)."""
     if derivative.kernel is not None:
-        derivative.kernel.recipe = functools.partial(_recipe, transform, weakref.ref(kernel), wanted, mode)
+        derivative.kernel.recipe = functools.partial(_recipe, again, weakref.ref(kernel), request)
     return derivative
 
 
-def _recipe(transform: str, kernel: weakref.ref, wanted: tuple[int, ...], mode: str | None) -> tuple:
-    return transformed, (transform, kernel(), wanted, mode)
+def _recipe(again: Callable[..., Kernel], kernel: weakref.ref, request: tuple) -> tuple:
+    return again, (kernel(), *request)
 
 
 def parameter_indices(transform: str, kernel: Kernel, wrt) -> tuple[int, ...]:

@@ -41,12 +41,14 @@ import warnings
 import numpy as np
 
 from adc.runtime.backward import walk, walk_vjp
-from adc.runtime.derivatives import Derivative, compiled, embedded_derivative
+from adc.runtime.derivatives import Derivative, batched_derivative, batched_tangents
 from adc.runtime import functional
 from adc.runtime.kernel import Kernel
 from adc.runtime.nest import flatten, pack
 from adc.runtime.ops import concat, reshape, transpose
 from adc.runtime.recording import Node
+from adc.passes.sparsity import Pattern, union
+from adc.runtime.sparse_derivatives import as_matrix, decompressed, kernel_patterns, plan
 from adc.runtime.tensor import Tensor
 from adc.runtime.unconnected import UnconnectedGradients
 from adc.runtime.variable import Variable
@@ -56,14 +58,18 @@ _JOIN_ARITY = 8     # blocks joined per concat call: few concat kernels to compi
 
 
 def jacobian(tape, target, sources, unconnected_gradients=UnconnectedGradients.NONE,
-             parallel_iterations=None, experimental_use_pfor=True, mode="auto", memory_limit_mb=None):
-    """d target[i...] / d source[j...] for each source: shape target.shape + source.shape."""
+             parallel_iterations=None, experimental_use_pfor=True, mode="auto", memory_limit_mb=None,
+             sparse=False):
+    """d target[i...] / d source[j...] for each source: shape target.shape + source.shape; with
+    `sparse`, a scipy.sparse CSR matrix (target size × source size) per source."""
     target, flat, unconnected, chunk = _arguments("jacobian", target, sources, unconnected_gradients,
                                                   parallel_iterations,
-                                                  experimental_use_pfor=experimental_use_pfor)
+                                                  experimental_use_pfor=experimental_use_pfor, sparse=sparse)
     mode = _mode("jacobian", mode)
     budget = memory_budget(memory_limit_mb, "GradientTape.jacobian")
     nodes = tape.take_nodes([target], "jacobian", stacklevel=3)
+    if sparse:
+        return pack(sources, iter([_sparse(nodes, target, source, mode) for source in flat]))
     pushed = [s for s in flat if _forward(mode, nodes, s.size, target.size, experimental_use_pfor)]
     pulled = [s for s in flat if all(s is not p for p in pushed)]
     found = dict(zip(map(id, pulled), _rows(nodes, target, pulled, 1, chunk, budget, experimental_use_pfor)))
@@ -301,30 +307,35 @@ def batched_vjp(node: Node, live: set[int]) -> tuple[Derivative, list, None]:
     return batched_derivative(node.kernel, node.wanted(live)), node.primals(), None
 
 
-def batched_derivative(kernel, wanted: tuple[int, ...]) -> Derivative:
-    """The kernel's VJP over a leading seed axis of its cotangents (primal args shared), for the
-    `wanted` params: compiled on first use, like Kernel.derivative."""
-    return kernel.derived.get("vjp_batched", wanted, lambda: _derive_batched(kernel, wanted))
+def _sparse(nodes, target, source, mode: str):
+    """d target / d source as a scipy.sparse CSR matrix: the patterns of the calls on the path
+    composed, colored, and its seeds pushed forward (`_push`) or pulled back (`_walk`) in one
+    block (adc/runtime/sparse_derivatives.py)."""
+    path = _path(nodes, target, source)
+    if not all(isinstance(n.kernel, Kernel) for n in path):
+        raise TypeError("GradientTape.jacobian(sparse=True): every call between the source and the target must "
+                        "be a compiled kernel (an @adc.custom_gradient's backward is Python code, with no pattern)")
+    pattern = _path_pattern(path, target, source)
+    the_plan = plan(pattern, mode, False, (source.shape, source.dtype), (target.shape, target.dtype))
+    if the_plan.forward:
+        compressed = _push(nodes, target, source, the_plan.seeds)
+    else:
+        (compressed,) = _walk(nodes, target, the_plan.seeds, [source])
+    return as_matrix(pattern, decompressed(the_plan, compressed))
 
 
-def batched_tangents(kernel, wanted: tuple[int, ...]) -> Derivative:
-    """The kernel's tangents-only JVP over a leading seed axis of its tangents (primal args shared),
-    for the `wanted` params: compiled on first use."""
-    return kernel.derived.get("jvp_batched", wanted, lambda: _derive_batched_tangents(kernel, wanted))
-
-
-def _derive_batched_tangents(kernel, wanted: tuple[int, ...]) -> Derivative:
-    embedded_derivative(kernel)     # a --no-gradients module raises its LookupError
-    return compiled(kernel, "jvp_batched", wanted)
-
-
-def _derive_batched(kernel, wanted: tuple[int, ...]) -> Derivative:
-    """Batched VJPs are always compiled from the module's IR; a module built without gradients
-    refuses (embedded_derivative raises its LookupError) rather than falling back to it."""
-    embedded_derivative(kernel)
-    return compiled(kernel, "vjp_batched", wanted,
-                    "vectorized Jacobians are compiled from the IR the module carries (pass "
-                    "experimental_use_pfor=False to use the embedded VJP kernels one seed at a time)")
+def _path_pattern(path: list[Node], target, source) -> Pattern:
+    """The pattern of each value on `path` in `source`: a call's result reads what its moving
+    arguments read where its own pattern in them says (the structural product)."""
+    found = {id(source): Pattern.identity(source.size)}
+    for node in path:
+        moving = [(i, found[id(a)]) for i, a in enumerate(node.inputs) if id(a) in found]
+        per_param = [(p, kernel_patterns(node.kernel, node.primals(), i)) for i, p in moving]
+        for k, out in enumerate(node.outputs):
+            if out.dtype.kind == "f":
+                found[id(out)] = union([p.combine(results[k]) for p, results in per_param]) \
+                    or Pattern.empty(out.size, source.size)
+    return found.get(id(target)) or Pattern.empty(target.size, source.size)
 
 
 def _check_examples(path: list[Node], target, source, allow: bool) -> None:

@@ -1,7 +1,8 @@
 """Kernel: a callable compiled kernel that checks its arguments before native code runs.
 
 A call binds the arguments to the signature, converts Python scalars and lists
-to the parameter's dtype (NumPy arrays and Tensors must already have it), binds
+to the parameter's dtype (NumPy arrays, Tensors and other CPU arrays, read through DLPack,
+must already have it), binds
 the dimension symbols from the arguments' shapes, checks the shape constraints,
 allocates the results and calls the native function through the C ABI
 (`int32_t adc_kernel_<name>(const int64_t *dims, void **inputs, void **outputs)`).
@@ -32,7 +33,7 @@ from typing import Any, Callable
 import numpy as np
 
 from adc.abi import STATUS_BOUNDS, STATUS_INTERRUPTED, STATUS_OK, STATUS_SHAPES, KernelSignature
-from adc.runtime import buffers, derivatives, interrupts
+from adc.runtime import buffers, derivatives, dlpack, interrupts
 from adc.runtime.bounds_error import bounds_error
 from adc.ir.shapes import constraints, region_constraints
 from adc.ir.types import SymDim, TensorType, evaluate_dim
@@ -235,6 +236,8 @@ class Kernel:
             array = np.asarray(value)
         elif isinstance(value, _PYTHON_VALUES):
             array = self._from_python(name, value, want, ptype)
+        elif dlpack.exports_dlpack(value):
+            array = dlpack.from_dlpack(value, self._where(name))
         else:
             raise TypeError(f"{self._where(name)} expects an array of type {ptype}, got {type(value).__name__}")
         if array.dtype != want:
@@ -412,6 +415,18 @@ class Kernel:
                          else _shape(rtype, dict(zip(self.signature.dims, sizes))))
             shapes.append((dtype, shape))
         return tuple(shapes)
+
+
+def as_kernel(value, user: str) -> Kernel:
+    """`value` as a compiled Kernel: itself, or what its `__adc_kernel__()` gives (an @adc.kernel
+    function, compiled then); TypeError naming `user` ("adc.grad", ...) for anything else."""
+    if isinstance(value, Kernel):
+        return value
+    compiled = getattr(type(value), "__adc_kernel__", None)
+    if compiled is None:
+        raise TypeError(f"{user}: expects a compiled adc kernel (e.g. module.f, or a function decorated "
+                        f"with @adc.kernel), got {type(value).__name__}")
+    return compiled(value)
 
 
 def _dim_plan(sig: KernelSignature) -> tuple | None:

@@ -175,14 +175,16 @@ class GradientTape(Recorder):
         return nodes
 
     def jacobian(self, target, sources, unconnected_gradients=UnconnectedGradients.NONE,
-                 parallel_iterations=None, experimental_use_pfor=True, mode="auto", memory_limit_mb=None):
+                 parallel_iterations=None, experimental_use_pfor=True, mode="auto", memory_limit_mb=None,
+                 sparse=False):
         """d target / d source for each source, shaped target.shape + source.shape, with the
         structure of `sources`; seeds walked in blocks (adc/runtime/jacobians.py): backward, or
         forward when `mode` is "forward", or "auto" and the source is smaller than the target. A
         block's seeds take at most `memory_limit_mb` MiB (default ADC_JACOBIAN_MEMORY_MB, else 256)
-        or the result's size."""
+        or the result's size. `sparse`: a scipy.sparse CSR matrix (target size × source size) per
+        source, from the recorded kernels' sparsity patterns and colored seeds."""
         return jacobians.jacobian(self, target, sources, unconnected_gradients, parallel_iterations,
-                        experimental_use_pfor, mode, memory_limit_mb)
+                                  experimental_use_pfor, mode, memory_limit_mb, sparse)
 
     def batch_jacobian(self, target, source, unconnected_gradients=UnconnectedGradients.NONE,
                        parallel_iterations=None, experimental_use_pfor=True, allow_cross_example=False,

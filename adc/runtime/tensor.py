@@ -2,7 +2,8 @@
 
 A Tensor owns a read-only, C-contiguous NumPy array, so values recorded by the
 runtime cannot change behind its back; `numpy()` returns that array (read-only),
-and `np.asarray(t)` works through `__array__`. Its Python operators (`+ - * / **
+and `np.asarray(t)` works through `__array__`, `np.from_dlpack(t)` (torch.from_dlpack, ...)
+through `__dlpack__`, without a copy. Its Python operators (`+ - * / **
 @`, comparisons) are the eager ops of adc/runtime/ops.py, installed there.
 
 `constant(value, dtype=None)` follows TensorFlow's defaults: Python floats become
@@ -83,6 +84,14 @@ class Tensor:
         if dtype is not None and np.dtype(dtype) != self._array.dtype:
             return self._array.astype(dtype)
         return self._array.copy() if copy else self._array
+
+    def __dlpack__(self, **kwargs):
+        """DLPack out, zero copy: its NumPy array's export, read-only (a consumer speaking DLPack 1.0,
+        as NumPy 2 does, is told so; NumPy refuses an older one rather than hand out writable memory)."""
+        return self._array.__dlpack__(**kwargs)
+
+    def __dlpack_device__(self) -> tuple[int, int]:
+        return self._array.__dlpack_device__()
 
     def __len__(self) -> int:
         return len(self._array)

@@ -140,7 +140,8 @@ def check_jvp(module: Module, name: str, args, rtol: float = 1e-6, atol: float =
 
 
 def central_jacobian(f, x: np.ndarray, h: float = 1e-6) -> np.ndarray:
-    """d f(x) / d x by central differences of step h, of f's shape followed by x's."""
+    """d f / d x by central differences in float64, of shape f(x).shape + x.shape: one pair of
+    evaluations per element of x (for the small matrices of rule tests)."""
     columns = []
     for k in range(x.size):
         step = np.zeros(x.size)

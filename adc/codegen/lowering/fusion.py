@@ -115,7 +115,7 @@ class Plan:
     def leaves(self, root: Op) -> list[Value]:
         """The buffers the loop of `root` reads (the values it stores are computed, `root` too:
         a value moved up into its loop may read it), in first-use order."""
-        members = self.stored_by.get(root.results[0], ()) if len(root.results) == 1 else ()
+        members = self.stored_by.get(root.results[0], ())
         return _leaves([root, *(self.producers[m] for m in members)], self.producers,
                        self.materialized - {*root.results, *members})
 
@@ -302,7 +302,7 @@ def _buffer_readers(func: Func, producers: dict[Value, Op], materialized: frozen
             read = [transposed.get(v, v) for v in op.operands]
         elif op.name in CONTROL_FLOW:
             read = op.operands
-        elif op.results[0] in materialized and op.results[0] not in views:
+        elif op.results[0] in materialized and op.results[0] not in views:     # (a factorization's several results)
             read = _leaves([op], producers, materialized)
         else:
             continue

@@ -244,10 +244,13 @@ def _micro_kernel(module: ir.Module, blk: Blocking, rows: int, vectors: int) -> 
     if name in module.globals:
         return module.globals[name]
     func = _internal_function(module, name, [ptr, I64, I64, ptr, I64, ptr, I64, I64, I1])
+    # Kept out of the block function: inlined, its 16 micro-kernels made one function whose
+    # optimization and code generation cost the library's build 0.5 s of CPU a dtype (Zen 5),
+    # for a call per panel that no paired measurement told apart from noise.
+    func.attributes.add("noinline")
     a, rsa, csa, panel, kc, c, ldc, width, first = func.args
     builder = ir.IRBuilder(func.append_basic_block("entry"))
     accs = [[builder.alloca(blk.vector) for _ in range(vectors)] for _ in range(rows)]
-    spill = builder.alloca(blk.vector, size=vectors)
     for acc in (slot for row in accs for slot in row):
         builder.store(ir.Constant(blk.vector, None), acc)
     fma = _fma(module, blk.vector)
@@ -257,36 +260,36 @@ def _micro_kernel(module: ir.Module, blk: Blocking, rows: int, vectors: int) -> 
         bs = [builder.load(builder.gep(b_row, [_const(v)]), align=PACK_ALIGN) for v in range(vectors)]
         for r in range(rows):
             a_elem = builder.load(builder.gep(a, [builder.add(builder.mul(_const(r), rsa), builder.mul(p, csa))]))
-            a_vec = _splat(builder, blk, a_elem)
+            a_vec = _splat(builder, blk.vector, a_elem)
             for v, b_vec in enumerate(bs):
                 builder.store(builder.call(fma, [a_vec, b_vec, builder.load(accs[r][v])]), accs[r][v])
     for r in range(rows):
         c_row = builder.gep(c, [builder.mul(_const(r), ldc)])
-        _store_row(builder, blk, [builder.load(acc) for acc in accs[r]], c_row, width, first, spill)
+        _store_row(builder, blk, [builder.load(acc) for acc in accs[r]], c_row, width, first)
     builder.ret_void()
     return func
 
 
 def _store_row(builder: ir.IRBuilder, blk: Blocking, values: list, c_row: ir.Value,
-               width: ir.Value, first: ir.Value, spill: ir.Value) -> None:
+               width: ir.Value, first: ir.Value) -> None:
     """C[row, :width] = values (first depth block) or += values; never touches C past width.
 
-    A partial row goes through `spill`, a stack copy of the accumulators, lane by lane.
+    A partial row (the last panel's) is stored with masked vector stores, whose lanes past
+    `width` are left alone: straight-line code, where a loop over the lanes had LLVM vectorize
+    and version it again in every micro-kernel (most of the library's build time).
     """
-    vptr = blk.vector.as_pointer()
+    module = builder.module
     full = _const(len(values) * blk.vl)
     with builder.if_else(builder.icmp_signed("==", width, full)) as (whole, partial):
         with whole:
             for v, value in enumerate(values):
-                dst = builder.bitcast(builder.gep(c_row, [_const(v * blk.vl)]), vptr)
+                dst = builder.bitcast(builder.gep(c_row, [_const(v * blk.vl)]), blk.vector.as_pointer())
                 _store_or_add(builder, first, value, dst, blk.elem_align)
         with partial:
             for v, value in enumerate(values):
-                builder.store(value, builder.gep(spill, [_const(v)]))
-            lanes = builder.bitcast(spill, blk.elem.as_pointer())
-            with for_range(builder, _const(0), width, _const(1)) as j:
-                value = builder.load(builder.gep(lanes, [j]))
-                _store_or_add(builder, first, value, builder.gep(c_row, [j]), blk.elem_align)
+                dst = builder.bitcast(builder.gep(c_row, [_const(v * blk.vl)]), blk.vector.as_pointer())
+                mask = _lanes_below(builder, blk, builder.sub(width, _const(v * blk.vl)))
+                _masked_store_or_add(builder, module, blk, first, value, dst, mask)
 
 
 def _store_or_add(builder: ir.IRBuilder, first: ir.Value, value: ir.Value, dst: ir.Value, align: int) -> None:
@@ -296,6 +299,26 @@ def _store_or_add(builder: ir.IRBuilder, first: ir.Value, value: ir.Value, dst: 
             builder.store(value, dst, align=align)
         with accumulate:
             builder.store(builder.fadd(builder.load(dst, align=align), value), dst, align=align)
+
+
+def _masked_store_or_add(builder: ir.IRBuilder, module: ir.Module, blk: Blocking, first: ir.Value,
+                         value: ir.Value, dst: ir.Value, mask: ir.Value) -> None:
+    """_store_or_add of the lanes `mask` selects; the others are neither read nor written."""
+    align = ir.Constant(I32, blk.elem_align)
+    store = _masked_intrinsic(module, blk, "store")
+    with builder.if_else(first) as (overwrite, accumulate):
+        with overwrite:
+            builder.call(store, [value, dst, align, mask])
+        with accumulate:
+            old = builder.call(_masked_intrinsic(module, blk, "load"),
+                               [dst, align, mask, ir.Constant(blk.vector, None)])
+            builder.call(store, [builder.fadd(old, value), dst, align, mask])
+
+
+def _lanes_below(builder: ir.IRBuilder, blk: Blocking, count: ir.Value) -> ir.Value:
+    """The mask of the vector's lanes i < count (all of them when count >= VL, none when <= 0)."""
+    lanes = ir.VectorType(I64, blk.vl)
+    return builder.icmp_signed("<", ir.Constant(lanes, list(range(blk.vl))), _splat(builder, lanes, count))
 
 
 def _fill_zero(builder: ir.IRBuilder, blk: Blocking, dst: ir.Value, count: ir.Value) -> None:
@@ -321,10 +344,23 @@ def _fma(module: ir.Module, vector: ir.VectorType) -> ir.Function:
     return ir.Function(module, ir.FunctionType(vector, [vector] * 3), name)
 
 
-def _splat(builder: ir.IRBuilder, blk: Blocking, scalar: ir.Value) -> ir.Value:
-    one = builder.insert_element(ir.Constant(blk.vector, None), scalar, _const(0, I32))
-    return builder.shuffle_vector(one, ir.Constant(blk.vector, None),
-                                  ir.Constant(ir.VectorType(I32, blk.vl), [0] * blk.vl))
+def _splat(builder: ir.IRBuilder, vector: ir.VectorType, scalar: ir.Value) -> ir.Value:
+    one = builder.insert_element(ir.Constant(vector, None), scalar, _const(0, I32))
+    return builder.shuffle_vector(one, ir.Constant(vector, None),
+                                  ir.Constant(ir.VectorType(I32, vector.count), [0] * vector.count))
+
+
+def _masked_intrinsic(module: ir.Module, blk: Blocking, operation: str) -> ir.Function:
+    """`llvm.masked.load` or `llvm.masked.store` of `blk`'s vectors (declared by hand, as `_fma`)."""
+    vector, suffix = blk.vector, "f32" if blk.dtype == DType.f32 else "f64"
+    name = f"llvm.masked.{operation}.v{vector.count}{suffix}.p0"
+    if name in module.globals:
+        return module.globals[name]
+    mask = ir.VectorType(I1, vector.count)
+    pointer = vector.as_pointer()
+    signature = (ir.FunctionType(vector, [pointer, I32, mask, vector]) if operation == "load"
+                 else ir.FunctionType(ir.VoidType(), [vector, pointer, I32, mask]))
+    return ir.Function(module, signature, name)
 
 
 def _return_if(builder: ir.IRBuilder, condition: ir.Value) -> None:

@@ -17,14 +17,24 @@ one file `<root>/<namespace>/<key>`, sealed like a shared object (abi.seal):
   so the caller rebuilds it. It is never loaded.
 - A hit refreshes the entry's modification time; when a write takes the cache over
   its size bound, the entries used longest ago are removed first.
+- `lock(namespace)` is held by one process at a time (an flock on `<root>/<namespace>.lock`,
+  never an entry): builders of an entry too costly to build twice (the runtime library) wait
+  for each other, then find it.
 """
 from __future__ import annotations
 
 import os
 import shutil
 import tempfile
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Iterator
+
+try:
+    import fcntl
+except ImportError:         # no flock (Windows): builders do not wait for each other
+    fcntl = None
 
 from adc.abi import MetadataError, seal, unseal
 
@@ -107,6 +117,40 @@ class Cache:
         except OSError:
             return
         self.evict()
+
+    @contextmanager
+    def lock(self, namespace: str) -> Iterator[None]:
+        """Held by one process at a time (see the module docstring); an unwritable cache holds nothing."""
+        fd = self._lock_file(namespace)
+        try:
+            if fd is not None:
+                fcntl.flock(fd, fcntl.LOCK_EX)
+            yield
+        finally:
+            if fd is not None:
+                os.close(fd)
+
+    def try_lock(self, namespace: str) -> int | None:
+        """The lock of `namespace` taken now, as a descriptor whose closing (by every process it was
+        handed to) releases it; None when another process holds it or it cannot be taken."""
+        fd = self._lock_file(namespace)
+        if fd is None:
+            return None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            os.close(fd)
+            return None
+        return fd
+
+    def _lock_file(self, namespace: str) -> int | None:
+        if fcntl is None:
+            return None
+        try:
+            self.root.mkdir(parents=True, exist_ok=True)
+            return os.open(self.root / f"{namespace}.lock", os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError:
+            return None
 
     def evict(self) -> None:
         """Remove the entries used longest ago until the cache is within EVICT_TO of its bound."""

@@ -1,9 +1,7 @@
 """Buffer rules of cholesky and triangular_solve: one outlined nest each, its outer loop over the
 stacked matrices (split across threads), plain scalar loops inside, correct for any size.
 
-Operands are read element by element (`Emitter.value_at`: a load, or the fused producer's
-element), results read back and written through `Emitter.load`/`store` (matrices.py, which
-lu.py shares), so a bounds-checked build checks every access.
+The nest and the element access are matrices.py's, shared with the other factorizations.
 
     %1 = cholesky %a : f64[B,N,N]    ──▶   for b: for j: L[j,j] = sqrt(a[j,j] - Σ_k<j L[j,k]²)
                                                       for i > j: L[i,j] = (a[i,j] - Σ_k<j L[i,k] L[j,k]) / L[j,j]
@@ -58,7 +56,7 @@ def cholesky_lower(kernel: Emitter, op: Op, dest: ir.Value) -> None:
         with b.if_then(b.load(failed), likely=False):
             nan = ir.Constant(ty, float("nan"))
             counted_loop(b, i64(0), n, lambda i: counted_loop(b, i64(0), n, lambda j: m.store(out, i, j, nan)))
-    over_matrices(kernel, op, [dest], factor)
+    over_matrices(kernel, op, [dest], lambda em, t, outs: factor(em, t, outs[0]))
 
 
 lower_rules["cholesky"] = cholesky_lower
@@ -87,7 +85,7 @@ def triangular_solve_lower(kernel: Emitter, op: Op, dest: ir.Value) -> None:
             x = b.load(acc)
             mb.store(out, i, j, x if unit else b.fdiv(x, coefficient(i, i)))
         counted_loop(b, i64(0), columns, lambda j: counted_loop(b, i64(0), n, lambda step: row(j, step)))
-    over_matrices(kernel, op, [dest], solve)
+    over_matrices(kernel, op, [dest], lambda em, t, outs: solve(em, t, outs[0]))
 
 
 lower_rules["triangular_solve"] = triangular_solve_lower

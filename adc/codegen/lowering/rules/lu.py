@@ -35,8 +35,9 @@ def lu_factor_lower(kernel: Emitter, op: Op, dests: list[ir.Value]) -> None:
     dtype = a.type.dtype
     ty = REGISTER_TYPES[dtype]
 
-    def eliminate(em: Emitter, t: ir.Value, out: ir.Value, piv_out: ir.Value) -> None:
-        b, ma, m, pv = em.b, Matrices(em, t, a), Matrices(em, t, factor), Matrices(em, t, pivots, vectors=True)
+    def eliminate(em: Emitter, t: ir.Value, outs: list[ir.Value]) -> None:
+        (out, piv_out), b = outs, em.b
+        ma, m, pv = Matrices(em, t, a), Matrices(em, t, factor), Matrices(em, t, pivots, vectors=True)
         n = em.dim(a.type.shape[-1])
         best, row = em.head.alloca(ty), em.head.alloca(I64)
         counted_loop(b, i64(0), n, lambda i: counted_loop(b, i64(0), n, lambda j: m.store(out, i, j, ma.read(i, j))))
@@ -53,7 +54,7 @@ def lu_factor_lower(kernel: Emitter, op: Op, dests: list[ir.Value]) -> None:
             following = b.add(j, i64(1), flags=NOWRAP)
             counted_loop(b, following, n, search)
             p = b.load(row)
-            pv.store(piv_out, j, None, p)
+            pv.store(piv_out, i64(0), j, p)
             with b.if_then(b.fcmp_unordered("!=", m.load(out, p, j), ir.Constant(ty, 0.0))):
                 def swap(k: ir.Value) -> None:
                     x, y = m.load(out, j, k), m.load(out, p, k)
@@ -78,18 +79,19 @@ def lu_pivots_to_permutation_lower(kernel: Emitter, op: Op, dest: ir.Value) -> N
     # perm = 0 .. N-1, then perm[i] <-> perm[piv[i]] for i = 0, 1, ... (piv clamped into [0, N))
     (pivots,), perm = op.operands, op.result
 
-    def permute(em: Emitter, t: ir.Value, out: ir.Value) -> None:
-        b, pv, pm = em.b, Matrices(em, t, pivots, vectors=True), Matrices(em, t, perm, vectors=True)
+    def permute(em: Emitter, t: ir.Value, outs: list[ir.Value]) -> None:
+        (out,), b = outs, em.b
+        pv, pm = Matrices(em, t, pivots, vectors=True), Matrices(em, t, perm, vectors=True)
         n = em.dim(pivots.type.shape[-1])
-        counted_loop(b, i64(0), n, lambda i: pm.store(out, i, None, i))
+        counted_loop(b, i64(0), n, lambda i: pm.store(out, i64(0), i, i))
 
         def interchange(i: ir.Value) -> None:
-            k = pv.read(i)
+            k = pv.read(i64(0), i)
             k = b.select(b.icmp_signed("<", k, i64(0)), i64(0), k)
             k = b.select(b.icmp_signed(">=", k, n), b.sub(n, i64(1)), k)
-            x, y = pm.load(out, i), pm.load(out, k)
-            pm.store(out, i, None, y)
-            pm.store(out, k, None, x)
+            x, y = pm.load(out, i64(0), i), pm.load(out, i64(0), k)
+            pm.store(out, i64(0), i, y)
+            pm.store(out, i64(0), k, x)
         counted_loop(b, i64(0), n, interchange)
     over_matrices(kernel, op, [dest], permute, vectors=True)
 

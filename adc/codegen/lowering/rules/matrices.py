@@ -1,12 +1,14 @@
-"""What the buffer rules of the linear-algebra ops share: a nest over stacked matrices, split
-across threads, and the elements of one matrix read, loaded and stored by row and column.
+"""What the buffer rules of the matrix factorizations share (linalg.py: cholesky and triangular_solve;
+orthogonal.py: qr; spectral.py: eigh and svd; lu.py: lu_factor and lu_pivots_to_permutation): one
+outlined nest over the stacked matrices (or vectors), split across threads, and element access to
+the t-th matrix (or vector) of a value.
 
-Used by linalg.py (cholesky, triangular_solve) and lu.py (lu_factor, lu_pivots_to_permutation).
-Results are read back and written through `Emitter.load`/`store`, so a bounds-checked build
-checks every access:
+Operands are read element by element (`Emitter.value_at`: a load, or the fused producer's
+element), results read back and written through `Emitter.load`/`store`, so a bounds-checked
+build checks every access.
 
-    over_matrices(kernel, op, [dest], body)   ──▶   nest(start, end, dims, out, a):
-                                                      for t in [start, end): body(em, t, out)
+    %q, %r = qr %a : f64[B,M,N], f64[B,N,N]   ──▶   define internal void @"adc.qr.3"(i64 start, i64 end,
+                                                    ptr dims, ptr q, ptr r, ptr a): for t in [start, end): ...
 """
 from __future__ import annotations
 
@@ -16,7 +18,7 @@ import llvmlite.ir as ir
 
 from adc.codegen.native import parallel
 from adc.codegen.lowering import bounds
-from adc.codegen.lowering.loops import NOWRAP, counted_loop
+from adc.codegen.lowering.loops import NOWRAP, counted_loop, i64
 from adc.ir.core import Op, Value
 from adc.ir.types import num_elements
 
@@ -24,46 +26,47 @@ if TYPE_CHECKING:
     from adc.codegen.lowering.emitter import Emitter
 
 
-def over_matrices(kernel: Emitter, op: Op, dests: list[ir.Value], body: Callable[..., None],
+def over_matrices(kernel: Emitter, op: Op, dests: list[ir.Value],
+                  body: Callable[[Emitter, ir.Value, list[ir.Value]], None], work: ir.Value | None = None,
                   vectors: bool = False) -> None:
-    """Outline a nest (start, end, dims, outs..., leaves...) running `body(em, t, *outs)` for each
-    stacked matrix t (each vector, if `vectors`) of the op's first result in [start, end), and call it
-    over all of them, split across threads."""
+    """Outline a nest (start, end, dims, outs..., leaves...) running `body(em, matrix, outs)` for each
+    stacked matrix of the first operand (each vector, `vectors=True`, as in `Matrices`) in [start, end),
+    and call it over all of them, split across threads once `work` (default: the first result's
+    elements) is large enough."""
     leaves = kernel.plan.leaves(op)
-    fn = bounds.outline(kernel, op.name, len(dests) + len(leaves))
-    outs = fn.args[3:3 + len(dests)]
-    em = kernel.nested(fn, fn.args[2], dict(zip(leaves, fn.args[3 + len(dests):])))
-    counted_loop(em.b, fn.args[0], fn.args[1], lambda t: body(em, t, *outs))
+    outs = len(dests)
+    fn = bounds.outline(kernel, op.name, outs + len(leaves))
+    em = kernel.nested(fn, fn.args[2], dict(zip(leaves, fn.args[3 + outs:])))
+    counted_loop(em.b, fn.args[0], fn.args[1], lambda t: body(em, t, list(fn.args[3:3 + outs])))
     em.b.ret_void()
-    result = op.results[0].type.shape
+    stacks = op.operands[0].type.shape[:-1 if vectors else -2]
     buffers = bounds.nest_arguments(kernel, [kernel.dims_ptr, *dests] + [kernel.buffers[v] for v in leaves])
-    parallel.call_loop(kernel.b, kernel.head, fn, kernel.dim(num_elements(result[:-1] if vectors else result[:-2])),
-                       kernel.dim(num_elements(result)), 1, buffers)
+    parallel.call_loop(kernel.b, kernel.head, fn, kernel.dim(num_elements(stacks)),
+                       work if work is not None else kernel.dim(num_elements(op.results[0].type.shape)), 1, buffers)
 
 
 class Matrices:
-    """Element (i, j) of the t-th matrix of a value (or element i of its t-th vector, `j` None): read
-    from its operand, or loaded and stored in `out`."""
+    """Element (i, j) of the t-th matrix of a value: read from its operand, or loaded and stored in
+    `out`. A value of stacked vectors (`vectors=True`, [..., N]) is a stack of one-row matrices."""
 
     def __init__(self, em: Emitter, t: ir.Value, value: Value, vectors: bool = False):
         self.em, self.value, self.dtype = em, value, value.type.dtype
-        axes = value.type.shape[-1:] if vectors else value.type.shape[-2:]
-        self.columns = em.dim(axes[-1])
-        size = self.columns if vectors else em.b.mul(em.dim(axes[0]), self.columns, flags=NOWRAP)
-        self.base = em.b.mul(t, size, flags=NOWRAP)
+        rows, columns = (i64(1), em.dim(value.type.shape[-1])) if vectors else (em.dim(d) for d in value.type.shape[-2:])
+        self.columns = columns
+        self.base = em.b.mul(t, em.b.mul(rows, columns, flags=NOWRAP), flags=NOWRAP)
 
-    def _index(self, i: ir.Value, j: ir.Value | None):
+    def _index(self, i: ir.Value, j: ir.Value):
         b = self.em.b
-        at = i if j is None else b.add(b.mul(i, self.columns, flags=NOWRAP), j, flags=NOWRAP)
-        return self.em.index(self.value, flat=b.add(self.base, at, flags=NOWRAP))
+        return self.em.index(self.value, flat=b.add(self.base, b.add(b.mul(i, self.columns, flags=NOWRAP), j,
+                                                                     flags=NOWRAP), flags=NOWRAP))
 
-    def read(self, i: ir.Value, j: ir.Value | None = None) -> ir.Value:
+    def read(self, i: ir.Value, j: ir.Value) -> ir.Value:
         return self.em.value_at(self.value, self._index(i, j))
 
-    def load(self, out: ir.Value, i: ir.Value, j: ir.Value | None = None) -> ir.Value:
+    def load(self, out: ir.Value, i: ir.Value, j: ir.Value) -> ir.Value:
         return self.em.load(out, self.dtype, self._index(i, j))
 
-    def store(self, out: ir.Value, i: ir.Value, j: ir.Value | None, x: ir.Value) -> None:
+    def store(self, out: ir.Value, i: ir.Value, j: ir.Value, x: ir.Value) -> None:
         self.em.store(out, self.dtype, self._index(i, j), x)
         self.em.memo.clear()
 
@@ -75,3 +78,13 @@ def subtract_products(em: Emitter, acc: ir.Value, start: ir.Value, end: ir.Value
         x, y = product(k)
         em.b.store(em.b.fsub(em.b.load(acc), em.b.fmul(x, y)), acc)
     counted_loop(em.b, start, end, step)
+
+
+def holds_nan(em: Emitter, m: Matrices, rows: ir.Value, columns: ir.Value) -> ir.Value:
+    """Whether the t-th matrix of m's operand holds a NaN (an i1)."""
+    b = em.b
+    found = em.head.alloca(ir.IntType(1))
+    b.store(ir.Constant(ir.IntType(1), 0), found)
+    counted_loop(b, i64(0), rows, lambda i: counted_loop(b, i64(0), columns, lambda j: b.store(
+        b.or_(b.load(found), b.fcmp_unordered("uno", m.read(i, j), m.read(i, j))), found)))
+    return b.load(found)

@@ -1,0 +1,166 @@
+"""adc.jax: adc kernels as JAX functions, under jit, grad, vjp, jvp and vmap, to any order.
+
+    import adc, adc.jax
+    m = adc.compile_file("samples/kernels.adc")
+    f = adc.jax.function(m.logsumexp_rows)          # takes and returns JAX arrays
+    jax.jit(f)(x); jax.grad(lambda x: f(x).sum())(x); jax.vmap(f)(xs); jax.jvp(f, (x,), (dx,))
+
+A call is one JAX primitive, `adc_call`, whose parameters are the kernel and the arguments it is
+linear in; each of its rules is a kernel adc compiles:
+
+    jvp        the tangents of the results: the kernel's tangents-only JVP kernel on (x, dx),
+               a call linear in dx
+    transpose  of a call linear in some arguments: the VJP kernel w.r.t. them, linear in the
+               cotangents (so reverse mode is JAX's linearize-then-transpose over adc's kernels)
+    batching   the batching pass's kernel (functional.batched): one call for the whole batch
+    abstract   result shapes and dtypes from the signature's symbolic dimensions
+    lowering   under jit, `jax.pure_callback` running the kernel; an eager call runs it directly
+
+A primitive rather than `jax.custom_vjp` (no forward mode at all) or `jax.custom_jvp` (its
+reverse mode transposes the JVP rule's computation, which an opaque callback is not): with a JVP
+and a transpose rule every composition works — the JVP of a JVP kernel, the transpose of a
+JVP kernel's call (a VJP kernel), and so on, each compiled by adc on first use.
+Arrays cross as NumPy views of JAX's CPU buffers. An argument of the wrong dtype, rank or device is
+a TypeError or ValueError naming the parameter.
+"""
+from __future__ import annotations
+
+import functools
+from typing import Any, Callable
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.extend.core import Primitive
+from jax.interpreters import ad, batching, mlir
+
+from adc.runtime.functional import batched, tangent_derivative
+from adc.runtime.kernel import Kernel
+
+adc_call = Primitive("adc_call")
+adc_call.multiple_results = True
+
+
+def function(kernel: Kernel) -> Callable:
+    """The kernel as a JAX function (one per kernel): arrays in, a JAX array (or a tuple) out."""
+    if not isinstance(kernel, Kernel):
+        raise TypeError(f"adc.jax.function: expects a compiled adc kernel (e.g. module.f), got "
+                        f"{type(kernel).__name__}")
+    return kernel.derived.get("jax_function", None, lambda: _function(kernel))
+
+
+def _function(kernel: Kernel) -> Callable:
+    sig = kernel.signature
+
+    @functools.wraps(kernel)
+    def call(*args, **kwargs):
+        if kwargs or len(args) != len(sig.param_names):
+            args = kernel.__signature__.bind(*args, **kwargs).args
+        outs = adc_call.bind(*(_checked(kernel, i, a) for i, a in enumerate(args)), kernel=kernel, linear=())
+        return outs[0] if len(outs) == 1 else tuple(outs)
+
+    return call
+
+
+def _checked(kernel: Kernel, i: int, value: Any):
+    """The argument for parameter i as a JAX value of its dtype and rank, or the error naming it."""
+    sig = kernel.signature
+    ptype, where = sig.param_types[i], f"{sig.name}: parameter '{sig.param_names[i]}'"
+    want = ptype.dtype.numpy
+    if isinstance(value, (bool, int, float)):
+        value = np.asarray(value, dtype=want)
+    if not hasattr(value, "dtype") or not hasattr(value, "shape"):
+        raise TypeError(f"{where} expects an array of type {ptype}, got {type(value).__name__}")
+    held = jax.dtypes.canonicalize_dtype(value.dtype)     # what JAX makes of it: int64 -> int32 without x64
+    if held != want:
+        hint = (f", which JAX holds as {held} unless jax.config.update('jax_enable_x64', True)" if held != value.dtype
+                else f"; convert it with .astype(np.{want})")
+        raise TypeError(f"{where} expects dtype {ptype.dtype} ({want}), got {value.dtype}{hint}")
+    if len(value.shape) != ptype.rank:
+        raise ValueError(f"{where} expects rank {ptype.rank} ({ptype}), got an array of shape {tuple(value.shape)}")
+    if isinstance(value, jax.Array) and not isinstance(value, jax.core.Tracer) and \
+            any(d.platform != "cpu" for d in value.devices()):
+        raise ValueError(f"{where} expects an array on the CPU, got one on {value.devices()}; "
+                         f"move it with jax.device_put(x, jax.devices('cpu')[0])")
+    return value
+
+
+def _run(kernel: Kernel, *args) -> list[np.ndarray]:
+    """The native call on NumPy views of the arguments (no copy of a CPU buffer)."""
+    results = kernel(*(np.asarray(a) for a in args))
+    return [r.numpy() for r in (results if type(results) is tuple else (results,))]
+
+
+def _impl(*args, kernel: Kernel, linear: tuple):
+    return [jnp.asarray(r) for r in _run(kernel, *args)]
+
+
+def _abstract(*avals, kernel: Kernel, linear: tuple):
+    """Result shapes and dtypes for arguments of these shapes (errors name the parameter)."""
+    env = kernel.bind_shapes([a.shape for a in avals])
+    return [jax.core.ShapedArray(tuple(d if isinstance(d, int) else d.evaluate(env) for d in t.shape),
+                                 t.dtype.numpy) for t in kernel.signature.result_types]
+
+
+def _lower(ctx, *args, kernel: Kernel, linear: tuple):
+    return mlir.lower_fun(functools.partial(_callback, kernel), multiple_results=True)(ctx, *args)
+
+
+def _callback(kernel: Kernel, *args):
+    shapes = [jax.ShapeDtypeStruct(a.shape, a.dtype) for a in _abstract(*(a.aval for a in args), kernel=kernel,
+                                                                          linear=())]
+    return jax.pure_callback(functools.partial(_run, kernel), shapes, *args)
+
+
+def _jvp(primals, tangents, *, kernel: Kernel, linear: tuple):
+    """d f(x)[dx] = f_jvp(x, dx): the tangents-only JVP kernel w.r.t. the arguments that move."""
+    outs = adc_call.bind(*primals, kernel=kernel, linear=linear)
+    result_avals = [jax.typeof(o).to_tangent_aval() for o in outs]
+    moving = tuple(i for i, t in enumerate(tangents) if type(t) is not ad.Zero)
+    derivative = tangent_derivative(kernel, moving) if moving else None
+    if derivative is None or not derivative.wrt:
+        return outs, [ad.Zero(a) for a in result_avals]
+    if derivative.needs_call:
+        n = len(primals)
+        moved = adc_call.bind(*primals, *(tangents[i] for i in derivative.wrt), kernel=derivative.kernel,
+                              linear=tuple(range(n, n + len(derivative.wrt))))
+    else:
+        moved = [tangents[derivative.wrt[p]] for p in derivative.passthrough]
+    moved = iter(moved)
+    return outs, [next(moved) if t.dtype.is_float else ad.Zero(a)
+                  for t, a in zip(kernel.signature.result_types, result_avals)]
+
+
+def _transpose(cts, *args, kernel: Kernel, linear: tuple):
+    """Of a call linear in its undefined arguments: the VJP kernel w.r.t. them, which reads no
+    value of theirs (zeros stand in), on the cotangents — a call linear in those."""
+    undefined = tuple(i for i, a in enumerate(args) if ad.is_undefined_primal(a))
+    assert set(undefined) <= set(linear), "adc_call transposed in an argument it is not linear in"
+    filled = [jnp.zeros(a.aval.shape, a.aval.dtype) if ad.is_undefined_primal(a) else a for a in args]
+    avals = [a.aval if ad.is_undefined_primal(a) else jax.typeof(a) for a in args]
+    cts = [ct if type(ct) is not ad.Zero and t.dtype.is_float else jnp.zeros(r.shape, r.dtype)   # (ints': float0)
+           for ct, r, t in zip(cts, _abstract(*avals, kernel=kernel, linear=()), kernel.signature.result_types)]
+    derivative = kernel.derivative(undefined)
+    if derivative.needs_call:
+        n = len(args)
+        outgoing = adc_call.bind(*filled, *cts, kernel=derivative.kernel, linear=tuple(range(n, n + len(cts))))
+    else:
+        outgoing = [cts[p] for p in derivative.passthrough]
+    grads = dict(zip(derivative.wrt, outgoing))
+    return [(grads[i] if i in grads else ad.Zero(a.aval)) if i in undefined else None for i, a in enumerate(args)]
+
+
+def _batch(args, dims, *, kernel: Kernel, linear: tuple):
+    """vmap: the batching pass's kernel over the batched arguments, their batch axes moved first."""
+    moved = tuple(i for i, d in enumerate(dims) if d is not None)
+    args = [a if d is None else jnp.moveaxis(a, d, 0) for a, d in zip(args, dims)]
+    outs = adc_call.bind(*args, kernel=batched(kernel, moved), linear=linear)
+    return outs, [0] * len(outs)
+
+
+adc_call.def_impl(_impl)
+adc_call.def_abstract_eval(_abstract)
+mlir.register_lowering(adc_call, _lower)
+ad.primitive_jvps[adc_call] = _jvp
+ad.primitive_transposes[adc_call] = _transpose
+batching.primitive_batchers[adc_call] = _batch

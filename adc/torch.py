@@ -1,0 +1,222 @@
+"""adc.torch: adc kernels as PyTorch operators, differentiable and batchable by PyTorch.
+
+    import adc, adc.torch
+    m = adc.compile_file("samples/nn.adc")
+    loss = adc.torch.op(m.cross_entropy)            # takes and returns torch tensors
+    loss(logits, labels).backward()                  # through adc's compiled VJP kernel
+    torch.library.opcheck(loss.op, (logits, labels))
+    adc.torch.ops(m).attention(q, k, v)              # every kernel of a module
+
+Each kernel becomes a `torch.library.custom_op` (`adc::<kernel>_<n>`, `.op`): its fake kernel
+gives the result shapes and dtypes from the signature's symbolic dimensions, so
+`torch.compile(fullgraph=True)` traces it without a graph break; its vmap rule runs the kernel
+the batching pass made (`functional.batched`), one call for the whole batch. The callable calls
+it through a `torch.autograd.Function` with `setup_context` whose backward calls the kernel's
+VJP kernel, itself such an operator: so double backward is adc's second-order VJP, and
+`torch.func.grad` and `torch.func.vmap` compose (a custom_op's own `register_autograd` is
+not seen by torch.func's transforms: pytorch #168393). The custom op carries the same autograd
+formula, so `.op` alone is differentiable too (opcheck tests it).
+
+CPU tensors cross without copies: `Tensor.numpy()` in, `torch.from_numpy` out (the result buffers
+adc allocated). A parameter of the wrong dtype, rank or device, or a non-contiguous one, is a
+TypeError or ValueError naming it, before anything runs.
+"""
+from __future__ import annotations
+
+import itertools
+from typing import Any
+
+import numpy as np
+import torch
+
+from adc.runtime.functional import batched
+from adc.runtime.kernel import Kernel
+from adc.runtime.module import Module
+
+_TORCH_DTYPES = {np.dtype(np.float32): torch.float32, np.dtype(np.float64): torch.float64,
+                 np.dtype(np.int32): torch.int32, np.dtype(np.int64): torch.int64, np.dtype(np.bool_): torch.bool}
+_names = itertools.count()     # custom ops are registered once per process: each kernel gets a fresh name
+
+
+def op(kernel: Kernel) -> "KernelOp":
+    """The kernel as a PyTorch operator (one per kernel: asked again, the same one), its VJP
+    compiled now: a backward that torch.compile traces must find its operator registered."""
+    if not isinstance(kernel, Kernel):
+        raise TypeError(f"adc.torch.op: expects a compiled adc kernel (e.g. module.f), got {type(kernel).__name__}")
+    made = _op_of(kernel)
+    made.function.plan = made.backward_plan()
+    return made
+
+
+def _op_of(kernel: Kernel) -> "KernelOp":
+    return kernel.derived.get("torch_op", None, lambda: KernelOp(kernel))
+
+
+class ops:
+    """Every kernel of a module as a PyTorch operator, by attribute: `adc.torch.ops(m).f`."""
+
+    def __init__(self, module: Module):
+        self._module = module
+
+    def __getattr__(self, name: str) -> "KernelOp":
+        return op(getattr(self._module, name))
+
+    def __dir__(self):
+        return dir(self._module)
+
+
+class KernelOp:
+    """One adc kernel as PyTorch sees it: the custom op (`.op`) and the autograd.Function the
+    call goes through. Derivative kernels become KernelOps of their own when first needed."""
+
+    def __init__(self, kernel: Kernel):
+        self.kernel = kernel
+        sig = kernel.signature
+        self._dtypes = tuple(_TORCH_DTYPES[t.dtype.numpy] for t in sig.param_types)
+        self._result_dtypes = tuple(_TORCH_DTYPES[t.dtype.numpy] for t in sig.result_types)
+        self._floats = tuple(i for i, t in enumerate(sig.param_types) if t.dtype.is_float)
+        self.__name__ = sig.name
+        self.__doc__ = f"adc kernel {sig} as a PyTorch operator"
+        name = f"{sig.name}_{next(_names)}"
+        self.op = torch.library.custom_op(f"adc::{name}", self._run, mutates_args=(), schema=_schema(kernel))
+        self.overload = getattr(torch.ops.adc, name).default     # what traced code calls (Dynamo, vmap rules)
+        self.op.register_fake(self._fake)
+        self.op.register_vmap(self._vmap)
+        self.function = _function(self)
+        self.op.register_autograd(self.function.backward, setup_context=_save_inputs)
+
+    def __repr__(self) -> str:
+        return f"<adc.torch op {self.kernel.signature}>"
+
+    def __call__(self, *args, **kwargs):
+        if kwargs or len(args) != len(self._dtypes):
+            args = self.kernel.__signature__.bind(*args, **kwargs).args
+        args = [self._checked(i, a) for i, a in enumerate(args)]
+        if torch.compiler.is_compiling() or not any(map(_is_transformed, args)):
+            return self.overload(*args)     # the op's own autograd formula: half the cost of a Function
+        return self.function.apply(*args)
+
+    def _checked(self, i: int, value: Any) -> torch.Tensor:
+        """The argument for parameter i: a CPU tensor of its dtype and rank, contiguous (a Python
+        number becomes a tensor of the parameter's dtype), or the error naming the parameter."""
+        sig = self.kernel.signature
+        where = f"{sig.name}: parameter '{sig.param_names[i]}'"
+        if not isinstance(value, torch.Tensor):
+            if isinstance(value, (bool, int, float)):
+                return torch.tensor(value, dtype=self._dtypes[i])
+            raise TypeError(f"{where} expects a torch.Tensor of {sig.param_types[i]}, got {type(value).__name__}")
+        if value.dtype != self._dtypes[i]:
+            raise TypeError(f"{where} expects dtype {self._dtypes[i]} ({sig.param_types[i]}), got {value.dtype}; "
+                            f"convert it with .to({self._dtypes[i]})")
+        if value.device.type != "cpu":
+            raise ValueError(f"{where} expects a CPU tensor, got one on {value.device}; move it with .cpu()")
+        if value.dim() != sig.param_types[i].rank:
+            raise ValueError(f"{where} expects rank {sig.param_types[i].rank} ({sig.param_types[i]}), "
+                             f"got a tensor of shape {tuple(value.shape)}")
+        if not value.is_contiguous() and not _is_batched(value):
+            raise ValueError(f"{where} expects a contiguous tensor (adc reads row-major data), got strides "
+                             f"{value.stride()}; pass .contiguous()")
+        return value
+
+    def _run(self, *args: torch.Tensor):
+        """The native call: inputs viewed as NumPy arrays, results handed to torch as they are."""
+        results = self.kernel(*(_array(a) for a in args))
+        if type(results) is not tuple:
+            return _tensor(results.numpy())
+        return tuple(_tensor(r.numpy()) for r in results)
+
+    def _fake(self, *args: torch.Tensor):
+        """Empty results of the shapes and dtypes the signature gives for these inputs."""
+        env = self.kernel.bind_shapes([tuple(a.shape) for a in args])
+        results = tuple(args[0].new_empty([_size(d, env) for d in t.shape], dtype=dtype)
+                        for t, dtype in zip(self.kernel.signature.result_types, self._result_dtypes))
+        return results[0] if len(results) == 1 else results
+
+    def _vmap(self, info, in_dims: tuple, *args):
+        """One call of the batched kernel: the batched params' batch axes moved first."""
+        moved = tuple(i for i, d in enumerate(in_dims) if d is not None)
+        args = [a if d is None else a.movedim(d, 0).contiguous() for a, d in zip(args, in_dims)]
+        results = _op_of(batched(self.kernel, moved)).overload(*args)
+        return results, 0 if type(results) is not tuple else (0,) * len(results)
+
+    def backward_plan(self) -> tuple:
+        """(wrt, passthrough, the VJP's autograd.Function or None when the cotangents pass through):
+        what the backward needs, the VJP kernel compiled on the first request."""
+        derivative = self.kernel.derivative(self._floats) if self._floats else None
+        if derivative is None or not derivative.wrt:
+            return (), (), None
+        return derivative.wrt, derivative.passthrough, _op_of(derivative.kernel).function if derivative.needs_call else None
+
+
+def _function(kernel_op: KernelOp) -> type:
+    """The autograd.Function calling the op (plain functions: Dynamo traces those, not bound methods)."""
+    overload = kernel_op.overload
+
+    def forward(*args):
+        return overload(*args)
+
+    def backward(ctx, *cts):
+        """The params' cotangents from the VJP kernel, itself an autograd.Function: double backward."""
+        plan = function.plan
+        if plan is None:        # (`op` plans ahead: code torch.compile traces never comes here)
+            plan = function.plan = function.kernel_op.backward_plan()
+        wrt, passthrough, vjp = plan
+        inputs = ctx.saved_tensors
+        if vjp is not None:     # (autograd gives zeros for the results nothing reached)
+            # Dynamo traces no autograd.Function inside a backward: the VJP's op (its own autograd
+            # registered) runs there; elsewhere the Function, which torch.func's transforms see
+            call = vjp.overload if torch.compiler.is_compiling() else vjp.apply
+            outgoing = call(*inputs, *(ct.contiguous() for ct in cts))
+            outgoing = outgoing if type(outgoing) is tuple else (outgoing,)
+        else:
+            outgoing = tuple(cts[p] for p in passthrough)
+        grads = [None] * len(inputs)
+        for i, grad in zip(wrt, outgoing):
+            grads[i] = grad
+        return tuple(grads)
+
+    function = type(f"{kernel_op.__name__}_function", (torch.autograd.Function,), {
+        "forward": staticmethod(forward), "setup_context": staticmethod(_save_inputs),
+        "backward": staticmethod(backward), "generate_vmap_rule": True, "plan": None, "kernel_op": kernel_op,
+        "overload": overload})
+    return function
+
+
+def _save_inputs(ctx, inputs: tuple, output) -> None:
+    """What a backward reads: the inputs (a VJP kernel takes the primal arguments and the cotangents)."""
+    ctx.save_for_backward(*inputs)
+    integers = [o for o in (output if type(output) is tuple else (output,)) if not o.dtype.is_floating_point]
+    if integers:    # (Dynamo fails on the call even with none, for a single result)
+        ctx.mark_non_differentiable(*integers)
+
+
+def _schema(kernel: Kernel) -> str:
+    sig = kernel.signature
+    params = ", ".join(f"Tensor {name}" for name in sig.param_names)
+    results = ", ".join("Tensor" for _ in sig.result_types)
+    return f"({params}) -> {'Tensor' if len(sig.result_types) == 1 else f'({results})'}"
+
+
+def _size(dim, env: dict) -> Any:
+    return dim if isinstance(dim, int) else dim.evaluate(env)
+
+
+def _array(t: torch.Tensor) -> np.ndarray:
+    """A NumPy view of a CPU tensor's data (no copy; a non-contiguous one is made contiguous)."""
+    return t.detach().contiguous().numpy()
+
+
+def _tensor(array: np.ndarray) -> torch.Tensor:
+    """A tensor over a fresh result buffer, which nothing else holds: torch may write to it."""
+    array.setflags(write=True)
+    return torch.from_numpy(array)
+
+
+def _is_transformed(t: torch.Tensor) -> bool:
+    """A tensor a torch.func transform wraps: its transforms see only autograd.Functions (#168393)."""
+    return torch._C._functorch.is_functorch_wrapped_tensor(t)
+
+
+def _is_batched(t: torch.Tensor) -> bool:
+    """A tensor torch.func.vmap wraps: its strides are the batch's, checked by the vmap rule."""
+    return torch._C._functorch.is_batchedtensor(t)

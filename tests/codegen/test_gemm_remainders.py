@@ -1,0 +1,97 @@
+"""Every tile shape and remainder the gemm's blocking makes, through compiled kernels: sizes 1, just
+under, at and just over each block of this host's blocking (the register tile's MR rows, the vector
+width and NR columns, the packed block's NC columns and KC depth), K = 0, 1xN and Mx1, a transposed
+operand read in place and a batched product; large products split across 1 to 8 threads
+(adc.set_num_threads). Each against NumPy in float64, in the default and the bounds-checked build."""
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+
+import adc
+from adc.codegen.native import gemm
+from adc.driver import host_target
+from adc.ir.types import DType
+
+SOURCE = """
+def product(a: {t}[M, K], b: {t}[K, N]) -> {t}[M, N]:
+    return a @ b
+
+def product_of_transpose(at: {t}[K, M], b: {t}[K, N]) -> {t}[M, N]:
+    return transpose(at) @ b
+
+def batched(a: {t}[S, M, K], b: {t}[S, K, N]) -> {t}[S, M, N]:
+    return a @ b
+"""
+DTYPES = (DType.f32, DType.f64)
+
+
+def around(*sizes: int) -> list[int]:
+    """Each size, one less and one more (at least 1), in order."""
+    return sorted({s + d for s in sizes for d in (-1, 0, 1) if s + d >= 1})
+
+
+def edges(dtype: DType) -> tuple[list[int], list[int], list[int]]:
+    """Rows, columns and depths at this host's block boundaries."""
+    blk = gemm.blocking(dtype, host_target().vector_bits)
+    rows = around(1, blk.mr) + [2 * blk.mr + 3]
+    columns = around(1, blk.vl, blk.nr, blk.nc) + [2 * blk.nc + blk.nr + 3]
+    depths = [0] + around(1, blk.kc) + [2 * blk.kc + 3]
+    return rows, columns, depths
+
+
+@pytest.fixture(scope="module", params=[False, True], ids=["default", "checked"])
+def modules(request):
+    return {dtype: adc.compile(SOURCE.format(t=dtype), f"gemm_{dtype}.adc", check_bounds=request.param)
+            for dtype in DTYPES}
+
+
+@pytest.fixture
+def threads():
+    yield adc.set_num_threads
+    adc.set_num_threads(0)
+
+
+def assert_product(got, a, b) -> None:
+    """Within a dot product's rounding bound (sqrt(K) growth) of the float64 product."""
+    a64, b64 = a.astype(np.float64), b.astype(np.float64)
+    eps = np.finfo(a.dtype).eps
+    bound = 4 * eps * np.sqrt(max(a.shape[-1], 1)) * (np.abs(a64) @ np.abs(b64)) + 1e-300
+    assert got.shape == (a64 @ b64).shape and np.all(np.abs(np.asarray(got) - a64 @ b64) <= bound)
+
+
+def operands(rng, dtype: DType, *shapes):
+    return [rng.standard_normal(shape).astype(dtype.numpy) for shape in shapes]
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_every_remainder_of_the_blocking(modules, dtype):
+    m = modules[dtype]
+    rng = np.random.default_rng(0)
+    rows, columns, depths = edges(dtype)
+    for rows_, columns_, depth in itertools.product(rows, columns, depths):
+        a, b = operands(rng, dtype, (rows_, depth), (depth, columns_))
+        assert_product(m.product(a, b), a, b)
+    for rows_, columns_, depth in itertools.product(rows, columns[::3], depths[::2]):
+        at, b = operands(rng, dtype, (depth, rows_), (depth, columns_))
+        assert_product(m.product_of_transpose(at, b), np.ascontiguousarray(at.T), b)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("count", [1, 2, 3, 5, 8])
+def test_products_split_across_threads(modules, threads, dtype, count):
+    """Past ~4M multiply-adds the rows split across threads in multiples of MR: odd row counts
+    leave each thread's share, and the last, a remainder."""
+    m = modules[dtype]
+    threads(count)
+    blk = gemm.blocking(dtype, host_target().vector_bits)
+    rng = np.random.default_rng(count)
+    for rows, depth, columns in ((9 * blk.mr + 5, 2 * blk.kc + 3, blk.nc * 2 + blk.nr + 1), (301, 129, 131)):
+        a, b = operands(rng, dtype, (rows, depth), (depth, columns))
+        assert_product(m.product(a, b), a, b)
+    a, b = operands(rng, dtype, (3, 37, 260), (3, 260, 150))      # rows of three products share threads
+    got = np.asarray(m.batched(a, b))
+    for s in range(3):
+        assert_product(got[s], a[s], b[s])

@@ -1,0 +1,128 @@
+"""adc.torch: the samples' kernels as PyTorch operators — gradcheck and gradgradcheck in float64
+against finite differences, torch.library.opcheck, torch.compile(fullgraph=True) of an nn.Module,
+torch.func.grad and vmap (the batching pass's kernel, one call per batch), and the errors that
+name a parameter."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+
+import adc  # noqa: E402
+import adc.torch  # noqa: E402
+from tests.support.sample_arguments import arguments, sample_kernels  # noqa: E402
+
+F32 = sample_kernels("f32")
+F64 = sample_kernels("f64")
+DIFFERENTIABLE = [name for name, k in F64.items() if k.derivative().wrt]
+
+
+def tensors(kernel, seed=0, requires_grad=False):
+    return [torch.from_numpy(a).requires_grad_(requires_grad and a.dtype.kind == "f") for a in arguments(kernel, seed)]
+
+
+@pytest.mark.parametrize("name", DIFFERENTIABLE)
+def test_gradcheck_and_gradgradcheck_in_float64(name):
+    op = adc.torch.op(F64[name])
+    args = tensors(F64[name], requires_grad=True)
+    assert torch.autograd.gradcheck(op, args)
+    assert torch.autograd.gradgradcheck(op, args)
+
+
+@pytest.mark.parametrize("name", sorted(F32))
+def test_opcheck(name):
+    op = adc.torch.op(F32[name])
+    args = tensors(F32[name], requires_grad=name in DIFFERENTIABLE)
+    result = torch.library.opcheck(op.op, args)
+    assert set(result.values()) == {"SUCCESS"}, result
+
+
+def test_results_equal_the_kernels_and_share_no_buffer_with_the_inputs():
+    kernel = F32["dense_relu"]
+    args = tensors(kernel)
+    out = adc.torch.op(kernel)(*args)
+    np.testing.assert_array_equal(out.numpy(), kernel(*(a.numpy() for a in args)).numpy())
+    out += 1        # a result is torch's to write to
+
+
+class Classifier(torch.nn.Module):
+    def __init__(self, loss):
+        super().__init__()
+        self.linear = torch.nn.Linear(6, 3)
+        self.loss = loss
+
+    def forward(self, x, labels):
+        return self.loss(self.linear(torch.relu(x)), labels)
+
+
+def test_torch_compile_fullgraph_of_a_module_calling_an_adc_op():
+    torch.manual_seed(0)
+    model = Classifier(adc.torch.op(F32["cross_entropy"]))
+    x, labels = torch.randn(8, 6), torch.randint(0, 3, (8,))
+    assert torch._dynamo.explain(model)(x, labels).graph_break_count == 0
+    loss = torch.compile(model, fullgraph=True)(x, labels)
+    loss.backward()
+    grads = [p.grad.clone() for p in model.parameters()]
+    model.zero_grad()
+    expected = torch.nn.functional.cross_entropy(model.linear(torch.relu(x)), labels)
+    expected.backward()
+    torch.testing.assert_close(loss, expected)
+    for got, want in zip(grads, (p.grad for p in model.parameters())):
+        torch.testing.assert_close(got, want)
+
+
+def test_func_grad_and_its_grad_agree_with_autograd():
+    op = adc.torch.op(F64["sigmoid_shift"])
+    x, delta = tensors(F64["sigmoid_shift"])
+    f = lambda d: op(x, d).sum()  # noqa: E731
+    s = torch.sigmoid(x + delta)
+    torch.testing.assert_close(torch.func.grad(f)(delta), (s * (1 - s)).sum())
+    torch.testing.assert_close(torch.func.grad(torch.func.grad(f))(delta), (s * (1 - s) * (1 - 2 * s)).sum())
+
+
+def test_vmap_runs_the_batched_kernel_once(monkeypatch):
+    made = []
+    monkeypatch.setattr(adc.torch, "batched", lambda k, params: made.append(params) or adc.runtime.functional.batched(k, params))
+    op = adc.torch.op(F64["logsumexp_rows"])
+    xs = torch.randn(4, 3, 5, dtype=torch.float64)
+    torch.testing.assert_close(torch.func.vmap(op, in_dims=1)(xs), torch.stack([op(xs[:, j].contiguous()) for j in range(3)]))
+    assert made == [(0,)]
+
+
+def test_vmap_of_grad_gives_per_example_gradients():
+    op = adc.torch.op(F64["sigmoid_shift"])
+    x = torch.randn(6, dtype=torch.float64)
+    deltas = torch.randn(5, dtype=torch.float64)
+    per_example = torch.func.vmap(torch.func.grad(lambda d: op(x, d).sum()))(deltas)
+    s = torch.sigmoid(x[None] + deltas[:, None])
+    torch.testing.assert_close(per_example, (s * (1 - s)).sum(1))
+
+
+def test_an_integer_result_is_not_differentiable():
+    m = adc.compile("def f(x: f64[N]) -> (f64[N], i64):\n    return x * 2.0, argmax(x, axis=0)\n")
+    x = torch.randn(4, dtype=torch.float64, requires_grad=True)
+    y, i = adc.torch.op(m.f)(x)
+    assert not i.requires_grad and i.item() == int(x.argmax())
+    y.sum().backward()
+    torch.testing.assert_close(x.grad, torch.full((4,), 2.0, dtype=torch.float64))
+
+
+@pytest.mark.parametrize("value, error, message", [
+    (torch.zeros(3, 4), TypeError, "parameter 'x' expects dtype torch.float64"),
+    (torch.zeros(4, 3, dtype=torch.float64).t(), ValueError, "parameter 'x' expects a contiguous tensor"),
+    (torch.zeros(3, 4, dtype=torch.float64, device="meta"), ValueError, "parameter 'x' expects a CPU tensor"),
+    (torch.zeros(3, dtype=torch.float64), ValueError, "parameter 'x' expects rank 2"),
+    ([1.0], TypeError, "parameter 'x' expects a torch.Tensor"),
+])
+def test_a_wrong_argument_is_named(value, error, message):
+    with pytest.raises(error, match=message):
+        adc.torch.op(F64["logsumexp_rows"])(value)
+
+
+def test_ops_of_a_module_and_what_is_not_a_kernel():
+    m = adc.compile("def twice(x: f32[N]) -> f32[N]:\n    return 2.0 * x\n")
+    torch.testing.assert_close(adc.torch.ops(m).twice(torch.ones(3)), torch.full((3,), 2.0))
+    assert adc.torch.ops(m).twice is adc.torch.op(m.twice)
+    with pytest.raises(TypeError, match="expects a compiled adc kernel"):
+        adc.torch.op(lambda x: x)

@@ -1,0 +1,217 @@
+"""Sparsity detection (adc/passes/sparsity) against dense Jacobians.
+
+Property: over random programs (tests/support/programs.py: loops, branches, takes and scatters by
+computed indices, calls, custom gradients), no nonzero of the Jacobian is outside the detected
+pattern: the interpreter's central differences at two random points, nonzero where a perturbed
+input changes a result at all (an element that does not read the input is computed bit for bit
+the same). Exact patterns on the structured cases (banded, block-diagonal, arrowhead, a 2-D
+Brusselator); integer inputs specialize; loops walked or taken to a fixed point; every op has a rule.
+"""
+from __future__ import annotations
+
+import numpy as np
+from hypothesis import given
+
+from adc.frontend import compile_source
+from adc.ir.interp import run
+from adc.ir.ops import OPS
+from adc.ir.parser import parse_module
+from adc.passes.sparsity import Pattern, jacobian_patterns, sparsity_rules
+from tests.fuzz.budget import fuzz_settings
+from tests.support.programs import programs
+from tests.support.vocabulary import Options
+
+SMOOTH = Options(floats=("f64",), smooth=True)
+# programs drawn mostly of what moves elements: loops, gathers and scatters at computed indices, scans
+MOVING = Options(floats=("f64",), smooth=True, forms=("loop", "take", "take_along_axis", "scatter", "scan", "index",
+                                                      "branch", "binary", "unary", "reduce", "matmul", "call"))
+
+
+def dense(pattern: Pattern) -> np.ndarray:
+    out = np.zeros((pattern.rows, pattern.columns), bool)
+    out[pattern.row_ids(), pattern.indices] = True
+    return out
+
+
+def detected(source: str, name: str, args, wrt: int = 0) -> np.ndarray:
+    (pattern,) = jacobian_patterns(compile_source(source), name, args, wrt)
+    return dense(pattern)
+
+
+def differences(module, name: str, args, wrt: int, result: int, step: float = 1e-6) -> np.ndarray:
+    """Where result `result` moves when one element of param `wrt` moves (result size × wrt size)."""
+    x = np.asarray(args[wrt])
+    moved = np.zeros((np.asarray(run(module, name, *args)[result]).size, x.size), bool)
+    for j in range(x.size):
+        sides = []
+        for sign in (1, -1):
+            shifted = x.copy().ravel()
+            shifted[j] += sign * step
+            changed = list(args)
+            changed[wrt] = shifted.reshape(x.shape)
+            sides.append(np.asarray(run(module, name, *changed)[result], np.float64).ravel())
+        delta = sides[0] - sides[1]
+        moved[:, j] = (delta != 0) & np.isfinite(delta)
+    return moved
+
+
+def test_every_op_has_a_sparsity_rule():
+    assert sorted(set(OPS) - set(sparsity_rules)) == []
+    assert not set(sparsity_rules) - set(OPS)
+
+
+@fuzz_settings(30)
+@given(program=programs(SMOOTH))
+def test_no_nonzero_of_the_jacobian_is_outside_the_pattern(program):
+    assert_covers_the_jacobian(program)
+
+
+@fuzz_settings(30)
+@given(program=programs(MOVING))
+def test_no_nonzero_is_outside_the_pattern_of_loops_gathers_and_scatters(program):
+    assert_covers_the_jacobian(program)
+
+
+def assert_covers_the_jacobian(program):
+    module = compile_source(program.source)
+    args = program.arguments()
+    try:
+        run(module, "f", *args)
+    except (ValueError, IndexError):    # sizes the program cannot run at (an index into an empty axis)
+        return
+    floats = [i for i, (_, t) in enumerate(program.main.params) if t.is_float]
+    rng = np.random.default_rng(program.seed)
+    for wrt in floats:
+        patterns = jacobian_patterns(module, "f", args, wrt)
+        for point in range(2):
+            at = list(args)
+            if point:
+                at[wrt] = rng.uniform(-1, 1, np.shape(args[wrt]))
+            for k, t in enumerate(program.main.results):
+                if t.is_float:
+                    missed = differences(module, "f", at, wrt, k) & ~dense(patterns[k])
+                    assert not missed.any(), f"result {k} moves with param {wrt} outside the pattern at " \
+                                             f"{np.argwhere(missed)[:5].tolist()}\n{program.source}"
+
+
+TRIDIAGONAL = """
+def f(x: f64[N]) -> f64[N]:
+    y = x * x
+    y[1:N-1] = x[:N-2] - 2.0 * sin(x[1:N-1]) + x[2:]
+    return y
+"""
+
+
+def test_a_stencil_is_banded():
+    n = 7
+    want = np.abs(np.subtract.outer(np.arange(n), np.arange(n))) <= 1
+    want[0, 1] = want[n - 1, n - 2] = False
+    assert (detected(TRIDIAGONAL, "f", [np.zeros(n)]) == want).all()
+
+
+def test_blocks_of_a_batch_are_block_diagonal():
+    source = "def f(x: f64[B, K], w: f64[K, K]) -> f64[B, K]:\n    return tanh(x @ w) * x\n"
+    b, k = 4, 3
+    want = np.kron(np.eye(b, dtype=bool), np.ones((k, k), bool))
+    assert (detected(source, "f", [np.zeros((b, k)), np.zeros((k, k))]) == want).all()
+
+
+def test_an_arrowhead():
+    source = ("def f(x: f64[N]) -> f64[N]:\n    y = x * x[0]\n    y[0] = sum(x * x)\n    return y\n")
+    n = 6
+    want = np.eye(n, dtype=bool)
+    want[0, :] = want[:, 0] = True
+    assert (detected(source, "f", [np.zeros(n)]) == want).all()
+
+
+# The 2-D Brusselator's residual on an N x N periodic grid (u and v stacked as x[0] and x[1]):
+# each equation reads its own point's u and v, and its species at the four neighbours.
+BRUSSELATOR = """
+def laplacian(u: f64[N, N]) -> f64[N, N]:
+    up = concat([u[N-1:, :], u[:N-1, :]], axis=0)
+    down = concat([u[1:, :], u[:1, :]], axis=0)
+    left = concat([u[:, N-1:], u[:, :N-1]], axis=1)
+    right = concat([u[:, 1:], u[:, :1]], axis=1)
+    return up + down + left + right - 4.0 * u
+
+def brusselator(x: f64[2, N, N]) -> f64[2, N, N]:
+    u = x[0]
+    v = x[1]
+    du = 1.0 + u * u * v - 4.4 * u + 0.1 * laplacian(u)
+    dv = 3.4 * u - u * u * v + 0.1 * laplacian(v)
+    return stack([du, dv])
+"""
+
+
+def brusselator_pattern(n: int) -> np.ndarray:
+    grid = np.arange(n * n).reshape(n, n)
+    want = np.zeros((2 * n * n, 2 * n * n), bool)
+    for species in range(2):
+        for i in range(n):
+            for j in range(n):
+                row = species * n * n + grid[i, j]
+                want[row, grid[i, j]] = want[row, n * n + grid[i, j]] = True
+                for di, dj in ((1, 0), (-1, 0), (0, 1), (0, -1)):
+                    want[row, species * n * n + grid[(i + di) % n, (j + dj) % n]] = True
+    return want
+
+
+def test_the_brusselator_has_six_nonzeros_a_row():
+    n = 5
+    got = detected(BRUSSELATOR, "brusselator", [np.zeros((2, n, n))])
+    assert (got == brusselator_pattern(n)).all()
+    assert got.sum() == 12 * n * n
+
+
+def test_integer_inputs_specialize_gathers_and_trip_counts():
+    source = ("def f(x: f64[N], idx: i64[K], n: i64) -> f64[K]:\n    y = take(x, idx)\n"
+              "    for i in range(n):\n        y = y * x[i]\n    return y\n")
+    got = detected(source, "f", [np.zeros(5), np.array([3, -1]), np.int64(2)])
+    want = np.zeros((2, 5), bool)
+    want[0, [0, 1, 3]] = want[1, [0, 1, 4]] = True
+    assert (got == want).all()
+
+
+def test_indices_computed_from_floats_read_their_whole_axis():
+    source = "def f(x: f64[N, 2]) -> f64[2]:\n    return take(x, argmax(x[:, 0], axis=0), axis=0)\n"
+    got = detected(source, "f", [np.zeros((3, 2))])
+    assert (got == np.array([[1, 0, 1, 0, 1, 0], [0, 1, 0, 1, 0, 1]], bool)).all()
+
+
+def test_a_loop_index_keeps_each_iteration_apart():
+    source = ("def f(x: f64[N]) -> f64[N]:\n    y = x * 0.0\n    for i in range(N):\n"
+              "        y[i] = sin(x[i]) * x[0]\n    return y\n")
+    want = np.eye(4, dtype=bool)
+    want[:, 0] = True
+    assert (detected(source, "f", [np.zeros(4)]) == want).all()
+
+
+def test_a_while_loop_on_floats_is_a_fixed_point():
+    # r moves one neighbour further each round: its fixed point reads everything to its left
+    source = ("def f(x: f64[N]) -> f64[N]:\n    r = x\n    while sum(r) < 10.0:\n"
+              "        r = concat([r[:1], r[1:] + r[:N-1]], axis=0)\n    return r\n")
+    assert (detected(source, "f", [np.zeros(4)]) == np.tril(np.ones((4, 4), bool))).all()
+
+
+def test_a_branch_on_floats_joins_both_arms_and_a_known_one_takes_its_own():
+    source = ("def f(x: f64[N], k: i64) -> f64[N]:\n    if x[0] > 0.0:\n        y = x * 2.0\n"
+              "    else:\n        y = x * x[1]\n    if k > 0:\n        z = y\n    else:\n        z = y * x[2]\n"
+              "    return z\n")
+    got = detected(source, "f", [np.zeros(4), np.int64(1)])
+    want = np.eye(4, dtype=bool)
+    want[:, 1] = True
+    assert (got == want).all()
+    want[:, 2] = True
+    assert (detected(source, "f", [np.zeros(4), np.int64(0)]) == want).all()
+
+
+def test_running_sums_are_triangular_forwards_backwards_and_exclusive():
+    text = ("func @f(%x: f64[N]) -> f64[N] {\n"
+            "  %0 = cumsum %x {axis = 0, exclusive = {e}, reverse = {r}} : f64[N]\n  return %0\n}\n")
+    for exclusive, reverse, want in (("false", "false", np.tril(np.ones((4, 4), bool))),
+                                     ("true", "false", np.tril(np.ones((4, 4), bool), -1)),
+                                     ("false", "true", np.triu(np.ones((4, 4), bool))),
+                                     ("true", "true", np.triu(np.ones((4, 4), bool), 1))):
+        module = parse_module(text.replace("{e}", exclusive).replace("{r}", reverse), "scan")
+        (pattern,) = jacobian_patterns(module, "f", [np.zeros(4)], 0)
+        assert (dense(pattern) == want).all(), (exclusive, reverse)

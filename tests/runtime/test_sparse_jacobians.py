@@ -1,0 +1,103 @@
+"""Sparse Jacobians and Hessians (adc/runtime/sparse_derivatives.py): the compressed evaluation
+equals the dense Jacobian, forward and reverse, in the default and the bounds-checked build; the
+pattern follows the integer arguments; the tape's sparse Jacobian composes the recorded calls."""
+from __future__ import annotations
+
+import sys
+
+import numpy as np
+import pytest
+from scipy import sparse
+
+import adc
+from tests.passes.test_sparsity import BRUSSELATOR, TRIDIAGONAL, brusselator_pattern
+
+SOURCE = TRIDIAGONAL + BRUSSELATOR + """
+def blocks(x: f64[B, K], w: f64[K, K]) -> f64[B, K]:
+    return tanh(x @ w) * x
+
+def loss(x: f64[N]) -> f64:
+    return sum(sin(x[1:] * x[:N-1])) + sum(x * x * x)
+
+def picked(x: f64[N], idx: i64[K]) -> f64[K]:
+    return take(x, idx) * x[0]
+"""
+
+
+@pytest.fixture(scope="module", params=[False, True], ids=["default", "check_bounds"])
+def module(request):
+    return adc.compile(SOURCE, check_bounds=request.param)
+
+
+RNG = np.random.default_rng(0)
+
+
+@pytest.mark.parametrize("mode", ["auto", "forward", "reverse"])
+def test_sparse_values_equal_the_dense_jacobian(module, mode):
+    cases = [(module.f, (RNG.uniform(-1, 1, 9),)), (module.brusselator, (RNG.uniform(0, 1, (2, 4, 4)),)),
+             (module.blocks, (RNG.uniform(-1, 1, (3, 2)), RNG.uniform(-1, 1, (2, 2))))]
+    for kernel, args in cases:
+        jac = adc.jacobian(kernel, wrt=0, mode=mode, sparse=True)
+        got = jac(*args)
+        dense = np.asarray(adc.jacobian(kernel, wrt=0)(*args)).reshape(got.shape)
+        assert isinstance(got, sparse.csr_matrix)
+        np.testing.assert_allclose(got.toarray(), dense, rtol=1e-12, atol=1e-14)
+        assert (jac.sparsity.toarray() == (got.toarray() != 0) | jac.sparsity.toarray()).all()
+        out = np.empty(got.nnz)
+        assert jac.values(*args, out=out) is out and (out == got.data).all()
+
+
+def test_colors_and_patterns_of_the_structured_cases(module):
+    jac = adc.jacobian(module.brusselator, sparse=True)
+    jac(RNG.uniform(0, 1, (2, 6, 6)))
+    assert (jac.sparsity.toarray() == brusselator_pattern(6)).all()
+    assert jac.colors <= 12
+    tridiagonal = adc.jacobian(module.f, sparse=True)
+    tridiagonal(np.zeros(50))
+    assert tridiagonal.colors == 3
+
+
+def test_a_sparse_hessian_equals_the_dense_one(module):
+    x = RNG.uniform(-1, 1, 12)
+    hessian = adc.hessian(module.loss, sparse=True)
+    got = hessian(x)
+    np.testing.assert_allclose(got.toarray(), np.asarray(adc.hessian(module.loss)(x)), rtol=1e-12, atol=1e-14)
+    assert hessian.colors == 3 and got.nnz == 12 + 2 * 11
+
+
+def test_the_pattern_follows_the_integer_arguments(module):
+    x = np.zeros(5)
+    first = adc.jacobian_sparsity(module.picked, x, np.array([3, 4]))
+    second = adc.jacobian_sparsity(module.picked, x, np.array([1, 1]))
+    assert first.toarray().tolist() == [[1, 0, 0, 1, 0], [1, 0, 0, 0, 1]]
+    assert second.toarray().tolist() == [[1, 1, 0, 0, 0], [1, 1, 0, 0, 0]]
+    jac = adc.jacobian(module.picked, sparse=True)
+    x = RNG.uniform(1, 2, 5)
+    for idx in (np.array([3, 4]), np.array([1, 1])):
+        np.testing.assert_allclose(jac(x, idx).toarray(), np.asarray(adc.jacobian(module.picked)(x, idx)))
+
+
+def test_the_tape_composes_the_patterns_of_its_calls(module):
+    x = adc.constant(RNG.uniform(-1, 1, 7))
+    with adc.GradientTape(persistent=True) as tape:
+        tape.watch(x)
+        y = module.f(adc.sin(module.f(x)))
+    dense = np.asarray(tape.jacobian(y, x))
+    one = adc.jacobian_sparsity(module.f, np.zeros(7)).astype(int)
+    for mode in ("forward", "reverse"):
+        got = tape.jacobian(y, x, sparse=True, mode=mode)
+        np.testing.assert_allclose(got.toarray(), dense, rtol=1e-12, atol=1e-14)
+        assert got.nnz == (one @ one).nnz      # the structural product of the two calls' patterns
+
+
+def test_without_scipy_patterns_and_values_are_csr_arrays(module, monkeypatch):
+    monkeypatch.setitem(sys.modules, "scipy", None)
+    indptr, indices, shape = adc.jacobian_sparsity(module.f, np.zeros(4))
+    assert shape == (4, 4) and indptr.tolist() == [0, 1, 4, 7, 8] and indices.tolist() == [0, 0, 1, 2, 1, 2, 3, 3]
+    data, indices, indptr = adc.jacobian(module.f, sparse=True)(np.ones(4))
+    assert len(data) == 8 and indptr[-1] == 8
+
+
+def test_attributes_before_the_first_call_say_what_to_do(module):
+    with pytest.raises(ValueError, match="call it first"):
+        adc.jacobian(module.f, sparse=True).colors
