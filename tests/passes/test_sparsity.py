@@ -19,6 +19,7 @@ from adc.ir.parser import parse_module
 from adc.passes.sparsity import Pattern, jacobian_patterns, sparsity_rules
 from tests.fuzz.budget import fuzz_settings
 from tests.support.programs import programs
+from tests.support.sparse_problems import BRUSSELATOR, TRIDIAGONAL, brusselator_pattern
 from tests.support.vocabulary import Options
 
 SMOOTH = Options(floats=("f64",), smooth=True)
@@ -94,14 +95,6 @@ def assert_covers_the_jacobian(program):
                                              f"{np.argwhere(missed)[:5].tolist()}\n{program.source}"
 
 
-TRIDIAGONAL = """
-def f(x: f64[N]) -> f64[N]:
-    y = x * x
-    y[1:N-1] = x[:N-2] - 2.0 * sin(x[1:N-1]) + x[2:]
-    return y
-"""
-
-
 def test_a_stencil_is_banded():
     n = 7
     want = np.abs(np.subtract.outer(np.arange(n), np.arange(n))) <= 1
@@ -122,38 +115,6 @@ def test_an_arrowhead():
     want = np.eye(n, dtype=bool)
     want[0, :] = want[:, 0] = True
     assert (detected(source, "f", [np.zeros(n)]) == want).all()
-
-
-# The 2-D Brusselator's residual on an N x N periodic grid (u and v stacked as x[0] and x[1]):
-# each equation reads its own point's u and v, and its species at the four neighbours.
-BRUSSELATOR = """
-def laplacian(u: f64[N, N]) -> f64[N, N]:
-    up = concat([u[N-1:, :], u[:N-1, :]], axis=0)
-    down = concat([u[1:, :], u[:1, :]], axis=0)
-    left = concat([u[:, N-1:], u[:, :N-1]], axis=1)
-    right = concat([u[:, 1:], u[:, :1]], axis=1)
-    return up + down + left + right - 4.0 * u
-
-def brusselator(x: f64[2, N, N]) -> f64[2, N, N]:
-    u = x[0]
-    v = x[1]
-    du = 1.0 + u * u * v - 4.4 * u + 0.1 * laplacian(u)
-    dv = 3.4 * u - u * u * v + 0.1 * laplacian(v)
-    return stack([du, dv])
-"""
-
-
-def brusselator_pattern(n: int) -> np.ndarray:
-    grid = np.arange(n * n).reshape(n, n)
-    want = np.zeros((2 * n * n, 2 * n * n), bool)
-    for species in range(2):
-        for i in range(n):
-            for j in range(n):
-                row = species * n * n + grid[i, j]
-                want[row, grid[i, j]] = want[row, n * n + grid[i, j]] = True
-                for di, dj in ((1, 0), (-1, 0), (0, 1), (0, -1)):
-                    want[row, species * n * n + grid[(i + di) % n, (j + dj) % n]] = True
-    return want
 
 
 def test_the_brusselator_has_six_nonzeros_a_row():

@@ -10,7 +10,7 @@ import pytest
 from scipy import sparse
 
 import adc
-from tests.passes.test_sparsity import BRUSSELATOR, TRIDIAGONAL, brusselator_pattern
+from tests.support.sparse_problems import BRUSSELATOR, TRIDIAGONAL, brusselator_pattern
 
 SOURCE = TRIDIAGONAL + BRUSSELATOR + """
 def blocks(x: f64[B, K], w: f64[K, K]) -> f64[B, K]:

@@ -15,7 +15,8 @@ from scipy import sparse
 
 import adc
 from adc.runtime.sparse_derivatives import CompiledSparseJacobian, SparseJacobian
-from tests.passes.test_sparsity import BRUSSELATOR, brusselator_pattern
+from tests.support.command_line import adc_cmd
+from tests.support.sparse_problems import BRUSSELATOR, brusselator_pattern
 
 SOURCE = BRUSSELATOR + """
 def stencil(x: f64[9], p: f64) -> f64[9]:
@@ -41,8 +42,7 @@ RNG = np.random.default_rng(1)
 
 
 def adc_compile(directory, *options):
-    return subprocess.run([sys.executable, "-m", "adc", "compile", "k.adc", "-o", "k.so", "--header", "k.h",
-                           *options], cwd=directory, capture_output=True, text=True)
+    return adc_cmd("compile", "k.adc", "-o", "k.so", "--header", "k.h", *options, cwd=directory)
 
 
 @pytest.fixture(scope="module")

@@ -173,7 +173,7 @@ sparsity_rules["matmul"] = matmul_sparsity
 
 
 def stacked_matrices_sparsity(op, states, ctx):
-    # cholesky, triangular_solve, qr, eigh, svd: matrix k of each result reads all of matrix k of
+    # cholesky, triangular_solve, lu_factor, qr, eigh, svd: matrix k of each result reads all of matrix k of
     # every operand (a factorization mixes a matrix's elements; conservative within one), so a
     # stack of systems is block-diagonal. The stacking axes are the first operand's leading ones.
     batch = states[0].shape[:-2]
@@ -194,3 +194,4 @@ sparsity_rules["triangular_solve"] = stacked_matrices_sparsity
 sparsity_rules["qr"] = stacked_matrices_sparsity
 sparsity_rules["eigh"] = stacked_matrices_sparsity
 sparsity_rules["svd"] = stacked_matrices_sparsity
+sparsity_rules["lu_factor"] = stacked_matrices_sparsity
