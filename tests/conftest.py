@@ -1,7 +1,8 @@
 """Shared fixtures: the sample module compiled once per session, in process and as a .so.
 
 The session compiles into a compile cache of its own (ADC_CACHE_DIR, inherited by the
-processes tests start), so a run neither reads nor fills the user's cache, and builds the
+processes tests start; ADC_TEST_CACHE_DIR names one kept across sessions), so a run neither
+reads nor fills the user's cache, and builds the
 runtime library where it needs it, not ahead (ADC_BUILD_AHEAD=0).
 """
 import os
@@ -16,7 +17,11 @@ from tests.support.repository import ROOT, SAMPLES
 
 
 def pytest_configure(config):
-    config.adc_cache_dir = tempfile.mkdtemp(prefix="adc-test-cache-")
+    # ADC_TEST_CACHE_DIR: a cache that outlives the session, shared by runs that want the same
+    # kernels (tests.support.memcheck fills it without valgrind, then runs the tests under it)
+    kept = os.environ.get("ADC_TEST_CACHE_DIR")
+    config.adc_cache_dir = kept or tempfile.mkdtemp(prefix="adc-test-cache-")
+    config.adc_cache_kept = bool(kept)
     os.environ["ADC_CACHE_DIR"] = config.adc_cache_dir
     os.environ.pop("ADC_CACHE", None)
     # no runtime library built ahead by each process a test starts with a cache of its own (a
@@ -25,7 +30,8 @@ def pytest_configure(config):
 
 
 def pytest_unconfigure(config):
-    shutil.rmtree(getattr(config, "adc_cache_dir", ""), ignore_errors=True)
+    if not getattr(config, "adc_cache_kept", True):
+        shutil.rmtree(config.adc_cache_dir, ignore_errors=True)
 
 
 @pytest.fixture(scope="session")
