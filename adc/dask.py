@@ -17,6 +17,8 @@ Needs the `dask` extra: pip install adc[dask].
 """
 from __future__ import annotations
 
+import operator
+
 import numpy as np
 
 from adc.ir.types import SymDim, evaluate_dim
@@ -72,7 +74,8 @@ def per_example(kernel: Kernel, *args, wrt=None, batch_axis: int = 0):
     specs = dict(zip(shared, plan.result_specs(derivative))) if shared else {}
     for i in batched:
         specs[i] = (lambda b, i=i: y_shape(b) + plan.block_shape(i, b)[1:], 0)
-    return plan.arrays(_per_example_block, (kernel, derivative, shared, batched, wanted),
+    # the kernel itself only where a block runs it (batch Jacobians): otherwise its derivative alone is sent
+    return plan.arrays(_per_example_block, (kernel if batched else None, derivative, shared, batched, wanted),
                        [specs[i] for i in wanted], [kernel.signature.result_types[0].dtype.numpy] * len(wanted))
 
 
@@ -105,8 +108,7 @@ def gradient(loss_kernel: Kernel, *args, wrt=None, reduce: str = "sum", batch_ax
             raise ValueError(f"adc.dask.gradient: parameter '{sig.param_names[i]}' is a Dask argument, split in "
                              f"blocks; its derivative is per example: use adc.dask.per_example")
     dask, da = _dask()
-    derivative = sent_once(grad(loss_kernel, wrt=wanted))
-    partials = [dask.delayed(_call, pure=True)(derivative, *block) for block in plan.blocks()]
+    partials = list(plan.calls(_call, (grad(loss_kernel, wrt=wanted),)).to_delayed())
     while len(partials) > 1:
         partials = [dask.delayed(_add, pure=True)(*partials[k:k + split_every])
                     for k in range(0, len(partials), split_every)]
@@ -222,22 +224,36 @@ class _Plan:
                           axes[0] if axes else None))
         return specs
 
-    def blocks(self) -> list[list]:
-        """Each block's arguments: the Dask arguments' blocks, the parameters' shared values."""
-        pieces = {i: self.args[i].to_delayed().ravel() for i in self.dask_positions}
-        return [[pieces[i][b] if i in pieces else self.params[i] for i in range(len(self.args))]
-                for b in range(len(self.chunks))]
+    def calls(self, function, leading: tuple):
+        """`function(*leading, *block arguments)` per block, as one blockwise layer: a Dask array of
+        object dtype, chunked like the batch axis, whose blocks are the calls' results."""
+        _, da = _dask()
+        indexed = [(sent_once(value), None) for value in leading]
+        for i, arg in enumerate(self.args):
+            if i in self.dask_positions:    # the batch axis is index "b", every other axis one chunk of its own
+                axis = self._axis(i)
+                indexed.append((arg, tuple("b" if a == axis else f"{i}.{a}" for a in range(arg.ndim))))
+            else:
+                indexed.append((self.params[i], None))
+        return da.blockwise(function, ("b",), *(x for pair in indexed for x in pair), align_arrays=False,
+                            concatenate=True, dtype=object, meta=np.empty((0,), dtype=object))
 
     def arrays(self, function, leading: tuple, specs: list, dtypes: list):
         """`function(*leading, *block arguments)` per block, a tuple with one array per spec, as
-        Dask arrays: concatenated along their batch axis, or stacked when they have none."""
-        dask, da = _dask()
-        leading = [sent_once(value) for value in leading]
-        calls = [dask.delayed(function, pure=True)(*leading, *block) for block in self.blocks()]
+        Dask arrays: chunked along their batch axis like the inputs, or stacked when they have none.
+        Blockwise layers, not a task per block and result: the calls, then one per result taking
+        its part of each call's tuple, which Dask fuses with the blockwise work that reads it."""
+        _, da = _dask()
+        calls = self.calls(function, leading)
         results = []
         for k, ((shape, axis), dtype) in enumerate(zip(specs, dtypes)):
-            parts = [da.from_delayed(call[k], shape=shape(b), dtype=dtype) for call, b in zip(calls, self.chunks)]
-            results.append(da.stack(parts) if axis is None else da.concatenate(parts, axis=axis))
+            dims = shape(self.chunks[0])    # every axis but the batch axis has one size for all blocks
+            part, adjust = (_stacked_item, {"b": 1}) if axis is None else (operator.getitem, None)
+            index = ("b", *(f"r{a}" for a in range(len(dims)))) if axis is None else \
+                tuple("b" if a == axis else f"r{a}" for a in range(len(dims)))
+            new_axes = {f"r{a}": n for a, n in enumerate(dims) if axis != a}
+            results.append(da.blockwise(part, index, calls, ("b",), k, None, new_axes=new_axes, adjust_chunks=adjust,
+                                        dtype=dtype, meta=np.empty((0,) * len(index), dtype=dtype)))
         return results[0] if len(results) == 1 else tuple(results)
 
 
@@ -259,7 +275,12 @@ def _call(kernel: Kernel, *args) -> tuple[np.ndarray, ...]:
     return tuple(np.asarray(r) for r in (results if isinstance(results, tuple) else (results,)))
 
 
-def _per_example_block(kernel: Kernel, derivative: Kernel | None, shared: tuple[int, ...],
+def _stacked_item(results: tuple, k: int) -> np.ndarray:
+    """Result `k` of a block's call as one row of its stack: a new leading axis of length 1."""
+    return results[k][np.newaxis]
+
+
+def _per_example_block(kernel: Kernel | None, derivative: Kernel | None, shared: tuple[int, ...],
                        batched: tuple[int, ...], wanted: tuple[int, ...], *args) -> tuple[np.ndarray, ...]:
     """One block's per-example derivatives, in the order of `wanted`: the forward Jacobian's
     rows for the `shared` parameters, batch Jacobians for the `batched` (Dask) arguments."""
