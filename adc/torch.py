@@ -32,6 +32,7 @@ import torch
 from adc.runtime.functional import batched
 from adc.runtime.kernel import Kernel
 from adc.runtime.module import Module
+from adc.runtime.tensor import Tensor
 
 _TORCH_DTYPES = {np.dtype(np.float32): torch.float32, np.dtype(np.float64): torch.float64,
                  np.dtype(np.int32): torch.int32, np.dtype(np.int64): torch.int64, np.dtype(np.bool_): torch.bool}
@@ -120,7 +121,7 @@ class KernelOp:
 
     def _run(self, *args: torch.Tensor):
         """The native call: inputs viewed as NumPy arrays, results handed to torch as they are."""
-        results = self.kernel(*(_array(a) for a in args))
+        results = self.kernel(*(_view(a) for a in args))
         if type(results) is not tuple:
             return _tensor(results.numpy())
         return tuple(_tensor(r.numpy()) for r in results)
@@ -201,9 +202,11 @@ def _size(dim, env: dict) -> Any:
     return dim if isinstance(dim, int) else dim.evaluate(env)
 
 
-def _array(t: torch.Tensor) -> np.ndarray:
-    """A NumPy view of a CPU tensor's data (no copy; a non-contiguous one is made contiguous)."""
-    return t.detach().contiguous().numpy()
+def _view(t: torch.Tensor) -> Tensor:
+    """An adc Tensor over a CPU tensor's data (no copy; a non-contiguous one is made contiguous),
+    its address known: the kernel's fastest path, half the cost of converting a NumPy array."""
+    t = t.detach().contiguous()
+    return Tensor.view_of(t.numpy(), t.data_ptr())
 
 
 def _tensor(array: np.ndarray) -> torch.Tensor:
