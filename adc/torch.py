@@ -91,6 +91,14 @@ class KernelOp:
     def __repr__(self) -> str:
         return f"<adc.torch op {self.kernel.signature}>"
 
+    def __deepcopy__(self, memo: dict) -> "KernelOp":
+        """Itself, as a function is: a module holding the op (its loss, say) deep-copies."""
+        return self
+
+    def __reduce__(self):
+        """By its kernel, which travels by value: a pickled module holding the op loads elsewhere."""
+        return op, (self.kernel,)
+
     def __call__(self, *args, **kwargs):
         if kwargs or len(args) != len(self._dtypes):
             args = self.kernel.__signature__.bind(*args, **kwargs).args

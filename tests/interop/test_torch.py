@@ -4,6 +4,9 @@ torch.func.grad and vmap (the batching pass's kernel, one call per batch), torch
 jacfwd (the JVP kernel), and the errors that name a parameter."""
 from __future__ import annotations
 
+import copy
+import pickle
+
 import numpy as np
 import pytest
 
@@ -129,6 +132,16 @@ def test_vmap_of_grad_gives_per_example_gradients():
     per_example = torch.func.vmap(torch.func.grad(lambda d: op(x, d).sum()))(deltas)
     s = torch.sigmoid(x[None] + deltas[:, None])
     torch.testing.assert_close(per_example, (s * (1 - s)).sum(1))
+
+
+def test_an_op_deep_copies_as_itself_and_pickles_by_its_kernel():
+    """So a module holding one copies and saves (copy.deepcopy, torch.save of the whole module)."""
+    op = adc.torch.op(F32["cross_entropy"])
+    model = Classifier(op)
+    assert copy.deepcopy(model).loss is op
+    again = pickle.loads(pickle.dumps(op))
+    args = tensors(F32["cross_entropy"])
+    torch.testing.assert_close(again(*args), op(*args))
 
 
 def test_an_integer_result_is_not_differentiable():
