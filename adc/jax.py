@@ -14,14 +14,16 @@ linear in; each of its rules is a kernel adc compiles:
                cotangents (so reverse mode is JAX's linearize-then-transpose over adc's kernels)
     batching   the batching pass's kernel (functional.batched): one call for the whole batch
     abstract   result shapes and dtypes from the signature's symbolic dimensions
-    lowering   under jit, `jax.pure_callback` running the kernel; an eager call runs it directly
+    lowering   under jit, a custom call of XLA's FFI handler over the kernel's C ABI (adc/jax_ffi.py,
+               no Python on the call path; an eager call runs that jitted call), or, on the
+               "callback" route, `jax.pure_callback` running the kernel
 
 A primitive rather than `jax.custom_vjp` (no forward mode at all) or `jax.custom_jvp` (its
 reverse mode transposes the JVP rule's computation, which an opaque callback is not): with a JVP
 and a transpose rule every composition works — the JVP of a JVP kernel, the transpose of a
 JVP kernel's call (a VJP kernel), and so on, each compiled by adc on first use.
-Arrays cross as NumPy views of JAX's CPU buffers. An argument of the wrong dtype, rank or device is
-a TypeError or ValueError naming the parameter.
+The handler reads and writes XLA's own buffers; the callback, NumPy views of them. An argument
+of the wrong dtype, rank or device is a TypeError or ValueError naming the parameter.
 """
 from __future__ import annotations
 
