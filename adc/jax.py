@@ -14,14 +14,16 @@ linear in; each of its rules is a kernel adc compiles:
                cotangents (so reverse mode is JAX's linearize-then-transpose over adc's kernels)
     batching   the batching pass's kernel (functional.batched): one call for the whole batch
     abstract   result shapes and dtypes from the signature's symbolic dimensions
-    lowering   under jit, `jax.pure_callback` running the kernel; an eager call runs it directly
+    lowering   under jit, a custom call of XLA's FFI handler over the kernel's C ABI (adc/jax_ffi.py,
+               no Python on the call path; an eager call runs that jitted call), or, on the
+               "callback" route, `jax.pure_callback` running the kernel
 
 A primitive rather than `jax.custom_vjp` (no forward mode at all) or `jax.custom_jvp` (its
 reverse mode transposes the JVP rule's computation, which an opaque callback is not): with a JVP
 and a transpose rule every composition works — the JVP of a JVP kernel, the transpose of a
 JVP kernel's call (a VJP kernel), and so on, each compiled by adc on first use.
-Arrays cross as NumPy views of JAX's CPU buffers. An argument of the wrong dtype, rank or device is
-a TypeError or ValueError naming the parameter.
+The handler reads and writes XLA's own buffers; the callback, NumPy views of them. An argument
+of the wrong dtype, rank or device is a TypeError or ValueError naming the parameter.
 """
 from __future__ import annotations
 
@@ -34,6 +36,7 @@ import numpy as np
 from jax.extend.core import Primitive
 from jax.interpreters import ad, batching, mlir
 
+from adc import jax_ffi
 from adc.runtime.functional import batched, tangent_derivative
 from adc.runtime.kernel import Kernel
 
@@ -41,22 +44,35 @@ adc_call = Primitive("adc_call")
 adc_call.multiple_results = True
 
 
-def function(kernel: Kernel) -> Callable:
-    """The kernel as a JAX function (one per kernel): arrays in, a JAX array (or a tuple) out."""
+ROUTES = ("ffi", "callback")
+
+
+def function(kernel: Kernel, route: str | None = None) -> Callable:
+    """The kernel as a JAX function (one per kernel and route): arrays in, a JAX array (or a
+    tuple) out. `route` is how a jitted call reaches the kernel: "ffi" (XLA's FFI, the default
+    where the handler builds) or "callback" (`jax.pure_callback`)."""
     if not isinstance(kernel, Kernel):
         raise TypeError(f"adc.jax.function: expects a compiled adc kernel (e.g. module.f), got "
                         f"{type(kernel).__name__}")
-    return kernel.derived.get("jax_function", None, lambda: _function(kernel))
+    if route is None:
+        route = "ffi" if jax_ffi.lowering() is not None else "callback"
+    elif route not in ROUTES:
+        raise ValueError(f"adc.jax.function: route must be one of {ROUTES}, got {route!r}")
+    elif route == "ffi" and jax_ffi.lowering() is None:
+        raise RuntimeError("adc.jax.function: the XLA FFI handler (adc/jax_ffi.c) could not be built here; "
+                           "route='callback' works without it")
+    return kernel.derived.get("jax_function", route, lambda: _function(kernel, route))
 
 
-def _function(kernel: Kernel) -> Callable:
+def _function(kernel: Kernel, route: str) -> Callable:
     sig = kernel.signature
 
     @functools.wraps(kernel)
     def call(*args, **kwargs):
         if kwargs or len(args) != len(sig.param_names):
             args = kernel.__signature__.bind(*args, **kwargs).args
-        outs = adc_call.bind(*(_checked(kernel, i, a) for i, a in enumerate(args)), kernel=kernel, linear=())
+        outs = adc_call.bind(*(_checked(kernel, i, a) for i, a in enumerate(args)), kernel=kernel, linear=(),
+                             route=route)
         return outs[0] if len(outs) == 1 else tuple(outs)
 
     return call
@@ -91,30 +107,43 @@ def _run(kernel: Kernel, *args) -> list[np.ndarray]:
     return [r.numpy() for r in (results if type(results) is tuple else (results,))]
 
 
-def _impl(*args, kernel: Kernel, linear: tuple):
+def _impl(*args, kernel: Kernel, linear: tuple, route: str):
+    """An eager call: on the FFI route the call alone, jitted once (as JAX runs its own primitives),
+    which costs less than handing the kernel NumPy views and JAX its results."""
+    if route == "ffi":
+        return kernel.derived.get("jax_eager", linear, lambda: jax.jit(functools.partial(
+            adc_call.bind, kernel=kernel, linear=linear, route=route)))(*args)
     return [jnp.asarray(r) for r in _run(kernel, *args)]
 
 
-def _abstract(*avals, kernel: Kernel, linear: tuple):
+def _abstract(*avals, kernel: Kernel, linear: tuple, route: str):
+    return _result_avals(kernel, avals)
+
+
+def _result_avals(kernel: Kernel, avals) -> list:
     """Result shapes and dtypes for arguments of these shapes (errors name the parameter)."""
     env = kernel.bind_shapes([a.shape for a in avals])
     return [jax.core.ShapedArray(tuple(d if isinstance(d, int) else d.evaluate(env) for d in t.shape),
                                  t.dtype.numpy) for t in kernel.signature.result_types]
 
 
-def _lower(ctx, *args, kernel: Kernel, linear: tuple):
+def _lower(ctx, *args, kernel: Kernel, linear: tuple, route: str):
+    """Under jit: a custom call of XLA's FFI handler (adc/jax_ffi.py), or a pure_callback (also when
+    JAX's persistent compilation cache is on: an executable holding a kernel's address must not
+    outlive the process)."""
+    if route == "ffi" and not jax_ffi.executables_persist():
+        return jax_ffi.lowering()(ctx, *args, kernel=kernel)
     return mlir.lower_fun(functools.partial(_callback, kernel), multiple_results=True)(ctx, *args)
 
 
 def _callback(kernel: Kernel, *args):
-    shapes = [jax.ShapeDtypeStruct(a.shape, a.dtype) for a in _abstract(*(a.aval for a in args), kernel=kernel,
-                                                                          linear=())]
+    shapes = [jax.ShapeDtypeStruct(a.shape, a.dtype) for a in _result_avals(kernel, [a.aval for a in args])]
     return jax.pure_callback(functools.partial(_run, kernel), shapes, *args)
 
 
-def _jvp(primals, tangents, *, kernel: Kernel, linear: tuple):
+def _jvp(primals, tangents, *, kernel: Kernel, linear: tuple, route: str):
     """d f(x)[dx] = f_jvp(x, dx): the tangents-only JVP kernel w.r.t. the arguments that move."""
-    outs = adc_call.bind(*primals, kernel=kernel, linear=linear)
+    outs = adc_call.bind(*primals, kernel=kernel, linear=linear, route=route)
     result_avals = [jax.typeof(o).to_tangent_aval() for o in outs]
     moving = tuple(i for i, t in enumerate(tangents) if type(t) is not ad.Zero)
     derivative = tangent_derivative(kernel, moving) if moving else None
@@ -123,7 +152,7 @@ def _jvp(primals, tangents, *, kernel: Kernel, linear: tuple):
     if derivative.needs_call:
         n = len(primals)
         moved = adc_call.bind(*primals, *(tangents[i] for i in derivative.wrt), kernel=derivative.kernel,
-                              linear=tuple(range(n, n + len(derivative.wrt))))
+                              linear=tuple(range(n, n + len(derivative.wrt))), route=route)
     else:
         moved = [tangents[derivative.wrt[p]] for p in derivative.passthrough]
     moved = iter(moved)
@@ -131,7 +160,7 @@ def _jvp(primals, tangents, *, kernel: Kernel, linear: tuple):
                   for t, a in zip(kernel.signature.result_types, result_avals)]
 
 
-def _transpose(cts, *args, kernel: Kernel, linear: tuple):
+def _transpose(cts, *args, kernel: Kernel, linear: tuple, route: str):
     """Of a call linear in its undefined arguments: the VJP kernel w.r.t. them, which reads no
     value of theirs (zeros stand in), on the cotangents — a call linear in those."""
     undefined = tuple(i for i, a in enumerate(args) if ad.is_undefined_primal(a))
@@ -139,22 +168,23 @@ def _transpose(cts, *args, kernel: Kernel, linear: tuple):
     filled = [jnp.zeros(a.aval.shape, a.aval.dtype) if ad.is_undefined_primal(a) else a for a in args]
     avals = [a.aval if ad.is_undefined_primal(a) else jax.typeof(a) for a in args]
     cts = [ct if type(ct) is not ad.Zero and t.dtype.is_float else jnp.zeros(r.shape, r.dtype)   # (ints': float0)
-           for ct, r, t in zip(cts, _abstract(*avals, kernel=kernel, linear=()), kernel.signature.result_types)]
+           for ct, r, t in zip(cts, _result_avals(kernel, avals), kernel.signature.result_types)]
     derivative = kernel.derivative(undefined)
     if derivative.needs_call:
         n = len(args)
-        outgoing = adc_call.bind(*filled, *cts, kernel=derivative.kernel, linear=tuple(range(n, n + len(cts))))
+        outgoing = adc_call.bind(*filled, *cts, kernel=derivative.kernel, linear=tuple(range(n, n + len(cts))),
+                                 route=route)
     else:
         outgoing = [cts[p] for p in derivative.passthrough]
     grads = dict(zip(derivative.wrt, outgoing))
     return [(grads[i] if i in grads else ad.Zero(a.aval)) if i in undefined else None for i, a in enumerate(args)]
 
 
-def _batch(args, dims, *, kernel: Kernel, linear: tuple):
+def _batch(args, dims, *, kernel: Kernel, linear: tuple, route: str):
     """vmap: the batching pass's kernel over the batched arguments, their batch axes moved first."""
     moved = tuple(i for i, d in enumerate(dims) if d is not None)
     args = [a if d is None else jnp.moveaxis(a, d, 0) for a, d in zip(args, dims)]
-    outs = adc_call.bind(*args, kernel=batched(kernel, moved), linear=linear)
+    outs = adc_call.bind(*args, kernel=batched(kernel, moved), linear=linear, route=route)
     return outs, [0] * len(outs)
 
 

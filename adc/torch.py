@@ -14,11 +14,13 @@ the batching pass made (`functional.batched`), one call for the whole batch. The
 it through a `torch.autograd.Function` with `setup_context` whose backward calls the kernel's
 VJP kernel, itself such an operator: so double backward is adc's second-order VJP, and
 `torch.func.grad` and `torch.func.vmap` compose (a custom_op's own `register_autograd` is
-not seen by torch.func's transforms: pytorch #168393). The custom op carries the same autograd
-formula, so `.op` alone is differentiable too (opcheck tests it).
+not seen by torch.func's transforms: pytorch #168393). Its jvp calls the kernel's tangents-only
+JVP kernel, also such an operator, so `torch.func.jvp` and `jacfwd` work to any order. The custom
+op carries the same backward formula, so `.op` alone is differentiable too (opcheck tests it);
+forward mode goes through the Function only (torch.func's transforms).
 
-CPU tensors cross without copies: `Tensor.numpy()` in, `torch.from_numpy` out (the result buffers
-adc allocated). A parameter of the wrong dtype, rank or device, or a non-contiguous one, is a
+CPU tensors cross without copies: adc Tensors over the tensors' memory in (`Tensor.view_of`),
+`torch.from_numpy` out (the result buffers adc allocated). A parameter of the wrong dtype, rank or device, or a non-contiguous one, is a
 TypeError or ValueError naming it, before anything runs.
 """
 from __future__ import annotations
@@ -29,9 +31,10 @@ from typing import Any
 import numpy as np
 import torch
 
-from adc.runtime.functional import batched
+from adc.runtime.functional import batched, tangent_derivative
 from adc.runtime.kernel import Kernel
 from adc.runtime.module import Module
+from adc.runtime.tensor import Tensor
 
 _TORCH_DTYPES = {np.dtype(np.float32): torch.float32, np.dtype(np.float64): torch.float64,
                  np.dtype(np.int32): torch.int32, np.dtype(np.int64): torch.int64, np.dtype(np.bool_): torch.bool}
@@ -88,6 +91,14 @@ class KernelOp:
     def __repr__(self) -> str:
         return f"<adc.torch op {self.kernel.signature}>"
 
+    def __deepcopy__(self, memo: dict) -> "KernelOp":
+        """Itself, as a function is: a module holding the op (its loss, say) deep-copies."""
+        return self
+
+    def __reduce__(self):
+        """By its kernel, which travels by value: a pickled module holding the op loads elsewhere."""
+        return op, (self.kernel,)
+
     def __call__(self, *args, **kwargs):
         if kwargs or len(args) != len(self._dtypes):
             args = self.kernel.__signature__.bind(*args, **kwargs).args
@@ -120,7 +131,7 @@ class KernelOp:
 
     def _run(self, *args: torch.Tensor):
         """The native call: inputs viewed as NumPy arrays, results handed to torch as they are."""
-        results = self.kernel(*(_array(a) for a in args))
+        results = self.kernel(*(_view(a) for a in args))
         if type(results) is not tuple:
             return _tensor(results.numpy())
         return tuple(_tensor(r.numpy()) for r in results)
@@ -142,10 +153,27 @@ class KernelOp:
     def backward_plan(self) -> tuple:
         """(wrt, passthrough, the VJP's autograd.Function or None when the cotangents pass through):
         what the backward needs, the VJP kernel compiled on the first request."""
-        derivative = self.kernel.derivative(self._floats) if self._floats else None
-        if derivative is None or not derivative.wrt:
-            return (), (), None
-        return derivative.wrt, derivative.passthrough, _op_of(derivative.kernel).function if derivative.needs_call else None
+        return _plan(self.kernel.derivative(self._floats) if self._floats else None)
+
+    def tangent_plan(self, moving: tuple[int, ...]) -> tuple:
+        """The same for forward mode, the params in `moving` having tangents: the tangents-only JVP
+        kernel, mapping (inputs, tangents of wrt) to the float results' tangents."""
+        return _plan(tangent_derivative(self.kernel, moving) if moving else None)
+
+
+def _plan(derivative) -> tuple:
+    if derivative is None or not derivative.wrt:
+        return (), (), None
+    return derivative.wrt, derivative.passthrough, _op_of(derivative.kernel).function if derivative.needs_call else None
+
+
+def _apply(function: type, *args) -> tuple:
+    """A derivative kernel's call inside a backward or a jvp: its autograd.Function, which
+    torch.func's transforms see (so derivatives compose), or under torch.compile its op (its own
+    autograd registered), as Dynamo traces no autograd.Function nested in a backward."""
+    call = function.overload if torch.compiler.is_compiling() else function.apply
+    results = call(*args)
+    return results if type(results) is tuple else (results,)
 
 
 def _function(kernel_op: KernelOp) -> type:
@@ -163,11 +191,7 @@ def _function(kernel_op: KernelOp) -> type:
         wrt, passthrough, vjp = plan
         inputs = ctx.saved_tensors
         if vjp is not None:     # (autograd gives zeros for the results nothing reached)
-            # Dynamo traces no autograd.Function inside a backward: the VJP's op (its own autograd
-            # registered) runs there; elsewhere the Function, which torch.func's transforms see
-            call = vjp.overload if torch.compiler.is_compiling() else vjp.apply
-            outgoing = call(*inputs, *(ct.contiguous() for ct in cts))
-            outgoing = outgoing if type(outgoing) is tuple else (outgoing,)
+            outgoing = _apply(vjp, *inputs, *(ct.contiguous() for ct in cts))
         else:
             outgoing = tuple(cts[p] for p in passthrough)
         grads = [None] * len(inputs)
@@ -175,11 +199,29 @@ def _function(kernel_op: KernelOp) -> type:
             grads[i] = grad
         return tuple(grads)
 
+    def jvp(ctx, *tangents):
+        """The results' tangents from the JVP kernel, itself an autograd.Function: forward over
+        forward (jacfwd of jacfwd) and reverse over forward compose."""
+        wrt, passthrough, push = kernel_op.tangent_plan(tuple(i for i in kernel_op._floats if tangents[i] is not None))
+        if push is not None:
+            moved = _apply(push, *ctx.saved_tensors, *(tangents[i].contiguous() for i in wrt))
+        else:
+            moved = tuple(tangents[wrt[p]] for p in passthrough)
+        moved = iter(moved)
+        outs = tuple(next(moved) if wrt and dtype.is_floating_point else None for dtype in kernel_op._result_dtypes)
+        return outs[0] if len(outs) == 1 else outs
+
     function = type(f"{kernel_op.__name__}_function", (torch.autograd.Function,), {
-        "forward": staticmethod(forward), "setup_context": staticmethod(_save_inputs),
-        "backward": staticmethod(backward), "generate_vmap_rule": True, "plan": None, "kernel_op": kernel_op,
-        "overload": overload})
+        "forward": staticmethod(forward), "setup_context": staticmethod(_save_for_both),
+        "backward": staticmethod(backward), "jvp": staticmethod(jvp), "generate_vmap_rule": True, "plan": None,
+        "kernel_op": kernel_op, "overload": overload})
     return function
+
+
+def _save_for_both(ctx, inputs: tuple, output) -> None:
+    """The Function's: its jvp reads the inputs too (the JVP kernel takes primals and tangents)."""
+    _save_inputs(ctx, inputs, output)
+    ctx.save_for_forward(*inputs)
 
 
 def _save_inputs(ctx, inputs: tuple, output) -> None:
@@ -201,9 +243,11 @@ def _size(dim, env: dict) -> Any:
     return dim if isinstance(dim, int) else dim.evaluate(env)
 
 
-def _array(t: torch.Tensor) -> np.ndarray:
-    """A NumPy view of a CPU tensor's data (no copy; a non-contiguous one is made contiguous)."""
-    return t.detach().contiguous().numpy()
+def _view(t: torch.Tensor) -> Tensor:
+    """An adc Tensor over a CPU tensor's data (no copy; a non-contiguous one is made contiguous),
+    its address known: the kernel's fastest path, half the cost of converting a NumPy array."""
+    t = t.detach().contiguous()
+    return Tensor.view_of(t.numpy(), t.data_ptr())
 
 
 def _tensor(array: np.ndarray) -> torch.Tensor:

@@ -1,7 +1,8 @@
 """The `interop` benchmark: the per-call cost of an adc kernel called from PyTorch (adc.torch) and
 from JAX (adc.jax), on a scalar kernel (all overhead) and a 1M-element one, against what each
 framework's own empty call costs: an empty torch.library.custom_op; an empty jax.pure_callback
-under jit and a jitted no-op. Targets (issue 39): adc's PyTorch op at most the empty custom_op
+under jit and a jitted no-op. adc.jax is timed on both its routes under jit: XLA's FFI (the
+default) and pure_callback. Targets (issue 39): adc's PyTorch op at most the empty custom_op
 + 5 us; adc's JAX route under jit at most the empty pure_callback + 5 us."""
 from __future__ import annotations
 
@@ -54,8 +55,8 @@ def _jax_routes(jax, kernel, x: np.ndarray, others: dict) -> dict:
     empty_callback = jax.jit(lambda v: jax.pure_callback(lambda u: np.empty(u.shape, u.dtype), shape, v))
     noop = jax.jit(lambda v: v)
     f = adc.jax.function(kernel)
-    jitted = jax.jit(f)
+    jitted = {route: jax.jit(adc.jax.function(kernel, route)) for route in adc.jax.ROUTES}
     others["jax empty pure_callback (jit)"] = timed(lambda: empty_callback(a).block_until_ready())
     others["jax jitted no-op"] = timed(lambda: noop(a).block_until_ready())
     return {"adc.jax eager": timed(lambda: f(a).block_until_ready()),
-            "adc.jax under jit": timed(lambda: jitted(a).block_until_ready())}
+            **{f"adc.jax jit, {route}": timed(lambda: call(a).block_until_ready()) for route, call in jitted.items()}}

@@ -8,7 +8,8 @@ compiled: this process or a worker process) on the compiler; the driver (cache, 
 linking) on codegen and the compiler — never on the runtime; the runtime on the ABI
 and, for derivatives, on the driver and the passes' analyses — never on codegen,
 so loading a `.so` needs no llvmlite. adc.dask (kernels over Dask arrays), the framework bridges adc.torch and
-adc.jax, adc.python_kernels
+adc.jax, adc.jax_ffi (adc.jax's XLA FFI handler, built by the C compiler aot.py finds and kept in the
+compile cache), adc.python_kernels
 (@adc.kernel, whose types adc.annotations defines, importing nothing of adc) and adc.notebook (the
 %%adc magic) sit on the runtime;
 adc.build_ahead (the runtime library built by a child of `import adc`) on the cache and the driver.
@@ -50,7 +51,8 @@ ALLOWED = {
     "adc.notebook": ("adc.runtime", "adc.errors"),
     "adc.build_ahead": ("adc.abi", "adc.codegen.toolchain.cache", "adc.driver.runtime_library"),
     "adc.torch": ("adc.runtime",),
-    "adc.jax": ("adc.runtime",),
+    "adc.jax": ("adc.runtime", "adc.jax_ffi"),
+    "adc.jax_ffi": ("adc.runtime", "adc.errors", "adc.locks", "adc.codegen.toolchain.aot", "adc.driver.cache_keys"),
 }
 
 
@@ -60,7 +62,7 @@ def module_name(path: Path) -> str:
 
 
 MODULES = {module_name(path): path for path in PACKAGE.rglob("*.py")}
-EXTENSIONS = {module_name(path) for path in PACKAGE.rglob("*.c")}     # built by setup.py from their C source
+EXTENSIONS = {module_name(path) for path in PACKAGE.rglob("*.c")}     # C sources: setup.py builds native_call.c
 
 
 def imports_of(path: Path):

@@ -31,7 +31,7 @@ _lock = locks.lock()
 
 def attach(library) -> None:
     """Point a library's loops at the process's interrupt counter: before its kernel's first run
-    (Kernel._entry_address; at its module's load, a JIT module would load the runtime library that
+    (Kernel.entry_address; at its module's load, a JIT module would load the runtime library that
     adc.compile of a cached program does not need yet)."""
     global _counter
     if native_call is None:

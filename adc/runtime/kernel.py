@@ -176,7 +176,11 @@ class Kernel:
         `derivatives.Derivative` whose `wrt` lists the params the results depend on."""
         return self.derived.get("vjp", wanted, lambda: derivatives.derive(self, wanted))
 
-    def _entry_address(self) -> int:
+    def entry_address(self) -> int:
+        """The kernel's native entry point (runtime/adc.h's C ABI), for callers outside Python (XLA's
+        FFI handler, adc/jax_ffi.c); valid while the kernel is alive."""
+        if self._address:
+            return self._address
         address = self._owner.address(self.signature.symbol)
         if not address:
             raise RuntimeError(f"{self.signature.name}: its library does not define {self.signature.symbol}")
@@ -192,7 +196,7 @@ class Kernel:
         buffer = (ctypes.c_int64 * max(1, self._result_slot + len(sig.result_types)))()
         base = ctypes.addressof(buffer)
         if self._cfunc is None:
-            self._cfunc = _KERNEL_CFUNC(self._address or self._entry_address())
+            self._cfunc = _KERNEL_CFUNC(self._address or self.entry_address())
         call = functools.partial(self._cfunc, base, base + 8 * len(sig.dims), base + 8 * self._result_slot)
         return buffer, call
 
@@ -344,7 +348,7 @@ class Kernel:
 
     def _run_native(self, tensors: list[Tensor], sizes: list[int]) -> tuple[Tensor, ...]:
         """run_bound by adc.runtime.native_call: its work in C, the GIL released while native code runs."""
-        results = native_call.run(self._address or self._entry_address(), sizes, tensors,
+        results = native_call.run(self._address or self.entry_address(), sizes, tensors,
                                    self._static_results or self._result_shapes(sizes))
         if type(results) is not tuple:      # the kernel's nonzero status
             raise self._failure(results, sizes)

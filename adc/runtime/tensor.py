@@ -53,6 +53,13 @@ class Tensor:
         tensor._ptr = ptr
         return tensor
 
+    @classmethod
+    def view_of(cls, array: np.ndarray, address: int) -> "Tensor":
+        """A Tensor over a C-contiguous array's memory at `address`, not copied: for a caller that
+        keeps that memory unchanged while the Tensor lives (a framework bridge's argument for one
+        kernel call, adc/torch.py). A kernel takes it on its fastest path, checks included."""
+        return cls._wrap(array, address)
+
     def _pointer(self) -> int:
         """The address of the data, made C-contiguous first (a Tensor never changes, so this is safe)."""
         if not self._array.flags.c_contiguous:

@@ -1,6 +1,7 @@
 """adc.jax: the samples' kernels as JAX functions — check_grads of order 2 in forward and reverse
-mode (float64, finite differences), eagerly and under jit; vmap through the batching pass's kernel;
-grad under jit and vmap; and the errors that name a parameter."""
+mode (float64, finite differences), eagerly and under jit, on both routes (XLA's FFI and
+pure_callback); vmap through the batching pass's kernel; grad under jit and vmap; the FFI handler
+built once into the compile cache; and the errors that name a parameter."""
 from __future__ import annotations
 
 import numpy as np
@@ -26,12 +27,12 @@ def x64():
     jax.config.update("jax_enable_x64", False)
 
 
-def differentiated(name):
+def differentiated(name, route=None):
     """The kernel as a function of its float arguments, the integer ones fixed; those arguments."""
     kernel = F64[name]
     args = arguments(kernel)
     floats = [i for i, a in enumerate(args) if a.dtype.kind == "f"]
-    f = adc.jax.function(kernel)
+    f = adc.jax.function(kernel, route)
 
     def of_floats(*values):
         full = list(args)
@@ -48,18 +49,54 @@ def test_check_grads_order_2_forward_and_reverse(name):
     check_grads(f, args, order=2, modes=("fwd", "rev"))
 
 
+@pytest.mark.parametrize("route", adc.jax.ROUTES)
 @pytest.mark.parametrize("name", ["logsumexp_rows", "classifier_loss"])
-def test_check_grads_order_2_under_jit(name):
-    f, args = differentiated(name)
+def test_check_grads_order_2_under_jit(name, route):
+    f, args = differentiated(name, route)
     check_grads(jax.jit(f), args, order=2, modes=("fwd", "rev"))
 
 
-def test_results_equal_the_kernels_eagerly_and_under_jit():
+@pytest.mark.parametrize("route", adc.jax.ROUTES)
+def test_results_equal_the_kernels_eagerly_and_under_jit(route):
     kernel = F64["attention"]
     args = arguments(kernel)
     expected = kernel(*args).numpy()
-    np.testing.assert_array_equal(adc.jax.function(kernel)(*args), expected)
-    np.testing.assert_allclose(jax.jit(adc.jax.function(kernel))(*args), expected, rtol=1e-15)
+    np.testing.assert_array_equal(adc.jax.function(kernel, route)(*args), expected)
+    np.testing.assert_array_equal(jax.jit(adc.jax.function(kernel, route))(*args), expected)
+
+
+def test_the_ffi_route_is_the_default_and_lowers_to_the_handler_with_no_callback():
+    kernel = F64["sigmoid_shift"]
+    assert adc.jax.function(kernel) is adc.jax.function(kernel, "ffi")
+    text = jax.jit(adc.jax.function(kernel)).lower(np.ones(4), 0.5).as_text()
+    assert "custom_call @adc_kernel_call" in text and "dims = dense<4>" in text and "callback" not in text
+    callback = jax.jit(adc.jax.function(kernel, "callback")).lower(np.ones(4), 0.5).as_text()
+    assert "adc_kernel_call" not in callback and "callback" in callback
+
+
+def test_with_jax_persistent_compilation_cache_on_the_ffi_route_lowers_to_a_callback(tmp_path):
+    """An executable holding this process's kernel addresses must not be stored for another process."""
+    jax.config.update("jax_compilation_cache_dir", str(tmp_path))
+    try:
+        text = jax.jit(adc.jax.function(F64["sigmoid_shift"], "ffi")).lower(np.ones(7), 0.5).as_text()   # (not lowered before)
+    finally:
+        jax.config.update("jax_compilation_cache_dir", None)
+    assert "adc_kernel_call" not in text and "callback" in text
+
+
+def test_the_handler_is_compiled_once_into_the_compile_cache(tmp_path, monkeypatch):
+    from adc import jax_ffi
+
+    monkeypatch.setenv("ADC_CACHE_DIR", str(tmp_path))
+    built = jax_ffi.handler_library()
+    assert built.parent == tmp_path / jax_ffi.NAMESPACE
+    monkeypatch.setattr(jax_ffi.subprocess, "run", lambda *a, **k: pytest.fail("compiled the handler again"))
+    assert jax_ffi.handler_library() == built
+
+
+def test_an_unknown_route_is_refused():
+    with pytest.raises(ValueError, match="route must be one of"):
+        adc.jax.function(F64["sigmoid_shift"], "xla")
 
 
 def test_vmap_runs_the_batched_kernel(monkeypatch):
@@ -71,8 +108,9 @@ def test_vmap_runs_the_batched_kernel(monkeypatch):
     assert made == [(0,)]
 
 
-def test_per_example_gradients_by_vmap_of_grad_under_jit():
-    f = adc.jax.function(F64["sigmoid_shift"])
+@pytest.mark.parametrize("route", adc.jax.ROUTES)
+def test_per_example_gradients_by_vmap_of_grad_under_jit(route):
+    f = adc.jax.function(F64["sigmoid_shift"], route)
     x = np.random.default_rng(2).standard_normal(6)
     deltas = np.linspace(-1, 1, 5)
     per_example = jax.jit(jax.vmap(jax.grad(lambda d: f(x, d).sum())))(deltas)

@@ -1,8 +1,11 @@
 """adc.torch: the samples' kernels as PyTorch operators — gradcheck and gradgradcheck in float64
 against finite differences, torch.library.opcheck, torch.compile(fullgraph=True) of an nn.Module,
-torch.func.grad and vmap (the batching pass's kernel, one call per batch), and the errors that
-name a parameter."""
+torch.func.grad and vmap (the batching pass's kernel, one call per batch), torch.func.jvp and
+jacfwd (the JVP kernel), and the errors that name a parameter."""
 from __future__ import annotations
+
+import copy
+import pickle
 
 import numpy as np
 import pytest
@@ -81,6 +84,38 @@ def test_func_grad_and_its_grad_agree_with_autograd():
     torch.testing.assert_close(torch.func.grad(torch.func.grad(f))(delta), (s * (1 - s) * (1 - 2 * s)).sum())
 
 
+@pytest.mark.parametrize("name", DIFFERENTIABLE)
+def test_jacfwd_through_the_jvp_kernel_equals_jacrev(name):
+    op = adc.torch.op(F64[name])
+    args = tensors(F64[name])
+    floats = tuple(i for i, a in enumerate(args) if a.is_floating_point())
+    forward = torch.func.jacfwd(op, argnums=floats)(*args)
+    reverse = torch.func.jacrev(op, argnums=floats)(*args)
+    torch.testing.assert_close(forward, reverse, rtol=1e-12, atol=1e-12)
+
+
+def test_jvp_of_each_order_agrees_with_the_formula():
+    """Forward over forward and forward over reverse: the JVP kernel's own Function and the VJP's."""
+    op = adc.torch.op(F64["sigmoid_shift"])
+    x, delta = tensors(F64["sigmoid_shift"])
+    s = torch.sigmoid(x + delta)
+    value, tangent = torch.func.jvp(lambda d: op(x, d), (delta,), (torch.tensor(2.0, dtype=torch.float64),))
+    torch.testing.assert_close((value, tangent), (s, 2 * s * (1 - s)))
+    second = s * (1 - s) * (1 - 2 * s)
+    torch.testing.assert_close(torch.func.jacfwd(torch.func.jacfwd(op, argnums=1), argnums=1)(x, delta), second)
+    torch.testing.assert_close(torch.func.jacfwd(torch.func.jacrev(op, argnums=1), argnums=1)(x, delta), second)
+
+
+def test_jvp_where_the_tangent_passes_through_and_of_an_integer_result():
+    m = adc.compile("def f(x: f64[N], y: f64[N]) -> (f64[N], i64):\n    return x + y, argmax(x, axis=0)\n")
+    op = adc.torch.op(m.f)
+    x, y = torch.randn(4, dtype=torch.float64), torch.randn(4, dtype=torch.float64)
+    dx = torch.randn(4, dtype=torch.float64)
+    (total, index), (d_total, d_index) = torch.func.jvp(lambda x: op(x, y), (x,), (dx,))
+    torch.testing.assert_close(d_total, dx)
+    assert index.item() == int(x.argmax()) and not d_index.is_floating_point()
+
+
 def test_vmap_runs_the_batched_kernel_once(monkeypatch):
     made = []
     monkeypatch.setattr(adc.torch, "batched", lambda k, params: made.append(params) or adc.runtime.functional.batched(k, params))
@@ -97,6 +132,16 @@ def test_vmap_of_grad_gives_per_example_gradients():
     per_example = torch.func.vmap(torch.func.grad(lambda d: op(x, d).sum()))(deltas)
     s = torch.sigmoid(x[None] + deltas[:, None])
     torch.testing.assert_close(per_example, (s * (1 - s)).sum(1))
+
+
+def test_an_op_deep_copies_as_itself_and_pickles_by_its_kernel():
+    """So a module holding one copies and saves (copy.deepcopy, torch.save of the whole module)."""
+    op = adc.torch.op(F32["cross_entropy"])
+    model = Classifier(op)
+    assert copy.deepcopy(model).loss is op
+    again = pickle.loads(pickle.dumps(op))
+    args = tensors(F32["cross_entropy"])
+    torch.testing.assert_close(again(*args), op(*args))
 
 
 def test_an_integer_result_is_not_differentiable():
