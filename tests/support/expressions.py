@@ -4,13 +4,13 @@
 one of the forms that can give it (`FORMS`): a function of an expression of the same type,
 a reduction of one with an extra axis, a matmul of two sharing a contracted axis, an index
 dropping an axis, a take, take_along_axis or scatter by computed indices, a cumsum, a
-slice, a concat of pieces, a call of another kernel, ... The forms live by concept in
-arithmetic_forms.py, control_forms.py, indexing_forms.py, layout_forms.py and call_forms.py,
+slice, a concat of pieces, a call of another kernel, a factorization or a solve of a
+matrix built well conditioned, ... The forms live by concept in arithmetic_forms.py,
+control_forms.py, indexing_forms.py, layout_forms.py, call_forms.py and linalg_forms.py,
 mixed into `Expressions`, which keeps the choices, the statements and the leaves. Each
-`Expr` carries its adc text,
-the NumPy text of the same value (run by tests/support/twin.py) and a bound on |value| over
-the arguments the tests draw. Bounds keep exp below overflow and sin within the range where
-adc's vector math is accurate, and scale the tolerances.
+`Expr` carries its adc text, the NumPy text of the same value (run by tests/support/twin.py)
+and a bound on |value| over the arguments the tests draw. Bounds keep exp below overflow and
+sin within the range where adc's vector math is accurate, and scale the tolerances.
 
     Expressions(draw, options, dtypes, params, callables, externs).draw(Type("f64", ("N",)), 2)
     -> Expr(adc="(sin(x) * sum(w, axis=1))", py="(np.sin(x) * _sum(w, (1,), False))",
@@ -32,11 +32,12 @@ from tests.support.call_forms import CallForms
 from tests.support.control_forms import ControlForms
 from tests.support.indexing_forms import IndexingForms
 from tests.support.layout_forms import LayoutForms
+from tests.support.linalg_forms import LinalgForms
 from tests.support.vocabulary import (FLOATS, INTS, LITERALS, MAX_RANK, NUMPY, Expr, Options, Signature, Type, adc_dims,
                                       broadcasts, extent, magnitude, py_dims)
 
 
-class Expressions(ArithmeticForms, ControlForms, IndexingForms, LayoutForms, CallForms):
+class Expressions(ArithmeticForms, ControlForms, IndexingForms, LayoutForms, CallForms, LinalgForms):
     """Draws the expressions of one kernel; operands a template repeats become statements."""
 
     def __init__(self, draw, options: Options, dtypes: tuple[str, ...], params: list[Expr],
@@ -196,4 +197,7 @@ FORMS: dict[str, tuple[int, Callable[[Expressions, Type], bool]]] = {
     "dimension": (1, lambda g, t: t.dtype != "bool" and bool(g.symbols)),
     "call": (1, lambda g, t: bool(g.callables)),
     "extern": (1, lambda g, t: t.is_float and g.options.externs),
+    "factor": (1, lambda g, t: t.is_float and t.rank >= 2),
+    "solve": (1, lambda g, t: t.is_float and t.rank >= 1),
+    "spectrum": (1, lambda g, t: t.is_float and t.rank <= 2),
 }
