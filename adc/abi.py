@@ -11,6 +11,8 @@ back by `decode_metadata`, so the runtime treats both kinds the same:
      "gradients": "embedded",
      "vjps": [{"of": "sigmoid_shift", "wrt": [0, 1], "passthrough": [null, null],
                "kernel": {"name": "sigmoid_shift_vjp", "symbol": "adc_kernel_sigmoid_shift_vjp", ...}}],
+     "sparse": [{"of": "f", "wrt": 0, "hessian": false, "shape": [8, 8], "nnz": 22, "colors": 3,
+                 "forward": true, "kernel": {"name": "f_sparse_jacobian_x", "symbol": ..., ...}}],
      "ir": "func @sigmoid_shift(...) ..."}
 
 `gradients` says where the kernels' VJPs come from: `derived` (the JIT: the
@@ -19,6 +21,11 @@ runtime runs the adjoint pass on the IR when asked), `embedded` (`adc compile`:
 float params — exported next to it and described like any kernel — or, under
 `missing`, why it has none), `none` (`adc compile --no-gradients`: the module
 cannot be differentiated). Metadata without the field reads as `derived`.
+
+`sparse` lists the sparse Jacobians and Hessians compiled at fixed sizes (`adc compile
+--sparse-jacobian KERNEL:ARG`, `--sparse-hessian`): each a kernel of `of`'s params filling the
+nonzeros in CSC order, its pattern the exported arrays `<symbol>_colptr` (columns + 1 int64),
+`<symbol>_rowind` (nnz int64) and the int64 `<symbol>_nnz`.
 
 A shared object also ends with a target record and a seal, which dynamic loaders
 ignore and `adc.load` checks before it lets the system loader map the file:
@@ -179,6 +186,44 @@ class VjpEntry:
 
 
 @dataclass(frozen=True)
+class SparseEntry:
+    """A sparse Jacobian (`hessian`: Hessian) of kernel `of` w.r.t. its param `wrt`, compiled at
+    fixed sizes: `kernel` takes of's params and returns the `nnz` nonzeros of the `shape` (result
+    size × wrt size) matrix in CSC order, computed with `colors` seeds pushed `forward` (or pulled);
+    the pattern is in the arrays `pattern_symbols(kernel.symbol)` name."""
+
+    of: str
+    wrt: int
+    hessian: bool
+    shape: tuple[int, int]
+    nnz: int
+    colors: int
+    forward: bool
+    kernel: KernelSignature
+
+    def to_json(self) -> dict:
+        return {"of": self.of, "wrt": self.wrt, "hessian": self.hessian, "shape": list(self.shape),
+                "nnz": self.nnz, "colors": self.colors, "forward": self.forward, "kernel": self.kernel.to_json()}
+
+    @staticmethod
+    def from_json(entry: dict) -> "SparseEntry":
+        rows, columns = entry["shape"]
+        return SparseEntry(entry["of"], int(entry["wrt"]), bool(entry["hessian"]), (int(rows), int(columns)),
+                           int(entry["nnz"]), int(entry["colors"]), bool(entry["forward"]),
+                           KernelSignature.from_json(entry["kernel"]))
+
+
+def sparse_symbol(kernel: str, param: str, hessian: bool) -> str:
+    """The symbol of a sparse derivative's kernel: `adc_kernel_<kernel>_sparse_jacobian_<param>`."""
+    return f"{KERNEL_PREFIX}{kernel}_sparse_{'hessian' if hessian else 'jacobian'}_{param}"
+
+
+def pattern_symbols(symbol: str) -> tuple[str, str, str]:
+    """The exported pattern of the sparse derivative kernel `symbol`: colptr, rowind, nnz."""
+    return f"{symbol}_colptr", f"{symbol}_rowind", f"{symbol}_nnz"
+
+
+@dataclass(frozen=True)
 class ModuleInfo:
     name: str
     kernels: tuple[KernelSignature, ...]
@@ -187,6 +232,7 @@ class ModuleInfo:
     gradients: str = GRADIENTS_DERIVED
     vjps: tuple[VjpEntry, ...] = ()
     check_bounds: bool = False      # compiled with bounds checks (with_check_bounds)
+    sparse: tuple[SparseEntry, ...] = ()
 
 
 def with_check_bounds(metadata: str) -> str:
@@ -229,12 +275,14 @@ def signatures(module: Module) -> tuple[KernelSignature, ...]:
 
 
 def encode_metadata(module: Module, ir_text: str, gradients: str = GRADIENTS_DERIVED,
-                    vjps: tuple[VjpEntry, ...] = ()) -> str:
+                    vjps: tuple[VjpEntry, ...] = (), sparse: tuple[SparseEntry, ...] = ()) -> str:
     """The metadata of `module`'s kernels; `ir_text` may hold more functions (the VJPs)."""
-    return json.dumps({"abi": ABI_VERSION, "adc_version": ADC_VERSION, "module": module.name,
-                       "kernels": [s.to_json() for s in signatures(module)], "ir": ir_text,
-                       "gradients": gradients, "vjps": [v.to_json() for v in vjps]},
-                      sort_keys=True)
+    doc = {"abi": ABI_VERSION, "adc_version": ADC_VERSION, "module": module.name,
+           "kernels": [s.to_json() for s in signatures(module)], "ir": ir_text,
+           "gradients": gradients, "vjps": [v.to_json() for v in vjps]}
+    if sparse:      # absent otherwise: the metadata of every other module is as it was
+        doc["sparse"] = [e.to_json() for e in sparse]
+    return json.dumps(doc, sort_keys=True)
 
 
 def decode_metadata(text: str) -> ModuleInfo:
@@ -250,8 +298,10 @@ def decode_metadata(text: str) -> ModuleInfo:
     try:
         kernels = tuple(KernelSignature.from_json(k) for k in doc["kernels"])
         vjps = tuple(VjpEntry.from_json(v) for v in doc.get("vjps", ()))
+        sparse = tuple(SparseEntry.from_json(e) for e in doc.get("sparse", ()))
         return ModuleInfo(doc["module"], kernels, doc["ir"], doc["adc_version"],
-                          doc.get("gradients", GRADIENTS_DERIVED), vjps, bool(doc.get("check_bounds", False)))
+                          doc.get("gradients", GRADIENTS_DERIVED), vjps, bool(doc.get("check_bounds", False)),
+                          sparse)
     except (KeyError, TypeError, ValueError) as err:
         raise MetadataError(f"the module metadata is malformed ({err!r})") from None
 

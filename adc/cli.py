@@ -13,6 +13,7 @@ toolchain; 2 a usage error. A user never sees a Python traceback.
     adc ir kernels.adc --batch-jacobian dense_relu          # d y[b] / d x[b], per-example seeds folded
     adc compile kernels.adc -o kernels.so --no-gradients   # forward kernels only
     adc compile kernels.adc -o kernels.so --check-bounds   # every access checked (adc.BoundsError)
+    adc compile k.adc -o k.so --header k.h --sparse-jacobian residual:x --sparse-hessian loss:x
     adc info kernels.so                                     # kernels, and which carry gradients
     adc cache info                                          # the compile cache: location, entries, size
     adc cache clear
@@ -56,6 +57,13 @@ def _parser() -> argparse.ArgumentParser:
     compile_.add_argument("--check-bounds", action="store_true",
                           help="a bounds-checked build: every access checked against its buffer, every block "
                                "redzoned; a violation raises adc.BoundsError (docs/language.md)")
+    compile_.add_argument("--sparse-jacobian", action="append", default=[], metavar="KERNEL:ARG",
+                          help="also export the sparse Jacobian of KERNEL w.r.t. its parameter ARG, at the fixed "
+                               "sizes of its types: adc_kernel_KERNEL_sparse_jacobian_ARG fills the nonzeros in "
+                               "CSC order, its pattern in ..._colptr, ..._rowind, ..._nnz (repeatable)")
+    compile_.add_argument("--sparse-hessian", action="append", default=[], metavar="KERNEL:ARG",
+                          help="the same for the Hessian of a kernel with a scalar result "
+                               "(adc_kernel_KERNEL_sparse_hessian_ARG)")
     compile_.add_argument("-v", "--verbose", action="store_true",
                           help="print each compile stage with its time, and cache hits (as ADC_LOG=compile)")
 
@@ -106,12 +114,35 @@ def _cmd_compile(args, driver) -> int:
         target = driver.checked(target)
     out = args.output or str(Path(args.file).with_suffix(".so"))
     module = _elaborated(compiler, driver, args.file)
-    info = driver.write_shared_object(module, out, gradients=not args.no_gradients, target=target)
+    info = driver.write_shared_object(module, out, gradients=not args.no_gradients, target=target,
+                                      sparse=_sparse_requests(module, args))
     if args.header:
         from adc.codegen.toolchain.c_header import c_header
 
         Path(args.header).write_text(c_header(info, Path(out).name, Path(args.header).name))
     return 0
+
+
+def _sparse_requests(module, args) -> tuple[tuple[str, int, bool], ...]:
+    """(kernel, param index, hessian) per --sparse-jacobian and --sparse-hessian KERNEL:ARG, in order,
+    each once; UsageError naming what exists when a kernel or a float parameter is not found."""
+    kernels = [name for name in module.funcs if name not in module.regions()]
+    requests = {}
+    for hessian, specs in ((False, args.sparse_jacobian), (True, args.sparse_hessian)):
+        option = "--sparse-hessian" if hessian else "--sparse-jacobian"
+        for spec in specs:
+            kernel, _, param = spec.partition(":")
+            if not kernel or not param:
+                raise UsageError(f"{option} {spec}: expected KERNEL:ARG, a kernel and one of its parameters")
+            if kernel not in kernels:
+                raise UsageError(f"{option} {spec}: no kernel '{kernel}' (kernels: {', '.join(kernels) or 'none'})")
+            floats = [p.name for p in module[kernel].params if p.type.dtype.is_float]
+            if param not in floats:
+                raise UsageError(f"{option} {spec}: '{param}' is not a float parameter of {kernel} "
+                                 f"(float parameters: {', '.join(floats) or 'none'})")
+            names = [p.name for p in module[kernel].params]
+            requests[kernel, names.index(param), hessian] = None
+    return tuple(requests)
 
 
 def _cmd_check(args, driver) -> int:
@@ -201,6 +232,10 @@ def _cmd_info(args, driver) -> int:
             print(f"      custom gradient: forward {custom[sig.name][0]}, backward {custom[sig.name][1]}")
         if sig.name in vjps:
             print(f"      {_gradient_line(sig, vjps[sig.name])}")
+        for entry in (e for e in info.sparse if e.of == sig.name):
+            what = "Hessian" if entry.hessian else "Jacobian"
+            print(f"      sparse {what} w.r.t. {sig.param_names[entry.wrt]}: {entry.kernel.symbol}, "
+                  f"{entry.shape[0]} x {entry.shape[1]}, {entry.nnz} nonzeros (CSC), {entry.colors} colors")
     return 0
 
 

@@ -15,18 +15,22 @@ from __future__ import annotations
 
 import hashlib
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from graphlib import CycleError, TopologicalSorter
 from typing import Callable, TextIO
 
 import llvmlite.ir
+import numpy as np
 
 from adc import compile_log
-from adc.abi import GRADIENTS_DERIVED, GRADIENTS_EMBEDDED, VjpEntry, encode_metadata, signature
+from adc.abi import (GRADIENTS_DERIVED, GRADIENTS_EMBEDDED, KERNEL_PREFIX, SparseEntry, VjpEntry, encode_metadata,
+                     signature, sparse_symbol)
 from adc.codegen.lowering import lower
+from adc.codegen.lowering.sparse_export import lower_sparse_export
 from adc.codegen.toolchain.target import Target
 from adc.errors import CompileError
 from adc.ir.core import Func, Module
+from adc.ir.types import TensorType
 from adc.ir.parser import parse_module
 from adc.ir.printer import format_functions, format_module
 from adc.passes import jacobian as compositions
@@ -34,6 +38,7 @@ from adc.passes.adjoint import passthrough, vjp
 from adc.passes.inline import callees, inline_func
 from adc.passes.jvp import jvp
 from adc.passes.pipeline import DEFAULT_PIPELINE, LOWERING, SEPARATE_PIPELINE, Pass, run_pipeline
+from adc.passes.sparsity.fixed_sizes import fixed_sparse
 from adc.passes.split_vjp import split_vjp
 from adc.passes.vmap import vmap
 
@@ -115,19 +120,24 @@ class KernelSources:
     metadata: str
     ir: str
     kernels: dict[str, str]
+    sparse: tuple[SparseExport, ...] = ()
 
 
-def kernel_sources(module: Module, gradients: str = GRADIENTS_DERIVED) -> KernelSources:
+def kernel_sources(module: Module, gradients: str = GRADIENTS_DERIVED,
+                   sparse: tuple[tuple[str, int, bool], ...] = ()) -> KernelSources:
     """The KernelSources of `module`; with `gradients="embedded"` (a shared object), each kernel's
-    VJP kernel too (see `with_vjps`)."""
+    VJP kernel too (see `with_vjps`); per (kernel, param, hessian) of `sparse`, a sparse derivative's
+    compressed kernel (see `with_sparse_derivatives`)."""
     full, vjps = with_vjps(module) if gradients == GRADIENTS_EMBEDDED else (module, ())
-    metadata = encode_metadata(module, _format(full), gradients, vjps)
+    full, exports = with_sparse_derivatives(full, sparse)
+    metadata = encode_metadata(module, _format(full), gradients, vjps, tuple(e.entry for e in exports))
     optimized = optimize(full, pipeline=SEPARATE_PIPELINE)
     texts = format_functions(optimized)
     digests = _inlined_digests(optimized, texts)
     regions = full.regions()        # as the metadata lists them (expansion makes custom gradients calls)
     return KernelSources(metadata, _remember("\n".join(texts.values()), optimized),
-                         {signature(f).symbol: digests[f.name] for f in optimized if f.name not in regions})
+                         {signature(f).symbol: digests[f.name] for f in optimized if f.name not in regions},
+                         exports)
 
 
 def _inlined_digests(module: Module, texts: dict[str, str]) -> dict[str, str]:
@@ -198,6 +208,55 @@ def with_vjps(module: Module) -> tuple[Module, tuple[VjpEntry, ...]]:
         entries.append(VjpEntry(func.name, signature(gradient.func), gradient.wrt,
                                 passthrough(gradient.func, len(func.returns))))
     return full, tuple(entries)
+
+
+@dataclass(frozen=True)
+class SparseExport:
+    """A sparse derivative at fixed sizes as a shared object holds it: its metadata `entry`; the
+    symbol of its `compressed` kernel (passes/jacobian.py `sparse_jacobian`), which takes the
+    coloring `colors` and the decompression `index` after the params; its CSC pattern."""
+
+    entry: SparseEntry
+    compressed: str
+    colors: np.ndarray
+    index: np.ndarray
+    colptr: np.ndarray
+    rowind: np.ndarray
+
+    def key(self) -> str:
+        """What its LLVM module (`lower`) is made from, as text for a cache key."""
+        arrays = hashlib.sha256(b"".join(a.astype("<i8").tobytes() + b"|" for a in
+                                         (self.colors, self.index, self.colptr, self.rowind)))
+        return f"{self.entry.kernel.symbol} {self.compressed} {len(self.entry.kernel.param_types)} {arrays.hexdigest()}"
+
+    def lower(self) -> llvmlite.ir.Module:
+        """Its pattern's arrays and the kernel of its params alone (codegen/lowering/sparse_export.py)."""
+        return lower_sparse_export(self.entry.kernel.symbol, self.compressed, len(self.entry.kernel.param_types),
+                                   self.colors, self.index, self.colptr, self.rowind)
+
+
+def with_sparse_derivatives(module: Module, requests: tuple[tuple[str, int, bool], ...]
+                            ) -> tuple[Module, tuple[SparseExport, ...]]:
+    """`module` plus, per (kernel, param, hessian) requested, the compressed function of the sparse
+    Jacobian (or Hessian) of the kernel w.r.t. that param at the fixed sizes of its types
+    (passes/sparsity/fixed_sizes.py; CompileError for symbolic sizes), and what exports it."""
+    exports = []
+    for name, param, hessian in requests:
+        func = module[name]
+        symbol = sparse_symbol(name, func.params[param].name, hessian)
+        exported = symbol[len(KERNEL_PREFIX):]
+        if exported in module.funcs:
+            raise CompileError(f"the sparse derivative's kernel {exported} has the name of a function of the "
+                               f"module: rename that function", module[exported].loc)
+        fixed = fixed_sparse(module, name, param, hessian, out_name=f"{exported}_compressed")
+        module = fixed.module
+        nonzeros = TensorType(module[fixed.function].result_types[0].dtype, (len(fixed.rowind),))
+        kernel = replace(signature(func), name=exported, symbol=symbol, result_types=(nonzeros,))
+        entry = SparseEntry(name, param, hessian, fixed.shape, len(fixed.rowind), fixed.compression.count,
+                            fixed.compression.forward, kernel)
+        exports.append(SparseExport(entry, KERNEL_PREFIX + fixed.function, fixed.compression.colors, fixed.index,
+                                    fixed.colptr, fixed.rowind))
+    return module, tuple(exports)
 
 
 # ---------------------------------------------------------------- derivations

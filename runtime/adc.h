@@ -36,6 +36,11 @@
  *
  * `wrt` lists the float parameters connected to a result, in order (custom gradients
  * included: the VJP uses the kernel's own backward). `adc info k.so` shows them.
+ *
+ * Sparse derivatives: `adc compile --sparse-jacobian k:x` (or `--sparse-hessian k:x`) exports, at
+ * the fixed sizes of k's types, the kernel `adc_kernel_k_sparse_jacobian_x` (`..._sparse_hessian_x`)
+ * taking k's inputs and filling outputs[0] with the nonzeros in CSC order, and its pattern:
+ * `const int64_t ..._colptr[columns + 1]`, `..._rowind[nnz]` and `..._nnz` (sparse_example.c).
  */
 #ifndef ADC_H
 #define ADC_H

@@ -18,6 +18,7 @@ its key holds adc's fingerprint but neither the target nor LLVM's version (`ir_k
     derive(ir_text, "k.adc", "vjp", "f", None) # key: the IR text and the request -> a JitModule
     JitModule.address("adc_kernel_f")          # key: a digest of f and all it calls, the target -> object code
     runtime_object(target)                     # the shared runtime library, once per target
+    cached_analysis("sparsity", ...)           # key: the IR text and the question -> what an analysis found
 
 `derive` runs a composition of passes (compiler.DERIVATIONS: the VJP, the batched
 VJP, the JVP, the gradient, the Jacobians, the Hessian, the Hessian-vector product of
@@ -40,7 +41,7 @@ derivations.py (`derive`), shared_objects.py (`write_shared_object`). This packa
 exports what the runtime and the CLI call.
 """
 from adc import compile_log
-from adc.driver.cache_keys import open_cache
+from adc.driver.cache_keys import cached_analysis, open_cache
 from adc.driver.derivations import Derived, derive
 from adc.driver.host import checked, host_target, jit_target, require_llvm
 from adc.driver.jit_module import JitModule
@@ -48,7 +49,7 @@ from adc.driver.manifests import jit, jit_source
 from adc.driver.shared_objects import write_shared_object
 from adc.driver.sources import read_source
 
-__all__ = ["Derived", "JitModule", "checked", "derive", "host_target", "jit", "jit_source", "jit_target",
+__all__ = ["Derived", "JitModule", "cached_analysis", "checked", "derive", "host_target", "jit", "jit_source", "jit_target",
            "open_cache", "read_source", "require_llvm", "write_shared_object"]
 
 compile_log.enable_from_environment()

@@ -7,6 +7,7 @@ reinstall of the same adc reuses them all. A manifest is IR, which depends on ad
 
     ir_key("source", "/abs/k.adc", text)        # sha256 of the fingerprint and the parts
     cached(key, "k.adc: f", build)              # the entry's bytes, built and stored on a miss
+    cached_analysis("sparsity", "k.adc: f", (ir_text, ...), build)    # what an analysis of IR found
 """
 from __future__ import annotations
 
@@ -64,3 +65,10 @@ def cached(key: str, subject: str, build: Callable[[], bytes], accept=lambda dat
     if cache:
         cache.put(namespace, key, data)
     return data
+
+
+def cached_analysis(analysis: str, subject: str, parts: tuple[str, ...], build: Callable[[], bytes]) -> bytes:
+    """What `analysis` found in IR (`parts`: the IR text and the question asked of it, e.g. a
+    kernel's sparsity pattern at some sizes), as the bytes `build` encodes it in, kept in the
+    cache's namespace of that name, so a second process does not run the analysis again."""
+    return cached(ir_key(analysis, *parts), subject, build, namespace=analysis)

@@ -25,11 +25,13 @@ if TYPE_CHECKING:
 
 
 def write_shared_object(module: Module, out_path: str | os.PathLike, gradients: bool = True,
-                        target: Target | None = None) -> ModuleInfo:
+                        target: Target | None = None, sparse: tuple[tuple[str, int, bool], ...] = ()) -> ModuleInfo:
     """Compile to a sealed shared object with the runtime library linked in, and return its metadata;
     with `gradients`, each kernel's VJP kernel is exported next to it (`adc_kernel_<name>_vjp`), so
-    `adc.load` differentiates without the compiler. Kernels are compiled one LLVM module each, cached by
-    their code and all it calls, the ones not cached in parallel processes (see `compile_kernels`)."""
+    `adc.load` differentiates without the compiler; per (kernel, param, hessian) of `sparse`, a sparse
+    Jacobian (or Hessian) at fixed sizes with its pattern (compiler.with_sparse_derivatives). Kernels
+    are compiled one LLVM module each, cached by their code and all it calls, the ones not cached in
+    parallel processes (see `compile_kernels`)."""
     from adc import compiler
     from adc.codegen import emit
     from adc.codegen.toolchain import aot, externs     # aot, the linker's driver: only `adc compile` needs it (5 ms)
@@ -37,8 +39,11 @@ def write_shared_object(module: Module, out_path: str | os.PathLike, gradients: 
 
     externs.resolve(module)
     target = target or Target.host(pic=True)
-    sources = compiler.kernel_sources(module, GRADIENTS_EMBEDDED if gradients else GRADIENTS_NONE)
+    sources = compiler.kernel_sources(module, GRADIENTS_EMBEDDED if gradients else GRADIENTS_NONE, sparse)
     objects = compile_kernels(sources, module.name, target)
+    for export in sources.sparse:
+        objects.append(cached(cache_key(target, "sparse", export.key()), f"{module.name}: {export.entry.kernel.name}",
+                              lambda export=export: emit.emit_object(export.lower(), target)))
     metadata = with_check_bounds(sources.metadata) if target.check_bounds else sources.metadata
     objects.append(cached(cache_key(target, "metadata", metadata), f"{module.name}: metadata",
                           lambda: emit.emit_object(compiler.metadata_module(metadata), target)))

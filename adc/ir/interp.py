@@ -29,6 +29,7 @@ from adc.errors import CompileError
 from adc.ir.core import Func, Module, Op, Value
 from adc.ir.ops import OPS
 from adc.ir.ops.linalg import triangular_solve_reference
+from adc.ir.ops.lu import lu_factor_reference
 from adc.ir.trampoline import trampoline
 from adc.ir.types import SymDim, evaluate_dim
 from adc.ir.shapes import constraints
@@ -340,6 +341,13 @@ def triangular_solve_eval(args, attrs, ctx):
 
 
 eval_rules["triangular_solve"] = triangular_solve_eval
+
+
+def lu_factor_eval(args, attrs, ctx):
+    return lu_factor_reference(*args)
+
+
+eval_rules["lu_factor"] = lu_factor_eval
 
 
 def call_eval(args, attrs, ctx):

@@ -294,13 +294,16 @@ batch_rules["matmul"] = matmul_batch
 
 
 def stacked_matrices_batch(b, op, args, batched):
-    # ops on stacked matrices (cholesky, triangular_solve, qr, eigh, svd): the batch axis is one more stacking axis
+    # ops on stacked matrices (cholesky, triangular_solve, lu_factor, lu_pivots_to_permutation, qr, eigh,
+    # svd): the batch axis is one more stacking axis of every operand and result
     results = b.emit(op.name, *_all_batched(b, args, batched), **op.attrs)
     return list(results), [True] * len(results)
 
 
 batch_rules["cholesky"] = stacked_matrices_batch
 batch_rules["triangular_solve"] = stacked_matrices_batch
+batch_rules["lu_factor"] = stacked_matrices_batch
+batch_rules["lu_pivots_to_permutation"] = stacked_matrices_batch
 batch_rules["qr"] = stacked_matrices_batch
 batch_rules["eigh"] = stacked_matrices_batch
 batch_rules["svd"] = stacked_matrices_batch

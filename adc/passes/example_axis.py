@@ -339,6 +339,14 @@ example_axis_rules["eigh"] = stacked_matrices_example_axis
 example_axis_rules["svd"] = stacked_matrices_example_axis
 
 
+def lu_factor_example_axis(op, states, walk):
+    # the factor as cholesky's (the pivots, integers, carry no dependence)
+    return stacked_matrices_example_axis(op, states, walk)[:1] + (None,)
+
+
+example_axis_rules["lu_factor"] = lu_factor_example_axis
+
+
 def gather_example_axis(op, states, walk):
     # result = x's axes before `axis`, the indices' axes, x's axes after. Along another axis the
     # examples stay, whatever the indices (computed from the examples or not: they carry no

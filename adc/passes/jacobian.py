@@ -11,6 +11,8 @@
   param.shape. `mode="auto"` takes the one with fewer seeds (`forward_is_cheaper`). Where
   the seeds would make a value larger than the result (and JACOBIAN_BYTES), the seeds go in
   blocks, a loop over them (`_bounded`): a Jacobian's memory stays near its result's.
+- `sparse_jacobian`: the seeds of a coloring (passes/sparsity) through one batched JVP or VJP,
+  the nonzeros gathered from the products: a sparse Jacobian at fixed sizes, for `adc compile`.
 - `gradient`: the VJP of a scalar function at cotangent 1; `hessian`: the Jacobian
   of the gradient, forward-over-reverse by default (as jax.hessian);
   `hvp`: the JVP of the gradient, H·v without H; `batch_jacobian`: per-example
@@ -386,6 +388,36 @@ def hvp(module: Module, name: str, param: int) -> tuple[Module, Func]:
     func = tangent.func
     renamed = Func(unique_name(module, f"{name}_hvp"), func.params, func.ops, func.returns, func.loc)
     return _finished(module, renamed, "hvp")
+
+
+def sparse_jacobian(module: Module, name: str, param: int, colors: int, nonzeros: int, forward: bool,
+                    out_name: str | None = None) -> tuple[Module, Func]:
+    """(x..., colors: i64[n], index: i64[nonzeros]) -> the nonzeros of d result / d x_param: the
+    seeds of a coloring of `colors` colors (seed c is 1 where `colors` == c, over the param forward,
+    over the result in reverse) pushed through the batched JVP or pulled through the batched VJP in
+    one call, and the flat products gathered at `index` (adc/passes/sparsity/compression.py).
+    Named f"{name}_sparse_jacobian" or `out_name`, made unique."""
+    func, _ = _single_result(module, name, "sparse Jacobian", [param])
+    seeded = func.params[param].type if forward else func.result_types[0]
+    module, derivative, wrt = (jvp_batched if forward else vjp_batched)(module, name, [param])
+    funcs = dict(module.funcs)
+    b = Builder(funcs, func.loc)
+    params = [b.param(p.name, p.type) for p in func.params]
+    n = num_elements(seeded.shape)
+    color_of = b.param("colors", TensorType(I64, (n,)))
+    index = b.param("index", TensorType(I64, (nonzeros,)))
+    dtype = func.result_types[0].dtype if forward else seeded.dtype
+    if not (wrt and nonzeros):
+        values = full(b, 0.0, TensorType(dtype, (nonzeros,)))
+    else:
+        rows = b.op("iota", axis=0, dtype=I64, shape=[colors, n])
+        ones = b.op("eq", rows, b.op("broadcast", color_of, dims=[1], shape=[colors, n]))
+        seeds = b.op("reshape", b.op("convert", ones, dtype=seeded.dtype), shape=(colors,) + seeded.shape)
+        (products,) = b.emit("call", *params, seeds, callee=derivative.name)
+        flat = b.op("reshape", products, shape=[num_elements(products.type.shape)])
+        values = b.op("gather", flat, index, axis=0)
+    done = b.finish(unique_name(module, out_name or f"{name}_sparse_jacobian"), [values], func.loc)
+    return _finished(Module(funcs, module.name), done, "sparse_jacobian")
 
 
 def _single_result(module: Module, name: str, what: str, wanted) -> tuple[Func, tuple[int, ...]]:

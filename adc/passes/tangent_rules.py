@@ -32,7 +32,8 @@ from adc.ir.core import FuncRef, Op, Value
 from adc.ir.ops import OPS, with_trait
 from adc.passes.adjoint_rules import adjoint_rules
 from adc.passes.adjoint_rules.calls import attached_gradient, lift_elementwise
-from adc.passes.adjoint_rules.linalg import phi, solve_lower, solve_mask, swap_last
+from adc.passes.adjoint_rules.linalg import phi, solve_lower, solve_mask, swap_last, triangle
+from adc.passes.adjoint_rules.lu import lu_factors, permutation_matrix, solve_unit_lower, solve_upper_right
 from adc.passes.adjoint_rules.reductions import cumprod_zeros
 from adc.passes.orthogonal_rules import tangent_rules as orthogonal_tangent_rules
 from adc.passes.regions import add_region, extend, unused_params
@@ -251,6 +252,18 @@ def triangular_solve_tangent(b, op, tangents):
 
 
 tangent_rules["triangular_solve"] = triangular_solve_tangent
+
+
+def lu_factor_tangent(b, op, tangents):
+    # JAX's lu_jvp_rule: M = L⁻¹ P da U⁻¹, d(lu) = L tril₋(M) + triu(M) U; the pivots are piecewise constant
+    (t,), lu = tangents, op.results[0]
+    lower, upper = lu_factors(b, lu)
+    m = solve_upper_right(b, lu, solve_unit_lower(b, lu, b.op("matmul", permutation_matrix(b, op), t), False), False)
+    return (b.op("add", b.op("matmul", lower, triangle(b, m, True, 0.0)),
+                 b.op("matmul", triangle(b, m, False, 1.0), upper)), None)
+
+
+tangent_rules["lu_factor"] = lu_factor_tangent
 
 
 # ---------------------------------------------------------------- custom gradients and external functions

@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from adc import locks
-from adc.abi import GRADIENTS_DERIVED, GRADIENTS_EMBEDDED, GRADIENTS_NONE, ModuleInfo
+from adc.abi import GRADIENTS_DERIVED, GRADIENTS_EMBEDDED, GRADIENTS_NONE, ModuleInfo, SparseEntry
 from adc.errors import CompileError
 from adc.runtime.derivative_cache import DerivativeCache
 
@@ -64,11 +64,23 @@ class Derivative:
 NONE = Derivative(None, (), ())
 
 
+@dataclass(frozen=True)
+class CompiledSparse:
+    """A sparse Jacobian or Hessian a shared object holds (abi.SparseEntry `entry`): its `kernel`,
+    filling the nonzeros in CSC order, and its pattern read from the file (`colptr`, `rowind`)."""
+
+    entry: SparseEntry
+    kernel: object
+    colptr: object
+    rowind: object
+
+
 class GradientSource:
     """Where the kernels of one loaded module get their VJPs, each kernel holding it: what the
     module's metadata `info` says (the IR it carries, how its VJPs come), the embedded VJPs by
     kernel name (`embed`) and why a kernel has none (`missing`); `open_module(library, origin)`
-    is the loader that opens the libraries of derivatives compiled from its IR."""
+    is the loader that opens the libraries of derivatives compiled from its IR; the sparse
+    derivatives the module holds by (kernel name, wrt, hessian) (`sparse`)."""
 
     def __init__(self, origin: str, info: ModuleInfo, open_module: Callable):
         self.origin = origin
@@ -77,6 +89,7 @@ class GradientSource:
         self.embedded: dict[str, Derivative] = {}
         self.missing = {v.of: v.missing for v in info.vjps if v.missing}
         self.derived = DerivativeCache()
+        self.sparse: dict[tuple[str, int, bool], CompiledSparse] = {}
 
     def embed(self, vjp_kernels: dict[str, object]) -> None:
         """Take the module's embedded VJP kernels by name, once the loader has wrapped them (as

@@ -34,7 +34,7 @@ import numpy as np
 
 from adc.runtime.derivatives import compiled, embedded_derivative
 from adc.runtime.kernel import Kernel, as_kernel
-from adc.runtime.sparse_derivatives import SparseJacobian, as_matrix, kernel_patterns
+from adc.runtime.sparse_derivatives import SparseJacobian, as_matrix, compiled_sparse, kernel_patterns
 from adc.runtime.tensor import Tensor, constant
 
 MODES = ("auto", "forward", "reverse")
@@ -62,13 +62,15 @@ def jacobian(kernel: Kernel, wrt=None, mode: str = "auto", sparse: bool = False)
     """The kernel (x...) -> (J_i for i in wrt), J_i of shape result.shape + x_i.shape, of a kernel
     with one float result; `mode` "auto", "forward" or "reverse" (see the module's docstring).
     `sparse`: for one parameter, a SparseJacobian (adc/runtime/sparse_derivatives.py) whose call
-    gives the Jacobian as a scipy.sparse CSR matrix of (result size × wrt size)."""
+    gives the Jacobian as a scipy.sparse CSR matrix of (result size × wrt size); the one its shared
+    object holds (CSC) when it was compiled with --sparse-jacobian."""
     if sparse:
         _one_parameter("jacobian", wrt)
         kernel = as_kernel(kernel, "adc.jacobian")
         (i,) = parameter_indices("jacobian", kernel, 0 if wrt is None else wrt)
         _check_result("jacobian", kernel, (i,))
-        return SparseJacobian(kernel, i, _mode("jacobian", mode))
+        mode = _mode("jacobian", mode)
+        return compiled_sparse(kernel, i, False, mode) or SparseJacobian(kernel, i, mode)
     return transformed("jacobian", kernel, wrt, _mode("jacobian", mode))
 
 
@@ -104,13 +106,14 @@ def hessian(kernel: Kernel, wrt=0, mode: str = "auto", sparse: bool = False):
     """The kernel (x...) -> d² result / d x², of shape x.shape + x.shape, for one parameter `wrt`
     of a kernel with one scalar float result: forward-over-reverse, or reverse-over-reverse with
     mode="reverse". `sparse`: a SparseJacobian of the gradient kernel, star-colored (compressed
-    Hessian-vector products), giving the Hessian as a scipy.sparse CSR matrix."""
+    Hessian-vector products), giving the Hessian as a scipy.sparse CSR matrix; the one its shared
+    object holds (CSC) when it was compiled with --sparse-hessian."""
     _one_parameter("hessian", wrt)
     if sparse:
         kernel = as_kernel(kernel, "adc.hessian")
         (i,) = parameter_indices("hessian", kernel, wrt)
         _check_result("hessian", kernel, (i,))
-        return SparseJacobian(grad(kernel, i), i, "forward", symmetric=True)
+        return compiled_sparse(kernel, i, True) or SparseJacobian(grad(kernel, i), i, "forward", symmetric=True)
     return transformed("hessian", kernel, wrt, _mode("hessian", mode))
 
 

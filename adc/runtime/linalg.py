@@ -18,7 +18,7 @@ from adc.runtime.stdlib import definition, tensor_type
 TRANS = {0: 0, 1: 1, 2: 1, "N": 0, "T": 1, "C": 1}     # SciPy's `trans` (C: the conjugate transpose, for reals T)
 
 
-def _matrices(op: str, a) -> None:
+def check_matrices(op: str, a) -> None:
     if a.dtype.kind != "f":
         raise TypeError(f"adc.linalg.{op} expects a floating tensor, got {a.dtype}")
     if a.ndim < 2 or a.shape[-1] != a.shape[-2]:
@@ -28,7 +28,7 @@ def _matrices(op: str, a) -> None:
 def cholesky(a):
     """The lower Cholesky factor of each matrix of `a`, read from its lower triangle (NumPy's)."""
     (a,) = operands("cholesky", (a,))
-    _matrices("cholesky", a)
+    check_matrices("cholesky", a)
     key = ("cholesky", a.dtype, a.ndim)
 
     def source():
@@ -41,12 +41,15 @@ def cholesky(a):
     return factor
 
 
-def _solve(op: str, a, b, body: str, key: tuple):
-    """The kernel `body` of matrices a and right-hand sides b (vectors when b's rank is one less
-    than a's, else matrices), their stacking axes broadcast."""
+def solve_kernel(op: str, a, b, body: str, key: tuple, vectors: bool | None = None, pivots=None,
+                 setup: tuple[str, ...] = (), checked: bool = False):
+    """The kernel `body` of matrices a (with their `pivots`, named piv) and right-hand sides b,
+    their stacking axes broadcast: b vectors if `vectors` (by default when its rank is one less than
+    a's), else matrices. With `checked`, the kernel also returns `sign`, which `setup` computes
+    (the sign of det(a), 0 for an exactly singular matrix), and the call returns (x, sign)."""
     a, b = operands(op, (a, b))
-    _matrices(op, a)
-    vectors = b.ndim == a.ndim - 1
+    check_matrices(op, a)
+    vectors = b.ndim == a.ndim - 1 if vectors is None else vectors
     rows = b.shape[-1] if vectors else b.shape[-2] if b.ndim >= 2 else None
     if rows != a.shape[-1]:
         raise ValueError(f"adc.linalg.{op}: right-hand sides of shape {b.shape} for matrices of shape {a.shape}")
@@ -58,9 +61,14 @@ def _solve(op: str, a, b, body: str, key: tuple):
         (ba, bb), out = broadcast_dims(patterns, "B")
         core = ["N"] if vectors else ["N", "K"]
         params = [("a", tensor_type(a.dtype, ba + ["N", "N"])), ("b", tensor_type(b.dtype, bb + core))]
-        return definition(f"eager_{op}", params, tensor_type(a.dtype, out + core), body)
+        params += [("piv", tensor_type(np.dtype(np.int64), ba + ["N"]))] if pivots is not None else []
+        result, returned = tensor_type(a.dtype, out + core), body
+        if checked:
+            result, returned = f"({result}, {tensor_type(a.dtype, ba)})", f"{body}, sign"
+        return definition(f"eager_{op}", params, result, returned, setup)
 
-    return stdlib.kernel((op, a.dtype, b.dtype, vectors, *patterns, *key), source)(a, b)
+    kernel = stdlib.kernel((op, a.dtype, b.dtype, vectors, checked, *patterns, *key), source)
+    return kernel(a, b) if pivots is None else kernel(a, b, pivots)
 
 
 def solve_triangular(a, b, trans=0, lower=False, unit_diagonal=False):
@@ -70,14 +78,14 @@ def solve_triangular(a, b, trans=0, lower=False, unit_diagonal=False):
         raise ValueError(f"adc.linalg.solve_triangular: trans must be 0, 1, 2, 'N', 'T' or 'C', got {trans!r}")
     flags = (TRANS[trans], bool(lower), bool(unit_diagonal))
     a, b = operands("solve_triangular", (a, b))
-    _matrices("solve_triangular", a)
+    check_matrices("solve_triangular", a)
     if not unit_diagonal:
         diagonal = np.diagonal(a.numpy(), axis1=-2, axis2=-1)
         zeros = np.flatnonzero((diagonal == 0).any(axis=tuple(range(diagonal.ndim - 1))))
         if zeros.size:
             raise np.linalg.LinAlgError(f"singular matrix: resolution failed at diagonal {zeros[0]}")
     body = f"solve_triangular(a, b, trans={flags[0]}, lower={flags[1]}, unit_diagonal={flags[2]})"
-    return _solve("solve_triangular", a, b, body, flags)
+    return solve_kernel("solve_triangular", a, b, body, flags)
 
 
 def cho_solve(c_and_lower, b):
@@ -85,4 +93,4 @@ def cho_solve(c_and_lower, b):
     lower factor alone (adc's cho_solve(l, b))."""
     c, lower = c_and_lower if isinstance(c_and_lower, tuple) else (c_and_lower, True)
     body = "cho_solve(a, b)" if lower else "solve_triangular(a, solve_triangular(a, b, trans=1))"
-    return _solve("cho_solve", c, b, body, (bool(lower),))
+    return solve_kernel("cho_solve", c, b, body, (bool(lower),))

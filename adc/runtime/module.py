@@ -36,8 +36,10 @@ from pathlib import Path
 from typing import Protocol
 
 from adc import cpus, locks
-from adc.abi import (METADATA_SYMBOL, KernelSignature, MetadataError, ModuleInfo, decode_metadata,
-                     read_target, unseal)
+import numpy as np
+
+from adc.abi import (METADATA_SYMBOL, KernelSignature, MetadataError, ModuleInfo, SparseEntry, decode_metadata,
+                     pattern_symbols, read_target, unseal)
 from adc.runtime import derivatives, threads
 from adc.runtime.kernel import Kernel
 
@@ -114,6 +116,7 @@ class Module:
         self._kernels = {sig.name: _kernel(library, sig, origin, gradients, functools.partial(_by_name, self, sig.name))
                          for sig in info.kernels}
         gradients.embed({v.kernel.name: _kernel(library, v.kernel, origin, gradients) for v in info.vjps if v.kernel})
+        gradients.sparse = {(e.of, e.wrt, e.hessian): _compiled_sparse(library, e, origin, gradients) for e in info.sparse}
         try:
             threads.attach(library)
         except ValueError as err:
@@ -175,6 +178,25 @@ def _kernel(library: NativeLibrary, sig: KernelSignature, origin: str, gradients
     if not library.defines(sig.symbol):
         raise LoadError(f"{origin}: kernel '{sig.name}' is listed but its symbol {sig.symbol} is missing")
     return Kernel(sig, library, gradients, recipe)
+
+
+def _compiled_sparse(library: NativeLibrary, entry: SparseEntry, origin: str,
+                     gradients: derivatives.GradientSource) -> derivatives.CompiledSparse:
+    """A sparse derivative of the library: its kernel and its pattern, read from its arrays."""
+    sizes = (entry.shape[1] + 1, entry.nnz, 1)
+    colptr, rowind, nnz = (_int64s(library, symbol, n, origin)
+                           for symbol, n in zip(pattern_symbols(entry.kernel.symbol), sizes))
+    if nnz[0] != entry.nnz or colptr[-1] != entry.nnz:
+        raise LoadError(f"{origin}: the pattern of {entry.kernel.name} disagrees with its metadata")
+    return derivatives.CompiledSparse(entry, _kernel(library, entry.kernel, origin, gradients), colptr, rowind)
+
+
+def _int64s(library: NativeLibrary, symbol: str, count: int, origin: str) -> np.ndarray:
+    """A copy of the `count` int64 values the library exports as `symbol`."""
+    address = library.address(symbol)
+    if not address:
+        raise LoadError(f"{origin}: the array {symbol} its metadata lists is missing")
+    return np.ctypeslib.as_array((ctypes.c_int64 * count).from_address(address)).copy()
 
 
 def _read_metadata(library: NativeLibrary, origin: str) -> ModuleInfo:

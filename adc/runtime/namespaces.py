@@ -5,7 +5,7 @@ from types import SimpleNamespace
 
 from adc.runtime.axis_ops import (argmax, argmin, cumprod, cumsum, log_softmax, reduce_logsumexp, softmax,
                                   sparse_softmax_cross_entropy_with_logits)
-from adc.runtime import linalg as linalg_ops, orthogonal
+from adc.runtime import linalg as linalg_ops, lu as lu_ops, orthogonal
 from adc.runtime.ops import (BUILTIN_BINARY, BUILTIN_UNARY, add, divide, elu, equal, greater, greater_equal, less,
                              less_equal, make_unary, multiply, negative, not_equal, pow_, reduce_max, reduce_mean,
                              reduce_min, reduce_prod, reduce_sum, relu, sigmoid, softplus, subtract)
@@ -26,5 +26,7 @@ math_ops = SimpleNamespace(**BUILTIN_UNARY | BUILTIN_BINARY | dict(
     greater_equal=greater_equal, equal=equal, not_equal=not_equal,
     **{name: make_unary(name, name) for name in COMPOSED_FUNCTIONS}))
 linalg = SimpleNamespace(cholesky=linalg_ops.cholesky, solve_triangular=linalg_ops.solve_triangular,
-                         cho_solve=linalg_ops.cho_solve, qr=orthogonal.qr, lstsq=orthogonal.lstsq,
+                         cho_solve=linalg_ops.cho_solve,
+                         lu_factor=lu_ops.lu_factor, lu_solve=lu_ops.lu_solve, solve=lu_ops.solve, inv=lu_ops.inv,
+                         det=lu_ops.det, slogdet=lu_ops.slogdet, qr=orthogonal.qr, lstsq=orthogonal.lstsq,
                          eigh=orthogonal.eigh, eigvalsh=orthogonal.eigvalsh, svd=orthogonal.svd)

@@ -20,7 +20,7 @@ import inspect
 import numpy as np
 
 from adc.ir.ops import OPS
-from adc.runtime import axis_ops, linalg, ops, orthogonal
+from adc.runtime import axis_ops, linalg, lu, ops, orthogonal
 from adc.runtime.namespaces import math_ops
 from adc.runtime.indexing import getitem
 from adc.runtime.recording import thread_state
@@ -94,7 +94,9 @@ FUNCTIONS = {
     np.argmin: lambda a, axis=None, *, keepdims=False: axis_ops.arg_reduction("argmin", a, axis, keepdims),
     np.take_along_axis: lambda arr, indices, axis: axis_ops.take_along_axis(arr, indices, axis),
     np.cumsum: _scan(axis_ops.cumsum), np.cumprod: _scan(axis_ops.cumprod),
-    np.linalg.cholesky: _cholesky, np.linalg.qr: orthogonal.qr, np.linalg.lstsq: orthogonal.lstsq,
+    np.linalg.cholesky: _cholesky,
+    np.linalg.solve: lu.solve, np.linalg.inv: lu.inv, np.linalg.det: lu.det, np.linalg.slogdet: lu.slogdet,
+    np.linalg.qr: orthogonal.qr, np.linalg.lstsq: orthogonal.lstsq,
     np.linalg.eigh: orthogonal.eigh, np.linalg.eigvalsh: orthogonal.eigvalsh, np.linalg.svd: orthogonal.svd,
 }
 

@@ -7,10 +7,16 @@ the seeds pushed through one batched JVP (or pulled through one batched VJP), de
     jac.values(x, p, out=vals)      # the nonzeros in the pattern's order, into a preallocated array
     h = adc.hessian(m.loss, wrt="x", sparse=True)     # star-colored, compressed Hessian-vector products
 
+A shared object compiled with `adc compile --sparse-jacobian residual:x` holds the whole of it at
+fixed sizes, and `adc.jacobian(m.residual, wrt="x", sparse=True)` of the loaded module is then a
+`CompiledSparseJacobian`: the same API, its matrices in CSC order, one native call per evaluation,
+no compiler needed.
+
 The pattern (adc/passes/sparsity) is built for the sizes of the first call and the values of
 its integer arguments, and kept in the kernel's cache (`kernel.derived`) under their shapes and
 a digest of those values: a call with other sizes or other integer values builds its own, never a
-stale one. Per pattern: a column coloring and a row coloring; forward mode (one batched JVP of
+stale one; and in the on-disk compile cache (`driver.cached_analysis`, namespace `sparsity`),
+under the module's IR text too, so another process reads it instead of detecting it. Per pattern: a column coloring and a row coloring; forward mode (one batched JVP of
 the kernel, adc/runtime/derivatives.py `batched_tangents`) when the columns need no more colors
 than the rows, else reverse (`batched_derivative`); `mode` forces one. A Hessian is the Jacobian
 of the gradient kernel, its pattern symmetrized and star-colored, read by symmetric decompression.
@@ -24,24 +30,41 @@ import numpy as np
 
 from adc.ir.types import evaluate_dim
 from adc.passes.sparsity import Pattern, jacobian_patterns
-from adc.passes.sparsity.coloring import column_coloring, row_coloring, star_coloring
-from adc.passes.sparsity.compression import forward_index, reverse_index, seeds, symmetric_index
-from adc.passes.sparsity.patterns import union
-from adc.runtime.derivatives import batched_derivative, batched_tangents
+from adc.passes.sparsity.compression import compress, seeds
+from adc.passes.sparsity.patterns import decode, encode, union
+from adc.runtime.derivatives import CompiledSparse, batched_derivative, batched_tangents
 from adc.runtime.tensor import Tensor
 
 
 def kernel_patterns(kernel, args, wrt: int) -> tuple[Pattern, ...]:
     """Per result of `kernel`, its pattern in parameter `wrt` at the sizes and integer values of
-    `args`, built once per (wrt, shapes, digest of the integer values)."""
+    `args`, built once per (wrt, shapes, digest of the integer values): in this process (the
+    kernel's cache), and on disk (the compile cache, see `_detected`)."""
     arrays = [np.asarray(a) for a in args]
     digest = hashlib.sha256()
     for a, t in zip(arrays, kernel.signature.param_types):
         digest.update(repr(a.shape).encode())
         if not t.dtype.is_float:
             digest.update(np.ascontiguousarray(a, t.dtype.numpy).tobytes())
-    return kernel.derived.get("sparsity", (wrt, digest.hexdigest()), lambda: jacobian_patterns(
-        kernel.gradient_source.parsed_ir(), kernel.signature.name, arrays, wrt))
+    return kernel.derived.get("sparsity", (wrt, digest.hexdigest()),
+                              lambda: _detected(kernel, arrays, wrt, digest.hexdigest()))
+
+
+def _detected(kernel, arrays, wrt: int, digest: str) -> tuple[Pattern, ...]:
+    """The analysis's patterns, kept in the on-disk compile cache under the module's IR text, the
+    kernel, wrt and the arguments' digest, so another process reads them instead of parsing the IR
+    and walking it (without the driver's dependencies: detected here, every time)."""
+    source, name = kernel.gradient_source, kernel.signature.name
+
+    def detect() -> tuple[Pattern, ...]:
+        return jacobian_patterns(source.parsed_ir(), name, arrays, wrt)
+    try:
+        from adc import driver      # the compile cache; optional for a deployment loading .so files
+    except ImportError:
+        return detect()
+    parts = (source.info.name, source.info.ir, name, str(wrt), digest)
+    return decode(driver.cached_analysis("sparsity", f"{source.info.name}: sparsity of {name}", parts,
+                                         lambda: encode(detect())))
 
 
 def as_matrix(pattern: Pattern, data: np.ndarray | None = None):
@@ -73,22 +96,10 @@ def plan(pattern: Pattern, mode: str, symmetric: bool, wrt, result) -> Plan:
     """The coloring of `pattern` for `mode` ("auto", "forward", "reverse"; a symmetric pattern
     is star-colored, forward), and its seeds and decompression index; `wrt` and `result` are
     the (shape, dtype) of the values the seeds stand for, forward and reverse."""
-    if symmetric:
-        colors = star_coloring(pattern)
-        return Plan(pattern, _count(colors), True, _seeds(colors, *wrt), symmetric_index(pattern, colors))
-    by_columns = column_coloring(pattern) if mode != "reverse" else None
-    by_rows = row_coloring(pattern) if mode != "forward" else None
-    if by_rows is None or (by_columns is not None and _count(by_columns) <= _count(by_rows)):
-        return Plan(pattern, _count(by_columns), True, _seeds(by_columns, *wrt), forward_index(pattern, by_columns))
-    return Plan(pattern, _count(by_rows), False, _seeds(by_rows, *result), reverse_index(pattern, by_rows))
-
-
-def _count(colors: np.ndarray) -> int:
-    return int(colors.max()) + 1 if len(colors) else 0
-
-
-def _seeds(colors: np.ndarray, shape: tuple, dtype) -> Tensor:
-    return Tensor._wrap(seeds(colors, dtype).reshape((_count(colors), *shape)))
+    chosen = compress(pattern, mode, symmetric)
+    shape, dtype = wrt if chosen.forward else result
+    the_seeds = Tensor._wrap(seeds(chosen.colors, dtype).reshape((chosen.count, *shape)))
+    return Plan(pattern, chosen.count, chosen.forward, the_seeds, chosen.index)
 
 
 def decompressed(the_plan: Plan, compressed, out: np.ndarray | None = None) -> np.ndarray:
@@ -160,3 +171,53 @@ class SparseJacobian:
             return the_plan.seeds
         out = derivative.kernel(*args, the_plan.seeds)
         return out[0] if type(out) is tuple else out
+
+
+def compiled_sparse(kernel, wrt: int, hessian: bool, mode: str = "auto") -> "CompiledSparseJacobian | None":
+    """The sparse Jacobian (`hessian`: Hessian) of `kernel` w.r.t. param `wrt` its shared object
+    holds, when it does and in the `mode` asked ("auto": either)."""
+    found = kernel.gradient_source.sparse.get((kernel.signature.name, wrt, hessian))
+    if found is None or mode == ("reverse" if found.entry.forward else "forward"):
+        return None
+    return CompiledSparseJacobian(found)
+
+
+class CompiledSparseJacobian:
+    """A sparse Jacobian or Hessian compiled into a shared object (`adc compile --sparse-jacobian`,
+    `--sparse-hessian`): SparseJacobian's API, its matrices in CSC order (scipy.sparse.csc_matrix;
+    without SciPy, (data, indices, indptr) of the CSC form and the pattern's (indptr, indices,
+    shape)), its values in CSC order, one call of its native kernel."""
+
+    def __init__(self, compiled: CompiledSparse):
+        self.compiled = compiled
+        self._by_columns = Pattern(compiled.colptr, compiled.rowind, compiled.entry.shape[0])
+
+    def __call__(self, *args):
+        return self._csc(self.values(*args))
+
+    def values(self, *args, out: np.ndarray | None = None) -> np.ndarray:
+        """The nonzeros in CSC order, written into `out` when given."""
+        values = np.asarray(self.compiled.kernel(*args))
+        if out is None:
+            return values
+        if out.shape != values.shape or out.dtype != values.dtype:
+            raise ValueError(f"values: out must be a {values.dtype} array of shape {values.shape}, got "
+                             f"{out.dtype} {out.shape}")
+        np.copyto(out, values)
+        return out
+
+    @property
+    def sparsity(self):
+        """The pattern (scipy.sparse boolean CSC, or (indptr, indices, shape) of the CSC form)."""
+        return self._csc(None)
+
+    @property
+    def colors(self) -> int:
+        return self.compiled.entry.colors
+
+    def _csc(self, data):
+        """The matrix whose transpose's CSR form is the pattern's CSC form."""
+        matrix = as_matrix(self._by_columns, data)
+        if type(matrix) is not tuple:
+            return matrix.T
+        return matrix if data is not None else (*matrix[:2], self.compiled.entry.shape)

@@ -55,7 +55,9 @@ def tensor_type(dtype: np.dtype, dims: Sequence[str]) -> str:
     return f"{name}[{', '.join(dims)}]" if dims else name
 
 
-def definition(name: str, params: Sequence[tuple[str, str]], result: str, body: str) -> tuple[str, str]:
-    """(name, source) of a one-line kernel `def name(params) -> result: return body`."""
+def definition(name: str, params: Sequence[tuple[str, str]], result: str, body: str,
+               setup: Sequence[str] = ()) -> tuple[str, str]:
+    """(name, source) of a kernel `def name(params) -> result: return body`, after the statements `setup`."""
     args = ", ".join(f"{p}: {t}" for p, t in params)
-    return name, f"def {name}({args}) -> {result}:\n    return {body}\n"
+    lines = "".join(f"    {line}\n" for line in setup)
+    return name, f"def {name}({args}) -> {result}:\n{lines}    return {body}\n"

@@ -1,5 +1,5 @@
-"""The linear-algebra builtins' conventions (SciPy's) and their errors, each a CompileError located
-at the argument at fault."""
+"""The linear-algebra builtins' conventions (SciPy's; NumPy's for solve) and their errors, each a
+CompileError located at the argument at fault."""
 import numpy as np
 import pytest
 
@@ -20,6 +20,20 @@ CASES = [
     ("def f(a: f64[N, N], b: f64[N]) -> f64[N]:\n    return solve_triangular(a, b, lower=1)\n", (2, 41),
      "'lower' must be True or False"),
     ("def f(a: f64[N, N], b: f32[N]) -> f64[N]:\n    return cho_solve(a, b)\n", (2, 12), "dtype mismatch"),
+]
+CASES += [     # the LU family's; a kernel may not take a builtin's name
+    ("def f(a: f64[N, M]) -> f64:\n    return det(a)\n", (2, 16), "expected square matrices"),
+    ("def f(a: i64[N, N]) -> i64[N, N]:\n    return inv(a)\n", (2, 16), "expected a float tensor"),
+    ("def f(a: f64[N, N], b: f64[M]) -> f64[M]:\n    return solve(a, b)\n", (2, 21),
+     "expected N rows of right-hand sides"),
+    ("def f(a: f64[B, N, N], b: f64[B, N]) -> f64[B, N]:\n    return solve(a, b)\n", (2, 21),
+     "expected N rows of right-hand sides"),
+    ("def f(a: f64[N, N], p: i64[M], b: f64[N]) -> f64[N]:\n    return lu_solve(a, p, b)\n", (2, 24),
+     "expected pivots i64[N]"),
+    ("def f(a: f64[N, N], p: f64[N], b: f64[N]) -> f64[N]:\n    return lu_solve(a, p, b)\n", (2, 24),
+     "expected pivots"),
+    ("def f(a: f64[N, N]) -> f64:\n    return slogdet(a)\n", (2, 12), "tuple of 2 results"),
+    ("def solve(a: f64[N, N]) -> f64[N, N]:\n    return a\n", (1, 1), "has the name of a builtin"),
 ]
 
 
@@ -42,3 +56,17 @@ def test_vectors_and_stacks_broadcast_as_scipy_solves_them():
     vectors, matrices = run(compile_source(source, "t.adc"), "f", a, b, c)
     np.testing.assert_allclose(vectors, sl.solve_triangular(a, b.T, lower=True).T, rtol=1e-12)
     np.testing.assert_allclose(matrices, np.stack([sl.solve_triangular(a, m, trans=1) for m in c]), rtol=1e-12)
+
+
+def test_lu_solve_takes_scipys_vectors_and_solve_numpys():
+    # lu_solve: b vectors when its rank is one less than lu's (SciPy's); solve: b one vector only
+    # when 1-D (NumPy 2's), else matrices [..., N, K] whose stacking axes broadcast
+    source = ("def f(a: f64[B, N, N], b: f64[B, N], c: f64[N]) -> (f64[B, N], f64[B, N], f64[B, N, 1]):\n"
+              "    lu, piv = lu_factor(a)\n"
+              "    return lu_solve(lu, piv, b), solve(a, c), solve(a, b[:, :, None])\n")
+    rng = np.random.default_rng(0)
+    a, b, c = rng.standard_normal((3, 4, 4)) + 4 * np.eye(4), rng.standard_normal((3, 4)), rng.standard_normal(4)
+    vectors, one, matrices = run(compile_source(source, "t.adc"), "f", a, b, c)
+    np.testing.assert_allclose(vectors, np.linalg.solve(a, b[..., None])[..., 0], rtol=1e-12)
+    np.testing.assert_allclose(one, np.linalg.solve(a, c), rtol=1e-12)
+    np.testing.assert_allclose(matrices, np.linalg.solve(a, b[..., None]), rtol=1e-12)

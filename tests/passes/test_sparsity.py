@@ -215,3 +215,25 @@ def test_running_sums_are_triangular_forwards_backwards_and_exclusive():
         module = parse_module(text.replace("{e}", exclusive).replace("{r}", reverse), "scan")
         (pattern,) = jacobian_patterns(module, "f", [np.zeros(4)], 0)
         assert (dense(pattern) == want).all(), (exclusive, reverse)
+
+
+STACKED_SOLVES = """
+def f(a: f64[B, 3, 3], b: f64[B, 3]) -> f64[B, 3]:
+    l = cholesky(a)
+    w, v = eigh(a)
+    q, r = qr(a)
+    u, s, vh = svd(a)
+    return cho_solve(l, b) + sum(w, axis=1, keepdims=True) * s + sum(q * q, axis=2) + sum(r * vh, axis=2)
+"""
+
+
+def test_a_stack_of_factorizations_is_block_diagonal_and_covers_its_jacobian():
+    rng = np.random.default_rng(0)
+    g = rng.standard_normal((4, 3, 3))
+    a = g @ np.swapaxes(g, 1, 2) + 3 * np.eye(3) + np.diag([0.0, 1.0, 2.0])     # SPD, distinct eigenvalues
+    b = rng.standard_normal((4, 3))
+    for wrt, block in ((0, (3, 9)), (1, (3, 3))):
+        pattern = detected(STACKED_SOLVES, "f", [a, b], wrt)
+        assert (pattern == np.kron(np.eye(4, dtype=bool), np.ones(block, bool))).all()
+        moved = differences(compile_source(STACKED_SOLVES), "f", [a, b], wrt, 0)
+        assert moved.any() and not (moved & ~pattern).any()

@@ -45,9 +45,9 @@ def build(cc, args, cwd) -> str:
     return result.stderr
 
 
-def documented_commands() -> list[str]:
-    """The indented command lines of example.c's opening comment."""
-    comment = (ROOT / "runtime" / "example.c").read_text().split("*/")[0]
+def documented_commands(example: str = "example.c") -> list[str]:
+    """The indented command lines of a C example's opening comment."""
+    comment = (ROOT / "runtime" / example).read_text().split("*/")[0]
     return [line[len(" *     "):] for line in comment.splitlines() if line.startswith(" *     ")]
 
 
@@ -72,6 +72,53 @@ def test_example_builds_by_its_documented_commands_and_runs_from_anywhere(cc, ke
     np.testing.assert_allclose(numbers[:5], references.sigmoid_shift(x, 0.5), rtol=1e-6)
     m = np.array([[1.0, 2.0, 3.0], [-1.0, 0.0, 1000.0]])
     np.testing.assert_allclose(numbers[5:], references.logsumexp_rows(m), rtol=1e-14)
+
+
+def bratu_jacobian(u: np.ndarray, lam: float) -> np.ndarray:
+    """runtime/sparse_example.adc's bratu residual's Jacobian, by hand: rows 0 and 7 the identity's,
+    interior rows u[i-1] - 2 u[i] + u[i+1] + lam/49 exp(u[i])."""
+    jac = np.eye(8)
+    for i in range(1, 7):
+        jac[i, i - 1:i + 2] = [1.0, -2.0 + lam / 49.0 * np.exp(u[i]), 1.0]
+    return jac
+
+
+def bratu_energy_hessian(u: np.ndarray, lam: float) -> np.ndarray:
+    """The Hessian of 0.5 sum(diff(u)**2) - lam/49 sum(exp(u)): the path Laplacian, less the exponentials."""
+    laplacian = 2.0 * np.eye(8) - np.eye(8, k=1) - np.eye(8, k=-1)
+    laplacian[0, 0] = laplacian[7, 7] = 1.0
+    return laplacian - np.diag(lam / 49.0 * np.exp(u))
+
+
+def read_csc(lines: list[str]) -> tuple[np.ndarray, list[str]]:
+    """One matrix sparse_example.c printed (`nnz`, then `row column value` lines) as a dense 8 x 8,
+    and the lines after it; each column's rows are printed in increasing order."""
+    nnz = int(lines[0])
+    dense = np.zeros((8, 8))
+    entries = [line.split() for line in lines[1:1 + nnz]]
+    for row, column, value in entries:
+        dense[int(row), int(column)] = float(value)
+    assert entries == sorted(entries, key=lambda e: (int(e[1]), int(e[0])))
+    return dense, lines[1 + nnz:]
+
+
+def test_sparse_example_fills_csc_matrices_equal_to_numpys(cc, tmp_path):
+    """The documented commands (also in the README) build it; its Jacobian and Hessian, read from the
+    CSC values and pattern the .so exports, equal the dense ones NumPy computes by hand."""
+    (tmp_path / "runtime").symlink_to(ROOT / "runtime")
+    commands = documented_commands("sparse_example.c")
+    assert "\n".join(commands) in (ROOT / "README.md").read_text()
+    script = 'adc() { "$PYTHON" -m adc "$@"; }\nset -e\n' + "\n".join(commands)
+    env = {**os.environ, "PYTHON": sys.executable, "CC": " ".join([*cc, *STRICT[1:]])}
+    run = subprocess.run(["sh", "-c", script], cwd=tmp_path, env=env, capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+    u, lam = 0.1 * np.arange(8) * (7 - np.arange(8)), 1.5
+    jacobian, rest = read_csc(run.stdout.split("\n"))
+    hessian, rest = read_csc(rest)
+    assert rest == [""]
+    np.testing.assert_allclose(jacobian, bratu_jacobian(u, lam), rtol=1e-14)
+    np.testing.assert_allclose(hessian, bratu_energy_hessian(u, lam), rtol=1e-14)
+    assert int(run.stdout.split("\n")[0]) == 8 * 3 - 4     # tridiagonal, rows 0 and 7 the identity's
 
 
 SMALL = """\

@@ -21,7 +21,7 @@ def factor(a: f64[B, N, N]) -> f64[B, N, N]:
 def factor32(a: f32[B, N, N]) -> f32[B, N, N]:
     return cholesky(a)
 
-def solve(a: f64[N, N], b: f64[N, K]) -> (f64[N, K], f64[N, K], f64[N, K], f64[N]):
+def triangular(a: f64[N, N], b: f64[N, K]) -> (f64[N, K], f64[N, K], f64[N, K], f64[N]):
     return solve_triangular(a, b, lower=True), solve_triangular(a, b, trans=1), solve_triangular(a, b, unit_diagonal=True, lower=True, trans=1), solve_triangular(a, b[:, 0])
 
 def spd_solve(a: f64[B, N, N], b: f64[B, N]) -> f64[B, N]:
@@ -72,7 +72,7 @@ def test_triangular_solves_against_scipy(m, condition):
     n = 9
     a = np.linalg.cholesky(spd_with_condition(rng, n, condition)) + np.triu(rng.standard_normal((n, n)), 1)
     b = rng.standard_normal((n, 4))
-    lower, upper_t, unit, vector = (r.numpy() for r in m.solve(a, b))
+    lower, upper_t, unit, vector = (r.numpy() for r in m.triangular(a, b))
     bound = 1e3 * np.finfo(np.float64).eps * condition
     for got, want in ((lower, sl.solve_triangular(a, b, lower=True)), (upper_t, sl.solve_triangular(a, b, trans=1)),
                       (unit, sl.solve_triangular(a, b, lower=True, trans=1, unit_diagonal=True)),

@@ -18,7 +18,7 @@ def factor(a: f64[B, M, N]) -> (f64[B, M, N], f64[B, N, N]):
     q, r = qr(a)
     return q, r
 
-def solve(a: f64[M, N], b: f64[M]) -> f64[N]:
+def least_squares(a: f64[M, N], b: f64[M]) -> f64[N]:
     return lstsq(a, b)
 
 def spectrum(a: f64[B, N, N]) -> (f64[B, N], f64[B, N, N]):
@@ -78,7 +78,7 @@ def test_qr_residual_orthogonality_and_lapacks_signs(m, condition):
 def test_lstsq_against_numpy(m):
     rng = np.random.default_rng(1)
     a, b = with_singular_values(rng, (9, 4), 1e4), rng.standard_normal(9)
-    np.testing.assert_allclose(m.solve(a, b).numpy(), np.linalg.lstsq(a, b, rcond=None)[0], rtol=1e-9)
+    np.testing.assert_allclose(m.least_squares(a, b).numpy(), np.linalg.lstsq(a, b, rcond=None)[0], rtol=1e-9)
 
 
 @pytest.mark.parametrize("condition", [1e1, 1e8, 1e14])

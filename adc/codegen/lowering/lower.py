@@ -148,7 +148,7 @@ def _lower_kernel(llmod: ir.Module, module: Module, func: Func, vector_bits: int
             em.run_queued()
             allocate_sized_by_scans(em, op.results[:op.attrs.get("carried", len(op.results))], spares=op.name in CARRYING)
             lower_rules[op.name](em, op, [em.buffers.get(r) for r in op.results])     # a scan allocates its stacks
-        elif len(op.results) > 1:          # a factorization of several results (qr, eigh, svd)
+        elif len(op.results) > 1:          # a factorization of several results (qr, eigh, svd, lu_factor)
             em.run_queued()
             allocate_sized_by_scans(em, op.results)
             lower_rules[op.name](em, op, [em.buffers[r] for r in op.results])

@@ -12,12 +12,22 @@ and may be included next to runtime/adc.h, whose declarations it repeats compati
      *   outputs  1 pointer   {float[N]}
      */
     int32_t adc_kernel_sigmoid_shift(const int64_t *dims, const void *const *inputs, void *const *outputs);
+
+A sparse derivative (`--sparse-jacobian f:x`) is a kernel of the same signature, declared with
+its pattern: int64 arrays in CSC order and the number of nonzeros, as CasADi's generated code
+gives them.
+
+    int32_t adc_kernel_f_sparse_jacobian_x(const int64_t *dims, const void *const *inputs, void *const *outputs);
+    extern const int64_t adc_kernel_f_sparse_jacobian_x_colptr[9];
+    extern const int64_t adc_kernel_f_sparse_jacobian_x_rowind[22];
+    extern const int64_t adc_kernel_f_sparse_jacobian_x_nnz;
 """
 from __future__ import annotations
 
 import re
 
-from adc.abi import ABI_VERSION, METADATA_SYMBOL, SET_NUM_THREADS_SYMBOL, KernelSignature, ModuleInfo
+from adc.abi import (ABI_VERSION, METADATA_SYMBOL, SET_NUM_THREADS_SYMBOL, KernelSignature, ModuleInfo, SparseEntry,
+                     pattern_symbols)
 from adc.ir.types import DType, TensorType
 
 C_TYPES = {DType.f32: "float", DType.f64: "double", DType.i32: "int32_t", DType.i64: "int64_t",
@@ -29,7 +39,8 @@ def c_header(info: ModuleInfo, library: str, header: str) -> str:
     `library`; `header` (the header's file name) gives its include guard."""
     guard = "ADC_" + re.sub(r"[^A-Za-z0-9]", "_", header).upper()
     vjp_of = {v.kernel.name: v for v in info.vjps if v.kernel}
-    blocks = [_kernel_block(sig, vjp_of.get(sig.name), info) for sig in _exported(info)]
+    blocks = [_kernel_block(sig, _vjp_notes(vjp_of.get(sig.name), info)) for sig in _exported(info)]
+    blocks += [_sparse_block(entry) for entry in info.sparse]
     return "\n".join([
         _comment(f"{header} — the kernels of {library}, compiled from {info.name}",
                  f"by `adc compile` (adc {info.adc_version}, C ABI version {ABI_VERSION}).", "",
@@ -54,7 +65,14 @@ def _exported(info: ModuleInfo) -> list[KernelSignature]:
     return [*info.kernels, *(v.kernel for v in info.vjps if v.kernel)]
 
 
-def _kernel_block(sig: KernelSignature, vjp, info: ModuleInfo) -> str:
+def _vjp_notes(vjp, info: ModuleInfo) -> list[str]:
+    if vjp is None:
+        return []
+    of = next(k for k in info.kernels if k.name == vjp.of)
+    return [f"  the VJP of {vjp.of}: the cotangents of {', '.join(of.param_names[i] for i in vjp.wrt)}"]
+
+
+def _kernel_block(sig: KernelSignature, notes: list[str]) -> str:
     params = [f"{n}: {_c_array(t)}" for n, t in zip(sig.param_names, sig.param_types)]
     results = [_c_array(t) for t in sig.result_types]
     dims = f"{f'int64_t[{len(sig.dims)}]':<11} {{{', '.join(sig.dims)}}}" if sig.dims else "none (NULL)"
@@ -62,12 +80,25 @@ def _kernel_block(sig: KernelSignature, vjp, info: ModuleInfo) -> str:
              f"  inputs   {_pointers(params):<11} {{{', '.join(params)}}}",
              f"  outputs  {_pointers(results):<11} {{{', '.join(results)}}}"]
     lines += [f"  requires {c} >= 0" for c in sig.constraints]
-    if vjp is not None:
-        of = next(k for k in info.kernels if k.name == vjp.of)
-        lines.append(f"  the VJP of {vjp.of}: the cotangents of {', '.join(of.param_names[i] for i in vjp.wrt)}")
+    lines += notes
     declaration = (f"int32_t {sig.symbol}(const int64_t *dims, const void *const *inputs, "
                    f"void *const *outputs);")
     return f"{_comment(*lines)}\n{declaration}\n"
+
+
+def _sparse_block(entry: SparseEntry) -> str:
+    """A sparse derivative's kernel, as any kernel's, then its pattern's arrays."""
+    rows, columns = entry.shape
+    what = "Hessian" if entry.hessian else "Jacobian"
+    by = f"{entry.colors} seeds pushed forward" if entry.forward else f"{entry.colors} seeds pulled back"
+    of = entry.kernel.param_names[entry.wrt]
+    lines = [f"  the sparse {what} of {entry.of} w.r.t. {of}: {rows} x {columns}, {entry.nnz} nonzeros ({by});",
+             "  outputs[0] receives the nonzeros in CSC order: column j's are at colptr[j] .. colptr[j+1] - 1,",
+             "  their rows in rowind"]
+    colptr, rowind, nnz = pattern_symbols(entry.kernel.symbol)
+    return (f"{_kernel_block(entry.kernel, lines)}extern const int64_t {colptr}[{columns + 1}];\n"
+            f"extern const int64_t {rowind}[{entry.nnz or ''}];\n"
+            f"extern const int64_t {nnz};\n")
 
 
 def _c_array(t: TensorType) -> str:

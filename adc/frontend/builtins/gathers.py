@@ -9,7 +9,7 @@ then clamped; everything becomes `gather`, `scatter` and `scatter_add` along one
 from __future__ import annotations
 
 from adc.frontend.arguments import Args, Builtin, registrar
-from adc.frontend.scope import index_tensor
+from adc.frontend.scope import Scope, index_tensor
 from adc.ir.core import Value
 from adc.ir.ops import gathered_shape
 from adc.ir.types import BOOL, TensorType, num_elements
@@ -40,10 +40,17 @@ def take_along_axis_expand(cx, a):
     axis = a.axis("axis", rank)
     if indices.type.rank != rank:
         raise a.error("indices", f"take_along_axis needs indices of x's rank {rank}, got {indices.type}")
-    shape = tuple(k if d == axis else n for d, (n, k) in enumerate(zip(x.type.shape, indices.type.shape)))
     if any(k not in (1, n) for d, (n, k) in enumerate(zip(x.type.shape, indices.type.shape)) if d != axis):
         raise a.error("indices", f"indices {indices.type} do not broadcast against x {x.type} "
                                  f"outside axis {axis}")
+    return take_along(cx, x, indices, axis)
+
+
+def take_along(cx: Scope, x: Value, indices: Value, axis: int) -> Value:
+    """np.take_along_axis(x, indices, axis) under the index rule, `indices` of x's rank broadcasting
+    against x outside `axis` (checked by the caller); shared with the LU solves (builtins/lu.py)."""
+    rank = x.type.rank
+    shape = tuple(k if d == axis else n for d, (n, k) in enumerate(zip(x.type.shape, indices.type.shape)))
     perm = tuple(d for d in range(rank) if d != axis) + (axis,)
     rows_shape = tuple(shape[d] for d in perm[:-1])
     n, k, rows = x.type.shape[axis], shape[axis], num_elements(rows_shape)

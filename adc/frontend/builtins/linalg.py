@@ -47,7 +47,7 @@ def matmul(cx: Scope, x: Value, y: Value) -> Value:
 
 # ---------------------------------------------------------------- factorizations and solves
 
-def _matrices(a: Args, key: str) -> Value:
+def square_matrices(a: Args, key: str) -> Value:
     """Argument `key` as float square matrices [..., N, N], or a located error."""
     x = a.float_tensor(key)
     if x.type.rank < 2 or x.type.shape[-1] != x.type.shape[-2]:
@@ -58,7 +58,7 @@ def _matrices(a: Args, key: str) -> Value:
 @builtin("cholesky", "a")
 def cholesky_expand(cx, a):
     # the lower factor, from a's lower triangle (NumPy's); NaN for a matrix not positive definite
-    return cx.op("cholesky", _matrices(a, "a"))
+    return cx.op("cholesky", square_matrices(a, "a"))
 
 
 def solve_triangular(cx: Scope, a: Args, m: Value, lower: bool, trans: bool, unit_diagonal: bool,
@@ -92,12 +92,12 @@ def _trans(a: Args) -> bool:
 
 @builtin("solve_triangular", "a", "b", trans=0, lower=False, unit_diagonal=False)
 def solve_triangular_expand(cx, a):
-    return solve_triangular(cx, a, _matrices(a, "a"), a.flag("lower"), _trans(a), a.flag("unit_diagonal"))
+    return solve_triangular(cx, a, square_matrices(a, "a"), a.flag("lower"), _trans(a), a.flag("unit_diagonal"))
 
 
 @builtin("cho_solve", "l", "b")
 def cho_solve_expand(cx, a):
     # x = L⁻ᵀ (L⁻¹ b) for the lower Cholesky factor l: two triangular solves
-    factor = _matrices(a, "l")
+    factor = square_matrices(a, "l")
     y = solve_triangular(cx, a, factor, True, False, False)
     return solve_triangular(cx, a, factor, True, True, False, rhs=y)

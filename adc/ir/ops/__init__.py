@@ -12,7 +12,7 @@ in a table of its own keyed by op name; none keeps a list of op names.
 """
 from adc.ir.ops.record import (ALL, OPS, TRAITS, OpDef, Scalar, TypeRuleError, define, infer_types,
                                with_trait)
-from adc.ir.ops import (elementwise, shape, reductions, linalg, orthogonal, indexing, calls,  # noqa: F401  (defines)
+from adc.ir.ops import (elementwise, shape, reductions, linalg, lu, orthogonal, indexing, calls,  # noqa: F401  (defines)
                         control_flow)
 from adc.ir.ops.calls import bind_dims, substitute
 from adc.ir.ops.indexing import gathered_shape

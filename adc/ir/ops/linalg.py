@@ -18,14 +18,15 @@ from adc.ir.ops.record import define, example, require
 from adc.ir.types import TensorType
 
 
-def _square(t: TensorType) -> None:
+def square_matrices(t: TensorType) -> None:
+    """The type rule's check of float square matrices [..., N, N] (shared with adc/ir/ops/lu.py)."""
     require(t.dtype.is_float, f"expected a float matrix, got {t}")
     require(t.rank >= 2 and t.shape[-1] == t.shape[-2], f"expected square matrices [..., N, N], got {t}")
 
 
 def _cholesky_rule(types, attrs, funcs):
     (a,) = types
-    _square(a)
+    square_matrices(a)
     return (a,)
 
 
@@ -49,7 +50,7 @@ define("cholesky", "the lower Cholesky factor L (L @ Lᵀ = a) of each matrix of
 
 def _triangular_solve_rule(types, attrs, funcs):
     a, b = types
-    _square(a)
+    square_matrices(a)
     require(all(isinstance(attrs[k], bool) for k in ("lower", "trans", "unit_diagonal")),
             "`lower`, `trans` and `unit_diagonal` must be true or false")
     require(b.dtype == a.dtype and b.rank == a.rank, f"expected right-hand sides [..., N, K] of {a}, got {b}")

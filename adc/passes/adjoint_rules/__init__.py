@@ -14,6 +14,7 @@ package, and this table gathers them; a new op is a row in its family's table:
     indexing.py          gather scatter_add scatter
     reductions.py        reduce_* argmax argmin cumsum cumprod matmul
     linalg.py            cholesky triangular_solve
+    lu.py                lu_factor
     (adc/passes/orthogonal_rules.py: qr eigh svd, with their JVP rules)
     calls.py             call custom_gradient extern_call
     (adc/passes/adjoint_control_flow.py: if for while scan)
@@ -24,14 +25,15 @@ package, and this table gathers them; a new op is a row in its family's table:
 from __future__ import annotations
 
 from adc.passes.adjoint_control_flow import for_adjoint, if_adjoint, scan_adjoint, while_adjoint
-from adc.passes.adjoint_rules import (arithmetic, calls, functions, indexing, linalg, no_contribution, reductions,
-                                     shape)
+from adc.passes.adjoint_rules import (arithmetic, calls, functions, indexing, linalg, lu, no_contribution,
+                                     reductions, shape)
 from adc.passes.adjoint_rules.rule import AdjointRule
 from adc.passes.orthogonal_rules import adjoint_rules as orthogonal_adjoint_rules
 
 adjoint_rules: dict[str, AdjointRule] = {
     **no_contribution.adjoint_rules, **arithmetic.adjoint_rules, **functions.adjoint_rules, **shape.adjoint_rules,
-    **indexing.adjoint_rules, **reductions.adjoint_rules, **linalg.adjoint_rules, **orthogonal_adjoint_rules,
+    **indexing.adjoint_rules, **reductions.adjoint_rules, **linalg.adjoint_rules, **lu.adjoint_rules,
+    **orthogonal_adjoint_rules,
     **calls.adjoint_rules,
     "if": if_adjoint, "for": for_adjoint, "while": while_adjoint, "scan": scan_adjoint,
 }

@@ -43,23 +43,24 @@ __all__ = ["Dependence", "Pattern", "UNROLLED_TRIPS", "jacobian_patterns", "spar
 sparsity_rules = {**array_rules.sparsity_rules, **control_flow.sparsity_rules}
 
 
-def jacobian_patterns(module: Module, name: str, args: Sequence, wrt: int) -> tuple[Pattern, ...]:
+def jacobian_patterns(module: Module, name: str, args: Sequence, wrt: int,
+                      integers_known: bool = True) -> tuple[Pattern, ...]:
     """Per result of function `name`, its pattern (result size × wrt size) at the sizes of `args`:
     the example arguments, of which only the shapes of float ones and the values of integer ones
-    are read."""
+    are read (not even those without `integers_known`: a pattern for every value of them)."""
     func = module[name]
     if len(args) != len(func.params):
         raise ValueError(f"@{name} takes {len(func.params)} arguments, got {len(args)}")
-    states = [_start(p, np.asarray(a), i == wrt) for i, (p, a) in enumerate(zip(func.params, args))]
+    states = [_start(p, np.asarray(a), i == wrt, integers_known) for i, (p, a) in enumerate(zip(func.params, args))]
     columns = states[wrt].size
     results = trampoline(walk(module, func, states, SPARSITY))
     return tuple(r.pattern or Pattern.empty(r.size, columns) for r in results)
 
 
-def _start(param: Value, arg: np.ndarray, is_wrt: bool) -> Dependence:
+def _start(param: Value, arg: np.ndarray, is_wrt: bool, integers_known: bool) -> Dependence:
     if is_wrt:
         return Dependence(arg.shape, Pattern.identity(arg.size))
-    if param.type.dtype.is_float:
+    if param.type.dtype.is_float or not integers_known:
         return Dependence(arg.shape)
     return Dependence(arg.shape, None, arg.astype(param.type.dtype.numpy))
 

@@ -1,5 +1,5 @@
 """The sparsity rules of the ops that compute arrays: elementwise, shape, indexing, reductions,
-scans and matmul (control flow and calls: control_flow.py).
+scans, matmul and the ops on stacked matrices (control flow and calls: control_flow.py).
 
 A rule has the signature `rule(op, states, ctx) -> tuple of Dependence` (one per result):
 `states` are the operands' (dependence.py), `ctx` the walk's Context (`ctx.shape` evaluates a
@@ -170,3 +170,27 @@ def matmul_sparsity(op, states, ctx):
 
 
 sparsity_rules["matmul"] = matmul_sparsity
+
+
+def stacked_matrices_sparsity(op, states, ctx):
+    # cholesky, triangular_solve, qr, eigh, svd: matrix k of each result reads all of matrix k of
+    # every operand (a factorization mixes a matrix's elements; conservative within one), so a
+    # stack of systems is block-diagonal. The stacking axes are the first operand's leading ones.
+    batch = states[0].shape[:-2]
+    count = int(np.prod(batch, dtype=np.int64))
+    per_matrix = union(gathered(s.pattern, _matrix_of(batch, s.shape), count) for s in states if s.pattern is not None)
+    return tuple(result(op, ctx, None if per_matrix is None else per_matrix.take(_matrix_of(batch, shape)), i)
+                 for i, shape in enumerate(ctx.shape(r.type.shape) for r in op.results))
+
+
+def _matrix_of(batch: tuple[int, ...], shape: tuple[int, ...]) -> np.ndarray:
+    """Each element's stacked-matrix number, in `shape` (`batch` followed by a matrix or a vector)."""
+    numbers = np.arange(int(np.prod(batch, dtype=np.int64)), dtype=np.int64).reshape(batch)
+    return np.broadcast_to(numbers.reshape(batch + (1,) * (len(shape) - len(batch))), shape)
+
+
+sparsity_rules["cholesky"] = stacked_matrices_sparsity
+sparsity_rules["triangular_solve"] = stacked_matrices_sparsity
+sparsity_rules["qr"] = stacked_matrices_sparsity
+sparsity_rules["eigh"] = stacked_matrices_sparsity
+sparsity_rules["svd"] = stacked_matrices_sparsity

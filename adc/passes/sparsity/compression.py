@@ -6,16 +6,52 @@ pulls one seed per row color through a batched VJP: C[c] = s_c·J holds J[i, j] 
 A star-colored symmetric Hessian pushed forward holds H[i, j] at B[c(j), i] where j is the only
 neighbour of i of its color, else (the coloring guarantees it) at B[c(i), j]. Each is one index
 array into the flat compressed products, computed once per pattern: decompression is one gather,
-values in the pattern's CSR order.
+values in the pattern's CSR order. `compress` picks the coloring: star for a symmetric pattern,
+else forward mode when the columns need no more colors than the rows.
 
     seeds(colors)                              [colors, n] one-hot rows
     values = compressed.ravel()[forward_index(pattern, colors)]
+    compress(pattern, "auto")                  # Compression(colors, forward, index)
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
+from adc.passes.sparsity.coloring import column_coloring, row_coloring, star_coloring
 from adc.passes.sparsity.patterns import Pattern
+
+MODES = ("auto", "forward", "reverse")
+
+
+@dataclass(frozen=True)
+class Compression:
+    """How one pattern's nonzeros are computed: `colors`, a color per seeded element (the wrt
+    input's forward, the result's in reverse); `index`, per nonzero in the pattern's CSR order,
+    its place in the flat products of the seeds."""
+
+    colors: np.ndarray
+    forward: bool
+    index: np.ndarray
+
+    @property
+    def count(self) -> int:
+        """The number of seeds: of colors."""
+        return int(self.colors.max()) + 1 if len(self.colors) else 0
+
+
+def compress(pattern: Pattern, mode: str = "auto", symmetric: bool = False) -> Compression:
+    """The coloring of `pattern` for `mode` (one of MODES; a symmetric pattern is star-colored and
+    pushed forward) and its decompression index."""
+    if symmetric:
+        colors = star_coloring(pattern)
+        return Compression(colors, True, symmetric_index(pattern, colors))
+    by_columns = column_coloring(pattern) if mode != "reverse" else None
+    by_rows = row_coloring(pattern) if mode != "forward" else None
+    if by_rows is None or (by_columns is not None and by_columns.max(initial=-1) <= by_rows.max(initial=-1)):
+        return Compression(by_columns, True, forward_index(pattern, by_columns))
+    return Compression(by_rows, False, reverse_index(pattern, by_rows))
 
 
 def seeds(colors: np.ndarray, dtype) -> np.ndarray:

@@ -8,8 +8,11 @@ operation is vectorized: its cost grows with the nonzeros it touches, never with
     x = Pattern.identity(3)                  rows [0] [1] [2]
     x.take(np.array([1, 2, -1]))             rows [1] [2] []     (a shifted slice, zero padded)
     x.combine(Pattern.from_pairs(...))       row r = the union of the rows the pairs list for r
+    decode(encode(patterns))                 the same patterns, through bytes (the compile cache)
 """
 from __future__ import annotations
+
+import io
 
 import numpy as np
 
@@ -91,3 +94,20 @@ def union(patterns) -> Pattern | None:
     rows = np.concatenate([p.row_ids() for p in found])
     cols = np.concatenate([p.indices for p in found])
     return Pattern.from_pairs(rows, cols, (found[0].rows, found[0].columns))
+
+
+def encode(patterns) -> bytes:
+    """Patterns as bytes (NumPy's .npz of their arrays, no pickle), for the on-disk cache."""
+    arrays = {"columns": np.array([p.columns for p in patterns], np.int64)}
+    for k, p in enumerate(patterns):
+        arrays[f"indptr{k}"], arrays[f"indices{k}"] = p.indptr, p.indices
+    buffer = io.BytesIO()
+    np.savez(buffer, **arrays)
+    return buffer.getvalue()
+
+
+def decode(data: bytes) -> tuple[Pattern, ...]:
+    """The patterns `encode` wrote."""
+    with np.load(io.BytesIO(data), allow_pickle=False) as arrays:
+        return tuple(Pattern(arrays[f"indptr{k}"], arrays[f"indices{k}"], int(columns))
+                     for k, columns in enumerate(arrays["columns"]))

@@ -1,6 +1,7 @@
 """What the buffer rules of the matrix factorizations share (linalg.py: cholesky and triangular_solve;
-orthogonal.py: qr; spectral.py: eigh and svd): one outlined nest over the stacked matrices, split
-across threads, and element access to the t-th matrix (or vector) of a value.
+orthogonal.py: qr; spectral.py: eigh and svd; lu.py: lu_factor and lu_pivots_to_permutation): one
+outlined nest over the stacked matrices (or vectors), split across threads, and element access to
+the t-th matrix (or vector) of a value.
 
 Operands are read element by element (`Emitter.value_at`: a load, or the fused producer's
 element), results read back and written through `Emitter.load`/`store`, so a bounds-checked
@@ -26,17 +27,19 @@ if TYPE_CHECKING:
 
 
 def over_matrices(kernel: Emitter, op: Op, dests: list[ir.Value],
-                  body: Callable[[Emitter, ir.Value, list[ir.Value]], None], work: ir.Value | None = None) -> None:
+                  body: Callable[[Emitter, ir.Value, list[ir.Value]], None], work: ir.Value | None = None,
+                  vectors: bool = False) -> None:
     """Outline a nest (start, end, dims, outs..., leaves...) running `body(em, matrix, outs)` for each
-    stacked matrix in [start, end), and call it over all of them, split across threads once `work`
-    (default: the first result's elements) is large enough."""
+    stacked matrix of the first operand (each vector, `vectors=True`, as in `Matrices`) in [start, end),
+    and call it over all of them, split across threads once `work` (default: the first result's
+    elements) is large enough."""
     leaves = kernel.plan.leaves(op)
     outs = len(dests)
     fn = bounds.outline(kernel, op.name, outs + len(leaves))
     em = kernel.nested(fn, fn.args[2], dict(zip(leaves, fn.args[3 + outs:])))
     counted_loop(em.b, fn.args[0], fn.args[1], lambda t: body(em, t, list(fn.args[3:3 + outs])))
     em.b.ret_void()
-    stacks = op.operands[0].type.shape[:-2]
+    stacks = op.operands[0].type.shape[:-1 if vectors else -2]
     buffers = bounds.nest_arguments(kernel, [kernel.dims_ptr, *dests] + [kernel.buffers[v] for v in leaves])
     parallel.call_loop(kernel.b, kernel.head, fn, kernel.dim(num_elements(stacks)),
                        work if work is not None else kernel.dim(num_elements(op.results[0].type.shape)), 1, buffers)

@@ -6,7 +6,7 @@ result inside the loop of its consumer, reading operands with
 fusion.MATERIALIZING, are `rule(em, op, dest) -> None` and fill the result
 buffer `dest` from the kernel function; those of the control-flow ops, which
 may have several results, and those of the factorizations of several
-results (qr, eigh, svd) take a list of buffers, one per result.
+results (qr, eigh, svd, lu_factor) take a list of buffers, one per result.
 
     elementwise.py   arithmetic, comparisons, math functions, convert, constant, dim, iota
     shape.py         broadcast, reshape, transpose, slice, concat, pad
@@ -15,6 +15,7 @@ results (qr, eigh, svd) take a list of buffers, one per result.
     scans.py         cumsum, cumprod
     matmul.py        matmul
     linalg.py        cholesky, triangular_solve
+    lu.py            lu_factor, lu_pivots_to_permutation
     orthogonal.py    qr (Householder)
     spectral.py      eigh, svd (one-sided Jacobi)
     calls.py         extern_call
@@ -24,11 +25,11 @@ from __future__ import annotations
 
 from typing import Callable
 
-from adc.codegen.lowering.rules import (calls, control_flow, elementwise, indexing, linalg, matmul, orthogonal,
+from adc.codegen.lowering.rules import (calls, control_flow, elementwise, indexing, linalg, lu, matmul, orthogonal,
                                         reductions, scans, shape, spectral)
 
 LowerRule = Callable[..., object]
 lower_rules: dict[str, LowerRule] = {
     **elementwise.lower_rules, **shape.lower_rules, **indexing.lower_rules, **reductions.lower_rules,
-    **scans.lower_rules, **matmul.lower_rules, **linalg.lower_rules, **orthogonal.lower_rules, **spectral.lower_rules,
-    **calls.lower_rules, **control_flow.lower_rules}
+    **scans.lower_rules, **matmul.lower_rules, **linalg.lower_rules, **lu.lower_rules, **orthogonal.lower_rules,
+    **spectral.lower_rules, **calls.lower_rules, **control_flow.lower_rules}
