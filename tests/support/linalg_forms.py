@@ -1,11 +1,13 @@
-"""Expression forms of linear algebra: cholesky, solve_triangular, cho_solve, qr, lstsq, eigh, eigvalsh,
-svd and svdvals, on matrices the program builds well conditioned from drawn ones.
+"""Expression forms of linear algebra: cholesky, solve_triangular, cho_solve, lu_factor, lu_solve, solve,
+inv, det, slogdet, qr, lstsq, eigh, eigvalsh, svd and svdvals, on matrices the program builds well
+conditioned from drawn ones.
 
 A drawn matrix is pressed into `c = tanh(a) / (m + 1)` (‖c‖₂ ≤ ‖c‖_F < 1, m ≥ n its
 sizes; NaN made 0 outside smooth programs, as NumPy would refuse it) and built into:
 
     spd        c @ cᵀ + I                    eigenvalues in [1, 2]
     square     c + 2·I                       singular values in [1, 3]
+    pivoted    square, rows reversed         partial pivoting swaps them back
     separated  (c + cᵀ)/2 + diag(3·k)        eigenvalues within 1 of 3k: 1 or more apart
     spread     c + I·3(k + 1)                singular values within 1 of 3(k + 1): 1 or more apart
 
@@ -64,6 +66,14 @@ class LinalgForms:
         e = self.eye(dtype, m, n, self.arange(n))
         return self.assign(Expr(f"({c.adc} + 2.0 * {e.adc})", f"({c.py} + 2.0 * {e.py})", c.type, 3.0))
 
+    def pivoted(self, dtype: str, lead: tuple, n, depth: int) -> Expr:
+        """`square` with its rows reversed: partial pivoting swaps them back, its pivots (column
+        diagonally dominant: growth at most 2, |lu| ≤ 6) apart from the rest by more than 1."""
+        a = self.square(dtype, lead, n, n, depth)
+        k = self.arange(n)
+        return self.assign(Expr(f"take({a.adc}, {n} - 1 - {k.adc}, axis=-2)", f"np.take({a.py}, {n} - 1 - {k.py}, axis=-2)",
+                                a.type, a.bound))
+
     def separated(self, dtype: str, lead: tuple, n, depth: int) -> Expr:
         c = self.small(dtype, lead, n, n, depth)
         k = self.arange(n)
@@ -102,13 +112,20 @@ class LinalgForms:
         lead, (p, q) = t.shape[:-2], t.shape[-2:]
         tall = p == q or isinstance(p, int) and isinstance(q, int) and p > q
         f64 = t.dtype == "f64"
-        ways = ["cholesky", "eigh", "qr_r", "qr_projector"] * (p == q) + ["qr_q", "qr_product", "svd"] * tall
+        ways = ["cholesky", "eigh", "qr_r", "qr_projector", "inv", "lu"] * (p == q) + ["qr_q", "qr_product", "svd"] * tall
         ways += ["eigh_v"] * (p == q and f64) + ["svd_u"] * (tall and f64) + ["svd_vh"] * (p == q and f64)
         if not ways:
             return None
         way, d = self.pick(ways), t.dtype
         if way == "cholesky":
             return self.cholesky(d, lead, p, depth)
+        if way == "inv":        # ‖a⁻¹‖₂ ≤ 1
+            a = self.pivoted(d, lead, p, depth)
+            return Expr(f"inv({a.adc})", f"np.linalg.inv({a.py})", t, 1.0)
+        if way == "lu":
+            a = self.pivoted(d, lead, p, depth)
+            lu = self.unpacked(f"lu_factor({a.adc})", f"_lu_factor({a.py})", 2)[0]
+            return Expr(lu, lu, t, 6.0, atom=True)
         if way.startswith("eigh"):
             a = self.separated(d, lead, p, depth)
             w, v = self.unpacked(f"eigh({a.adc})", f"np.linalg.eigh({a.py})", 2)
@@ -138,9 +155,19 @@ class LinalgForms:
         one by cho_solve, or a tall one by lstsq; b a stack of vectors or of matrices."""
         vector = t.rank == 1 or t.rank == 2 and self.data(st.booleans())
         lead, n = (t.shape[:-1], t.shape[-1]) if vector else (t.shape[:-2], t.shape[-2])
-        way, d = self.pick(["triangular", "unit", "cho_solve", "lstsq"]), t.dtype
+        way, d = self.pick(["triangular", "unit", "cho_solve", "lstsq", "lu_solve", "solve"]), t.dtype
         # a stack of right-hand sides may share one matrix: their stacking axes broadcast
-        alead = () if way != "lstsq" and lead and self.data(st.booleans()) else lead
+        alead = () if way not in ("lstsq", "lu_solve") and lead and self.data(st.booleans()) else lead
+        if way in ("lu_solve", "solve") and (way == "lu_solve" or not vector or t.rank == 1):
+            # NumPy 2's solve takes b as vectors only when it is 1-D
+            a = self.pivoted(d, lead if way == "lu_solve" else alead, n, depth)
+            b = self.finite(self.squash(self.draw(t, depth)))
+            bound = b.bound * math.sqrt(extent(n))      # ‖x‖ ≤ ‖b‖: σ_min(a) ≥ 1
+            if way == "solve":
+                return Expr(f"solve({a.adc}, {b.adc})", f"np.linalg.solve({a.py}, {b.py})", t, bound)
+            lu, piv = self.unpacked(f"lu_factor({a.adc})", f"_lu_factor({a.py})", 2)
+            return Expr(f"lu_solve({lu}, {piv}, {b.adc})", f"_lu_solve({lu}, {piv}, {b.py})", t, bound)
+        way = "cho_solve" if way in ("lu_solve", "solve") else way
         if way == "lstsq":
             m = self.pick([n] + [s for s in self.options.static if isinstance(n, int) and s > n])
             a = self.square(d, alead, m, n, depth)
@@ -166,10 +193,20 @@ class LinalgForms:
 
     def spectrum(self, t: Type, depth: int) -> Expr:
         """Eigenvalues or singular values of a [..., n, n] (or tall [..., m, n]) matrix, or for a
-        scalar (or a stack of them) the log-determinant of an spd matrix from its Cholesky factor."""
+        scalar (or a stack of them) a determinant: det, slogdet's sign or log|det|, or the
+        log-determinant of an spd matrix from its Cholesky factor."""
         d = t.dtype
         if t.rank == 0 or t.rank == 1 and self.data(st.booleans()):
-            n = self.token()
+            n, way = self.token(), self.pick(["cholesky", "det", "slogdet", "sign"])
+            if way == "det":        # of a / 2, singular values in [1/2, 3/2]
+                a = self.pivoted(d, t.shape, n, depth)
+                return Expr(f"det({a.adc} * 0.5)", f"np.linalg.det({a.py} * 0.5)", t, 1.5 ** extent(n))
+            if way != "cholesky":
+                a = self.pivoted(d, t.shape, n, depth)
+                sign, logdet = self.unpacked(f"slogdet({a.adc})", f"np.linalg.slogdet({a.py})", 2)
+                if way == "sign":
+                    return Expr(sign, sign, t, 1.0, atom=True)
+                return Expr(logdet, logdet, t, math.log(3.0) * extent(n), atom=True)      # σ in [1, 3]
             l = self.cholesky(d, t.shape, n, depth)
             # l * lᵀ is diag(l)² on the diagonal, 0 off it; the eigenvalues in [1, 2] bound log|a|
             return Expr(f"sum(log(sum({l.adc} * {transposed(l.adc, t.shape)}, axis=-1)), axis=-1)",

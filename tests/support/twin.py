@@ -206,6 +206,22 @@ def _cho_solve(l, b):
     return _per_matrix(lambda l, b: scipy.linalg.cho_solve((l, True), b, check_finite=False), l, b)
 
 
+def _lu_factor(a):
+    # SciPy's lu_factor matrix by matrix, pivots as adc's i64
+    lu, piv = np.empty_like(a), np.empty(a.shape[:-1], np.int64)
+    for i in np.ndindex(a.shape[:-2]):
+        lu[i], piv[i] = scipy.linalg.lu_factor(a[i], check_finite=False)
+    return lu, piv
+
+
+def _lu_solve(lu, piv, b):
+    # b's stacking axes those of lu (the generator draws no broadcast here)
+    out = np.empty(b.shape, np.result_type(lu, b))
+    for i in np.ndindex(lu.shape[:-2]):
+        out[i] = scipy.linalg.lu_solve((lu[i], piv[i]), b[i], check_finite=False)
+    return out
+
+
 def _lstsq(a, b):
     return _per_matrix(lambda a, b: np.linalg.lstsq(a, b, rcond=None)[0], a, b)
 
@@ -215,7 +231,8 @@ RUNTIME = {"np": np, "_sigmoid": _sigmoid, "_softplus": _softplus, "_relu": _rel
            "_logsumexp": _logsumexp, "_softmax": _softmax, "_log_softmax": _log_softmax,
            "_cast": _cast, "_erf": _erf, "_erfc": _erfc, "_lgamma": _lgamma, "_argmax": _argmax, "_argmin": _argmin, "_one_hot": _one_hot,
            "_cumsum": _cumsum, "_take": _take, "_take_along_axis": _take_along_axis, "_scatter_add": _scatter_add, "_scatter": scattered,
-           "_solve_triangular": _solve_triangular, "_cho_solve": _cho_solve, "_lstsq": _lstsq, "pi": np.pi, "e": np.e}
+           "_solve_triangular": _solve_triangular, "_cho_solve": _cho_solve, "_lstsq": _lstsq,
+           "_lu_factor": _lu_factor, "_lu_solve": _lu_solve, "pi": np.pi, "e": np.e}
 
 
 class Twin:
