@@ -156,8 +156,9 @@ class LinalgForms:
         vector = t.rank == 1 or t.rank == 2 and self.data(st.booleans())
         lead, n = (t.shape[:-1], t.shape[-1]) if vector else (t.shape[:-2], t.shape[-2])
         way, d = self.pick(["triangular", "unit", "cho_solve", "lstsq", "lu_solve", "solve"]), t.dtype
-        # a stack of right-hand sides may share one matrix: their stacking axes broadcast
-        alead = () if way not in ("lstsq", "lu_solve") and lead and self.data(st.booleans()) else lead
+        # a stack of right-hand matrices may share one matrix: their stacking axes broadcast (vectors
+        # need a's rank one more than theirs)
+        alead = () if way not in ("lstsq", "lu_solve") and lead and not vector and self.data(st.booleans()) else lead
         if way in ("lu_solve", "solve") and (way == "lu_solve" or not vector or t.rank == 1):
             # NumPy 2's solve takes b as vectors only when it is 1-D
             a = self.pivoted(d, lead if way == "lu_solve" else alead, n, depth)
