@@ -20,6 +20,7 @@ import warnings
 from typing import Callable
 
 import numpy as np
+import scipy.linalg
 
 _ERF = np.vectorize(math.erf, otypes=[np.float64])
 _ERFC = np.vectorize(math.erfc, otypes=[np.float64])
@@ -183,11 +184,55 @@ def _lgamma(x):
     return _LGAMMA(x).astype(np.asarray(x).dtype)
 
 
+def _per_matrix(solve, a, b):
+    # solve(a, b) matrix by matrix of a stack, b a stack of vectors (rank one less than a's) or of
+    # matrices, the stacking axes broadcast, as adc's solvers take them (SciPy's take one matrix)
+    vector = b.ndim == a.ndim - 1
+    b = b[..., None] if vector else b
+    lead = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
+    a, b = np.broadcast_to(a, lead + a.shape[-2:]), np.broadcast_to(b, lead + b.shape[-2:])
+    out = np.empty(lead + (a.shape[-1], b.shape[-1]), np.result_type(a, b))
+    for i in np.ndindex(lead):
+        out[i] = solve(a[i], b[i])
+    return out[..., 0] if vector else out
+
+
+def _solve_triangular(a, b, trans, lower, unit_diagonal):
+    return _per_matrix(lambda a, b: scipy.linalg.solve_triangular(a, b, trans, lower, unit_diagonal, check_finite=False),
+                       a, b)
+
+
+def _cho_solve(l, b):
+    return _per_matrix(lambda l, b: scipy.linalg.cho_solve((l, True), b, check_finite=False), l, b)
+
+
+def _lu_factor(a):
+    # SciPy's lu_factor matrix by matrix, pivots as adc's i64
+    lu, piv = np.empty_like(a), np.empty(a.shape[:-1], np.int64)
+    for i in np.ndindex(a.shape[:-2]):
+        lu[i], piv[i] = scipy.linalg.lu_factor(a[i], check_finite=False)
+    return lu, piv
+
+
+def _lu_solve(lu, piv, b):
+    # b's stacking axes those of lu (the generator draws no broadcast here)
+    out = np.empty(b.shape, np.result_type(lu, b))
+    for i in np.ndindex(lu.shape[:-2]):
+        out[i] = scipy.linalg.lu_solve((lu[i], piv[i]), b[i], check_finite=False)
+    return out
+
+
+def _lstsq(a, b):
+    return _per_matrix(lambda a, b: np.linalg.lstsq(a, b, rcond=None)[0], a, b)
+
+
 RUNTIME = {"np": np, "_sigmoid": _sigmoid, "_softplus": _softplus, "_relu": _relu, "_elu": _elu,
            "_sum": _sum, "_prod": _prod, "_mean": _mean, "_max": _max, "_min": _min, "_norm": _norm,
            "_logsumexp": _logsumexp, "_softmax": _softmax, "_log_softmax": _log_softmax,
            "_cast": _cast, "_erf": _erf, "_erfc": _erfc, "_lgamma": _lgamma, "_argmax": _argmax, "_argmin": _argmin, "_one_hot": _one_hot,
-           "_cumsum": _cumsum, "_take": _take, "_take_along_axis": _take_along_axis, "_scatter_add": _scatter_add, "_scatter": scattered, "pi": np.pi, "e": np.e}
+           "_cumsum": _cumsum, "_take": _take, "_take_along_axis": _take_along_axis, "_scatter_add": _scatter_add, "_scatter": scattered,
+           "_solve_triangular": _solve_triangular, "_cho_solve": _cho_solve, "_lstsq": _lstsq,
+           "_lu_factor": _lu_factor, "_lu_solve": _lu_solve, "pi": np.pi, "e": np.e}
 
 
 class Twin:
