@@ -5,7 +5,10 @@ the t-th matrix (or vector) of a value.
 
 Operands are read element by element (`Emitter.value_at`: a load, or the fused producer's
 element), results read back and written through `Emitter.load`/`store`, so a bounds-checked
-build checks every access.
+build checks every access. A rule may also give a body over `Lanes`: W consecutive matrices at
+once, lane l holding matrix t + l, each element one SIMD vector (W = the target's vector width in
+elements). Small matrices are latency-bound one at a time (a Cholesky or a substitution is a chain
+of dependent divisions and square roots); W independent chains fill the vector units instead.
 
     %q, %r = qr %a : f64[B,M,N], f64[B,N,N]   ──▶   define internal void @"adc.qr.3"(i64 start, i64 end,
                                                     ptr dims, ptr q, ptr r, ptr a): for t in [start, end): ...
@@ -18,7 +21,8 @@ import llvmlite.ir as ir
 
 from adc.codegen.native import parallel
 from adc.codegen.lowering import bounds
-from adc.codegen.lowering.loops import NOWRAP, counted_loop, i64
+from adc.codegen.lowering.element_types import ELEMENT_BYTES, REGISTER_TYPES
+from adc.codegen.lowering.loops import NOWRAP, counted_loop, for_range, i64
 from adc.ir.core import Op, Value
 from adc.ir.types import num_elements
 
@@ -28,16 +32,24 @@ if TYPE_CHECKING:
 
 def over_matrices(kernel: Emitter, op: Op, dests: list[ir.Value],
                   body: Callable[[Emitter, ir.Value, list[ir.Value]], None], work: ir.Value | None = None,
-                  vectors: bool = False) -> None:
+                  vectors: bool = False, lanes: Callable[[Emitter, ir.Value, list[ir.Value], int], None] | None = None
+                  ) -> None:
     """Outline a nest (start, end, dims, outs..., leaves...) running `body(em, matrix, outs)` for each
     stacked matrix of the first operand (each vector, `vectors=True`, as in `Matrices`) in [start, end),
     and call it over all of them, split across threads once `work` (default: the first result's
-    elements) is large enough."""
+    elements) is large enough. Given `lanes`, `lanes(em, t, outs, width)` runs on matrices t, ...,
+    t + width - 1 while a whole group of them is left, and `body` on the rest."""
     leaves = kernel.plan.leaves(op)
     outs = len(dests)
     fn = bounds.outline(kernel, op.name, outs + len(leaves))
     em = kernel.nested(fn, fn.args[2], dict(zip(leaves, fn.args[3 + outs:])))
-    counted_loop(em.b, fn.args[0], fn.args[1], lambda t: body(em, t, list(fn.args[3:3 + outs])))
+    start, end, results = fn.args[0], fn.args[1], list(fn.args[3:3 + outs])
+    if lanes is not None:
+        width = lane_count(em, op.operands[0].type.dtype)
+        with for_range(em.b, start, em.b.sub(end, i64(width - 1)), i64(width)) as t:
+            lanes(em, t, results, width)
+        start = t          # the loop's counter where it stopped: the first matrix left
+    counted_loop(em.b, start, end, lambda t: body(em, t, results))
     em.b.ret_void()
     stacks = op.operands[0].type.shape[:-1 if vectors else -2]
     buffers = bounds.nest_arguments(kernel, [kernel.dims_ptr, *dests] + [kernel.buffers[v] for v in leaves])
@@ -69,6 +81,32 @@ class Matrices:
     def store(self, out: ir.Value, i: ir.Value, j: ir.Value, x: ir.Value) -> None:
         self.em.store(out, self.dtype, self._index(i, j), x)
         self.em.memo.clear()
+
+
+def lane_count(em: Emitter, dtype) -> int:
+    """How many elements of `dtype` one of the target's vectors holds."""
+    return max(1, em.vector_bits // (8 * ELEMENT_BYTES[dtype]))
+
+
+class Lanes:
+    """Element (i, j) (static) of matrices t, ..., t + width - 1 of a value as one vector, lane l
+    matrix t + l: read, and stored in `out`, lane by lane through `Matrices`, so each access is
+    the scalar one, checked in a checked build."""
+
+    def __init__(self, em: Emitter, t: ir.Value, value: Value, width: int, vectors: bool = False):
+        self.em = em
+        self.matrices = [Matrices(em, em.b.add(t, i64(lane), flags=NOWRAP), value, vectors) for lane in range(width)]
+        self.type = ir.VectorType(REGISTER_TYPES[value.type.dtype], width)
+
+    def read(self, i: int, j: int) -> ir.Value:
+        b, x = self.em.b, ir.Constant(self.type, ir.Undefined)
+        for lane, m in enumerate(self.matrices):
+            x = b.insert_element(x, m.read(i64(i), i64(j)), i64(lane))
+        return x
+
+    def store(self, out: ir.Value, i: int, j: int, x: ir.Value) -> None:
+        for lane, m in enumerate(self.matrices):
+            m.store(out, i64(i), i64(j), self.em.b.extract_element(x, i64(lane)))
 
 
 def subtract_products(em: Emitter, acc: ir.Value, start: ir.Value, end: ir.Value,
