@@ -84,9 +84,7 @@ def cholesky_lower(kernel: Emitter, op: Op, dest: ir.Value) -> None:
                     x = b.fsub(x, b.fmul(factor[i, k], factor[j, k]))
                 factor[i, j] = b.fdiv(x, d)
         nan = ir.Constant(m.type, [float("nan")] * width)
-        for i in range(n):
-            for j in range(n):
-                m.store(outs[0], i, j, b.select(failed, nan, factor.get((i, j), zero)))
+        m.store(outs[0], lambda i, j: b.select(failed, nan, factor.get((i, j), zero)), n)
     over_matrices(kernel, op, [dest], lambda em, t, outs: factor(em, t, outs[0]),
                   lanes=factor_lanes if unrolled_order(a) is not None else None)
 
@@ -129,8 +127,7 @@ def triangular_solve_lower(kernel: Emitter, op: Op, dest: ir.Value) -> None:
                 for k in range(0, i) if forward else range(i + 1, n):
                     acc = b.fsub(acc, b.fmul(read(i, k), x[k, j]))
                 x[i, j] = acc if unit else b.fdiv(acc, read(i, i))
-        for (i, j), value in sorted(x.items()):
-            mb.store(outs[0], i, j, value)
+        mb.store(outs[0], lambda i, j: x[i, j], n)
     static = unrolled_order(a) is not None and isinstance(rhs.type.shape[-1], int)
     over_matrices(kernel, op, [dest], lambda em, t, outs: solve(em, t, outs[0]), lanes=solve_lanes if static else None)
 

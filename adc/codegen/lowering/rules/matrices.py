@@ -90,23 +90,69 @@ def lane_count(em: Emitter, dtype) -> int:
 
 class Lanes:
     """Element (i, j) (static) of matrices t, ..., t + width - 1 of a value as one vector, lane l
-    matrix t + l: read, and stored in `out`, lane by lane through `Matrices`, so each access is
-    the scalar one, checked in a checked build."""
+    matrix t + l. Read and stored lane by lane through `Matrices`, so a checked build checks each
+    access; in the default build a value in a buffer moves `width` consecutive elements of a lane
+    at a time instead (whole vectors, transposed in registers), the elements past the last whole
+    `width` of a matrix lane by lane."""
 
     def __init__(self, em: Emitter, t: ir.Value, value: Value, width: int, vectors: bool = False):
-        self.em = em
+        self.em, self.value, self.width = em, value, width
         self.matrices = [Matrices(em, em.b.add(t, i64(lane), flags=NOWRAP), value, vectors) for lane in range(width)]
         self.type = ir.VectorType(REGISTER_TYPES[value.type.dtype], width)
+        self.align = ELEMENT_BYTES[value.type.dtype]
+        rows, self.columns = (1, value.type.shape[-1]) if vectors else value.type.shape[-2:]
+        whole = em.bounds is None and isinstance(rows, int) and isinstance(self.columns, int)
+        self.whole_elements = rows * self.columns // width * width if whole else 0
+        self.blocks: dict[int, list[ir.Value]] = {}
+
+    def _pointer(self, base: ir.Value, lane: int, first: int) -> ir.Value:
+        m = self.matrices[lane]
+        return self.em.element_ptr(base, self.value.type.dtype, self.em.b.add(m.base, i64(first), flags=NOWRAP))
 
     def read(self, i: int, j: int) -> ir.Value:
-        b, x = self.em.b, ir.Constant(self.type, ir.Undefined)
+        b, e = self.em.b, i * self.columns + j
+        first = e - e % self.width
+        if e < self.whole_elements and self.value in self.em.buffers:
+            if first not in self.blocks:
+                base = self.em.buffers[self.value]
+                self.blocks[first] = transposed(b, [b.load(self._pointer(base, lane, first), typ=self.type, align=self.align)
+                                                    for lane in range(self.width)])
+            return self.blocks[first][e - first]
+        x = ir.Constant(self.type, ir.Undefined)
         for lane, m in enumerate(self.matrices):
             x = b.insert_element(x, m.read(i64(i), i64(j)), i64(lane))
         return x
 
-    def store(self, out: ir.Value, i: int, j: int, x: ir.Value) -> None:
-        for lane, m in enumerate(self.matrices):
-            m.store(out, i64(i), i64(j), self.em.b.extract_element(x, i64(lane)))
+    def store(self, out: ir.Value, element: Callable[[int, int], ir.Value], rows: int) -> None:
+        """Store element(i, j) for every (i, j) of `rows` rows."""
+        b = self.em.b
+        for first in range(0, self.whole_elements, self.width):
+            vectors = transposed(b, [element(*divmod(e, self.columns)) for e in range(first, first + self.width)])
+            for lane, x in enumerate(vectors):
+                b.store(x, self._pointer(out, lane, first), align=self.align)
+        for e in range(self.whole_elements, rows * self.columns):
+            x = element(*divmod(e, self.columns))
+            for lane, m in enumerate(self.matrices):
+                m.store(out, i64(e // self.columns), i64(e % self.columns), b.extract_element(x, i64(lane)))
+        self.em.memo.clear()
+
+
+def transposed(b: ir.IRBuilder, rows: list[ir.Value]) -> list[ir.Value]:
+    """The columns of a square matrix of vectors (a power of two of them): for each bit h of the
+    index, the row and column bits h are exchanged by one shuffle of each pair of rows."""
+    width, rows = len(rows), list(rows)
+    h = width // 2
+    while h:
+        for r in (r for r in range(width) if not r & h):
+            x, y = rows[r], rows[r + h]
+            rows[r] = b.shuffle_vector(x, y, shuffle_mask([c if not c & h else width + c - h for c in range(width)]))
+            rows[r + h] = b.shuffle_vector(x, y, shuffle_mask([c + h if not c & h else width + c for c in range(width)]))
+        h //= 2
+    return rows
+
+
+def shuffle_mask(indices: list[int]) -> ir.Constant:
+    return ir.Constant(ir.VectorType(ir.IntType(32), len(indices)), indices)
 
 
 def subtract_products(em: Emitter, acc: ir.Value, start: ir.Value, end: ir.Value,
