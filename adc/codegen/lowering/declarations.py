@@ -12,8 +12,9 @@ from adc.ir.types import DType
 
 
 def intrinsic(b: ir.IRBuilder, name: str, args: list[ir.Value], dtype: DType, flags=()) -> ir.Value:
-    """Call `llvm.<name>.<type>`, declaring it on first use."""
-    full = f"llvm.{name}.{INT_SUFFIX[dtype]}"
+    """Call `llvm.<name>.<type>` (`<vN x type>` for vector arguments), declaring it on first use."""
+    lanes = args[0].type.count if isinstance(args[0].type, ir.VectorType) else 0
+    full = f"llvm.{name}.{f'v{lanes}' if lanes else ''}{INT_SUFFIX[dtype]}"
     fn = b.module.globals.get(full)
     if fn is None:
         fn = ir.Function(b.module, ir.FunctionType(args[0].type, [a.type for a in args]), full)

@@ -1,5 +1,7 @@
 """Buffer rules of cholesky and triangular_solve: one outlined nest each, its outer loop over the
-stacked matrices (split across threads), plain scalar loops inside, correct for any size.
+stacked matrices (split across threads), plain scalar loops inside, correct for any size; and
+where the matrices' order is a small constant, the same arithmetic unrolled over `Lanes`, W
+matrices at a time, one per SIMD lane, the scalar loops finishing the stack's last < W.
 
 The nest and the element access are matrices.py's, shared with the other factorizations.
 
@@ -8,6 +10,7 @@ The nest and the element access are matrices.py's, shared with the other factori
 """
 from __future__ import annotations
 
+import functools
 from typing import TYPE_CHECKING
 
 import llvmlite.ir as ir
@@ -15,14 +18,22 @@ import llvmlite.ir as ir
 from adc.codegen.lowering.declarations import intrinsic
 from adc.codegen.lowering.element_types import REGISTER_TYPES
 from adc.codegen.lowering.loops import I1, NOWRAP, counted_loop, i64
-from adc.codegen.lowering.rules.matrices import Matrices, over_matrices, subtract_products
-from adc.ir.core import Op
+from adc.codegen.lowering.rules.matrices import Lanes, Matrices, over_matrices, subtract_products
+from adc.ir.core import Op, Value
 
 if TYPE_CHECKING:
     from adc.codegen.lowering.emitter import Emitter
     from adc.codegen.lowering.rules.table import LowerRule
 
 lower_rules: dict[str, LowerRule] = {}      # this family's rows of table.lower_rules
+
+UNROLLED_ORDER = 16     # matrices up to this (static) order are factored and solved over Lanes
+
+
+def unrolled_order(value: Value) -> int | None:
+    """The order of value's matrices when it is static and small enough to unroll, else None."""
+    n = value.type.shape[-1]
+    return n if isinstance(n, int) and n <= UNROLLED_ORDER else None
 
 
 def cholesky_lower(kernel: Emitter, op: Op, dest: ir.Value) -> None:
@@ -56,7 +67,26 @@ def cholesky_lower(kernel: Emitter, op: Op, dest: ir.Value) -> None:
         with b.if_then(b.load(failed), likely=False):
             nan = ir.Constant(ty, float("nan"))
             counted_loop(b, i64(0), n, lambda i: counted_loop(b, i64(0), n, lambda j: m.store(out, i, j, nan)))
-    over_matrices(kernel, op, [dest], lambda em, t, outs: factor(em, t, outs[0]))
+    def factor_lanes(em: Emitter, t: ir.Value, outs: list[ir.Value], width: int) -> None:
+        # the same operations in the same order, on vectors; a failed lane is NaN
+        b, m, n = em.b, Lanes(em, t, a, width), unrolled_order(a)
+        zero = ir.Constant(m.type, None)
+        factor, failed = {}, ir.Constant(ir.VectorType(I1, width), None)
+        for j in range(n):
+            pivot = m.read(j, j)
+            for k in range(j):
+                pivot = b.fsub(pivot, b.fmul(factor[j, k], factor[j, k]))
+            failed = b.or_(failed, b.not_(b.fcmp_ordered(">", pivot, zero)))
+            factor[j, j] = d = intrinsic(b, "sqrt", [pivot], dtype)
+            for i in range(j + 1, n):
+                x = m.read(i, j)
+                for k in range(j):
+                    x = b.fsub(x, b.fmul(factor[i, k], factor[j, k]))
+                factor[i, j] = b.fdiv(x, d)
+        nan = ir.Constant(m.type, [float("nan")] * width)
+        m.store(outs[0], lambda i, j: b.select(failed, nan, factor.get((i, j), zero)), n)
+    over_matrices(kernel, op, [dest], lambda em, t, outs: factor(em, t, outs[0]),
+                  lanes=factor_lanes if unrolled_order(a) is not None else None)
 
 
 lower_rules["cholesky"] = cholesky_lower
@@ -85,7 +115,21 @@ def triangular_solve_lower(kernel: Emitter, op: Op, dest: ir.Value) -> None:
             x = b.load(acc)
             mb.store(out, i, j, x if unit else b.fdiv(x, coefficient(i, i)))
         counted_loop(b, i64(0), columns, lambda j: counted_loop(b, i64(0), n, lambda step: row(j, step)))
-    over_matrices(kernel, op, [dest], lambda em, t, outs: solve(em, t, outs[0]))
+    def solve_lanes(em: Emitter, t: ir.Value, outs: list[ir.Value], width: int) -> None:
+        # the same operations in the same order, on vectors, each coefficient read once
+        b, ma, mb = em.b, Lanes(em, t, a, width), Lanes(em, t, rhs, width)
+        n, columns = unrolled_order(a), rhs.type.shape[-1]
+        read = functools.cache(lambda i, k: ma.read(k, i) if trans else ma.read(i, k))
+        x = {}
+        for j in range(columns):
+            for i in range(n) if forward else reversed(range(n)):
+                acc = mb.read(i, j)
+                for k in range(0, i) if forward else range(i + 1, n):
+                    acc = b.fsub(acc, b.fmul(read(i, k), x[k, j]))
+                x[i, j] = acc if unit else b.fdiv(acc, read(i, i))
+        mb.store(outs[0], lambda i, j: x[i, j], n)
+    static = unrolled_order(a) is not None and isinstance(rhs.type.shape[-1], int)
+    over_matrices(kernel, op, [dest], lambda em, t, outs: solve(em, t, outs[0]), lanes=solve_lanes if static else None)
 
 
 lower_rules["triangular_solve"] = triangular_solve_lower
