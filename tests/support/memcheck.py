@@ -81,8 +81,10 @@ def run_under_valgrind(argv: list[str], cache_dir: str, timeout: float = 3600) -
     """Run `python argv...` under memcheck (after a run without it fills `cache_dir`): the exit
     status, the reports in adc's code (of the process: valgrind writes XML for one process, and the run under
     it finds its kernels cached, forking no compiles) and the last line the program printed."""
+    # no compile worker: a child forked by a threaded process under valgrind can spin before its
+    # exec, holding the output pipe open long after the tests end
     env = {**os.environ, "ADC_CPU": VALGRIND_CPU, "ADC_CACHE_DIR": cache_dir, "ADC_TEST_CACHE_DIR": cache_dir,
-           "PYTHONMALLOC": "malloc",
+           "ADC_IN_PROCESS_COMPILES": str(10 ** 9), "PYTHONMALLOC": "malloc",
            "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
     env.pop("ADC_CACHE", None)
     try:
