@@ -3,8 +3,9 @@ analysis itself (`ctx.run`, the interpreter's walk with the analysis's semantics
 
 A loop whose trip count is known (an integer input or constant) runs its body that many times
 on the states, each iteration with its index known (so `y[i] = f(x[i])` keeps its diagonal), up
-to UNROLLED_TRIPS iterations; past that, or when the count (a `while` condition) depends on
-floats, the carried states are a fixed point: they start as the initial values' and take the
+to UNROLLED_TRIPS iterations; past that, every iteration at once (iterations.py: the index a
+vector of all its values); where that walk cannot follow the body, or when the count (a `while`
+condition) depends on floats, the carried states are a fixed point: they start as the initial values' and take the
 join with what the body makes of them until nothing changes (patterns only grow, known values
 only become unknown, so this ends). A branch whose condition is known is the branch taken;
 otherwise both, joined.
