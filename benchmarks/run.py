@@ -4,6 +4,7 @@
     python benchmarks/run.py batch_jacobian hessian # some
     python benchmarks/run.py compile                # compile latency, fresh processes (compile_times.py)
     python benchmarks/run.py dask                   # adc.dask: one process, threads, a cluster (dask_bench.py)
+    python benchmarks/run.py sparse                 # sparse Jacobians vs JAX, sparsejac, asdex, CasADi (sparse_bench.py)
     python benchmarks/run.py interop                # adc.torch and adc.jax: per-call cost (interop_bench.py)
 
 The run starts with the machine: CPU model, AVX2/AVX-512F/FMA, cores, LLVM's name for the CPU,
@@ -26,6 +27,7 @@ from compile_times import bench_compile
 from everyday import BENCHMARKS as EVERYDAY
 from loops_bench import BENCHMARKS as LOOPS, bench_loop_memory
 from machine import describe
+from sparse_bench import bench_sparse
 from timing import fastest, optional, report, timed
 
 SAMPLES = Path(__file__).resolve().parent.parent / "samples"
@@ -394,7 +396,8 @@ def main(argv: list[str]) -> int:
                   "interop": bench_interop,   # interop_bench.py: adc.torch and adc.jax, per call
                   **{name: lambda b=b: b(nn()) for name, b in EVERYDAY.items()},   # everyday.py: samples/nn.adc
                   **{name: lambda b=b: b(loops()) for name, b in LOOPS.items()},   # loops_bench.py: samples/loops.adc
-                  "loop_memory": bench_loop_memory}
+                  "loop_memory": bench_loop_memory,
+                  "sparse": bench_sparse}     # sparse_bench.py: sparse Jacobians vs JAX, sparsejac, asdex, CasADi
     unknown = [name for name in argv if name not in benchmarks]
     if unknown:
         print(f"unknown benchmark {', '.join(unknown)}; choose from {', '.join(benchmarks)}", file=sys.stderr)

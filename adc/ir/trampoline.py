@@ -44,6 +44,7 @@ def trampoline(root: Generator, expand: Callable[[Any], Any] | None = None) -> A
                 raise
             sent, error = None, err
             continue
+        error = None        # caught by the generator it was thrown into, which goes on
         sub = expand(item) if expand is not None else item
         if isinstance(sub, GeneratorType):
             stack.append(sub)

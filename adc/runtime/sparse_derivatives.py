@@ -30,6 +30,7 @@ import numpy as np
 
 from adc.ir.types import evaluate_dim
 from adc.passes.sparsity import Pattern, jacobian_patterns
+from adc.passes.sparsity.bicoloring import bicolor
 from adc.passes.sparsity.compression import compress, seeds
 from adc.passes.sparsity.patterns import decode, encode, union
 from adc.runtime.derivatives import CompiledSparse, batched_derivative, batched_tangents
@@ -83,23 +84,34 @@ def as_matrix(pattern: Pattern, data: np.ndarray | None = None):
 @dataclass(frozen=True)
 class Plan:
     """What one pattern costs to fill: the seeds (as a Tensor [colors, ...]), whether they go
-    forward, and where each nonzero lies in the flat compressed products."""
+    forward, and where each nonzero lies in the flat compressed products; a bidirectional plan
+    has `reverse_seeds` too, and its index reads the forward products then the reverse ones."""
 
     pattern: Pattern
     colors: int
     forward: bool
     seeds: Tensor
     index: np.ndarray
+    reverse_seeds: Tensor | None = None
 
 
-def plan(pattern: Pattern, mode: str, symmetric: bool, wrt, result) -> Plan:
+def plan(pattern: Pattern, mode: str, symmetric: bool, wrt, result, bidirectional: bool = False) -> Plan:
     """The coloring of `pattern` for `mode` ("auto", "forward", "reverse"; a symmetric pattern
     is star-colored, forward), and its seeds and decompression index; `wrt` and `result` are
-    the (shape, dtype) of the values the seeds stand for, forward and reverse."""
+    the (shape, dtype) of the values the seeds stand for, forward and reverse. `bidirectional`:
+    in mode "auto", JVPs and VJPs together when that takes fewer seeds (bicoloring.py)."""
     chosen = compress(pattern, mode, symmetric)
-    shape, dtype = wrt if chosen.forward else result
-    the_seeds = Tensor._wrap(seeds(chosen.colors, dtype).reshape((chosen.count, *shape)))
-    return Plan(pattern, chosen.count, chosen.forward, the_seeds, chosen.index)
+    both = bicolor(pattern) if bidirectional and mode == "auto" and not symmetric else None
+    if both is not None and both.count < chosen.count:
+        return Plan(pattern, both.count, True, _seed_tensor(both.columns, *wrt), both.index,
+                    _seed_tensor(both.rows, *result))
+    return Plan(pattern, chosen.count, chosen.forward, _seed_tensor(chosen.colors, *(wrt if chosen.forward else result)),
+                chosen.index)
+
+
+def _seed_tensor(colors: np.ndarray, shape: tuple, dtype) -> Tensor:
+    the_seeds = seeds(colors, dtype)
+    return Tensor._wrap(the_seeds.reshape((len(the_seeds), *shape)))
 
 
 def decompressed(the_plan: Plan, compressed, out: np.ndarray | None = None) -> np.ndarray:
@@ -159,17 +171,25 @@ class SparseJacobian:
         key = (self.wrt, self.mode, self.symmetric, pattern.indptr.tobytes(), pattern.indices.tobytes())
         self._last = self.kernel.derived.get("sparse_plan", key, lambda: plan(
             pattern, self.mode, self.symmetric, (np.shape(args[self.wrt]), sig.param_types[self.wrt].dtype.numpy),
-            (result_shape, sig.result_types[0].dtype.numpy)))
+            (result_shape, sig.result_types[0].dtype.numpy), bidirectional=True))
         return self._last
 
     def _compressed(self, the_plan: Plan, args):
-        """The products of the plan's seeds: [colors, *result] forward, [colors, *x] reverse."""
-        derivative = (batched_tangents if the_plan.forward else batched_derivative)(self.kernel, (self.wrt,))
+        """The products of the plan's seeds: [colors, *result] forward, [colors, *x] reverse;
+        a bidirectional plan's, both flattened one after the other."""
+        if the_plan.reverse_seeds is None:
+            return self._products(the_plan.forward, the_plan.seeds, args)
+        parts = [self._products(True, the_plan.seeds, args), self._products(False, the_plan.reverse_seeds, args)]
+        return np.concatenate([np.zeros(s.size, s.dtype) if p is None else np.ravel(p)
+                               for p, s in zip(parts, (the_plan.seeds, the_plan.reverse_seeds))])
+
+    def _products(self, forward: bool, the_seeds: Tensor, args):
+        derivative = (batched_tangents if forward else batched_derivative)(self.kernel, (self.wrt,))
         if not derivative.wrt:      # no path from wrt to the result: an empty pattern, nothing to fill
             return None
         if not derivative.needs_call:       # the result is wrt (or its cotangent the result's)
-            return the_plan.seeds
-        out = derivative.kernel(*args, the_plan.seeds)
+            return the_seeds
+        out = derivative.kernel(*args, the_seeds)
         return out[0] if type(out) is tuple else out
 
 

@@ -101,3 +101,17 @@ def test_without_scipy_patterns_and_values_are_csr_arrays(module, monkeypatch):
 def test_attributes_before_the_first_call_say_what_to_do(module):
     with pytest.raises(ValueError, match="call it first"):
         adc.jacobian(module.f, sparse=True).colors
+
+
+def test_an_arrowhead_is_computed_both_ways_with_three_seeds():
+    m = adc.compile("def arrow(x: f64[N]) -> f64[N]:\n    y = sin(x) * x[0]\n    y[0] = sum(x * x)\n    return y\n")
+    x = RNG.uniform(-1, 1, 40)
+    jac = adc.jacobian(m.arrow, sparse=True)
+    got = jac(x)
+    assert jac.colors == 3
+    dense = np.asarray(adc.jacobian(m.arrow)(x))
+    np.testing.assert_allclose(got.toarray(), dense, rtol=1e-12, atol=1e-14)
+    for mode in ("forward", "reverse"):
+        one_sided = adc.jacobian(m.arrow, mode=mode, sparse=True)
+        np.testing.assert_allclose(one_sided(x).toarray(), dense, rtol=1e-12, atol=1e-14)
+        assert one_sided.colors == 40

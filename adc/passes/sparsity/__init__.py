@@ -18,8 +18,8 @@ value of them. Integer and bool values carry no pattern (no derivative flows thr
 
 Conservative where it cannot know: indices computed from floats (a gather may read its whole
 line along the axis), conditions on floats (both branches; a while loop's fixed point), max and
-min reductions (every element), loops of more than UNROLLED_TRIPS known trips (a fixed point
-over an unknown index), values that cancel (`x - x`).
+min reductions (every element), `while` loops on floats and long loops the all-iterations walk
+(iterations.py) cannot follow (a fixed point over an unknown index), values that cancel (`x - x`).
 """
 from __future__ import annotations
 

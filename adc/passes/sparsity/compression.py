@@ -55,10 +55,12 @@ def compress(pattern: Pattern, mode: str = "auto", symmetric: bool = False) -> C
 
 
 def seeds(colors: np.ndarray, dtype) -> np.ndarray:
-    """The seed matrix [number of colors, len(colors)]: row c is 1 where colors == c."""
-    count = int(colors.max()) + 1 if len(colors) else 0
+    """The seed matrix [number of colors, len(colors)]: row c is 1 where colors == c (-1: an
+    element no seed carries)."""
+    count = int(colors.max(initial=-1)) + 1
     out = np.zeros((count, len(colors)), dtype)
-    out[colors, np.arange(len(colors))] = 1
+    seeded = np.flatnonzero(colors >= 0)
+    out[colors[seeded], seeded] = 1
     return out
 
 

@@ -3,8 +3,9 @@ analysis itself (`ctx.run`, the interpreter's walk with the analysis's semantics
 
 A loop whose trip count is known (an integer input or constant) runs its body that many times
 on the states, each iteration with its index known (so `y[i] = f(x[i])` keeps its diagonal), up
-to UNROLLED_TRIPS iterations; past that, or when the count (a `while` condition) depends on
-floats, the carried states are a fixed point: they start as the initial values' and take the
+to UNROLLED_TRIPS iterations; past that, every iteration at once (iterations.py: the index a
+vector of all its values); where that walk cannot follow the body, or when the count (a `while`
+condition) depends on floats, the carried states are a fixed point: they start as the initial values' and take the
 join with what the body makes of them until nothing changes (patterns only grow, known values
 only become unknown, so this ends). A branch whose condition is known is the branch taken;
 otherwise both, joined.
@@ -19,6 +20,7 @@ import numpy as np
 from adc.ir.interp import call_eval
 from adc.passes.sparsity.array_rules import result
 from adc.passes.sparsity.dependence import Dependence, columns_of, join, stacked
+from adc.passes.sparsity.iterations import NotIterable, iterated_loop, per_iteration_rows
 from adc.passes.sparsity.patterns import Pattern, union
 
 UNROLLED_TRIPS = 1024       # known trip counts up to this are walked iteration by iteration
@@ -73,12 +75,25 @@ def _index(i: int | None) -> Dependence:
     return Dependence((), None, None if i is None else np.asarray(i, np.int64))
 
 
+def _long_loop(ctx, body, count: Dependence, carried, captured):
+    """A loop of more than UNROLLED_TRIPS known trips walked once for every iteration
+    (iterations.py); else, or where that walk cannot follow the body, the fixed point over an
+    unknown index (each iteration's other results then the fixed point's)."""
+    if count.value is not None:
+        try:
+            return (yield from iterated_loop(ctx, body, int(count.value), carried, captured))
+        except NotIterable:
+            pass
+    carried, rows = yield from _fixed_point(ctx, body, [_index(None)], carried, captured)
+    return carried, rows
+
+
 def for_sparsity(op, states, ctx):
     body, k = ctx.module[op.attrs["body"]], op.attrs["carried"]
     count, carried, captured = states[0], states[1:1 + k], states[1 + k:]
     trips = _trips(count)
     if trips is None:
-        carried, _ = yield from _fixed_point(ctx, body, [_index(None)], carried, captured)
+        carried, _ = yield from _long_loop(ctx, body, count, carried, captured)
         return tuple(carried)
     for i in range(trips):
         carried = yield ctx.run(body, (_index(i), *carried, *captured), ctx.dims)
@@ -93,29 +108,31 @@ def scan_sparsity(op, states, ctx):
         raise ValueError(f"sparsity: the trip count of scan @{op.attrs['body']} is not known")
     ctx.dims[op.attrs["length"]] = length = max(int(count.value), 0)
     trips = _trips(count)
-    if trips is None:       # every row the fixed point's (which covers each iteration's)
-        carried, rows = yield from _fixed_point(ctx, body, [_index(None)], carried, captured)
-        per_iteration = [list(rows)] * length
+    outs = [result(op, ctx, None, k + j) for j in range(len(op.results) - k)]
+    if trips is None:       # each row block its iteration's (or the fixed point's, which covers each)
+        carried, rows = yield from _long_loop(ctx, body, count, carried, captured)
+        columns = columns_of(rows)
+        blocks = [per_iteration_rows(r, length, columns) if columns else None for r in rows]
     else:
         per_iteration = []
         for i in range(trips):
             out = yield ctx.run(body, (_index(i), *carried, *captured), ctx.dims)
             carried, _ = out[:k], per_iteration.append(out[k:])
-    stacks = [_stack([iteration[j] for iteration in per_iteration], result(op, ctx, None, k + j), axis)
-              for j in range(len(op.results) - k)]
-    return (*carried, *stacks)
+        columns = columns_of([r for iteration in per_iteration for r in iteration])
+        blocks = [stacked([iteration[j] for iteration in per_iteration], columns) if columns else None
+                  for j in range(len(outs))]
+    return (*carried, *(_stack(b, out, axis) for b, out in zip(blocks, outs)))
 
 
-def _stack(rows, out: Dependence, axis: int) -> Dependence:
-    """The iterations' rows (each of out's shape without `axis`) stacked along `axis`: out's
-    element (.., i, ..) is row i's element (.., ..)."""
-    columns = columns_of(rows)
-    if not columns:
+def _stack(rows: Pattern | None, out: Dependence, axis: int) -> Dependence:
+    """The iterations' rows (a block of each one's, of out's shape without `axis`) stacked along
+    `axis`: out's element (.., i, ..) is block i's element (.., ..)."""
+    if rows is None:
         return out
     length = out.shape[axis]
     source = np.moveaxis(np.arange(out.size, dtype=np.int64).reshape((length,) + out.shape[:axis] + out.shape[axis + 1:]),
                          0, axis).ravel()
-    return Dependence(out.shape, stacked(rows, columns).take(source))
+    return Dependence(out.shape, rows.take(source))
 
 
 def while_sparsity(op, states, ctx):

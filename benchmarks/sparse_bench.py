@@ -1,0 +1,187 @@
+"""Sparse Jacobians side by side: adc (pattern detected from the IR, cached; colored seeds through
+one batched JVP; values into a preallocated array) against JAX's dense jit(jacfwd), sparsejac and
+asdex (JAX with a pattern), and CasADi (SX function `jacobian`, called through its Function and
+through its generated C code compiled with gcc). Each line prints the nonzeros and colors.
+
+    python benchmarks/run.py sparse
+"""
+from __future__ import annotations
+
+import ctypes
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+import adc
+from adc.frontend import compile_source
+from adc.passes.sparsity import jacobian_patterns
+from adc.passes.sparsity.compression import compress
+from timing import fastest, optional, report, timed
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))     # the tests' structured problems
+from tests.support.sparse_problems import BRUSSELATOR  # noqa: E402
+
+BURGERS = """
+def burgers(u: f64[N]) -> f64[N-2]:
+    return (u[:N-2] - 2.0 * u[1:N-1] + u[2:]) * 1e4 - u[1:N-1] * (u[2:] - u[:N-2]) * 50.0
+"""
+
+
+def brusselator_numpy_like(xp, roll):
+    """The same residual written for JAX (xp = jax.numpy) or CasADi (xp, roll: its own shifts)."""
+    def residual(x, n):
+        u, v = x[0], x[1]
+
+        def laplacian(w):
+            return roll(w, 1, 0) + roll(w, -1, 0) + roll(w, 1, 1) + roll(w, -1, 1) - 4.0 * w
+        du = 1.0 + u * u * v - 4.4 * u + 0.1 * laplacian(u)
+        dv = 3.4 * u - u * u * v + 0.1 * laplacian(v)
+        return xp.stack([du, dv])
+    return residual
+
+
+def best(peer: str, routes: dict[str, float]) -> dict[str, float]:
+    """The peer's fastest route, or nothing when it has none (not installed)."""
+    return fastest(peer, routes) if routes else {}
+
+
+def casadi_routes(build, size: int, x: np.ndarray, expected) -> dict[str, float]:
+    """CasADi's Jacobian of `build(symbol)` evaluated by its Function and by its generated C code."""
+    casadi = optional("casadi")
+    if casadi is None:
+        return {}
+    sym = casadi.SX.sym("x", size)
+    jac = casadi.Function("jacobian_values", [sym], [casadi.jacobian(build(casadi, sym), sym)])
+    got = jac(x)
+    np.testing.assert_allclose(np.asarray(got.nonzeros()).sum(), expected, rtol=1e-9)
+    routes = {"casadi Function": timed(lambda: jac(x))}
+    compiled = _casadi_c(casadi, jac, x)
+    if compiled is not None:
+        np.testing.assert_allclose(compiled().sum(), expected, rtol=1e-9)
+        routes["casadi gcc -O3 C"] = timed(compiled)
+    return routes
+
+
+def _casadi_c(casadi, function, x: np.ndarray):
+    """A call of CasADi's generated C code for `function`, compiled by gcc -O3 (None: no gcc)."""
+    folder = Path(tempfile.mkdtemp(prefix="adc-casadi-"))
+    source = function.generate("jacobian_values.c", {"with_header": False})
+    Path(source).rename(folder / "jacobian_values.c")
+    try:
+        subprocess.run(["gcc", "-O3", "-march=native", "-shared", "-fPIC", "-o", str(folder / "jac.so"),
+                        str(folder / "jacobian_values.c")], check=True, capture_output=True, timeout=600)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    lib = ctypes.CDLL(str(folder / "jac.so"))
+    real_p, int_t = ctypes.POINTER(ctypes.c_double), ctypes.c_longlong
+    arg, res = (real_p * max(function.sz_arg(), 1))(), (real_p * max(function.sz_res(), 1))()
+    iw, w = (int_t * max(function.sz_iw(), 1))(), (ctypes.c_double * max(function.sz_w(), 1))()
+    values = np.empty(function.sparsity_out(0).nnz())
+    arg[0], res[0] = x.ctypes.data_as(real_p), values.ctypes.data_as(real_p)
+    call = lib.jacobian_values
+    return lambda: call(arg, res, iw, w, 0) or values       # the closure keeps the buffers alive
+
+
+def bench_brusselator(grid: int) -> None:
+    m = adc.compile(BRUSSELATOR, "brusselator.adc")
+    x = np.random.default_rng(0).uniform(0, 1, (2, grid, grid))
+    jac = adc.jacobian(m.brusselator, sparse=True)
+    reference = jac(x)
+    out = np.empty(reference.nnz)
+    routes = {"sparse values(out=)": timed(lambda: jac.values(x, out=out))}
+    others = {}
+    jax = optional("jax")
+    if jax:
+        jax.config.update("jax_enable_x64", True)
+        jnp = jax.numpy
+        residual = brusselator_numpy_like(jnp, jnp.roll)
+        f = lambda v: residual(v, grid).ravel()     # noqa: E731
+        jx = jnp.asarray(x.ravel().reshape(2, grid, grid))
+        peer = {}
+        if (2 * grid * grid) ** 2 * 8 <= 2 * 1024 ** 3:        # the dense Jacobian fits in 2 GB
+            dense = jax.jit(jax.jacfwd(lambda v: f(v.reshape(2, grid, grid))))
+            flat = jx.ravel()
+            np.testing.assert_allclose(np.asarray(dense(flat))[reference.nonzero()], reference.data, rtol=1e-9)
+            peer["jit(jacfwd) dense"] = timed(lambda: dense(flat).block_until_ready(), repeats=3)
+        others |= best("jax", peer)
+        others |= _jax_sparse_routes(jax, lambda v: f(v.reshape(2, grid, grid)), jx.ravel(), reference)
+    others |= best("casadi", casadi_routes(_casadi_brusselator(grid), 2 * grid * grid, x.ravel(),
+                                              reference.data.sum()))
+    report(f"Brusselator 2-D Jacobian, grid {grid} ({2 * grid * grid} unknowns): {reference.nnz:,} nonzeros, "
+           f"{reference.nnz / reference.shape[0]:.0f} per row, {jac.colors} colors", routes, others,
+           "adc >= 100x dense JAX at grid 64; <= 1.0x CasADi (casadi/adc >= 1)")
+
+
+def _jax_sparse_routes(jax, f, x, reference) -> dict[str, float]:
+    """sparsejac (the pattern given) and asdex (the pattern detected), jitted, each when installed."""
+    routes = {}
+    sparsejac = optional("sparsejac")
+    if sparsejac:
+        from jax.experimental import sparse as jax_sparse
+        coo = reference.tocoo()
+        pattern = jax_sparse.BCOO((np.ones(coo.nnz), np.stack([coo.row, coo.col], 1)), shape=coo.shape)
+        jac = jax.jit(sparsejac.jacfwd(f, sparsity=pattern))
+        routes["sparsejac jit(jacfwd)"] = timed(lambda: jac(x).data.block_until_ready())
+    asdex = optional("asdex")
+    if asdex:
+        coloring = asdex.jacobian_coloring(f, x)
+        jac = jax.jit(asdex.jacobian_from_coloring(f, coloring))
+        routes["asdex jit"] = timed(lambda: jac(x).data.block_until_ready())
+    return best("jax sparse", routes)
+
+
+def _casadi_brusselator(grid: int):
+    def build(casadi, sym):
+        def roll(w, shift, axis):
+            k = shift % grid
+            if axis == 0:
+                return casadi.vertcat(w[grid - k:, :], w[:grid - k, :])
+            return casadi.horzcat(w[:, grid - k:], w[:, :grid - k])
+        u = casadi.reshape(sym[:grid * grid], grid, grid).T      # row-major, as NumPy's
+        v = casadi.reshape(sym[grid * grid:], grid, grid).T
+        lap = lambda w: roll(w, 1, 0) + roll(w, -1, 0) + roll(w, 1, 1) + roll(w, -1, 1) - 4.0 * w   # noqa: E731
+        du = 1.0 + u * u * v - 4.4 * u + 0.1 * lap(u)
+        dv = 3.4 * u - u * u * v + 0.1 * lap(v)
+        return casadi.vertcat(casadi.reshape(du.T, -1, 1), casadi.reshape(dv.T, -1, 1))
+    return build
+
+
+def bench_burgers() -> None:
+    n = 100_000
+    u = np.random.default_rng(0).uniform(0, 1, n)
+    module = compile_source(BURGERS)
+    start = time.perf_counter()
+    (pattern,) = jacobian_patterns(module, "burgers", [u], 0)
+    detected = time.perf_counter() - start
+    colors = compress(pattern).count
+    detected_and_colored = time.perf_counter() - start
+    m = adc.compile(BURGERS, "burgers.adc")
+    jac = adc.jacobian(m.burgers, sparse=True)
+    reference = jac(u)
+    out = np.empty(reference.nnz)
+    routes = {"sparse values(out=)": timed(lambda: jac.values(u, out=out))}
+    others = best("casadi", casadi_routes(
+        lambda casadi, s: (s[:n - 2] - 2.0 * s[1:n - 1] + s[2:]) * 1e4 - s[1:n - 1] * (s[2:] - s[:n - 2]) * 50.0,
+        n, u, reference.data.sum()))
+    asdex, jax = optional("asdex"), optional("jax")
+    detection = f"adc detection {detected * 1e3:.1f} ms, + coloring {detected_and_colored * 1e3:.1f} ms"
+    if asdex and jax:
+        jax.config.update("jax_enable_x64", True)
+        f = lambda s: (s[:n - 2] - 2.0 * s[1:n - 1] + s[2:]) * 1e4 - s[1:n - 1] * (s[2:] - s[:n - 2]) * 50.0  # noqa
+        start = time.perf_counter()
+        asdex.jacobian_coloring(f, jax.numpy.asarray(u))
+        detection += f"; asdex detection + coloring {(time.perf_counter() - start) * 1e3:.1f} ms"
+    report(f"Burgers 1-D residual Jacobian, n = {n:,}: {reference.nnz:,} nonzeros, "
+           f"{reference.nnz / reference.shape[0]:.0f} per row, {colors} colors\n  ({detection})", routes, others,
+           "<= 1.0x CasADi (casadi/adc >= 1); detection + coloring <= asdex's")
+
+
+def bench_sparse() -> None:
+    print("\n(sparse Jacobians: figures from a loaded machine are noisy; ratios are what to compare)")
+    for grid in (32, 64, 128):
+        bench_brusselator(grid)
+    bench_burgers()
