@@ -10,7 +10,7 @@ from adc.passes.sparsity.bicoloring import bicolor, split_columns, split_rows
 from adc.passes.sparsity.coloring import column_coloring, row_coloring
 from adc.passes.sparsity.compression import seeds
 from adc.passes.sparsity.patterns import Pattern
-from tests.passes.test_coloring import patterns
+from tests.support.sparse_problems import patterns
 
 
 def arrowhead(n: int) -> Pattern:

@@ -3,11 +3,12 @@ patterns, optimal on bands, fast on large ones; compressed products decompress t
 from __future__ import annotations
 
 import numpy as np
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
 
 from adc.passes.sparsity.coloring import column_coloring, row_coloring, star_coloring
 from adc.passes.sparsity.compression import forward_index, reverse_index, seeds, symmetric_index
 from adc.passes.sparsity.patterns import Pattern
+from tests.support.sparse_problems import patterns
 
 
 def banded(n: int, below: int, above: int) -> Pattern:
@@ -19,27 +20,10 @@ def banded(n: int, below: int, above: int) -> Pattern:
     return Pattern.from_pairs(np.concatenate(rows), np.concatenate(cols), (n, n))
 
 
-def dense(p: Pattern) -> np.ndarray:
-    out = np.zeros((p.rows, p.columns), bool)
-    out[p.row_ids(), p.indices] = True
-    return out
-
-
 def assert_columns_orthogonal(p: Pattern, colors: np.ndarray) -> None:
     """No row has two nonzeros in columns of one color."""
     keys = p.row_ids() * (colors.max() + 1) + colors[p.indices]
     assert len(np.unique(keys)) == len(keys)
-
-
-@st.composite
-def patterns(draw, square=False):
-    m = draw(st.integers(1, 12))
-    n = m if square else draw(st.integers(1, 12))
-    mask = np.array(draw(st.lists(st.booleans(), min_size=m * n, max_size=m * n))).reshape(m, n)
-    if square:
-        mask = mask | mask.T
-    r, c = np.nonzero(mask)
-    return Pattern.from_pairs(r, c, (m, n))
 
 
 @settings(max_examples=60, deadline=None)

@@ -16,10 +16,10 @@ from adc.frontend import compile_source
 from adc.ir.interp import run
 from adc.ir.ops import OPS
 from adc.ir.parser import parse_module
-from adc.passes.sparsity import Pattern, jacobian_patterns, sparsity_rules
+from adc.passes.sparsity import jacobian_patterns, sparsity_rules
 from tests.fuzz.budget import fuzz_settings
 from tests.support.programs import programs
-from tests.support.sparse_problems import BRUSSELATOR, TRIDIAGONAL, brusselator_pattern
+from tests.support.sparse_problems import BRUSSELATOR, TRIDIAGONAL, brusselator_pattern, dense, differences
 from tests.support.vocabulary import Options
 
 SMOOTH = Options(floats=("f64",), smooth=True)
@@ -28,32 +28,9 @@ MOVING = Options(floats=("f64",), smooth=True, forms=("loop", "take", "take_alon
                                                       "branch", "binary", "unary", "reduce", "matmul", "call"))
 
 
-def dense(pattern: Pattern) -> np.ndarray:
-    out = np.zeros((pattern.rows, pattern.columns), bool)
-    out[pattern.row_ids(), pattern.indices] = True
-    return out
-
-
 def detected(source: str, name: str, args, wrt: int = 0) -> np.ndarray:
     (pattern,) = jacobian_patterns(compile_source(source), name, args, wrt)
     return dense(pattern)
-
-
-def differences(module, name: str, args, wrt: int, result: int, step: float = 1e-6) -> np.ndarray:
-    """Where result `result` moves when one element of param `wrt` moves (result size × wrt size)."""
-    x = np.asarray(args[wrt])
-    moved = np.zeros((np.asarray(run(module, name, *args)[result]).size, x.size), bool)
-    for j in range(x.size):
-        sides = []
-        for sign in (1, -1):
-            shifted = x.copy().ravel()
-            shifted[j] += sign * step
-            changed = list(args)
-            changed[wrt] = shifted.reshape(x.shape)
-            sides.append(np.asarray(run(module, name, *changed)[result], np.float64).ravel())
-        delta = sides[0] - sides[1]
-        moved[:, j] = (delta != 0) & np.isfinite(delta)
-    return moved
 
 
 def test_every_op_has_a_sparsity_rule():

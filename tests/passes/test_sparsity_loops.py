@@ -17,7 +17,7 @@ from adc.frontend import compile_source
 from adc.ir.parser import parse_module
 from adc.passes.sparsity import control_flow, jacobian_patterns
 from tests.fuzz.budget import fuzz_settings
-from tests.passes.test_sparsity import dense, differences
+from tests.support.sparse_problems import dense, differences
 
 STENCIL = """
 def f(x: f64[N]) -> f64[N]:

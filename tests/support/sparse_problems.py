@@ -1,6 +1,47 @@
-"""Structured problems whose Jacobian patterns are known exactly, shared by the sparsity tests
-of the analysis, of sparse derivatives in process and of those in a shared object."""
+"""What the sparsity tests share: structured problems whose Jacobian patterns are known exactly
+(for the analysis, sparse derivatives in process and those in a shared object), random patterns,
+a pattern as a dense mask, and where a result moves by central differences."""
 import numpy as np
+from hypothesis import strategies as st
+
+from adc.ir.interp import run
+from adc.passes.sparsity.patterns import Pattern
+
+
+def dense(pattern: Pattern) -> np.ndarray:
+    out = np.zeros((pattern.rows, pattern.columns), bool)
+    out[pattern.row_ids(), pattern.indices] = True
+    return out
+
+
+def differences(module, name: str, args, wrt: int, result: int, step: float = 1e-6) -> np.ndarray:
+    """Where result `result` moves when one element of param `wrt` moves (result size × wrt size)."""
+    x = np.asarray(args[wrt])
+    moved = np.zeros((np.asarray(run(module, name, *args)[result]).size, x.size), bool)
+    for j in range(x.size):
+        sides = []
+        for sign in (1, -1):
+            shifted = x.copy().ravel()
+            shifted[j] += sign * step
+            changed = list(args)
+            changed[wrt] = shifted.reshape(x.shape)
+            sides.append(np.asarray(run(module, name, *changed)[result], np.float64).ravel())
+        delta = sides[0] - sides[1]
+        moved[:, j] = (delta != 0) & np.isfinite(delta)
+    return moved
+
+
+@st.composite
+def patterns(draw, square=False):
+    m = draw(st.integers(1, 12))
+    n = m if square else draw(st.integers(1, 12))
+    mask = np.array(draw(st.lists(st.booleans(), min_size=m * n, max_size=m * n))).reshape(m, n)
+    if square:
+        mask = mask | mask.T
+    r, c = np.nonzero(mask)
+    return Pattern.from_pairs(r, c, (m, n))
+
+
 
 # A tridiagonal stencil on its interior; the ends are x * x (one nonzero each).
 TRIDIAGONAL = """
