@@ -134,7 +134,7 @@ def spd_rows(m, count: int, n: int, jax, torch) -> None:
     backward = {"numpy/scipy": {}}
     if jax:
         jfun = jax.jit(lambda u, v: jax_spd(jax, u, v))
-        jgrad = jax.jit(jax.grad(lambda u, v: sum(s.sum() for s in jax_spd(jax, u, v)), argnums=(0, 1)))
+        jgrad = jax_chunked_grad(jax, count, n)
         ja, jb = jax.numpy.asarray(a), jax.numpy.asarray(b)
         forward["jax"] = {"jit": lambda: jax.block_until_ready(jfun(ja, jb))}
         backward["jax"] = {"jit(grad)": lambda: jax.block_until_ready(jgrad(ja, jb))}
@@ -157,6 +157,20 @@ def jax_spd(jax, a, b):
     l = jax.numpy.linalg.cholesky(a)
     x = jax.scipy.linalg.cho_solve((l, True), b[..., None])[..., 0]
     return x, 2 * jax.numpy.log(jax.numpy.diagonal(l, axis1=1, axis2=2)).sum(1)
+
+
+def jax_chunked_grad(jax, count: int, n: int):
+    """jit(grad) of the SPD objective, mapped (lax.map) over chunks of at most 20,000 systems: in
+    one piece, jax 0.10.2's CPU gradient never returns from 50,000 systems on (it waits on a
+    lock, using no CPU); 20,000 at a time it takes 0.06 s for 100,000 systems of n = 3."""
+    chunk = max(d for d in range(1, min(count, 20_000) + 1) if count % d == 0)
+    g = jax.grad(lambda u, v: sum(s.sum() for s in jax_spd(jax, u, v)), argnums=(0, 1))
+
+    def mapped(a, b):
+        ga, gb = jax.lax.map(lambda ab: g(*ab), (a.reshape(-1, chunk, n, n), b.reshape(-1, chunk, n)))
+        return ga.reshape(a.shape), gb.reshape(b.shape)
+
+    return jax.jit(mapped)
 
 
 def torch_spd(torch, a, b):
