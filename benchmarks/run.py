@@ -6,6 +6,7 @@
     python benchmarks/run.py dask                   # adc.dask: one process, threads, a cluster (dask_bench.py)
     python benchmarks/run.py sparse                 # sparse Jacobians vs JAX, sparsejac, asdex, CasADi (sparse_bench.py)
     python benchmarks/run.py interop                # adc.torch and adc.jax: per-call cost (interop_bench.py)
+    python benchmarks/run.py linalg [--quick]       # linear algebra, f64 (linalg_bench.py); --quick: small sizes
 
 The run starts with the machine: CPU model, AVX2/AVX-512F/FMA, cores, LLVM's name for the CPU,
 and each peer's BLAS (benchmarks/machine.py; docs/performance.md keeps figures per CPU family).
@@ -380,8 +381,17 @@ def bench_interop() -> None:
     bench()
 
 
+def bench_linalg(quick: bool) -> None:
+    from linalg_bench import bench_linalg as bench     # JAX and PyTorch when installed: imported when asked for
+
+    bench(quick)
+
+
 def main(argv: list[str]) -> int:
-    """Every benchmark, or those named on the command line (e.g. `batch_jacobian hessian`)."""
+    """Every benchmark, or those named on the command line (e.g. `batch_jacobian hessian`);
+    `--quick` runs the benchmarks that have sizes (linalg) at small ones."""
+    quick = "--quick" in argv
+    argv = [name for name in argv if name != "--quick"]
     kernels = functools.cache(lambda: adc.compile_file(SAMPLES / "kernels.adc"))   # compiled when first used
     nn = functools.cache(lambda: adc.compile_file(SAMPLES / "nn.adc"))
     loops = functools.cache(lambda: adc.compile_file(SAMPLES / "loops.adc"))
@@ -394,6 +404,7 @@ def main(argv: list[str]) -> int:
                   "compile": bench_compile,   # compile_times.py: compile latency in fresh processes
                   "dask": bench_dask,         # dask_bench.py: adc.dask, one process vs threads vs a cluster
                   "interop": bench_interop,   # interop_bench.py: adc.torch and adc.jax, per call
+                  "linalg": lambda: bench_linalg(quick),   # linalg_bench.py: factorizations against LAPACK's peers
                   **{name: lambda b=b: b(nn()) for name, b in EVERYDAY.items()},   # everyday.py: samples/nn.adc
                   **{name: lambda b=b: b(loops()) for name, b in LOOPS.items()},   # loops_bench.py: samples/loops.adc
                   "loop_memory": bench_loop_memory,

@@ -1,6 +1,7 @@
 """Timing and reporting shared by the benchmarks: medians of repeated calls, ratios printed side by side."""
 from __future__ import annotations
 
+import importlib
 import statistics
 import time
 
@@ -23,7 +24,7 @@ def timed(fn, *, min_time=0.25, repeats=7) -> float:
 
 def optional(name):
     try:
-        return __import__(name)
+        return importlib.import_module(name)     # a submodule too: optional("scipy.linalg")
     except ImportError:
         return None
 

@@ -1,7 +1,9 @@
 """Guide, "Example: Hessian": the jacobian of a gradient under nested tapes, then a Newton step.
 
 Prints the kernel's shape (5, 8), the Hessian's (5, 8, 5, 8), that it is symmetric, and the loss
-before and after one Newton step (solve with h_mat + eye * 1e-3). Saves hessian.png (heat map).
+before and after one Newton step, kernel1 - solve(h_mat + eye * 1e-3, g) taken by the adc kernel
+samples/newton_step.adc (the guide leaves TensorFlow for np.linalg.solve here), and how far that
+step is from NumPy's. Saves hessian.png (heat map).
 """
 from pathlib import Path
 
@@ -11,6 +13,7 @@ import adc
 from figures import save
 
 layers = adc.compile_file(Path(__file__).with_name("layers.adc"))
+newton = adc.compile_file(Path(__file__).with_name("newton_step.adc"))
 rng = np.random.default_rng(0)
 x = adc.constant(rng.standard_normal((7, 5)).astype(np.float32))
 kernel1 = adc.Variable(rng.standard_normal((5, 8)).astype(np.float32) * 0.5, name="kernel1")
@@ -47,9 +50,12 @@ def draw_hessian(plt):
 
 save("hessian.png", draw_hessian)
 
-# Newton's method: the second-order model's minimum, one step
-eye_eps = np.eye(n_params, dtype=np.float32) * 1e-3
-update = np.linalg.solve(h_mat + eye_eps, g_vec)
+# Newton's method: the second-order model's minimum, one step, solved in the kernel
 before = float(loss)
-kernel1.assign_sub(update.reshape(kernel1.shape))
+stepped = newton.newton_step(kernel1, g, h, np.float32(1e-3))
+eye_eps = np.eye(n_params, dtype=np.float32) * 1e-3
+numpy_step = kernel1.numpy() - np.linalg.solve(h_mat + eye_eps, g_vec).reshape(kernel1.shape)
+difference = np.abs(stepped.numpy() - numpy_step).max() / np.abs(numpy_step).max()
+print(f"Newton step, adc's solve against NumPy's: {difference:.1e} (largest difference / largest weight)")
+kernel1.assign(stepped)
 print(f"loss before {before:.4f}, after one Newton step {float(loss_of_model()):.4f}")
