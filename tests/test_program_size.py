@@ -58,6 +58,16 @@ def central_difference(oracle, x, h=1e-6):
     return (oracle(x + h) - oracle(x - h)) / (2 * h)
 
 
+@pytest.fixture(autouse=True)
+def default_recursion_limit():
+    """Python's default limit while these tests run: another library imported into the same test
+    process (PyTorch's compiler raises it to 3000) must not let a recursion pass unseen."""
+    before = sys.getrecursionlimit()
+    sys.setrecursionlimit(min(before, 1000))
+    yield
+    sys.setrecursionlimit(before)
+
+
 def test_the_default_recursion_limit_is_in_force():
     assert sys.getrecursionlimit() <= 1000
 

@@ -4,6 +4,8 @@ at a time in SIMD lanes and the stack's last < W one by one: values against NumP
 solves with matrix and vector right-hand sides, the bounds-checked build, and a matrix that is not
 positive definite among positive definite ones (NaN in its factor only, wherever it sits).
 """
+import functools
+
 import numpy as np
 import pytest
 
@@ -11,6 +13,9 @@ import adc
 
 ORDERS = range(1, 10)
 STACKS = (0, 1, 3, 4, 5, 7, 8, 9, 15, 16, 17, 1003)
+# the checked build moves lanes one element at a time (every access checked): two small orders
+# over every stack size cover its paths (whole groups of W and the rest) at a fraction of the compiles
+BUILDS = [("default", n) for n in ORDERS] + [("checked", n) for n in (1, 4)]
 
 
 def source(n: int) -> str:
@@ -29,9 +34,9 @@ def solves32(a: f32[B, {n}, {n}], b: f32[B, {n}, 3]) -> f32[B, {n}, 3]:
 """
 
 
-@pytest.fixture(scope="module", params=[False, True], ids=["default", "checked"])
-def modules(request):
-    return {n: adc.compile(source(n), f"lanes{n}.adc", check_bounds=request.param) for n in ORDERS}
+@functools.lru_cache(maxsize=None)
+def module(build: str, n: int) -> adc.Module:
+    return adc.compile(source(n), f"lanes{n}.adc", check_bounds=build == "checked")
 
 
 def spd(rng, stack: int, n: int) -> np.ndarray:
@@ -46,39 +51,42 @@ def triangular_solve(a, b, lower, trans, unit):
     return np.linalg.solve(t.transpose(0, 2, 1) if trans else t, b)
 
 
-@pytest.mark.parametrize("n", ORDERS)
-def test_cholesky_against_numpy_for_every_stack_size(modules, n):
+@pytest.mark.parametrize("build, n", BUILDS)
+def test_cholesky_against_numpy_for_every_stack_size(build, n):
+    m = module(build, n)
     rng = np.random.default_rng(n)
     for stack in STACKS:
         a = spd(rng, stack, n)
         want = np.linalg.cholesky(a)
-        np.testing.assert_allclose(modules[n].factor(a).numpy(), want, rtol=1e-12, atol=1e-12)
-        np.testing.assert_allclose(modules[n].factor32(a.astype(np.float32)).numpy(), want, rtol=2e-4, atol=2e-4)
+        np.testing.assert_allclose(m.factor(a).numpy(), want, rtol=1e-12, atol=1e-12)
+        np.testing.assert_allclose(m.factor32(a.astype(np.float32)).numpy(), want, rtol=2e-4, atol=2e-4)
 
 
-@pytest.mark.parametrize("n", ORDERS)
-def test_triangular_solves_against_numpy_for_every_stack_size(modules, n):
+@pytest.mark.parametrize("build, n", BUILDS)
+def test_triangular_solves_against_numpy_for_every_stack_size(build, n):
+    m = module(build, n)
     rng = np.random.default_rng(10 + n)
     for stack in STACKS:
         a = rng.standard_normal((stack, n, n)) + 2 * n * np.eye(n)
         b = rng.standard_normal((stack, n, 3))
-        lower, upper_t, unit, vector = (r.numpy() for r in modules[n].solves(a, b))
+        lower, upper_t, unit, vector = (r.numpy() for r in m.solves(a, b))
         np.testing.assert_allclose(lower, triangular_solve(a, b, True, False, False), rtol=1e-10, atol=1e-12)
         np.testing.assert_allclose(upper_t, triangular_solve(a, b, False, True, False), rtol=1e-10, atol=1e-12)
         np.testing.assert_allclose(unit, triangular_solve(a, b, True, True, True), rtol=1e-10, atol=1e-12)
         y = triangular_solve(a, b[..., :1], True, False, False)
         np.testing.assert_allclose(vector, triangular_solve(a, y, True, True, False)[..., 0], rtol=1e-10, atol=1e-12)
-        np.testing.assert_allclose(modules[n].solves32(a.astype(np.float32), b.astype(np.float32)).numpy(),
+        np.testing.assert_allclose(m.solves32(a.astype(np.float32), b.astype(np.float32)).numpy(),
                                    upper_t, rtol=1e-3, atol=1e-4)
 
 
-@pytest.mark.parametrize("n", [1, 4, 9])
-def test_a_matrix_not_positive_definite_gives_nan_in_its_factor_only(modules, n):
+@pytest.mark.parametrize("build, n", [("default", 1), ("default", 4), ("default", 9), ("checked", 4)])
+def test_a_matrix_not_positive_definite_gives_nan_in_its_factor_only(build, n):
+    m = module(build, n)
     rng = np.random.default_rng(20 + n)
     for bad in (0, 5, 16, 17, 32, 36):
         a = spd(rng, 37, n)
         a[bad, n - 1, n - 1] = -1.0
-        for factor, dtype in ((modules[n].factor, np.float64), (modules[n].factor32, np.float32)):
+        for factor, dtype in ((m.factor, np.float64), (m.factor32, np.float32)):
             got = factor(a.astype(dtype)).numpy()
             assert np.isnan(got[bad]).all()
             others = np.delete(np.arange(37), bad)
