@@ -294,19 +294,15 @@ batch_rules["matmul"] = matmul_batch
 
 
 def stacked_matrices_batch(b, op, args, batched):
-    # ops on stacked matrices (cholesky, triangular_solve, lu_factor, lu_pivots_to_permutation, qr, eigh,
-    # svd): the batch axis is one more stacking axis of every operand and result
+    # the ops with trait stacked_matrices (cholesky, lu_factor, qr, eigh, svd, ...): the batch axis
+    # is one more stacking axis of every operand and result
     results = b.emit(op.name, *_all_batched(b, args, batched), **op.attrs)
     return list(results), [True] * len(results)
 
 
-batch_rules["cholesky"] = stacked_matrices_batch
-batch_rules["triangular_solve"] = stacked_matrices_batch
-batch_rules["lu_factor"] = stacked_matrices_batch
-batch_rules["lu_pivots_to_permutation"] = stacked_matrices_batch
-batch_rules["qr"] = stacked_matrices_batch
-batch_rules["eigh"] = stacked_matrices_batch
-batch_rules["svd"] = stacked_matrices_batch
+for _name, _opdef in OPS.items():
+    if _opdef.has("stacked_matrices"):
+        batch_rules[_name] = stacked_matrices_batch
 
 
 # ---------------------------------------------------------------- control flow

@@ -45,7 +45,7 @@ def cholesky_reference(a: np.ndarray) -> np.ndarray:
 define("cholesky", "the lower Cholesky factor L (L @ Lᵀ = a) of each matrix of `a`, read from its lower "
        "triangle; a matrix that is not positive definite gives NaN",
        example("%a: f64[B,N,N]", "  %0 = cholesky %a : f64[B,N,N]\n  return %0", "f64[B,N,N]"),
-       _cholesky_rule, 1, traits=("materializes",), reference=cholesky_reference)
+       _cholesky_rule, 1, traits=("materializes", "stacked_matrices"), reference=cholesky_reference)
 
 
 def _triangular_solve_rule(types, attrs, funcs):
@@ -82,5 +82,5 @@ define("triangular_solve", "x with op(a) @ x = b for each matrix of `a`: a trian
        example("%a: f64[N,N], %b: f64[N,K]",
                "  %0 = triangular_solve %a, %b {lower = true, trans = false, unit_diagonal = false} : f64[N,K]"
                "\n  return %0", "f64[N,K]"),
-       _triangular_solve_rule, 2, ("lower", "trans", "unit_diagonal"), traits=("materializes",),
+       _triangular_solve_rule, 2, ("lower", "trans", "unit_diagonal"), traits=("materializes", "stacked_matrices"),
        linear=(1,))

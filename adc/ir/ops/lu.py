@@ -49,7 +49,7 @@ define("lu_factor", "the LU factorization with partial pivoting of each matrix o
        "(row i interchanged with row piv[i], in order: LAPACK's getrf, counted from 0)",
        example("%a: f64[B,N,N]", "  %0, %1 = lu_factor %a : f64[B,N,N], i64[B,N]\n  return %0",
                "f64[B,N,N]"),
-       _lu_factor_rule, 1, traits=("materializes",))
+       _lu_factor_rule, 1, traits=("materializes", "stacked_matrices"))
 
 
 def _lu_pivots_to_permutation_rule(types, attrs, funcs):
@@ -72,5 +72,5 @@ def lu_pivots_to_permutation_reference(pivots: np.ndarray) -> np.ndarray:
 define("lu_pivots_to_permutation", "the permutation p of rows that the pivots of `lu_factor` stand for: "
        "(P a)[i] = a[p[i]]; pivots out of [0, N) are clamped into it",
        example("%p: i64[B,N]", "  %0 = lu_pivots_to_permutation %p : i64[B,N]\n  return %0", "i64[B,N]"),
-       _lu_pivots_to_permutation_rule, 1, traits=("materializes", "non_differentiable"),
+       _lu_pivots_to_permutation_rule, 1, traits=("materializes", "stacked_matrices", "non_differentiable"),
        reference=lu_pivots_to_permutation_reference)

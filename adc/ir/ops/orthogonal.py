@@ -58,7 +58,7 @@ define("qr", "the reduced QR factorization of each tall matrix of `a` (M >= N): 
        "columns, r [N, N] upper triangular, q @ r = a (LAPACK's signs: r's diagonal may be negative)",
        example("%a: f64[B,M,N]", "  %0, %1 = qr %a : f64[B,M,N], f64[B,N,N]\n  return %0, %1",
                "(f64[B,M,N], f64[B,N,N])"),
-       _qr_rule, 1, traits=("materializes",), reference=qr_reference)
+       _qr_rule, 1, traits=("materializes", "stacked_matrices"), reference=qr_reference)
 
 
 def _eigh_rule(types, attrs, funcs):
@@ -78,7 +78,7 @@ define("eigh", "the eigenvalues w (ascending) and orthonormal eigenvectors v (co
        "symmetric matrix of `a`, read from its lower triangle",
        example("%a: f64[B,N,N]", "  %0, %1 = eigh %a : f64[B,N], f64[B,N,N]\n  return %0, %1",
                "(f64[B,N], f64[B,N,N])"),
-       _eigh_rule, 1, traits=("materializes",), reference=eigh_reference)
+       _eigh_rule, 1, traits=("materializes", "stacked_matrices"), reference=eigh_reference)
 
 
 def _svd_rule(types, attrs, funcs):
@@ -98,4 +98,4 @@ define("svd", "the reduced singular value decomposition of each tall matrix of `
        "vh [N, N] with orthonormal columns and rows, singular values s descending, (u * s) @ vh = a",
        example("%a: f64[B,M,N]", "  %0, %1, %2 = svd %a : f64[B,M,N], f64[B,N], f64[B,N,N]\n  return %0, %1, %2",
                "(f64[B,M,N], f64[B,N], f64[B,N,N])"),
-       _svd_rule, 1, traits=("materializes",), reference=svd_reference)
+       _svd_rule, 1, traits=("materializes", "stacked_matrices"), reference=svd_reference)

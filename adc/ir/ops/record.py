@@ -35,6 +35,8 @@ TRAITS = {
     "reduction": "reduces `axes`", "scan": "a running combination along `axis`",
     "control_flow": "runs region functions named by its attributes",
     "materializes": "its result is computed into a buffer by a rule of its own, never fused into a consumer",
+    "stacked_matrices": "acts on each matrix (or vector) of a stack on its own: the leading axes of its operands "
+                        "and results are stacking axes, which a batch axis joins",
     "index_map": "reads one operand at an index computed from the result's (fused as a load, not a loop)",
     "transcendental": "computed by vector math: tens of instructions an element, stored once rather than "
                       "recomputed in each loop nest reading it",

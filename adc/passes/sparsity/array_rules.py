@@ -189,9 +189,6 @@ def _matrix_of(batch: tuple[int, ...], shape: tuple[int, ...]) -> np.ndarray:
     return np.broadcast_to(numbers.reshape(batch + (1,) * (len(shape) - len(batch))), shape)
 
 
-sparsity_rules["cholesky"] = stacked_matrices_sparsity
-sparsity_rules["triangular_solve"] = stacked_matrices_sparsity
-sparsity_rules["qr"] = stacked_matrices_sparsity
-sparsity_rules["eigh"] = stacked_matrices_sparsity
-sparsity_rules["svd"] = stacked_matrices_sparsity
-sparsity_rules["lu_factor"] = stacked_matrices_sparsity
+for _name, _opdef in OPS.items():
+    if _opdef.has("stacked_matrices") and not _opdef.has("non_differentiable"):
+        sparsity_rules[_name] = stacked_matrices_sparsity
