@@ -37,18 +37,24 @@ from adc.runtime.derivatives import CompiledSparse, batched_derivative, batched_
 from adc.runtime.tensor import Tensor
 
 
-def kernel_patterns(kernel, args, wrt: int) -> tuple[Pattern, ...]:
-    """Per result of `kernel`, its pattern in parameter `wrt` at the sizes and integer values of
-    `args`, built once per (wrt, shapes, digest of the integer values): in this process (the
-    kernel's cache), and on disk (the compile cache, see `_detected`)."""
-    arrays = [np.asarray(a) for a in args]
+def argument_digest(kernel, args) -> str:
+    """What a pattern of `kernel` depends on in a call's `args`: their shapes and the values of
+    the integer ones (float values are never read), as a digest."""
     digest = hashlib.sha256()
-    for a, t in zip(arrays, kernel.signature.param_types):
-        digest.update(repr(a.shape).encode())
+    for a, t in zip(args, kernel.signature.param_types):
+        digest.update(repr(np.shape(a)).encode())
         if not t.dtype.is_float:
             digest.update(np.ascontiguousarray(a, t.dtype.numpy).tobytes())
-    return kernel.derived.get("sparsity", (wrt, digest.hexdigest()),
-                              lambda: _detected(kernel, arrays, wrt, digest.hexdigest()))
+    return digest.hexdigest()
+
+
+def kernel_patterns(kernel, args, wrt: int, digest: str | None = None) -> tuple[Pattern, ...]:
+    """Per result of `kernel`, its pattern in parameter `wrt` at the sizes and integer values of
+    `args` (whose `argument_digest` is `digest`), built once per (wrt, digest): in this process
+    (the kernel's cache), and on disk (the compile cache, see `_detected`)."""
+    digest = digest or argument_digest(kernel, args)
+    return kernel.derived.get("sparsity", (wrt, digest),
+                              lambda: _detected(kernel, [np.asarray(a) for a in args], wrt, digest))
 
 
 def _detected(kernel, arrays, wrt: int, digest: str) -> tuple[Pattern, ...]:
@@ -162,17 +168,21 @@ class SparseJacobian:
         return self._last
 
     def _plan(self, args) -> Plan:
+        """The plan of the call's sizes and integer values: one cache lookup once it is built."""
+        digest = argument_digest(self.kernel, args)
+        key = (self.wrt, self.mode, self.symmetric, digest)
+        self._last = self.kernel.derived.get("sparse_plan", key, lambda: self._planned(args, digest))
+        return self._last
+
+    def _planned(self, args, digest: str) -> Plan:
         sig = self.kernel.signature
         env = self.kernel.bind_shapes([np.shape(a) for a in args])
         result_shape = tuple(evaluate_dim(d, env) for d in sig.result_types[0].shape)
-        (pattern,) = kernel_patterns(self.kernel, args, self.wrt)
+        (pattern,) = kernel_patterns(self.kernel, args, self.wrt, digest)
         if self.symmetric:
             pattern = union([pattern, pattern.transpose()])
-        key = (self.wrt, self.mode, self.symmetric, pattern.indptr.tobytes(), pattern.indices.tobytes())
-        self._last = self.kernel.derived.get("sparse_plan", key, lambda: plan(
-            pattern, self.mode, self.symmetric, (np.shape(args[self.wrt]), sig.param_types[self.wrt].dtype.numpy),
-            (result_shape, sig.result_types[0].dtype.numpy), bidirectional=True))
-        return self._last
+        return plan(pattern, self.mode, self.symmetric, (np.shape(args[self.wrt]), sig.param_types[self.wrt].dtype.numpy),
+                    (result_shape, sig.result_types[0].dtype.numpy), bidirectional=True)
 
     def _compressed(self, the_plan: Plan, args):
         """The products of the plan's seeds: [colors, *result] forward, [colors, *x] reverse;
