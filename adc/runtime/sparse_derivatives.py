@@ -16,9 +16,12 @@ The pattern (adc/passes/sparsity) is built for the sizes of the first call and t
 its integer arguments, and kept in the kernel's cache (`kernel.derived`) under their shapes and
 a digest of those values: a call with other sizes or other integer values builds its own, never a
 stale one; and in the on-disk compile cache (`driver.cached_analysis`, namespace `sparsity`),
-under the module's IR text too, so another process reads it instead of detecting it. Per pattern: a column coloring and a row coloring; forward mode (one batched JVP of
-the kernel, adc/runtime/derivatives.py `batched_tangents`) when the columns need no more colors
-than the rows, else reverse (`batched_derivative`); `mode` forces one. A Hessian is the Jacobian
+under the module's IR text too, so another process reads it instead of detecting it. The plan
+(coloring, seeds, decompression) is kept under the same digest, so a call after the first finds
+it in one lookup (an optimizer's inner loop). Per pattern: a column coloring and a row coloring;
+forward mode (one batched JVP of the kernel, adc/runtime/derivatives.py `batched_tangents`) when
+the columns need no more colors than the rows, else reverse (`batched_derivative`); `mode`
+forces one. A Hessian is the Jacobian
 of the gradient kernel, its pattern symmetrized and star-colored, read by symmetric decompression.
 """
 from __future__ import annotations
@@ -181,8 +184,9 @@ class SparseJacobian:
         (pattern,) = kernel_patterns(self.kernel, args, self.wrt, digest)
         if self.symmetric:
             pattern = union([pattern, pattern.transpose()])
-        return plan(pattern, self.mode, self.symmetric, (np.shape(args[self.wrt]), sig.param_types[self.wrt].dtype.numpy),
-                    (result_shape, sig.result_types[0].dtype.numpy), bidirectional=True)
+        wrt = (np.shape(args[self.wrt]), sig.param_types[self.wrt].dtype.numpy)
+        return plan(pattern, self.mode, self.symmetric, wrt, (result_shape, sig.result_types[0].dtype.numpy),
+                    bidirectional=True)
 
     def _compressed(self, the_plan: Plan, args):
         """The products of the plan's seeds: [colors, *result] forward, [colors, *x] reverse;
