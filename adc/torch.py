@@ -114,7 +114,7 @@ class KernelOp:
         kernel itself, through the eager Function when autograd records the call."""
         if torch.compiler.is_compiling():
             return self.overload(*args)
-        if forward_ad._current_level >= 0 or any(map(_is_transformed, args)):
+        if _transforming() or any(map(_is_transformed, args)):
             return self.function.apply(*args)
         if not _plain(args):
             return self.overload(*args)
@@ -320,6 +320,12 @@ def _tensor(array: np.ndarray) -> torch.Tensor:
     """A tensor over a fresh result buffer, which nothing else holds: torch may write to it."""
     array.setflags(write=True)
     return torch.from_numpy(array)
+
+
+def _transforming() -> bool:
+    """Whether torch.func's transforms or forward-mode AD are on (then an autograd.Function needs
+    setup_context, which the Function has), even for arguments they do not wrap."""
+    return forward_ad._current_level >= 0 or torch._C._are_functorch_transforms_active()
 
 
 def _is_transformed(t: torch.Tensor) -> bool:

@@ -126,6 +126,15 @@ def test_jvp_of_each_order_agrees_with_the_formula():
     torch.testing.assert_close(torch.func.jacfwd(torch.func.jacrev(op, argnums=1), argnums=1)(x, delta), second)
 
 
+def test_a_call_inside_a_transform_on_arguments_it_does_not_wrap():
+    """Under torch.func.grad, arguments that need gradients but are not the transform's own."""
+    m = adc.compile("def f(x: f64[N], y: f64[N]) -> f64:\n    return sum(x * y)\n")
+    op = adc.torch.op(m.f)
+    w, c = (torch.randn(4, dtype=torch.float64, requires_grad=True) for _ in range(2))
+    x = torch.randn(3, dtype=torch.float64)
+    torch.testing.assert_close(torch.func.grad(lambda x: (x * op(w, c)).sum())(x), (w * c).sum().detach().expand(3))
+
+
 def test_forward_mode_with_dual_tensors_in_eager_code():
     """torch.autograd.forward_ad outside torch.func: the Function's jvp, the JVP kernel."""
     from torch.autograd import forward_ad
