@@ -19,7 +19,7 @@ import llvmlite.ir as ir
 from adc.codegen.lowering.declarations import intrinsic
 from adc.codegen.lowering.element_types import REGISTER_TYPES
 from adc.codegen.lowering.loops import NOWRAP, counted_loop, i64
-from adc.codegen.lowering.rules.matrices import Matrices, holds_nan, over_matrices
+from adc.codegen.lowering.rules.matrices import Matrices, fill, holds_nan, over_matrices
 from adc.ir.core import Op
 from adc.ir.types import num_elements
 
@@ -46,10 +46,6 @@ def reflect(em: Emitter, m: Matrices, out: ir.Value, rows: ir.Value, k: ir.Value
     s = accumulate(em, ty, k, rows, lambda i: b.fmul(m.load(out, i, k), m.load(out, i, j)))
     twice = b.fmul(ir.Constant(ty, 2.0), s)
     counted_loop(b, k, rows, lambda i: m.store(out, i, j, b.fsub(m.load(out, i, j), b.fmul(twice, m.load(out, i, k)))))
-
-
-def fill(em: Emitter, m: Matrices, out: ir.Value, rows: ir.Value, columns: ir.Value, x: ir.Value) -> None:
-    counted_loop(em.b, i64(0), rows, lambda i: counted_loop(em.b, i64(0), columns, lambda j: m.store(out, i, j, x)))
 
 
 def qr_lower(kernel: Emitter, op: Op, dests: list[ir.Value]) -> None:
