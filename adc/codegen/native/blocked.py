@@ -27,6 +27,8 @@ from adc.ir.types import DType
 
 VOID = ir.VoidType()
 MAX_BLOCK = 64          # the largest unblocked block: the routines' tiles on the stack are sized by it
+CHUNK_VECTORS = 8       # vectors of a row a substitution (or a triangular product) keeps in registers: 8
+                        # independent chains of FMAs hide their latency (4: a trsm of 1024 right-hand sides ~2x slower)
 # An update of fewer multiply-adds than this stays on one thread (as a matmul's: matmul.GEMM_WORK_SHIFT)
 PARALLEL_WORK = parallel.THRESHOLD << 5
 
@@ -130,6 +132,15 @@ class Routine:
 
     def min(self, x: ir.Value, y: ir.Value) -> ir.Value:
         return self.b.select(self.b.icmp_signed("<", x, y), x, y)
+
+
+def copy(r: Routine, rows: ir.Value, columns: ir.Value, source: View, dest: View, columns_outside: bool = False) -> None:
+    """dest[rows, columns] = source[rows, columns], row by row (or column by column: a column-major source)."""
+    outer, inner = (columns, rows) if columns_outside else (rows, columns)
+    with for_range(r.b, i64(0), outer) as x:
+        with for_range(r.b, i64(0), inner) as y:
+            i, j = (y, x) if columns_outside else (x, y)
+            r.store(r.load(source, i, j), dest, i, j)
 
 
 def half(b: ir.IRBuilder, n: ir.Value) -> ir.Value:

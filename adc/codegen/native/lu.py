@@ -20,7 +20,7 @@ import llvmlite.ir as ir
 import numpy as np
 
 from adc.codegen.native import gemm, triangular
-from adc.codegen.native.blocked import Routine, View, clamp_block, declare, exported, half, internal, update
+from adc.codegen.native.blocked import Routine, View, clamp_block, copy, declare, exported, half, internal, update
 from adc.codegen.lowering.declarations import intrinsic, libc
 from adc.codegen.lowering.loops import I64, PTR, for_range, i64
 from adc.ir.types import DType
@@ -130,18 +130,12 @@ def _panel_function(module: ir.Module, blk: gemm.Blocking) -> ir.Function:
         with in_place:
             b.call(unblocked, [m, n, a, lda, piv])
         with copied:
-            panel, copy = View(a, lda, i64(1)), View(workspace, n, i64(1))
-            _copy(r, m, n, panel, copy)
+            panel, contiguous = View(a, lda, i64(1)), View(workspace, n, i64(1))
+            copy(r, m, n, panel, contiguous)
             b.call(unblocked, [m, n, workspace, n, piv])
-            _copy(r, m, n, copy, panel)
+            copy(r, m, n, contiguous, panel)
     b.ret_void()
     return fn
-
-
-def _copy(r: Routine, rows: ir.Value, columns: ir.Value, source: View, dest: View) -> None:
-    with for_range(r.b, i64(0), rows) as i:
-        with for_range(r.b, i64(0), columns) as j:
-            r.store(r.load(source, i, j), dest, i, j)
 
 
 def _unblocked_function(module: ir.Module, blk: gemm.Blocking) -> ir.Function:

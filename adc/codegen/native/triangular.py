@@ -19,11 +19,11 @@ from __future__ import annotations
 import llvmlite.ir as ir
 
 from adc.codegen.native import gemm
-from adc.codegen.native.blocked import MAX_BLOCK, Routine, View, clamp_block, declare, exported, half, internal, update
+from adc.codegen.native.blocked import (CHUNK_VECTORS, MAX_BLOCK, Routine, View, clamp_block, copy, declare, exported, half,
+                                        internal, update)
 from adc.codegen.lowering.loops import I1, I64, for_range, i64
 from adc.ir.types import DType
 
-CHUNK_VECTORS = 8       # vectors of right-hand sides a substitution keeps in registers
 TILE_COLUMNS = 64       # right-hand sides of a column-major B transposed into a tile at a time
 
 
@@ -109,18 +109,11 @@ def _unblocked_function(module: ir.Module, blk: gemm.Blocking) -> ir.Function:
             with for_range(b, i64(0), k, i64(TILE_COLUMNS)) as first:
                 width = r.min(i64(TILE_COLUMNS), b.sub(k, first))
                 block = x.block(b, i64(0), first)
-                _copy(r, n, width, block, rows)
+                copy(r, n, width, block, rows, columns_outside=True)
                 b.call(substitute, [n, width, a, rsa, csa, tile, i64(TILE_COLUMNS), reciprocals, lower])
-                _copy(r, n, width, rows, block)
+                copy(r, n, width, rows, block, columns_outside=True)
     b.ret_void()
     return fn
-
-
-def _copy(r: Routine, rows: ir.Value, columns: ir.Value, source: View, dest: View) -> None:
-    """dest[rows, columns] = source[rows, columns], walking the columns outside (a column-major source)."""
-    with for_range(r.b, i64(0), columns) as j:
-        with for_range(r.b, i64(0), rows) as i:
-            r.store(r.load(source, i, j), dest, i, j)
 
 
 def _substitution_function(module: ir.Module, blk: gemm.Blocking) -> ir.Function:
