@@ -91,10 +91,23 @@ def runtime_gemm_symbol(dtype: str) -> str:
     return f"{RUNTIME_PREFIX}gemm_{dtype}"
 
 
+# The runtime library's blocked factorizations and solves (adc/codegen/native/: triangular.py,
+# cholesky.py, lu.py, householder.py), one per dtype of RUNTIME_GEMM_DTYPES, on row-major matrices
+RUNTIME_FACTORIZATIONS = ("trsm", "potrf", "getrf", "qr")
+
+
+def runtime_factorization_symbol(routine: str, dtype: str) -> str:
+    """`adc_rt_<routine>_<dtype>`, e.g. `i64 adc_rt_potrf_f64(i64 n, double* a, i64 lda, i64 nb)`
+    (each routine's signature is in its module's docstring)."""
+    return f"{RUNTIME_PREFIX}{routine}_{dtype}"
+
+
 def runtime_symbols() -> tuple[str, ...]:
     """The runtime library's functions kernel modules may call (what the JIT publishes: known
     without importing the code generator that defines them)."""
     return (*(runtime_gemm_symbol(str(dtype)) for dtype in RUNTIME_GEMM_DTYPES),
+            *(runtime_factorization_symbol(routine, str(dtype)) for routine in RUNTIME_FACTORIZATIONS
+              for dtype in RUNTIME_GEMM_DTYPES),
             RUNTIME_PARALLEL_FOR, RUNTIME_SET_NUM_THREADS, RUNTIME_GET_NUM_THREADS, RUNTIME_INTERRUPTS,
             RUNTIME_WATCH_INTERRUPTS)
 SEAL_MAGIC = b"ADCSEAL1"

@@ -107,7 +107,8 @@ def to_llvm(module: Module, target: Target, options: Options = Options()) -> llv
     metadata = encode_metadata(module, format_module(module))
     optimized = optimize(module, options)
     with compile_log.stage(module.name, "lower"):
-        return lower.lower_module(optimized, metadata, target.vector_bits, target.check_bounds, target.misindex)
+        return lower.lower_module(optimized, metadata, target.vector_bits, target.check_bounds, target.misindex,
+                                  target.linalg_block)
 
 
 @dataclass(frozen=True)
@@ -169,7 +170,8 @@ def lower_kernel(ir_text: str, module_name: str, name: str, target: Target) -> l
     with compile_log.stage(subject, "inline"):
         kernel = _inlined(_parse(ir_text, module_name), name)
     with compile_log.stage(subject, "lower"):
-        return lower.lower_kernel(kernel, name, target.vector_bits, target.check_bounds, target.misindex)
+        return lower.lower_kernel(kernel, name, target.vector_bits, target.check_bounds, target.misindex,
+                                  target.linalg_block)
 
 
 def _inlined(module: Module, name: str) -> Module:

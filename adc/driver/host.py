@@ -110,9 +110,16 @@ def _target_for_cpu(cpu: str) -> Target:
 
 def jit_target(check_bounds: bool = False) -> Target:
     """The JIT's target: the host's, bounds-checked when asked, or for every JIT compile of the
-    process under ADC_CHECK_BOUNDS=1."""
+    process under ADC_CHECK_BOUNDS=1; ADC_LINALG_BLOCK=n, a test hook, sends every matrix to the
+    runtime library's blocked factorizations in blocks of order n (Target.linalg_block)."""
     wanted = check_bounds or os.environ.get("ADC_CHECK_BOUNDS", "0") not in ("", "0")
-    return checked(host_target()) if wanted else host_target()
+    target = checked(host_target()) if wanted else host_target()
+    block = int(os.environ.get("ADC_LINALG_BLOCK", "0") or 0)
+    if block:
+        import dataclasses
+
+        target = dataclasses.replace(target, linalg_block=block)
+    return target
 
 
 def checked(target: Target) -> Target:

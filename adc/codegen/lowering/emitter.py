@@ -40,9 +40,11 @@ class Emitter:
     """
 
     def __init__(self, llmod: ir.Module, module: Module, func: Func, fusion: Plan, fn: ir.Function,
-                 dims: ir.Value, symbols: tuple[str, ...], buffers: dict[Value, ir.Value], vector_bits: int):
+                 dims: ir.Value, symbols: tuple[str, ...], buffers: dict[Value, ir.Value], vector_bits: int,
+                 linalg_block: int = 0):
         self.llmod, self.module, self.func, self.plan, self.buffers = llmod, module, func, fusion, buffers
         self.dims_ptr, self.symbol_order, self.vector_bits = dims, symbols, vector_bits
+        self.linalg_block = linalg_block        # Target.linalg_block, the blocked factorizations' test hook
         entry, body = fn.append_basic_block("dims"), fn.append_basic_block("body")
         self.head = ir.IRBuilder(entry)
         self.head.position_before(self.head.branch(body))
@@ -76,7 +78,7 @@ class Emitter:
     def nested(self, fn: ir.Function, dims: ir.Value, buffers: dict[Value, ir.Value]) -> "Emitter":
         """The emitter of a function outlined from this one (a loop nest, a matmul's rows)."""
         child = Emitter(self.llmod, self.module, self.func, self.plan, fn, dims, self.symbol_order, buffers,
-                        self.vector_bits)
+                        self.vector_bits, self.linalg_block)
         child.late = self.late
         child.op = self.op
         child.bounds = bounds.nest_frame(self, child, fn)

@@ -7,7 +7,8 @@ consumes it. A value is materialized when it is
 - a parameter (its input buffer) or a returned value (written straight into its output buffer);
 - a result of a control-flow op (for, while, if) or one of its operands: the region functions it
   runs read and write buffers;
-- the result of a reduction, scan, matmul or scatter, or an operand of matmul (gemm reads memory) — but a
+- the result of a reduction, scan, matmul or scatter, or an operand of matmul (gemm reads memory) or
+  another operand an op's record says is `buffered` (the runtime library's routines read it) — but a
   transpose of the last two axes that only matmuls read is neither computed nor stored: the
   matmul reads its operand's buffer with swapped strides (`transposed`);
 - the base of a scatter that nothing else reads: its own (parallel) loop nest writes it straight
@@ -172,6 +173,7 @@ def plan(func: Func) -> Plan:
             forced.update(op.operands)
         if op.name == "matmul":
             forced.update(transposed.get(v, v) for v in op.operands)
+        forced.update(op.operands[k] for k in OPS[op.name].buffered)
     cheap = _cheap_values(func, forced)
     for op in func.ops:
         if op.name == "broadcast" and (op.operands[0] not in cheap or _reads_across_rows(producers, op.operands[0])):

@@ -39,16 +39,17 @@ from adc.ir.shapes import constraints
 
 
 def lower_module(module: Module, metadata: str, vector_bits: int, check_bounds: bool = False,
-                 misindex: str = "") -> ir.Module:
+                 misindex: str = "", linalg_block: int = 0) -> ir.Module:
     """The LLVM module of an inlined, verified IR module, with its metadata and `adc_set_num_threads`
     (a shared object); `vector_bits` (Target.vector_bits) shapes the register tiles of matrix products;
-    `check_bounds` and `misindex` (Target's) make a bounds-checked build (bounds.py)."""
+    `check_bounds` and `misindex` (Target's) make a bounds-checked build (bounds.py); `linalg_block`
+    (Target's test hook) sends every matrix to the blocked routines, in blocks of that order."""
     llmod = ir.Module(name=module.name)
     checks = bounds.ModuleChecks(llmod, misindex) if check_bounds else None
     regions = module.regions()
     kernels = [func.name for func in module if func.name not in regions]
     for name in kernels:
-        _lower_checked(llmod, module, module[name], vector_bits, checks)
+        _lower_checked(llmod, module, module[name], vector_bits, checks, linalg_block)
     if checks is not None:
         checks.export(kernels)
     _define_metadata(llmod, metadata)
@@ -67,24 +68,24 @@ def lower_metadata(metadata: str) -> ir.Module:
 
 
 def lower_kernel(module: Module, name: str, vector_bits: int, check_bounds: bool = False,
-                 misindex: str = "") -> ir.Module:
+                 misindex: str = "", linalg_block: int = 0) -> ir.Module:
     """The LLVM module of kernel `name` alone: what the JIT compiles on the kernel's first call."""
     llmod = ir.Module(name=f"{module.name}:{name}")
     checks = bounds.ModuleChecks(llmod, misindex) if check_bounds else None
-    _lower_checked(llmod, module, module[name], vector_bits, checks)
+    _lower_checked(llmod, module, module[name], vector_bits, checks, linalg_block)
     if checks is not None:
         checks.export([name])
     return llmod
 
 
 def _lower_checked(llmod: ir.Module, module: Module, func: Func, vector_bits: int,
-                   checks: bounds.ModuleChecks | None, region: bool = False) -> ir.Function:
+                   checks: bounds.ModuleChecks | None, linalg_block: int, region: bool = False) -> ir.Function:
     """The kernel `adc_kernel_<name>`, or the internal function of a region (`Emitter.region`)."""
     for op in func.ops:
         if op.name not in lower_rules:
             raise CompileError(f"codegen has no lowering for op '{op.name}' in @{func.name}"
                                + (" (run the inliner first)" if op.name == "call" else ""), op.loc)
-    return _lower_kernel(llmod, module, func, vector_bits, checks, region)
+    return _lower_kernel(llmod, module, func, vector_bits, checks, linalg_block, region)
 
 
 def _define_metadata(llmod: ir.Module, metadata: str) -> None:
@@ -97,7 +98,7 @@ def _define_metadata(llmod: ir.Module, metadata: str) -> None:
 
 
 def _lower_kernel(llmod: ir.Module, module: Module, func: Func, vector_bits: int,
-                  checks: bounds.ModuleChecks | None, region: bool) -> ir.Function:
+                  checks: bounds.ModuleChecks | None, linalg_block: int, region: bool) -> ir.Function:
     """A kernel, or a region function: internal, its dims Module.region_symbols, and its block of
     temporaries passed by its parent after its outputs (a loop allocates nothing per iteration)."""
     symbol, symbols = ((REGION_PREFIX + func.name, module.region_symbols(func.name)) if region
@@ -113,10 +114,11 @@ def _lower_kernel(llmod: ir.Module, module: Module, func: Func, vector_bits: int
         fn.attributes.add("optnone")
     dims, inputs, outputs = fn.args[:3]
     func, fusion = as_lowered(func)
-    em = Emitter(llmod, module, func, fusion, fn, dims, symbols, {}, vector_bits)
+    em = Emitter(llmod, module, func, fusion, fn, dims, symbols, {}, vector_bits, linalg_block)
     em.bounds = bounds.function_frame(em, checks)
     em.watch = interrupts.Watch(em.head, dims, len(symbols) if region else None)
-    em.lower_region = lambda name: _lower_checked(llmod, module, module[name], vector_bits, checks, region=True)
+    em.lower_region = lambda name: _lower_checked(llmod, module, module[name], vector_bits, checks, linalg_block,
+                                                  region=True)
     em.pass_bound_symbols(func.bound_symbols)
     # A loop body's nests run once per iteration, over a loop's state, mostly small: the bookkeeping
     # of strips there cost the RK4 gradient (a state of one) 10-30% (paired runs).

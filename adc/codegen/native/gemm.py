@@ -134,15 +134,37 @@ def define_gemm(module: ir.Module, blk: Blocking) -> ir.Function:
     with builder.if_then(_is_zero(builder, k)):
         _fill_zero(builder, blk, c, builder.mul(m, n))
         builder.ret_void()
-    builder.call(_kernel_function(module, blk), func.args)
+    builder.call(_kernel_function(module, blk), [*func.args, n, ir.Constant(I1, 0)])
+    builder.ret_void()
+    return func
+
+
+def define_subtract(module: ir.Module, blk: Blocking) -> ir.Function:
+    """Define the runtime library's internal `void adc_gemm_<dtype>_subtract(i64 M, i64 N, i64 K, T* A,
+    i64 rsa, i64 csa, T* B, i64 rsb, i64 csb, T* C, i64 ldc)`: C[M,N] -= A @ B, C[i, j] at C[i*ldc + j]
+    (a block of a larger row-major matrix), the update of every blocked factorization (blocked.py).
+    B is packed negated and the products added, so C - Σ a b is rounded as a subtraction would be."""
+    name = f"adc_gemm_{blk.dtype}_subtract"
+    if name in module.globals:
+        return module.globals[name]
+    ptr = ELEMENT_TYPES[blk.dtype].as_pointer()
+    func = _internal_function(module, name, [I64, I64, I64, ptr, I64, I64, ptr, I64, I64, ptr, I64])
+    m, n, k = func.args[:3]
+    builder = ir.IRBuilder(func.append_basic_block("entry"))
+    _return_if(builder, builder.or_(builder.or_(_is_zero(builder, m), _is_zero(builder, n)), _is_zero(builder, k)))
+    builder.call(_kernel_function(module, blk), [*func.args, ir.Constant(I1, 1)])
     builder.ret_void()
     return func
 
 
 def _kernel_function(module: ir.Module, blk: Blocking) -> ir.Function:
-    """The blocked loop nest for M, N, K > 0 (same signature as adc_rt_gemm_<dtype>)."""
-    func = _internal_function(module, f"adc_gemm_{blk.dtype}_kernel", _gemm_type(blk.dtype).args)
-    m, n, k, a, rsa, csa, b, rsb, csb, c = func.args
+    """The blocked loop nest for M, N, K > 0 (adc_rt_gemm_<dtype>'s arguments, then C's row stride
+    and `subtract`: C -= A @ B instead of C = A @ B)."""
+    name = f"adc_gemm_{blk.dtype}_kernel"
+    if name in module.globals:
+        return module.globals[name]
+    func = _internal_function(module, name, [*_gemm_type(blk.dtype).args, I64, I1])
+    m, n, k, a, rsa, csa, b, rsb, csb, c, ldc, subtract = func.args
     builder = ir.IRBuilder(func.append_basic_block("entry"))
     packed = builder.alloca(blk.elem, size=blk.kc * blk.nc)
     packed.align = PACK_ALIGN
@@ -151,24 +173,25 @@ def _kernel_function(module: ir.Module, blk: Blocking) -> ir.Function:
         with for_range(builder, _const(0), k, _const(blk.kc)) as pc:
             kc = _min(builder, _const(blk.kc), builder.sub(k, pc))
             b_block = builder.gep(b, [builder.add(builder.mul(pc, rsb), builder.mul(jc, csb))])
-            builder.call(_pack_function(module, blk), [b_block, rsb, csb, kc, nc, packed])
-            first = _is_zero(builder, pc)
+            builder.call(_pack_function(module, blk), [b_block, rsb, csb, kc, nc, packed, subtract])
+            first = builder.and_(_is_zero(builder, pc), builder.not_(subtract))
             a_block = builder.gep(a, [builder.mul(pc, csa)])
             c_block = builder.gep(c, [jc])
-            builder.call(_block_function(module, blk), [m, rsa, csa, n, kc, nc, a_block, packed, c_block, first])
+            builder.call(_block_function(module, blk), [m, rsa, csa, ldc, kc, nc, a_block, packed, c_block, first])
     builder.ret_void()
     return func
 
 
 def _pack_function(module: ir.Module, blk: Blocking) -> ir.Function:
-    """Copy a kc x nc block of B (strides rsb, csb) into NR-column panels, zero padded.
+    """Copy a kc x nc block of B (strides rsb, csb) into NR-column panels, zero padded, each
+    element negated when `negate`.
 
     Panel p holds columns p*NR .. p*NR+NR-1 as kc rows of NR contiguous
     elements, so the micro-kernel reads whole aligned vectors.
     """
     ptr = blk.elem.as_pointer()
-    func = _internal_function(module, f"adc_gemm_{blk.dtype}_pack", [ptr, I64, I64, I64, I64, ptr])
-    src, rsb, csb, kc, nc, dst = func.args
+    func = _internal_function(module, f"adc_gemm_{blk.dtype}_pack", [ptr, I64, I64, I64, I64, ptr, I1])
+    src, rsb, csb, kc, nc, dst, negate = func.args
     builder = ir.IRBuilder(func.append_basic_block("entry"))
     nr = _const(blk.nr)
     with for_range(builder, _const(0), nc, nr) as col:
@@ -178,8 +201,8 @@ def _pack_function(module: ir.Module, blk: Blocking) -> ir.Function:
             from_row = builder.gep(src, [builder.add(builder.mul(row, rsb), builder.mul(col, csb))])
             to_row = builder.gep(panel, [builder.mul(row, nr)])
             with for_range(builder, _const(0), width, _const(1)) as j:
-                element = builder.gep(from_row, [builder.mul(j, csb)])
-                builder.store(builder.load(element), builder.gep(to_row, [j]))
+                x = builder.load(builder.gep(from_row, [builder.mul(j, csb)]))
+                builder.store(builder.select(negate, builder.fneg(x), x), builder.gep(to_row, [j]))
             with for_range(builder, width, nr, _const(1)) as j:
                 builder.store(ir.Constant(blk.elem, 0.0), builder.gep(to_row, [j]))
     builder.ret_void()
@@ -253,14 +276,14 @@ def _micro_kernel(module: ir.Module, blk: Blocking, rows: int, vectors: int) -> 
     accs = [[builder.alloca(blk.vector) for _ in range(vectors)] for _ in range(rows)]
     for acc in (slot for row in accs for slot in row):
         builder.store(ir.Constant(blk.vector, None), acc)
-    fma = _fma(module, blk.vector)
+    fma = fma_intrinsic(module, blk.vector)
     vptr = blk.vector.as_pointer()
     with for_range(builder, _const(0), kc, _const(1)) as p:
         b_row = builder.bitcast(builder.gep(panel, [builder.mul(p, _const(blk.nr))]), vptr)
         bs = [builder.load(builder.gep(b_row, [_const(v)]), align=PACK_ALIGN) for v in range(vectors)]
         for r in range(rows):
             a_elem = builder.load(builder.gep(a, [builder.add(builder.mul(_const(r), rsa), builder.mul(p, csa))]))
-            a_vec = _splat(builder, blk.vector, a_elem)
+            a_vec = splat(builder, blk.vector, a_elem)
             for v, b_vec in enumerate(bs):
                 builder.store(builder.call(fma, [a_vec, b_vec, builder.load(accs[r][v])]), accs[r][v])
     for r in range(rows):
@@ -288,7 +311,7 @@ def _store_row(builder: ir.IRBuilder, blk: Blocking, values: list, c_row: ir.Val
         with partial:
             for v, value in enumerate(values):
                 dst = builder.bitcast(builder.gep(c_row, [_const(v * blk.vl)]), blk.vector.as_pointer())
-                mask = _lanes_below(builder, blk, builder.sub(width, _const(v * blk.vl)))
+                mask = lanes_below(builder, blk, builder.sub(width, _const(v * blk.vl)))
                 _masked_store_or_add(builder, module, blk, first, value, dst, mask)
 
 
@@ -305,20 +328,20 @@ def _masked_store_or_add(builder: ir.IRBuilder, module: ir.Module, blk: Blocking
                          value: ir.Value, dst: ir.Value, mask: ir.Value) -> None:
     """_store_or_add of the lanes `mask` selects; the others are neither read nor written."""
     align = ir.Constant(I32, blk.elem_align)
-    store = _masked_intrinsic(module, blk, "store")
+    store = masked_intrinsic(module, blk, "store")
     with builder.if_else(first) as (overwrite, accumulate):
         with overwrite:
             builder.call(store, [value, dst, align, mask])
         with accumulate:
-            old = builder.call(_masked_intrinsic(module, blk, "load"),
+            old = builder.call(masked_intrinsic(module, blk, "load"),
                                [dst, align, mask, ir.Constant(blk.vector, None)])
             builder.call(store, [builder.fadd(old, value), dst, align, mask])
 
 
-def _lanes_below(builder: ir.IRBuilder, blk: Blocking, count: ir.Value) -> ir.Value:
+def lanes_below(builder: ir.IRBuilder, blk: Blocking, count: ir.Value) -> ir.Value:
     """The mask of the vector's lanes i < count (all of them when count >= VL, none when <= 0)."""
     lanes = ir.VectorType(I64, blk.vl)
-    return builder.icmp_signed("<", ir.Constant(lanes, list(range(blk.vl))), _splat(builder, lanes, count))
+    return builder.icmp_signed("<", ir.Constant(lanes, list(range(blk.vl))), splat(builder, lanes, count))
 
 
 def _fill_zero(builder: ir.IRBuilder, blk: Blocking, dst: ir.Value, count: ir.Value) -> None:
@@ -334,7 +357,7 @@ def _internal_function(module: ir.Module, name: str, params: list) -> ir.Functio
     return func
 
 
-def _fma(module: ir.Module, vector: ir.VectorType) -> ir.Function:
+def fma_intrinsic(module: ir.Module, vector: ir.VectorType) -> ir.Function:
     """`llvm.fma.v<n><t>`: one rounding, as the hardware FMA (declared by hand: llvmlite's
     declare_intrinsic does not name vector overloads)."""
     suffix = "f32" if isinstance(vector.element, ir.FloatType) else "f64"
@@ -344,13 +367,13 @@ def _fma(module: ir.Module, vector: ir.VectorType) -> ir.Function:
     return ir.Function(module, ir.FunctionType(vector, [vector] * 3), name)
 
 
-def _splat(builder: ir.IRBuilder, vector: ir.VectorType, scalar: ir.Value) -> ir.Value:
+def splat(builder: ir.IRBuilder, vector: ir.VectorType, scalar: ir.Value) -> ir.Value:
     one = builder.insert_element(ir.Constant(vector, None), scalar, _const(0, I32))
     return builder.shuffle_vector(one, ir.Constant(vector, None),
                                   ir.Constant(ir.VectorType(I32, vector.count), [0] * vector.count))
 
 
-def _masked_intrinsic(module: ir.Module, blk: Blocking, operation: str) -> ir.Function:
+def masked_intrinsic(module: ir.Module, blk: Blocking, operation: str) -> ir.Function:
     """`llvm.masked.load` or `llvm.masked.store` of `blk`'s vectors (declared by hand, as `_fma`)."""
     vector, suffix = blk.vector, "f32" if blk.dtype == DType.f32 else "f64"
     name = f"llvm.masked.{operation}.v{vector.count}{suffix}.p0"

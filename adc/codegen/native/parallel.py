@@ -113,6 +113,14 @@ def call_strip(b: ir.IRBuilder, head: ir.IRBuilder, nests: list[tuple[ir.Functio
     _dispatch(b, task, _context(b, head, buffers), outer, work, 1)
 
 
+def call_parallel_for(b: ir.IRBuilder, task: ir.Function, ctx: ir.Value, start: ir.Value, end: ir.Value,
+                      grain: ir.Value) -> None:
+    """task(ctx, start', end') over [start, end) cut in chunks across the pool's threads (from the
+    runtime library itself: its blocked factorizations' updates, blocked.py)."""
+    b.call(_declared(b.module, RUNTIME_PARALLEL_FOR, ir.FunctionType(VOID, [TASK_PTR, PTR, I64, I64, I64])),
+           [task, ctx, start, end, grain])
+
+
 def at_least_one(b: ir.IRBuilder, n: ir.Value) -> ir.Value:
     return b.select(b.icmp_signed(">", n, i64(1)), n, i64(1))
 
@@ -129,8 +137,7 @@ def _dispatch(b: ir.IRBuilder, task: ir.Function, ctx: ir.Value, outer: ir.Value
     """task(ctx, 0, outer) on this thread, or split across the pool's when `work` reaches THRESHOLD."""
     with b.if_else(b.icmp_signed(">=", work, i64(THRESHOLD))) as (parallel, serial):
         with parallel:
-            b.call(_declared(b.module, RUNTIME_PARALLEL_FOR, ir.FunctionType(VOID, [TASK_PTR, PTR, I64, I64, I64])),
-                   [task, ctx, i64(0), outer, i64(grain)])
+            call_parallel_for(b, task, ctx, i64(0), outer, i64(grain))
         with serial:
             b.call(task, [ctx, i64(0), outer])
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 import llvmlite.ir as ir
 
 from adc.abi import RUNTIME_GEMM_DTYPES
-from adc.codegen.native import gemm, parallel
+from adc.codegen.native import cholesky, gemm, householder, lu, parallel, triangular
 from adc.codegen.lowering import interrupts
 from adc.codegen.toolchain.target import Target
 
@@ -33,5 +33,11 @@ def runtime_module(target: Target) -> ir.Module:
     for dtype in RUNTIME_GEMM_DTYPES:
         gemm.define_gemm(module, gemm.blocking(dtype, target.vector_bits))
     parallel.define_runtime(module)
+    for dtype in RUNTIME_GEMM_DTYPES:
+        blk = gemm.blocking(dtype, target.vector_bits)
+        triangular.define_trsm(module, blk)
+        cholesky.define_potrf(module, blk)
+        lu.define_getrf(module, blk)
+        householder.define_qr(module, blk)
     interrupts.define_runtime(module)
     return module

@@ -59,6 +59,10 @@ class Target:
     # buffers of that kind (bounds.MISINDEX_KINDS) go one element further, as a sizing bug's would.
     check_bounds: bool = False
     misindex: str = ""
+    # A test hook: every matrix factored and solved by the runtime library's blocked routines, in
+    # blocks of this order (0: the measured choice, lowering/rules/matrices.py's BLOCKED_ORDER and BLOCK),
+    # so that small matrices exercise the recursion
+    linalg_block: int = 0
 
     @staticmethod
     @functools.cache
@@ -97,12 +101,14 @@ class Target:
         """A stable text naming this target, for cache keys."""
         reloc = "pic" if self.pic else "static"
         checks = f"|bounds{':' + self.misindex if self.misindex else ''}" if self.check_bounds else ""
-        return f"{self.triple}|{self.cpu}|{self.features}|O{self.opt_level}|{reloc}{checks}"
+        block = f"|block{self.linalg_block}" if self.linalg_block else ""
+        return f"{self.triple}|{self.cpu}|{self.features}|O{self.opt_level}|{reloc}{checks}{block}"
 
     @property
     def unchecked(self) -> "Target":
-        """This target without bounds checks: what the runtime library, which holds no checks, is built for."""
-        return dataclasses.replace(self, check_bounds=False, misindex="")
+        """This target without bounds checks and test hooks: what the runtime library, which holds no
+        checks and takes its block sizes as arguments, is built for."""
+        return dataclasses.replace(self, check_bounds=False, misindex="", linalg_block=0)
 
     def target_machine(self) -> llvmlite.binding.TargetMachine:
         """The shared (cached) target machine; never hand it to an owner such as an execution engine."""

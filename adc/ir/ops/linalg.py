@@ -83,4 +83,4 @@ define("triangular_solve", "x with op(a) @ x = b for each matrix of `a`: a trian
                "  %0 = triangular_solve %a, %b {lower = true, trans = false, unit_diagonal = false} : f64[N,K]"
                "\n  return %0", "f64[N,K]"),
        _triangular_solve_rule, 2, ("lower", "trans", "unit_diagonal"), traits=("materializes", "stacked_matrices"),
-       linear=(1,))
+       linear=(1,), buffered=(0,))

@@ -81,6 +81,7 @@ class OpDef:
     scalar: Scalar | None = None           # lowering of one element (elementwise ops without a rule of their own)
     linear: tuple[int, ...] | str = ()     # operands the op is jointly linear in (ALL: every one)
     products: tuple[int, ...] = ()         # linear in any one of these while the others are held fixed
+    buffered: tuple[int, ...] = ()         # operands native code reads from memory (the runtime library's routines)
     derivative: str | None = None          # the op computing f' (unary f): d f(x) = ct * derivative(x)
     regions: tuple[str, ...] = ()          # control flow: the attributes naming its region functions
     body_leads: int | None = None          # a loop: its body's parameters before the carried values

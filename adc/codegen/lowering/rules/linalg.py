@@ -15,10 +15,12 @@ from typing import TYPE_CHECKING
 
 import llvmlite.ir as ir
 
+from adc.codegen.native import cholesky, triangular
 from adc.codegen.lowering.declarations import intrinsic
 from adc.codegen.lowering.element_types import REGISTER_TYPES
 from adc.codegen.lowering.loops import I1, NOWRAP, counted_loop, i64
-from adc.codegen.lowering.rules.matrices import Lanes, Matrices, over_matrices, subtract_products
+from adc.codegen.lowering.rules.matrices import (CHOLESKY_BLOCKED, SOLVE_BLOCKED, Lanes, Matrices, block_size,
+                                                 by_size, fill, over_matrices, runtime_matrix, subtract_products)
 from adc.ir.core import Op, Value
 
 if TYPE_CHECKING:
@@ -85,8 +87,22 @@ def cholesky_lower(kernel: Emitter, op: Op, dest: ir.Value) -> None:
                 factor[i, j] = b.fdiv(x, d)
         nan = ir.Constant(m.type, [float("nan")] * width)
         m.store(outs[0], lambda i, j: b.select(failed, nan, factor.get((i, j), zero)), n)
-    over_matrices(kernel, op, [dest], lambda em, t, outs: factor(em, t, outs[0]),
-                  lanes=factor_lanes if unrolled_order(a) is not None else None)
+    def factor_blocked(em: Emitter, t: ir.Value, outs: list[ir.Value]) -> None:
+        # a's lower triangle into the result's, factored there by the runtime library (its upper
+        # triangle is scratch, zeroed after); a failed factorization is NaN
+        (out,), b, m = outs, em.b, Matrices(em, t, a)
+        n = em.dim(a.type.shape[-1])
+        counted_loop(b, i64(0), n, lambda i: counted_loop(
+            b, i64(0), b.add(i, i64(1), flags=NOWRAP), lambda j: m.store(out, i, j, m.read(i, j))))
+        info = b.call(cholesky.declare_potrf(em.llmod, dtype),
+                      [n, runtime_matrix(em, m, out, b.mul(n, n, flags=NOWRAP)), n, block_size(em)])
+        counted_loop(b, i64(0), n, lambda i: counted_loop(
+            b, b.add(i, i64(1), flags=NOWRAP), n, lambda j: m.store(out, i, j, ir.Constant(ty, 0.0))))
+        with b.if_then(b.icmp_signed("!=", info, i64(0)), likely=False):
+            fill(em, m, out, n, n, ir.Constant(ty, float("nan")))
+    lanes = unrolled_order(a) is not None and not kernel.linalg_block
+    body = by_size(kernel, a.type.shape[-1], 0, CHOLESKY_BLOCKED, factor_blocked, lambda em, t, outs: factor(em, t, outs[0]))
+    over_matrices(kernel, op, [dest], body, lanes=factor_lanes if lanes else None)
 
 
 lower_rules["cholesky"] = cholesky_lower
@@ -128,8 +144,22 @@ def triangular_solve_lower(kernel: Emitter, op: Op, dest: ir.Value) -> None:
                     acc = b.fsub(acc, b.fmul(read(i, k), x[k, j]))
                 x[i, j] = acc if unit else b.fdiv(acc, read(i, i))
         mb.store(outs[0], lambda i, j: x[i, j], n)
-    static = unrolled_order(a) is not None and isinstance(rhs.type.shape[-1], int)
-    over_matrices(kernel, op, [dest], lambda em, t, outs: solve(em, t, outs[0]), lanes=solve_lanes if static else None)
+    def solve_blocked(em: Emitter, t: ir.Value, outs: list[ir.Value]) -> None:
+        # b into the result, solved there in place by the runtime library's trsm; op(a) lower when
+        # `lower` and not `trans` or the other way, aᵀ read by swapped strides
+        (out,), b = outs, em.b
+        ma, mb = Matrices(em, t, a), Matrices(em, t, rhs)
+        n, columns = em.dim(a.type.shape[-1]), em.dim(rhs.type.shape[-1])
+        counted_loop(b, i64(0), n, lambda i: counted_loop(b, i64(0), columns, lambda j: mb.store(out, i, j, mb.read(i, j))))
+        strides = [i64(1), n] if trans else [n, i64(1)]
+        b.call(triangular.declare_trsm(em.llmod, a.type.dtype),
+               [n, columns, runtime_matrix(em, ma, em.buffers[a], b.mul(n, n, flags=NOWRAP)), *strides,
+                runtime_matrix(em, mb, out, b.mul(n, columns, flags=NOWRAP)), columns, i64(1),
+                i64(int(lower != trans)), i64(int(unit)), block_size(em)])
+    static = unrolled_order(a) is not None and isinstance(rhs.type.shape[-1], int) and not kernel.linalg_block
+    body = by_size(kernel, a.type.shape[-1], rhs.type.shape[-1], SOLVE_BLOCKED, solve_blocked,
+                   lambda em, t, outs: solve(em, t, outs[0]))
+    over_matrices(kernel, op, [dest], body, lanes=solve_lanes if static else None)
 
 
 lower_rules["triangular_solve"] = triangular_solve_lower

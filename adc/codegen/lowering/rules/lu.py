@@ -1,5 +1,6 @@
 """Buffer rules of lu_factor and lu_pivots_to_permutation: one outlined nest each over the
-stacked matrices (split across threads, matrices.py), plain scalar loops inside.
+stacked matrices (split across threads, matrices.py), plain scalar loops inside; large matrices
+factored by the runtime library's blocked getrf (codegen/native/lu.py) instead.
 
 lu_factor is LAPACK's getf2, right-looking: the operand is copied into the factor's buffer and
 eliminated there, column by column. Its pivot is the first row of largest |x| on or below the
@@ -16,10 +17,11 @@ from typing import TYPE_CHECKING
 
 import llvmlite.ir as ir
 
+from adc.codegen.native import lu
 from adc.codegen.lowering.declarations import intrinsic
 from adc.codegen.lowering.element_types import REGISTER_TYPES
 from adc.codegen.lowering.loops import I64, NOWRAP, counted_loop, i64
-from adc.codegen.lowering.rules.matrices import Matrices, over_matrices
+from adc.codegen.lowering.rules.matrices import LU_BLOCKED, Matrices, block_size, by_size, over_matrices, runtime_matrix
 from adc.ir.core import Op
 
 if TYPE_CHECKING:
@@ -69,7 +71,17 @@ def lu_factor_lower(kernel: Emitter, op: Op, dests: list[ir.Value]) -> None:
                     out, i, k, b.fsub(m.load(out, i, k), b.fmul(factor_ij, m.load(out, j, k)))))
             counted_loop(b, following, n, update)
         counted_loop(b, i64(0), n, column)
-    over_matrices(kernel, op, dests, eliminate)
+
+    def eliminate_blocked(em: Emitter, t: ir.Value, outs: list[ir.Value]) -> None:
+        # a into the factor's buffer, factored there by the runtime library's getrf
+        (out, piv_out), b = outs, em.b
+        ma, m, pv = Matrices(em, t, a), Matrices(em, t, factor), Matrices(em, t, pivots, vectors=True)
+        n = em.dim(a.type.shape[-1])
+        counted_loop(b, i64(0), n, lambda i: counted_loop(b, i64(0), n, lambda j: m.store(out, i, j, ma.read(i, j))))
+        b.call(lu.declare_getrf(em.llmod, dtype), [n, runtime_matrix(em, m, out, b.mul(n, n, flags=NOWRAP)), n,
+                                                   runtime_matrix(em, pv, piv_out, n), block_size(em)])
+    over_matrices(kernel, op, dests, by_size(kernel, a.type.shape[-1], 0, LU_BLOCKED,
+                                            eliminate_blocked, eliminate))
 
 
 lower_rules["lu_factor"] = lu_factor_lower

@@ -21,13 +21,68 @@ import llvmlite.ir as ir
 
 from adc.codegen.native import parallel
 from adc.codegen.lowering import bounds
-from adc.codegen.lowering.element_types import ELEMENT_BYTES, REGISTER_TYPES
+from adc.codegen.lowering.element_types import ELEMENT_BYTES, MEMORY_TYPES, REGISTER_TYPES
 from adc.codegen.lowering.loops import NOWRAP, counted_loop, for_range, i64
 from adc.ir.core import Op, Value
-from adc.ir.types import num_elements
+from adc.ir.types import Dim, num_elements
 
 if TYPE_CHECKING:
     from adc.codegen.lowering.emitter import Emitter
+
+
+# Matrices from these sizes on are factored and solved by the runtime library's blocked routines
+# (codegen/native/: cholesky.py, lu.py, triangular.py) in blocks of order BLOCK; smaller ones by the
+# scalar loops (or Lanes) of the rules. Each threshold is a list of (order, columns) pairs, any of
+# which suffices: measured one thread, CPU time, stacks of f64 matrices (AMD EPYC, znver5): the
+# blocked cholesky is level at order 32 (0.22 ms for 122 of them), lu_factor at 48, qr faster from
+# 24 (289 of them: 1.77 against 1.98 ms; 2.0 against 5.7 ms for 15 of 256 x 64); a triangular
+# solve of n right-hand sides 4x faster from n = 16, of 1 to 4 of them level only at 64.
+# Target.linalg_block, a test hook, sends every matrix there.
+CHOLESKY_BLOCKED = ((32, 0),)
+LU_BLOCKED = ((48, 0),)
+SOLVE_BLOCKED = ((64, 0), (16, 16))
+QR_BLOCKED = ((24, 0),)
+BLOCK = 16          # level with 32 for cholesky, 5-10% faster for lu_factor and solves (order 1024)
+QR_BLOCK = 32       # qr's panels (order 1024: 51 ms, 62 with 16, 55 with 64)
+
+Body = Callable[["Emitter", ir.Value, list[ir.Value]], None]
+
+
+def by_size(kernel: Emitter, order: Dim, columns: Dim, thresholds: tuple[tuple[int, int], ...], blocked: Body,
+            unblocked: Body) -> Body:
+    """The body of a nest over matrices of `order` (with `columns` right-hand sides): `blocked` from
+    any of the `thresholds` (order, columns) on, else `unblocked`; decided here for static sizes,
+    when the nest runs for symbolic ones."""
+    if kernel.linalg_block:
+        return blocked
+    if isinstance(order, int) and isinstance(columns, int):
+        return blocked if any(order >= n and columns >= k for n, k in thresholds) else unblocked
+
+    def body(em: Emitter, t: ir.Value, outs: list[ir.Value]) -> None:
+        b, large = em.b, ir.Constant(ir.IntType(1), 0)
+        for n, k in thresholds:
+            large = b.or_(large, b.and_(b.icmp_signed(">=", em.dim(order), i64(n)),
+                                        b.icmp_signed(">=", em.dim(columns), i64(k))))
+        with b.if_else(large) as (yes, no):
+            with yes:
+                blocked(em, t, outs)
+            with no:
+                unblocked(em, t, outs)
+    return body
+
+
+def block_size(em: Emitter, default: int = BLOCK) -> ir.Value:
+    """The order of the blocks the runtime library's routines leave unblocked."""
+    return i64(em.linalg_block or default)
+
+
+def runtime_matrix(em: Emitter, m: Matrices, buffer: ir.Value, elements: ir.Value) -> ir.Value:
+    """A pointer to m's matrix in `buffer`, for a routine of the runtime library that reads or writes
+    its first `elements` elements: in a checked build, checked first to lie in the buffer."""
+    b = em.b
+    bounds.span(em, buffer, ELEMENT_BYTES[m.dtype], m.base, b.sub(b.add(m.base, elements), i64(1)),
+                b.icmp_signed(">", elements, i64(0)), "the runtime library's routine")
+    return b.bitcast(em.element_ptr(buffer, m.dtype, m.base), MEMORY_TYPES[m.dtype].as_pointer())
 
 
 def over_matrices(kernel: Emitter, op: Op, dests: list[ir.Value],
@@ -162,6 +217,11 @@ def subtract_products(em: Emitter, acc: ir.Value, start: ir.Value, end: ir.Value
         x, y = product(k)
         em.b.store(em.b.fsub(em.b.load(acc), em.b.fmul(x, y)), acc)
     counted_loop(em.b, start, end, step)
+
+
+def fill(em: Emitter, m: Matrices, out: ir.Value, rows: ir.Value, columns: ir.Value, x: ir.Value) -> None:
+    """Element (i, j) of m's matrix in `out` = x for every i < rows, j < columns."""
+    counted_loop(em.b, i64(0), rows, lambda i: counted_loop(em.b, i64(0), columns, lambda j: m.store(out, i, j, x)))
 
 
 def holds_nan(em: Emitter, m: Matrices, rows: ir.Value, columns: ir.Value) -> ir.Value:

@@ -16,10 +16,12 @@ from typing import TYPE_CHECKING, Callable
 
 import llvmlite.ir as ir
 
+from adc.codegen.native import householder as householder_routines
 from adc.codegen.lowering.declarations import intrinsic
 from adc.codegen.lowering.element_types import REGISTER_TYPES
 from adc.codegen.lowering.loops import NOWRAP, counted_loop, i64
-from adc.codegen.lowering.rules.matrices import Matrices, holds_nan, over_matrices
+from adc.codegen.lowering.rules.matrices import (QR_BLOCK, QR_BLOCKED, Matrices, block_size, by_size, fill, holds_nan,
+                                                 over_matrices, runtime_matrix)
 from adc.ir.core import Op
 from adc.ir.types import num_elements
 
@@ -48,10 +50,6 @@ def reflect(em: Emitter, m: Matrices, out: ir.Value, rows: ir.Value, k: ir.Value
     counted_loop(b, k, rows, lambda i: m.store(out, i, j, b.fsub(m.load(out, i, j), b.fmul(twice, m.load(out, i, k)))))
 
 
-def fill(em: Emitter, m: Matrices, out: ir.Value, rows: ir.Value, columns: ir.Value, x: ir.Value) -> None:
-    counted_loop(em.b, i64(0), rows, lambda i: counted_loop(em.b, i64(0), columns, lambda j: m.store(out, i, j, x)))
-
-
 def qr_lower(kernel: Emitter, op: Op, dests: list[ir.Value]) -> None:
     (a,), (q, r) = op.operands, op.results
     dtype = a.type.dtype
@@ -70,8 +68,16 @@ def qr_lower(kernel: Emitter, op: Op, dests: list[ir.Value]) -> None:
             with tall:
                 counted_loop(b, i64(0), rows, lambda i: counted_loop(
                     b, i64(0), n, lambda j: mq.store(qo, i, j, ma.read(i, j))))
-                counted_loop(b, i64(0), n, lambda k: householder(em, mq, qo, mr, ro, rows, n, k))
-                form_q(em, mq, qo, rows, n)
+                def unblocked(em: Emitter, t: ir.Value, outs: list[ir.Value]) -> None:
+                    counted_loop(b, i64(0), n, lambda k: householder(em, mq, qo, mr, ro, rows, n, k))
+                    form_q(em, mq, qo, rows, n)
+
+                def blocked(em: Emitter, t: ir.Value, outs: list[ir.Value]) -> None:
+                    # q (holding a) factored and formed in place by the runtime library, r filled there
+                    b.call(householder_routines.declare_qr(em.llmod, dtype),
+                           [rows, n, runtime_matrix(em, mq, qo, b.mul(rows, n, flags=NOWRAP)), n,
+                            runtime_matrix(em, mr, ro, b.mul(n, n, flags=NOWRAP)), n, block_size(em, QR_BLOCK)])
+                by_size(kernel, a.type.shape[-1], 0, QR_BLOCKED, blocked, unblocked)(em, t, outs)
                 with b.if_then(holds_nan(em, ma, rows, n), likely=False):
                     fill(em, mq, qo, rows, n, ir.Constant(ty, float("nan")))
                     fill(em, mr, ro, n, n, ir.Constant(ty, float("nan")))

@@ -28,8 +28,8 @@ import numpy as np
 from adc.codegen.lowering.declarations import intrinsic
 from adc.codegen.lowering.element_types import REGISTER_TYPES
 from adc.codegen.lowering.loops import I1, NOWRAP, counted_loop, i64
-from adc.codegen.lowering.rules.matrices import Matrices, holds_nan, over_matrices
-from adc.codegen.lowering.rules.orthogonal import accumulate, fill, square
+from adc.codegen.lowering.rules.matrices import Matrices, fill, holds_nan, over_matrices
+from adc.codegen.lowering.rules.orthogonal import accumulate, square
 from adc.ir.core import Op
 from adc.ir.types import num_elements
 
