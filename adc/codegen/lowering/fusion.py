@@ -7,10 +7,12 @@ consumes it. A value is materialized when it is
 - a parameter (its input buffer) or a returned value (written straight into its output buffer);
 - a result of a control-flow op (for, while, if) or one of its operands: the region functions it
   runs read and write buffers;
-- the result of a reduction, scan, matmul or scatter, or an operand of matmul (gemm reads memory) or
-  another operand an op's record says is `buffered` (the runtime library's routines read it) — but a
-  transpose of the last two axes that only matmuls read is neither computed nor stored: the
-  matmul reads its operand's buffer with swapped strides (`transposed`);
+- the result of a reduction, scan, matmul or scatter, an operand of matmul (gemm reads memory),
+  another operand an op's record says is `buffered` (the runtime library's routines read it), or
+  an operand of an op on stacked small matrices unrolled over SIMD lanes (`unrolled_over_lanes`:
+  each element read many times, W matrices at once) — but a transpose of the last two axes that
+  only they read is neither computed nor stored: the matmul reads its operand's buffer with
+  swapped strides, the lanes its element (j, i) (`transposed`);
 - the base of a scatter that nothing else reads: its own (parallel) loop nest writes it straight
   into the scatter's buffer, and the scatter then only adds or writes its updates (`scattered_into`);
 - the fused operand of a materialized reshape: its nest runs over its own shape and the reshape is a
@@ -78,6 +80,8 @@ MATERIALIZING = with_trait("materializes")
 INDEX_MAPS = with_trait("index_map")
 SOURCES = with_trait("source")
 FLAT_SAFE = with_trait("flat")
+STACKED_MATRICES = with_trait("stacked_matrices")
+UNROLLED_ORDER = 16     # matrices up to this (static) order are factored, solved and multiplied over lanes
 MAX_FUSED = 128     # ops computed for each element of one loop nest, at most
 RECOMPUTED = 3      # ops per element a value read by several loop nests may cost and still be recomputed
                     # in each: cheaper than storing and reloading it once it outgrows the caches
@@ -98,7 +102,7 @@ class Plan:
     materialized: frozenset[Value]
     views: dict[Value, Value]       # reshape result -> the operand whose buffer it reads
     into: dict[Value, Value]        # value -> the returned reshape of it whose output buffer it fills
-    transposed: dict[Value, Value]  # matmul operand -> the buffer a matmul reads it from, transposed
+    transposed: dict[Value, Value]  # matmul (or lanes) operand -> the buffer it is read from, transposed
     stored_by: dict[Value, tuple[Value, ...]]   # loop nest root -> the other values its loop stores, in order
     scattered_into: dict[Value, Value]  # value -> the scatter_add whose buffer it fills before the updates
 
@@ -171,7 +175,7 @@ def plan(func: Func) -> Plan:
             forced.update(op.results)
         if op.name in CONTROL_FLOW:
             forced.update(op.operands)
-        if op.name == "matmul":
+        if op.name == "matmul" or unrolled_over_lanes(op):
             forced.update(transposed.get(v, v) for v in op.operands)
         forced.update(op.operands[k] for k in OPS[op.name].buffered)
     cheap = _cheap_values(func, forced)
@@ -488,16 +492,32 @@ def _unread_between(v: Value, its_members: tuple[Value, ...], w: Value, w_member
 
 
 def _transposed_operands(func: Func, users: dict[Value, list[Op]]) -> dict[Value, Value]:
-    """Transposes of the last two axes that only matmuls read: no loop and no buffer, the matmul
-    reads the transpose's operand with swapped strides (the VJP of a matmul is made of them)."""
+    """Transposes of the last two axes that only matmuls and rules unrolling matrices over lanes
+    read: no loop and no buffer, the matmul reads the transpose's operand with swapped strides
+    (the VJP of a matmul is made of them), the lanes its element (j, i) (a Cholesky VJP's)."""
     found = {}
     for op in (op for op in func.ops if op.name == "transpose"):
         rank = op.result.type.rank
         if (rank >= 2 and op.result not in func.returns
                 and tuple(op.attrs["perm"]) == (*range(rank - 2), rank - 1, rank - 2)
-                and all(user.name == "matmul" for user in users.get(op.result, ()))):
+                and all(user.name == "matmul" or unrolled_over_lanes(user) for user in users.get(op.result, ()))):
             found[op.result] = op.operands[0]
     return found
+
+
+def unrolled_order(value: Value) -> int | None:
+    """The order of value's matrices when it is static and small enough for the matrix rules to
+    unroll over SIMD lanes (rules/matrices.py's Lanes), else None."""
+    n = value.type.shape[-1]
+    return n if isinstance(n, int) and n <= UNROLLED_ORDER else None
+
+
+def unrolled_over_lanes(op: Op) -> bool:
+    """A single-result op on stacked matrices of a small static order: its rule reads each operand's
+    elements many times, W matrices at once, so each operand gets a buffer (a fused one would be
+    computed lane by lane at every read)."""
+    return (len(op.results) == 1 and op.name in STACKED_MATRICES and op.operands[0].type.rank >= 3
+            and unrolled_order(op.operands[0]) is not None)
 
 
 def _reads_across_rows(producers: dict[Value, Op], value: Value) -> bool:

@@ -18,6 +18,7 @@ import llvmlite.ir as ir
 from adc.codegen.native import cholesky, triangular
 from adc.codegen.lowering.declarations import intrinsic
 from adc.codegen.lowering.element_types import REGISTER_TYPES
+from adc.codegen.lowering.fusion import unrolled_order
 from adc.codegen.lowering.loops import I1, NOWRAP, counted_loop, i64
 from adc.codegen.lowering.rules.matrices import (CHOLESKY_BLOCKED, SOLVE_BLOCKED, Lanes, Matrices, block_size,
                                                  by_size, fill, over_matrices, runtime_matrix, subtract_products)
@@ -28,15 +29,6 @@ if TYPE_CHECKING:
     from adc.codegen.lowering.rules.table import LowerRule
 
 lower_rules: dict[str, LowerRule] = {}      # this family's rows of table.lower_rules
-
-UNROLLED_ORDER = 16     # matrices up to this (static) order are factored and solved over Lanes
-
-
-def unrolled_order(value: Value) -> int | None:
-    """The order of value's matrices when it is static and small enough to unroll, else None."""
-    n = value.type.shape[-1]
-    return n if isinstance(n, int) and n <= UNROLLED_ORDER else None
-
 
 def cholesky_lower(kernel: Emitter, op: Op, dest: ir.Value) -> None:
     # Cholesky-Crout, column by column: L[j,j] = sqrt(a[j,j] - Σ_k<j L[j,k]²), then the rows below;
