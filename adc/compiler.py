@@ -318,13 +318,6 @@ def _jvp_batched(module: Module, name: str, wanted) -> Derivation:
     return Derivation(extended.reachable(func.name), func, wrt, passthrough(func, tangents))
 
 
-def _sparse_values(module: Module, name: str, request) -> Derivation:
-    """`request`: (param, forward) of a compression (passes/sparsity/compression.py)."""
-    param, forward = request
-    extended, func = compositions.sparse_values(module, name, param, bool(forward))
-    return Derivation(extended.reachable(func.name), func, (param,))
-
-
 def _vmap(module: Module, name: str, axes) -> Derivation:
     """`axes`: (in_axes, out_axes), one entry per param and per result; wrt: the batched params."""
     in_axes, out_axes = axes
@@ -343,7 +336,7 @@ def _one_param(compose: Callable, **options) -> Callable[..., Derivation]:
 DERIVATIONS: dict[str, Callable[..., Derivation]] = {
     "vjp": _vjp, "split_vjp": _split_vjp, "vjp_batched": _vjp_batched,
     "jvp": _jvp(primals=True), "jvp_tangents": _jvp(primals=False),
-    "jvp_batched": _jvp_batched, "sparse_values": _sparse_values,
+    "jvp_batched": _jvp_batched,
     "gradient": _composition(compositions.gradient),
     "value_and_gradient": _composition(compositions.value_and_gradient),
     "jacobian": _composition(compositions.jacobian, mode="auto"),

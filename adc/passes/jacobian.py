@@ -12,8 +12,7 @@
   the seeds would make a value larger than the result (and JACOBIAN_BYTES), the seeds go in
   blocks, a loop over them (`_bounded`): a Jacobian's memory stays near its result's.
 - `sparse_jacobian`: the seeds of a coloring (passes/sparsity) through one batched JVP or VJP,
-  the nonzeros gathered from the products: a sparse Jacobian at fixed sizes, for `adc compile`;
-  `sparse_values` the same with the seeds and the gather's index given at run time (the runtime's).
+  the nonzeros gathered from the products: a sparse Jacobian at fixed sizes, for `adc compile`.
 - `gradient`: the VJP of a scalar function at cotangent 1; `hessian`: the Jacobian
   of the gradient, forward-over-reverse by default (as jax.hessian);
   `hvp`: the JVP of the gradient, H·v without H; `batch_jacobian`: per-example
@@ -407,43 +406,18 @@ def sparse_jacobian(module: Module, name: str, param: int, colors: int, nonzeros
     n = num_elements(seeded.shape)
     color_of = b.param("colors", TensorType(I64, (n,)))
     index = b.param("index", TensorType(I64, (nonzeros,)))
-    seeds = None
-    if wrt and nonzeros:
+    dtype = func.result_types[0].dtype if forward else seeded.dtype
+    if not (wrt and nonzeros):
+        values = full(b, 0.0, TensorType(dtype, (nonzeros,)))
+    else:
         rows = b.op("iota", axis=0, dtype=I64, shape=[colors, n])
         ones = b.op("eq", rows, b.op("broadcast", color_of, dims=[1], shape=[colors, n]))
         seeds = b.op("reshape", b.op("convert", ones, dtype=seeded.dtype), shape=(colors,) + seeded.shape)
-    values = _gathered_products(b, func, params, seeds, index, derivative)
+        (products,) = b.emit("call", *params, seeds, callee=derivative.name)
+        flat = b.op("reshape", products, shape=[num_elements(products.type.shape)])
+        values = b.op("gather", flat, index, axis=0)
     done = b.finish(unique_name(module, out_name or f"{name}_sparse_jacobian"), [values], func.loc)
     return _finished(Module(funcs, module.name), done, "sparse_jacobian")
-
-
-def sparse_values(module: Module, name: str, param: int, forward: bool) -> tuple[Module, Func]:
-    """(x..., seeds: [S, ...], index: i64[K]) -> the K values at `index` of the flat products of the
-    seeds through the batched JVP (`forward`; seeds of the param's shape) or VJP (of the result's):
-    `sparse_jacobian` for seeds and sizes given at run time, so one kernel serves every coloring
-    and every size (the runtime's sparse derivatives). Named f"{name}_sparse_values", made unique."""
-    func, _ = _single_result(module, name, "sparse Jacobian", [param])
-    module, derivative, wrt = (jvp_batched if forward else vjp_batched)(module, name, [param])
-    funcs = dict(module.funcs)
-    b = Builder(funcs, func.loc)
-    params = [b.param(p.name, p.type) for p in func.params]
-    seeds = b.param("seeds", derivative.params[-1].type)
-    length = fresh_symbol([*params, seeds], (), "K")
-    index = b.param("index", TensorType(I64, (SymDim.symbol(length),)))
-    values = _gathered_products(b, func, params, seeds if wrt else None, index, derivative)
-    done = b.finish(unique_name(module, f"{name}_sparse_values"), [values], func.loc)
-    return _finished(Module(funcs, module.name), done, "sparse_values")
-
-
-def _gathered_products(b: Builder, func: Func, params: list[Value], seeds: Value | None, index: Value,
-                       derivative: Func) -> Value:
-    """The flat products of `seeds` through `derivative` (the batched JVP or VJP of `func`) at
-    `index`; zeros where no seed reaches the result (`seeds` None)."""
-    if seeds is None:
-        return full(b, 0.0, TensorType(func.result_types[0].dtype, index.type.shape))
-    (products,) = b.emit("call", *params, seeds, callee=derivative.name)
-    flat = b.op("reshape", products, shape=[num_elements(products.type.shape)])
-    return b.op("gather", flat, index, axis=0)
 
 
 def _single_result(module: Module, name: str, what: str, wanted) -> tuple[Func, tuple[int, ...]]:

@@ -11,7 +11,6 @@ Entries are named by a kind and a request, the kind saying which builder made it
     "vjp", wanted            the kernel's VJP (Kernel.derivative; derivatives.derive)
     "split_vjp", wanted      its VJP cut in two, for a lone tape (derivatives.split)
     "vjp_batched", wanted    its VJP over a seed axis; "jvp_batched" the tangents' (derivatives.py)
-    "sparse_values", (wrt, forward)   either, its products gathered at an index (derivatives.py)
     "sparsity", (wrt, key)   its Jacobian patterns for some sizes and integer arguments;
     "sparse_plan", (wrt, mode, symmetric, key)   a pattern's coloring, seeds and decompression
                              (sparse_derivatives.py)

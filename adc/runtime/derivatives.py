@@ -178,18 +178,6 @@ def batched_tangents(kernel, wanted: tuple[int, ...]) -> Derivative:
     return kernel.derived.get("jvp_batched", wanted, lambda: _compiled_batched_tangents(kernel, wanted))
 
 
-def sparse_values(kernel, wrt: int, forward: bool) -> Derivative:
-    """The kernel's compressed sparse derivative w.r.t. param `wrt`, (args..., seeds, index) ->
-    the products of the seeds through its batched JVP (`forward`) or VJP gathered at `index`, in
-    one call (passes/jacobian.py `sparse_values`): compiled on first use."""
-    return kernel.derived.get("sparse_values", (wrt, forward), lambda: _compiled_sparse_values(kernel, wrt, forward))
-
-
-def _compiled_sparse_values(kernel, wrt: int, forward: bool) -> Derivative:
-    embedded_derivative(kernel)
-    return compiled(kernel, "sparse_values", (wrt, int(forward)))
-
-
 def _compiled_batched_tangents(kernel, wanted: tuple[int, ...]) -> Derivative:
     embedded_derivative(kernel)     # a --no-gradients module raises its LookupError
     return compiled(kernel, "jvp_batched", wanted)

@@ -26,7 +26,6 @@ gradient kernel, its pattern symmetrized and star-colored, read by symmetric dec
 """
 from __future__ import annotations
 
-import functools
 import hashlib
 from dataclasses import dataclass
 
@@ -37,7 +36,7 @@ from adc.passes.sparsity import Pattern, jacobian_patterns
 from adc.passes.sparsity.bicoloring import bicolor
 from adc.passes.sparsity.compression import compress, seeds
 from adc.passes.sparsity.patterns import decode, encode, union
-from adc.runtime.derivatives import CompiledSparse, batched_derivative, batched_tangents, sparse_values
+from adc.runtime.derivatives import CompiledSparse, batched_derivative, batched_tangents
 from adc.runtime.tensor import Tensor
 
 
@@ -112,11 +111,6 @@ class Plan:
     index: np.ndarray
     reverse_seeds: Tensor | None = None
 
-    @functools.cached_property
-    def gather(self) -> Tensor:
-        """`index` as the i64 Tensor a compressed derivative gathers at (derivatives.sparse_values)."""
-        return Tensor._wrap(self.index.astype(np.int64))
-
 
 def plan(pattern: Pattern, mode: str, symmetric: bool, wrt, result, bidirectional: bool = False) -> Plan:
     """The coloring of `pattern` for `mode` ("auto", "forward", "reverse"; a symmetric pattern
@@ -143,22 +137,10 @@ def decompressed(the_plan: Plan, compressed, out: np.ndarray | None = None) -> n
     flat = np.zeros(0) if compressed is None else np.ascontiguousarray(compressed).reshape(-1)
     if out is None:
         return flat[the_plan.index]
-    _check_out(out, the_plan.index.shape, flat.dtype)
+    if out.shape != the_plan.index.shape or out.dtype != flat.dtype:
+        raise ValueError(f"values: out must be a {flat.dtype} array of shape {the_plan.index.shape}, got "
+                         f"{out.dtype} {out.shape}")
     return np.take(flat, the_plan.index, out=out)
-
-
-def _written(values: np.ndarray, out: np.ndarray | None) -> np.ndarray:
-    """`values`, or `out` (of their shape and dtype) holding them."""
-    if out is None:
-        return values
-    _check_out(out, values.shape, values.dtype)
-    np.copyto(out, values)
-    return out
-
-
-def _check_out(out: np.ndarray, shape: tuple, dtype) -> None:
-    if out.shape != shape or out.dtype != dtype:
-        raise ValueError(f"values: out must be a {dtype} array of shape {shape}, got {out.dtype} {out.shape}")
 
 
 class SparseJacobian:
@@ -176,13 +158,9 @@ class SparseJacobian:
 
     def values(self, *args, out: np.ndarray | None = None) -> np.ndarray:
         """The nonzeros in the pattern's (CSR) order, written into `out` when given (of the
-        pattern's number of nonzeros and the result's dtype). One direction: one call of the
-        kernel's compressed derivative, which gathers them itself (derivatives.sparse_values)."""
+        pattern's number of nonzeros and the result's dtype)."""
         the_plan = self._plan(args)
-        if the_plan.reverse_seeds is not None:
-            return decompressed(the_plan, self._compressed(the_plan, args), out)
-        derivative = sparse_values(self.kernel, self.wrt, the_plan.forward)
-        return _written(derivative.kernel(*args, the_plan.seeds, the_plan.gather).numpy(), out)
+        return decompressed(the_plan, self._compressed(the_plan, args), out)
 
     @property
     def sparsity(self):
@@ -261,7 +239,14 @@ class CompiledSparseJacobian:
 
     def values(self, *args, out: np.ndarray | None = None) -> np.ndarray:
         """The nonzeros in CSC order, written into `out` when given."""
-        return _written(np.asarray(self.compiled.kernel(*args)), out)
+        values = np.asarray(self.compiled.kernel(*args))
+        if out is None:
+            return values
+        if out.shape != values.shape or out.dtype != values.dtype:
+            raise ValueError(f"values: out must be a {values.dtype} array of shape {values.shape}, got "
+                             f"{out.dtype} {out.shape}")
+        np.copyto(out, values)
+        return out
 
     @property
     def sparsity(self):

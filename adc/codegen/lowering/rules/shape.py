@@ -7,14 +7,12 @@ concat and pad choose the operand, or the padding value, by where the index fall
 """
 from __future__ import annotations
 
-import functools
 from typing import TYPE_CHECKING
 
 import llvmlite.ir as ir
 
 from adc.codegen.lowering.loops import I1, NOWRAP, Index, i64
 from adc.ir.core import Op
-from adc.ir.types import Dim, num_elements
 
 if TYPE_CHECKING:
     from adc.codegen.lowering.emitter import Emitter
@@ -34,39 +32,9 @@ lower_rules["broadcast"] = broadcast_lower
 
 
 def reshape_lower(em: Emitter, op: Op, idx: Index) -> ir.Value:
-    # same row-major position; from a per-axis position, group by group of axes (axis_groups), so a
-    # reshape adding or dropping unit axes divides nowhere, and one splitting an axis only there
+    # same row-major position
     (x,) = op.operands
-    if not idx.axes_known:
-        return em.value_at(x, em.index(x, flat=idx.flat))
-    axes: list[ir.Value] = []
-    for (r0, r1), (x0, x1) in axis_groups(op.result.type.shape, x.type.shape):
-        group = Index(em.b, idx.extents[r0:r1], axes=idx.axes[r0:r1])
-        axes += Index(em.b, [em.dim(d) for d in x.type.shape[x0:x1]], flat=group.flat).axes
-    return em.value_at(x, em.index(x, axes=axes))
-
-
-@functools.cache
-def axis_groups(result: tuple[Dim, ...], operand: tuple[Dim, ...]) -> tuple[tuple[tuple[int, int], tuple[int, int]], ...]:
-    """The axes of a reshape's result and operand cut into consecutive groups of equal sizes, each
-    as (first, end) of the result's axes and of the operand's: a unit axis alone, else the fewest
-    axes whose sizes multiply to the same (symbolic) product; the rest together when none do."""
-    groups, i, j = [], 0, 0
-    while i < len(result) or j < len(operand):
-        if i < len(result) and result[i] == 1:
-            groups.append(((i, i + 1), (j, j)))
-            i += 1
-        elif j < len(operand) and operand[j] == 1:
-            groups.append(((i, i), (j, j + 1)))
-            j += 1
-        else:
-            ends = sorted(((k, m) for k in range(i + 1, len(result) + 1) for m in range(j + 1, len(operand) + 1)),
-                          key=lambda ends: sum(ends))
-            k, m = next(((k, m) for k, m in ends if num_elements(result[i:k]) == num_elements(operand[j:m])),
-                        (len(result), len(operand)))
-            groups.append(((i, k), (j, m)))
-            i, j = k, m
-    return tuple(groups)
+    return em.value_at(x, em.index(x, flat=idx.flat))
 
 
 lower_rules["reshape"] = reshape_lower
