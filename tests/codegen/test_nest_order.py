@@ -17,6 +17,7 @@ from adc.codegen.lowering.fusion import CONTROL_FLOW, plan
 from adc.ir.builder import full
 from adc.ir.core import Func
 from adc.ir.printer import format_module
+from tests.support import memcheck
 from tests.support.ir_kernels import kernel
 from tests.support.native import call, compile_module
 
@@ -101,3 +102,15 @@ def test_the_jacobian_of_a_gradient_through_checkpointed_loops_reads_only_writte
             if (found := unwritten_reads(f))}
     assert not late, late
 
+
+@pytest.mark.skipif(memcheck.valgrind() is None, reason="valgrind is not installed")
+def test_the_jacobian_of_a_gradient_through_a_checkpointed_loop_is_clean_under_valgrind(tmp_path):
+    memcheck.assert_clean_under_valgrind(
+        "import numpy as np, adc\n"
+        f"m = adc.compile({LOOP.format(checkpoint=3, after='')!r}, 'loops.adc')\n"
+        f"x, w = adc.Variable(np.array({ARGS[0].tolist()!r})), np.array({ARGS[1].tolist()!r})\n"
+        "with adc.GradientTape() as outer:\n"
+        "    with adc.GradientTape() as inner:\n"
+        f"        y = m.loss(x, w, {ARGS[2]})\n"
+        "    g = inner.gradient(y, x)\n"
+        "print(outer.jacobian(g, x).numpy().sum())\n", tmp_path)
