@@ -46,7 +46,8 @@ relu's mask and result, both saved for the backward, are one loop:
 
 Loop nests of one shape that do not read each other merge too (horizontal fusion): an earlier
 one moves down into a later one when nothing reads its buffers in between, or a later one moves
-up into an earlier one when everything it reads is ready there (never across a control-flow op).
+up into an earlier one when everything it reads is ready there (written by then: not a value
+that itself moved down into a loop after that one; never across a control-flow op).
 The residuals a VJP's forward saves are one loop, not one each: in a loop's body, where each
 nest costs a call per iteration, the forward of an RK4 step saving 21 residuals went from five
 nests to one.
@@ -325,6 +326,8 @@ def _shared_loops(func: Func, producers: dict[Value, Op], materialized: frozense
     elements only (through elementwise ops, v of w's shape), no loop or matmul between them reads
     v's buffer, and the merged body stays within MAX_FUSED ops per element."""
     position = {r: k for k, op in enumerate(func.ops) for r in op.results}
+    # value -> the position of the loop nest that stores it: a later one's, once moved down into it
+    written = dict(position)
     barrier = list(accumulate(op.name in CONTROL_FLOW for op in func.ops))     # control-flow ops up to each op
     shared = set(views.values()) | set(views) | set(into) | set(into.values()) | scatter_bases
 
@@ -351,14 +354,16 @@ def _shared_loops(func: Func, producers: dict[Value, Op], materialized: frozense
                 group, merged = _sibling(op, members, loops, readers)
             if group is None:
                 break
-            members = sorted([*members, *stored_by.pop(group, ()), group], key=position.get)
+            moved = [*stored_by.pop(group, ()), group]
+            members = sorted([*members, *moved], key=position.get)
+            written.update(dict.fromkeys(moved, position[w]))
             size[w] = merged
             del size[group]
-        earlier, merged = _earlier_loop(op, members, loops, barrier)
+        earlier, merged = _earlier_loop(op, members, loops, barrier, written)
         if earlier is not None:
             stored_by[earlier] = tuple(sorted([*stored_by.get(earlier, ()), *members, w], key=position.get))
             for m in (w, *members):         # computed there now: what later merges ask of its readers
-                position[m] = position[earlier]
+                position[m] = written[m] = position[earlier]
             size[earlier] = merged
             del size[w]
         elif members:
@@ -414,20 +419,24 @@ def _sibling(root: Op, members: list[Value], loops: _Candidates, readers: dict[V
                                                                 readers, loops.position))
 
 
-def _earlier_loop(root: Op, members: list[Value], loops: _Candidates, barrier: list[int]) -> tuple[Value | None, int]:
+def _earlier_loop(root: Op, members: list[Value], loops: _Candidates, barrier: list[int],
+                  written: dict[Value, int]) -> tuple[Value | None, int]:
     """An earlier loop nest that may compute `root`'s loop (and `members`) too: every buffer they
-    read is ready before it, or is one of its values read at the element it visits. The
-    cotangents a reverse step returns, read after a reduction of the loop that computes the
-    values they are made of, were each a nest of their own: `_sibling` cannot move that loop
-    past its reader. Never above a control-flow op (`barrier` counts them by position): a scan
-    binds the sizes of what follows it."""
+    read is ready before it, or is one of its values read at the element it visits. Ready means
+    written there (`written`): a value moved down into a later loop is not stored at its own
+    position, and a loop moved up above that one read its buffer unwritten (a batched loop's
+    mask, stored by the loop of a later comparison, was read by the select of the carried
+    values). The cotangents a reverse step returns, read after a reduction of the loop that
+    computes the values they are made of, were each a nest of their own: `_sibling` cannot move
+    that loop past its reader. Never above a control-flow op (`barrier` counts them by
+    position): a scan binds the sizes of what follows it."""
     producers, materialized, position = loops.producers, loops.materialized, loops.position
     reads = _leaves([root, *(producers[m] for m in members)], producers, materialized - set(members))
     aligned = set(_read_at_each_element(root, members, producers, materialized))
 
     def ready(v: Value) -> bool:
         loop = {v, *loops.stored_by.get(v, ())}
-        return all(position.get(r, -1) < position[v] or (r in loop and r in aligned) for r in reads)
+        return all(written.get(r, -1) < position[v] or (r in loop and r in aligned) for r in reads)
 
     return loops.first(root, members, ready, stop=lambda v: barrier[position[v]] != barrier[position[root.result]])
 
