@@ -87,13 +87,14 @@ class JitModule:
         code in the cache: llvmlite runs one LLVM call at a time in a process, so only another
         process overlaps two compiles. Only where it is safe and pays: a fork copies the calling
         thread alone, so this process must run no other Python thread (one may hold a lock the
-        child needs); several cores; the cache on; the code not cached yet. `address` waits for
-        the child, and compiles the kernel itself if the child left nothing."""
+        child needs); several cores; the cache on; the code not cached yet; not turned off
+        (`ADC_COMPILE_AHEAD=0`: a process under valgrind, whose forked child would run LLVM under
+        it). `address` waits for the child, and compiles the kernel itself if the child left nothing."""
         if symbol not in self._kernels or symbol in self._loaded or symbol in self._ahead:
             return
         cache = open_cache()
         if cache is None or not sys.platform.startswith("linux") or (os.cpu_count() or 1) < 2 \
-                or threading.active_count() != 1:
+                or threading.active_count() != 1 or os.environ.get("ADC_COMPILE_AHEAD", "1").strip() == "0":
             return
         target = self.target
         key = kernel_key(symbol, self._kernels[symbol], target)

@@ -82,9 +82,10 @@ def run_under_valgrind(argv: list[str], cache_dir: str, timeout: float = 3600) -
     status, the reports in adc's code (of the process: valgrind writes XML for one process, and the run under
     it finds its kernels cached, forking no compiles) and the last line the program printed."""
     # no compile worker: a child forked by a threaded process under valgrind can spin before its
-    # exec, holding the output pipe open long after the tests end
+    # exec, holding the output pipe open long after the tests end; no kernel compiled ahead: the
+    # first run may not have (a linking thread still ran), and a forked child would run LLVM under valgrind
     env = {**os.environ, "ADC_CPU": VALGRIND_CPU, "ADC_CACHE_DIR": cache_dir, "ADC_TEST_CACHE_DIR": cache_dir,
-           "ADC_IN_PROCESS_COMPILES": str(10 ** 9), "PYTHONMALLOC": "malloc",
+           "ADC_IN_PROCESS_COMPILES": str(10 ** 9), "ADC_COMPILE_AHEAD": "0", "PYTHONMALLOC": "malloc",
            "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
     env.pop("ADC_CACHE", None)
     try:
