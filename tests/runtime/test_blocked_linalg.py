@@ -58,6 +58,11 @@ def nll(a: f64[N, N], y: f64[N]) -> f64:
 def newton(a: f64[N, N], y: f64[N]) -> f64:
     return sum(solve(a @ transpose(a) + 3.0, y) ** 2)
 
+def triangular_products(a: f64[N, N], b: f64[N, K]) -> (f64[N, N], f64[N, K], f64[N, K], f64[N, N], f64[N, K], f64[N, K]):
+    l = cholesky(a)
+    q, r = qr(a)
+    return l, l @ b, transpose(l) @ b, r, r @ b, transpose(r) @ b
+
 def projection(a: f64[M, N], y: f64[M]) -> f64:
     q, r = qr(a)
     return sum((q @ (transpose(q) @ y)) ** 2) + sum(r * r)
@@ -154,6 +159,18 @@ def test_qr_in_blocks_for_tall_and_square_matrices(blocked, block):
     a[1, 4, 4] = np.nan
     q, r = (x.numpy() for x in m.orthogonal(a))
     assert np.isnan(q[1]).all() and np.isnan(r[1]).all() and not np.isnan(q[0]).any()
+
+
+def test_products_with_a_triangular_factor_skip_its_zeros():
+    # a cholesky factor or qr's r (and their transposes) times a matrix: row blocks of
+    # matmul.TRIANGLE_ROWS, each reading only the triangle's columns; blocks taken from both ends
+    m = adc.compile(SOURCE, "triangular.adc")
+    rng = np.random.default_rng(45)
+    for n in (1, 5, 255, 256, 257, 600):
+        a, b = spd(rng, n), rng.standard_normal((n, 3))
+        l, lb, ltb, r, rb, rtb = (x.numpy() for x in m.triangular_products(a, b))
+        for got, want in ((lb, l @ b), (ltb, l.T @ b), (rb, r @ b), (rtb, r.T @ b)):
+            np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12 * n * np.abs(want).max())
 
 
 def test_a_failed_factorization_is_nan_in_its_matrix_only(blocked):

@@ -18,7 +18,7 @@ import llvmlite.ir as ir
 from adc.codegen.native import cholesky, triangular
 from adc.codegen.lowering.declarations import intrinsic
 from adc.codegen.lowering.element_types import REGISTER_TYPES
-from adc.codegen.lowering.loops import I1, NOWRAP, counted_loop, i64
+from adc.codegen.lowering.loops import I1, NOWRAP, TRANSPOSE_TILE, counted_loop, i64, tiled_loop_nest
 from adc.codegen.lowering.rules.matrices import (CHOLESKY_BLOCKED, SOLVE_BLOCKED, Lanes, Matrices, block_size,
                                                  by_size, fill, over_matrices, runtime_matrix, subtract_products)
 from adc.ir.core import Op, Value
@@ -150,7 +150,9 @@ def triangular_solve_lower(kernel: Emitter, op: Op, dest: ir.Value) -> None:
         (out,), b = outs, em.b
         ma, mb = Matrices(em, t, a), Matrices(em, t, rhs)
         n, columns = em.dim(a.type.shape[-1]), em.dim(rhs.type.shape[-1])
-        counted_loop(b, i64(0), n, lambda i: counted_loop(b, i64(0), columns, lambda j: mb.store(out, i, j, mb.read(i, j))))
+        # in tiles: a fused transpose (the second solve of a cholesky's VJP) reads across rows
+        tiled_loop_nest(b, [(i64(0), n), (i64(0), columns)], 0, TRANSPOSE_TILE,
+                        lambda axes: mb.store(out, *axes, mb.read(*axes)))
         strides = [i64(1), n] if trans else [n, i64(1)]
         b.call(triangular.declare_trsm(em.llmod, a.type.dtype),
                [n, columns, runtime_matrix(em, ma, em.buffers[a], b.mul(n, n, flags=NOWRAP)), *strides,
