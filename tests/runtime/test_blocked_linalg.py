@@ -1,4 +1,4 @@
-"""The runtime library's blocked factorizations and solves (codegen/native/: cholesky, trsm, getrf, qr) as
+"""The runtime library's blocked factorizations and solves (codegen/native/: cholesky, trsm, getrf, qr, eigh) as
 kernels run them: large matrices by default, any matrix in blocks of a few rows under the test hook
 ADC_LINALG_BLOCK (Target.linalg_block), so the recursion is exercised cheaply — orders 1, not a
 multiple of the block, symbolic, stacked; f32 and f64. Oracles: NumPy, SciPy (LAPACK) and the
@@ -51,6 +51,14 @@ def orthogonal32(a: f32[M, N]) -> (f32[M, N], f32[N, N]):
 def least_squares(a: f64[M, N], b: f64[M]) -> f64[N]:
     return lstsq(a, b)
 
+def spectrum(a: f64[B, N, N]) -> (f64[B, N], f64[B, N, N]):
+    w, v = eigh(a)
+    return w, v
+
+def spectrum32(a: f32[N, N]) -> (f32[N], f32[N, N]):
+    w, v = eigh(a)
+    return w, v
+
 def nll(a: f64[N, N], y: f64[N]) -> f64:
     l = cholesky(a @ transpose(a) + 1.0)
     return 0.5 * sum(y * cho_solve(l, y)) + sum(log(sum(l * transpose(l), axis=1)))
@@ -62,6 +70,10 @@ def triangular_products(a: f64[N, N], b: f64[N, K]) -> (f64[N, N], f64[N, K], f6
     l = cholesky(a)
     q, r = qr(a)
     return l, l @ b, transpose(l) @ b, r, r @ b, transpose(r) @ b
+
+def rayleigh(a: f64[N, N], y: f64[N]) -> f64:
+    w, v = eigh(a + transpose(a))
+    return sum(w * w) + sum((transpose(v) @ y) ** 2 * w)
 
 def projection(a: f64[M, N], y: f64[M]) -> f64:
     q, r = qr(a)
@@ -173,6 +185,38 @@ def test_products_with_a_triangular_factor_skip_its_zeros():
             np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12 * n * np.abs(want).max())
 
 
+def check_eigh(a: np.ndarray, w: np.ndarray, v: np.ndarray, tolerance: float = 20) -> None:
+    """Eigenvalues against LAPACK's, residual and orthogonality: each within tolerance n eps ‖a‖."""
+    n, eps = a.shape[-1], np.finfo(np.float64).eps
+    scale = tolerance * max(n, 1) * eps * max(np.linalg.norm(a, 2), np.finfo(np.float64).tiny)
+    np.testing.assert_allclose(w, np.linalg.eigvalsh(a), atol=scale)
+    assert np.all(np.diff(w) >= 0)
+    assert np.linalg.norm(a @ v - v * w) <= scale * max(n, 1) ** 0.5
+    assert np.linalg.norm(v.T @ v - np.eye(n)) <= tolerance * max(n, 1) ** 1.5 * eps
+
+
+@pytest.mark.parametrize("block", [3, 1])
+def test_eigh_by_tridiagonal_reduction_for_every_order(blocked, block):
+    m, rng = blocked[block], np.random.default_rng(35 + block)
+    q, _ = np.linalg.qr(rng.standard_normal((29, 29)))
+    g = rng.standard_normal((29, 3))
+    special = [np.eye(29), g @ g.T, np.zeros((29, 29)), np.diag(np.arange(29.0)),
+               (q * np.repeat([1.0, 2.0, 2.0 + 1e-10, 3.0], [7, 7, 7, 8])) @ q.T,      # clusters
+               (q * np.geomspace(1.0, 1e-12, 29)) @ q.T, (q * np.linspace(-1, 1, 29)) @ q.T * 1e-300]
+    for n in ORDERS:
+        g = rng.standard_normal((2, n, n))
+        a = g + np.swapaxes(g, -1, -2)
+        upper = np.triu(rng.standard_normal((n, n)), 1)         # read from the lower triangle only
+        w, v = (x.numpy() for x in m.spectrum(np.stack([a[0], np.tril(a[1]) + upper])))
+        for k in range(2):
+            check_eigh(a[k], w[k], v[k])
+        w32, _ = (x.numpy() for x in m.spectrum32(a[0].astype(np.float32)))
+        np.testing.assert_allclose(w32, np.linalg.eigvalsh(a[0]), atol=1e-5 * n * np.abs(a[0]).max())
+    for a in special:
+        w, v = (x.numpy()[0] for x in m.spectrum(a[None]))
+        check_eigh(a, w, v)
+
+
 def test_a_failed_factorization_is_nan_in_its_matrix_only(blocked):
     rng = np.random.default_rng(30)
     a = spd(rng, 7, (3,))
@@ -184,11 +228,11 @@ def test_a_failed_factorization_is_nan_in_its_matrix_only(blocked):
 
 
 def test_large_orders_cross_to_the_blocked_routines_by_default():
-    # the default thresholds (rules/matrices.py: 32 for cholesky, 48 for lu_factor, 24 for qr, 64 for
-    # solves of a few right-hand sides) decided at run time for symbolic orders, at compile time for a static one
+    # the default thresholds (rules/matrices.py: 32 for cholesky, 48 for lu_factor, 24 for qr, 12 for
+    # eigh, 64 for solves of a few right-hand sides) decided at run time for symbolic orders, at compile time for a static one
     m = adc.compile(SOURCE + "\ndef static(a: f64[65, 65]) -> f64[65, 65]:\n    return cholesky(a)\n", "large.adc")
     rng = np.random.default_rng(40)
-    for n in (23, 24, 31, 32, 47, 63, 64, 100, 129):
+    for n in (11, 12, 23, 24, 31, 32, 47, 63, 64, 100, 129):
         a = spd(rng, n, (1,))
         np.testing.assert_allclose(m.factor(a).numpy(), np.linalg.cholesky(a), rtol=1e-11, atol=1e-11)
         g = rng.standard_normal((n, n))
@@ -201,6 +245,8 @@ def test_large_orders_cross_to_the_blocked_routines_by_default():
         q, r = (x.numpy()[0] for x in m.orthogonal(g[None]))
         np.testing.assert_allclose(q @ r, g, atol=1e-12 * n)
         np.testing.assert_allclose(q.T @ q, np.eye(n), atol=1e-12 * n)
+        w, v = (x.numpy()[0] for x in m.spectrum((g + g.T)[None]))
+        check_eigh(g + g.T, w, v)
     a = spd(rng, 65)
     np.testing.assert_allclose(m.static(a).numpy(), np.linalg.cholesky(a), rtol=1e-11, atol=1e-11)
 
@@ -222,7 +268,7 @@ def test_residuals_are_bounded_by_the_condition_number(condition):
 def test_derivatives_through_the_blocked_routines(blocked):
     m, rng = blocked[3], np.random.default_rng(60)
     a, y = rng.standard_normal((7, 7)), rng.standard_normal(7)
-    for kernel, x in ((m.nll, a), (m.newton, a), (m.projection, rng.standard_normal((9, 6)))):
+    for kernel, x in ((m.nll, a), (m.newton, a), (m.rayleigh, a), (m.projection, rng.standard_normal((9, 6)))):
         gradient = adc.grad(kernel, wrt="a")
         target = y if x.shape[0] == 7 else rng.standard_normal(9)
         np.testing.assert_allclose(gradient(x, target).numpy(),
@@ -250,6 +296,9 @@ def test_the_bounds_checked_build_runs_the_blocked_routines(monkeypatch, blocked
         tall = rng.standard_normal((2, n + 3, n))
         for got, want in zip(checked.orthogonal(tall), blocked[3].orthogonal(tall)):
             np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-12, atol=1e-14)
+        w, v = (x.numpy() for x in checked.spectrum(a))
+        for k in range(2):
+            check_eigh(a[k], w[k], v[k])
 
 
 @pytest.mark.skipif(memcheck.valgrind() is None, reason="valgrind is not installed")
@@ -263,7 +312,7 @@ def test_a_blocked_program_is_clean_under_valgrind(tmp_path):
         "g = rng.standard_normal((n, n))\n"
         "a = g @ g.T + n * np.eye(n)\n"
         "m.factor(a[None]); m.solves(np.linalg.cholesky(a), g[:, :9]); m.lu(g[None]); m.solved(g, g[0])\n"
-        "m.orthogonal(g[None, :, :40])\n"
+        "m.orthogonal(g[None, :, :40]); m.spectrum(a[None])\n"
         "adc.grad(m.newton, wrt='a')(g, g[1])\n"
         "print('blocked ran')\n")
     status, reports, last = memcheck.run_under_valgrind([str(program)], str(tmp_path / "cache"))

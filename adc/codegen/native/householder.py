@@ -48,7 +48,7 @@ def define_qr(module: ir.Module, blk: gemm.Blocking) -> ir.Function:
     workspace = b.call(libc(module, "malloc", PTR, [I64]), [b.mul(b.mul(m, nb), i64(blk.elem_align))])
     workspace = b.inttoptr(b.ptrtoint(workspace, I64), blk.elem.as_pointer())     # typed: element pointers
     whole = View(q, ldq, i64(1))
-    block_reflector, gram = r.tile(MAX_BLOCK * MAX_BLOCK), r.tile(MAX_BLOCK * MAX_BLOCK)
+    reflector, gram = r.tile(MAX_BLOCK * MAX_BLOCK), r.tile(MAX_BLOCK * MAX_BLOCK)
     r.ret_if(b.icmp_signed("<=", n, i64(0)))
     with for_range(b, i64(0), n, nb) as j:          # factor, panel by panel
         width = r.min(nb, b.sub(n, j))
@@ -58,8 +58,8 @@ def define_qr(module: ir.Module, blk: gemm.Blocking) -> ir.Function:
                     [b.gep(r_, [b.add(b.mul(j, ldr), j)]), ldr])
         right = b.add(j, width)
         with b.if_then(b.icmp_signed("<", right, n)):
-            _block_reflector(r, rows, width, panel, block_reflector, gram)
-            _apply(r, rows, width, panel, block_reflector, whole.block(b, j, right), b.sub(n, right), True)
+            block_reflector(r, rows, width, panel, reflector, gram)
+            apply_reflectors(r, rows, width, panel, reflector, whole.block(b, j, right), b.sub(n, right), True)
             with for_range(b, j, right) as k:       # rows j.. of R right of the panel are final
                 with for_range(b, right, n) as c:
                     r.store(r.load(whole, k, c), View(r_, ldr, i64(1)), k, c)
@@ -70,8 +70,8 @@ def define_qr(module: ir.Module, blk: gemm.Blocking) -> ir.Function:
         rows = b.sub(m, j)
         panel, right = whole.block(b, j, j), b.add(j, width)
         with b.if_then(b.icmp_signed("<", right, n)):
-            _block_reflector(r, rows, width, panel, block_reflector, gram)
-            _apply(r, rows, width, panel, block_reflector, whole.block(b, j, right), b.sub(n, right), False)
+            block_reflector(r, rows, width, panel, reflector, gram)
+            apply_reflectors(r, rows, width, panel, reflector, whole.block(b, j, right), b.sub(n, right), False)
         _panel_call(r, _form_panel_function(module, blk), rows, width, panel, workspace, [])
         with for_range(b, i64(0), j) as i:
             with for_range(b, j, right) as c:
@@ -122,42 +122,51 @@ def _factor_panel_function(module: ir.Module, blk: gemm.Blocking) -> ir.Function
     rows, width, a, lda, r_, ldr = r.args
     b, v, out = r.b, View(a, lda, i64(1)), View(r_, ldr, i64(1))
     sums = r.tile(MAX_BLOCK)
-    scale, tail = r.entry.alloca(r.elem), r.entry.alloca(r.elem)
-    zero, one, two = r.constant(0.0), r.constant(1.0), r.constant(2.0)
-    dtype = blk.dtype
-
-    def fabs(x: ir.Value) -> ir.Value:
-        return intrinsic(b, "fabs", [x], dtype)
     with for_range(b, i64(0), width) as k:
-        # x = a[k:, k] scaled by its largest magnitude (no overflow in Σ x²); v = x - alpha e_0, ‖v‖² = 2 ‖x‖ |v_0|
         below = b.add(k, i64(1))
-        b.store(zero, scale)
-        with for_range(b, k, rows) as i:
-            b.store(intrinsic(b, "maxnum", [b.load(scale), fabs(r.load(v, i, k))], dtype), scale)
-        big = b.load(scale)
-        unit = b.select(b.fcmp_ordered(">", big, zero), b.fdiv(one, big), zero)
-        b.store(zero, tail)
-        with for_range(b, below, rows) as i:
-            x = b.fmul(r.load(v, i, k), unit)
-            b.store(b.fadd(b.load(tail), b.fmul(x, x)), tail)
-        x0, rest = r.load(v, k, k), b.load(tail)
-        scaled = b.fmul(x0, unit)
-        norm = b.fmul(big, intrinsic(b, "sqrt", [b.fadd(b.fmul(scaled, scaled), rest)], dtype))
-        reflects = b.fcmp_unordered("!=", rest, zero)   # nothing below the diagonal: H = I, r[k,k] = x0
-        alpha = b.select(reflects, b.fneg(intrinsic(b, "copysign", [norm, x0], dtype)), x0)
-        v0 = b.fsub(x0, alpha)
-        length = b.fmul(intrinsic(b, "sqrt", [b.fmul(two, norm)], dtype), intrinsic(b, "sqrt", [fabs(v0)], dtype))
-        inverse = b.select(reflects, b.fdiv(one, length), zero)
-        r.store(b.fmul(v0, inverse), v, k, k)
-        with for_range(b, below, rows) as i:
-            r.store(b.fmul(r.load(v, i, k), inverse), v, i, k)
+        alpha = householder_vector(r, v, k, rows, k)
         _reflect(r, v, rows, k, below, width, sums)
         r.store(alpha, out, k, k)
         with for_range(b, below, width) as c:       # row k of R in the panel, zeros left in its place
             r.store(r.load(v, k, c), out, k, c)
-            r.store(zero, v, k, c)
+            r.store(r.constant(0.0), v, k, c)
     b.ret_void()
     return fn
+
+
+def householder_vector(r: Routine, v: View, first: ir.Value, last: ir.Value, column: ir.Value) -> ir.Value:
+    """x = v[first:last, column] replaced by the unit u of H = I - 2 u uᵀ with H x = alpha e_0 (u = 0
+    when nothing below x_0 is nonzero: H = I, alpha = x_0, as LAPACK's dlarfg keeps its sign); alpha,
+    -sign(x_0) ‖x‖, returned. x is scaled by its largest magnitude (no overflow in Σ x²), and
+    v_0 = x_0 - alpha has no cancellation, ‖x - alpha e_0‖² = 2 ‖x‖ |v_0|."""
+    b, dtype = r.b, r.blk.dtype
+    zero, one, two = r.constant(0.0), r.constant(1.0), r.constant(2.0)
+    scale, tail = r.entry.alloca(r.elem), r.entry.alloca(r.elem)
+
+    def fabs(x: ir.Value) -> ir.Value:
+        return intrinsic(b, "fabs", [x], dtype)
+    below = b.add(first, i64(1))
+    b.store(zero, scale)
+    with for_range(b, first, last) as i:
+        b.store(intrinsic(b, "maxnum", [b.load(scale), fabs(r.load(v, i, column))], dtype), scale)
+    big = b.load(scale)
+    unit = b.select(b.fcmp_ordered(">", big, zero), b.fdiv(one, big), zero)
+    b.store(zero, tail)
+    with for_range(b, below, last) as i:
+        x = b.fmul(r.load(v, i, column), unit)
+        b.store(b.fadd(b.load(tail), b.fmul(x, x)), tail)
+    x0, rest = r.load(v, first, column), b.load(tail)
+    scaled = b.fmul(x0, unit)
+    norm = b.fmul(big, intrinsic(b, "sqrt", [b.fadd(b.fmul(scaled, scaled), rest)], dtype))
+    reflects = b.fcmp_unordered("!=", rest, zero)
+    alpha = b.select(reflects, b.fneg(intrinsic(b, "copysign", [norm, x0], dtype)), x0)
+    v0 = b.fsub(x0, alpha)
+    length = b.fmul(intrinsic(b, "sqrt", [b.fmul(two, norm)], dtype), intrinsic(b, "sqrt", [fabs(v0)], dtype))
+    inverse = b.select(reflects, b.fdiv(one, length), zero)
+    r.store(b.fmul(v0, inverse), v, first, column)
+    with for_range(b, below, last) as i:
+        r.store(b.fmul(r.load(v, i, column), inverse), v, i, column)
+    return alpha
 
 
 def _form_panel_function(module: ir.Module, blk: gemm.Blocking) -> ir.Function:
@@ -183,9 +192,9 @@ def _form_panel_function(module: ir.Module, blk: gemm.Blocking) -> ir.Function:
     return fn
 
 
-def _block_reflector(r: Routine, rows: ir.Value, width: ir.Value, panel: View, t: ir.Value, gram: ir.Value) -> None:
+def block_reflector(r: Routine, rows: ir.Value, width: ir.Value, panel: View, t: ir.Value, gram: ir.Value) -> None:
     """T (width x width, upper, in tile t of row stride MAX_BLOCK) with H_0 ⋯ H_{width-1} = I - V T Vᵀ, V
-    the panel's reflectors: T[k, k] = 2, T[p, k] = -2 Σ_{p<=q<k} T[p, q] (Vᵀ V)[q, k] (gram: a tile for Vᵀ V)."""
+    the panel's reflectors (unit vectors, or zero, row-major with zeros above the diagonal): T[k, k] = 2, T[p, k] = -2 Σ_{p<=q<k} T[p, q] (Vᵀ V)[q, k] (gram: a tile for Vᵀ V)."""
     b = r.b
     tv, g = View(t, i64(MAX_BLOCK), i64(1)), View(gram, i64(MAX_BLOCK), i64(1))
     total = r.entry.alloca(r.elem)
@@ -202,13 +211,14 @@ def _block_reflector(r: Routine, rows: ir.Value, width: ir.Value, panel: View, t
             r.store(b.fmul(r.constant(2.0), b.load(total)), tv, p, k)      # T below its diagonal is never read
 
 
-def _apply(r: Routine, rows: ir.Value, width: ir.Value, panel: View, t: ir.Value, c: View, columns: ir.Value,
+def apply_reflectors(r: Routine, rows: ir.Value, width: ir.Value, panel: View, t: ir.Value, c: View, columns: ir.Value,
            transpose: bool) -> None:
     """C[rows, columns] := (I - V T Vᵀ)ᵀ C (`transpose`) or (I - V T Vᵀ) C, chunk by chunk of columns, the
-    chunks split across threads once the update is large."""
+    chunks split across threads once the update is large. V is a row-major panel (zeros above its
+    diagonal), T its block reflector (`block_reflector`), C row- or column-major."""
     b = r.b
     fn = _apply_chunks_function(r.module, r.blk)
-    words = [rows, width, panel.ptr, panel.rs, t, c.ptr, c.rs, columns, ir.Constant(I64, int(transpose))]
+    words = [rows, width, panel.ptr, panel.rs, t, c.ptr, c.rs, c.cs, columns, ir.Constant(I64, int(transpose))]
     ctx = r.entry.alloca(I64, size=len(words))
     for slot, word in enumerate(words):
         value = b.ptrtoint(word, I64) if isinstance(word.type, ir.PointerType) else word
@@ -222,15 +232,15 @@ def _apply(r: Routine, rows: ir.Value, width: ir.Value, panel: View, t: ir.Value
 
 
 def _apply_chunks_function(module: ir.Module, blk: gemm.Blocking) -> ir.Function:
-    """task(ctx, start, end): column chunks [start, end) of `_apply`'s C: W = -Vᵀ C; W = -op(T) W; C -= V W."""
+    """task(ctx, start, end): column chunks [start, end) of `apply_reflectors`'s C: W = -Vᵀ C; W = -op(T) W; C -= V W."""
     fn, r = internal(module, blk, "qr_apply", [PTR, I64, I64])
     if r is None:
         return fn
     ctx, start, end = r.args
     b = r.b
     ptr = blk.elem.as_pointer()
-    rows, width, v, ldv, t, c, ldc, columns, transpose = (
-        b.load(b.gep(ctx, [i64(slot)], source_etype=I64), typ=I64) for slot in range(9))
+    rows, width, v, ldv, t, c, rsc, csc, columns, transpose = (
+        b.load(b.gep(ctx, [i64(slot)], source_etype=I64), typ=I64) for slot in range(10))
     panel, tv = View(b.inttoptr(v, ptr), ldv, i64(1)), View(b.inttoptr(t, ptr), i64(MAX_BLOCK), i64(1))
     transpose = b.icmp_signed("!=", transpose, i64(0))
     tile = r.tile(MAX_BLOCK * CHUNK_COLUMNS)
@@ -238,7 +248,7 @@ def _apply_chunks_function(module: ir.Module, blk: gemm.Blocking) -> ir.Function
     with for_range(b, start, end) as chunk:
         first = b.mul(chunk, i64(CHUNK_COLUMNS))
         count = r.min(i64(CHUNK_COLUMNS), b.sub(columns, first))
-        block = View(b.inttoptr(c, ptr), ldc, i64(1)).block(b, i64(0), first)
+        block = View(b.inttoptr(c, ptr), rsc, csc).block(b, i64(0), first)
         with for_range(b, i64(0), width) as i:
             with for_range(b, i64(0), count) as j:
                 r.store(r.constant(0.0), w, i, j)

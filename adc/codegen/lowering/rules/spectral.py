@@ -25,10 +25,12 @@ from typing import TYPE_CHECKING
 import llvmlite.ir as ir
 import numpy as np
 
+from adc.codegen.native import symmetric
 from adc.codegen.lowering.declarations import intrinsic
 from adc.codegen.lowering.element_types import REGISTER_TYPES
 from adc.codegen.lowering.loops import I1, NOWRAP, counted_loop, i64
-from adc.codegen.lowering.rules.matrices import Matrices, fill, holds_nan, over_matrices
+from adc.codegen.lowering.rules.matrices import (EIGH_BLOCK, EIGH_BLOCKED, Matrices, block_size, by_size, fill, holds_nan,
+                                                 over_matrices, runtime_matrix)
 from adc.codegen.lowering.rules.orthogonal import accumulate, square
 from adc.ir.core import Op
 from adc.ir.types import num_elements
@@ -133,24 +135,36 @@ def eigh_lower(kernel: Emitter, op: Op, dests: list[ir.Value]) -> None:
         def s(i: ir.Value, j: ir.Value) -> ir.Value:      # the symmetric matrix of a's lower triangle
             upper = b.icmp_signed("<", i, j)
             return ma.read(b.select(upper, j, i), b.select(upper, i, j))
-        frobenius = intrinsic(b, "sqrt", [accumulate(em, ty, i64(0), n, lambda i: accumulate(
-            em, ty, i64(0), n, lambda j: square(b, s(i, j))))], dtype)
-        shift = b.fmul(ir.Constant(ty, 2.0), frobenius)
-        shift = b.select(b.fcmp_ordered(">", shift, ir.Constant(ty, 0.0)), shift, ir.Constant(ty, 1.0))
-        counted_loop(b, i64(0), n, lambda i: counted_loop(b, i64(0), n, lambda j: mv.store(
-            vo, i, j, b.select(b.icmp_signed("==", i, j), b.fadd(s(i, j), shift), s(i, j)))))
-        columns = _Columns(em, mv, vo, n, n)
-        columns.sweeps()
+        def jacobi(em: Emitter, t: ir.Value, outs: list[ir.Value]) -> None:
+            frobenius = intrinsic(b, "sqrt", [accumulate(em, ty, i64(0), n, lambda i: accumulate(
+                em, ty, i64(0), n, lambda j: square(b, s(i, j))))], dtype)
+            shift = b.fmul(ir.Constant(ty, 2.0), frobenius)
+            shift = b.select(b.fcmp_ordered(">", shift, ir.Constant(ty, 0.0)), shift, ir.Constant(ty, 1.0))
+            counted_loop(b, i64(0), n, lambda i: counted_loop(b, i64(0), n, lambda j: mv.store(
+                vo, i, j, b.select(b.icmp_signed("==", i, j), b.fadd(s(i, j), shift), s(i, j)))))
+            columns = _Columns(em, mv, vo, n, n)
+            columns.sweeps()
 
-        def finish(k: ir.Value) -> None:
-            # v_k = g_k / ‖g_k‖; w_k = v_kᵀ S v_k
-            scale = b.fdiv(ir.Constant(ty, 1.0), intrinsic(b, "sqrt", [columns.dot(k, k)], dtype))
-            counted_loop(b, i64(0), n, lambda r: mv.store(vo, r, k, b.fmul(mv.load(vo, r, k), scale)))
-            quotient = accumulate(em, ty, i64(0), n, lambda i: b.fmul(mv.load(vo, i, k), accumulate(
-                em, ty, i64(0), n, lambda j: b.fmul(s(i, j), mv.load(vo, j, k)))))
-            mw.store(wo, i64(0), k, quotient)
-        counted_loop(b, i64(0), n, finish)
-        columns.sort(mw, wo, descending=False)
+            def finish(k: ir.Value) -> None:
+                # v_k = g_k / ‖g_k‖; w_k = v_kᵀ S v_k
+                scale = b.fdiv(ir.Constant(ty, 1.0), intrinsic(b, "sqrt", [columns.dot(k, k)], dtype))
+                counted_loop(b, i64(0), n, lambda r: mv.store(vo, r, k, b.fmul(mv.load(vo, r, k), scale)))
+                quotient = accumulate(em, ty, i64(0), n, lambda i: b.fmul(mv.load(vo, i, k), accumulate(
+                    em, ty, i64(0), n, lambda j: b.fmul(s(i, j), mv.load(vo, j, k)))))
+                mw.store(wo, i64(0), k, quotient)
+            counted_loop(b, i64(0), n, finish)
+            columns.sort(mw, wo, descending=False)
+
+        def blocked(em: Emitter, t: ir.Value, outs: list[ir.Value]) -> None:
+            # S into v's buffer, both triangles, decomposed there by the runtime library; NaN if it failed
+            counted_loop(b, i64(0), n, lambda i: counted_loop(b, i64(0), n, lambda j: mv.store(vo, i, j, s(i, j))))
+            failed = b.call(symmetric.declare_eigh(em.llmod, dtype),
+                            [n, runtime_matrix(em, mv, vo, b.mul(n, n)), n, runtime_matrix(em, mw, wo, n),
+                             block_size(em, EIGH_BLOCK)])
+            with b.if_then(b.icmp_signed("!=", failed, i64(0)), likely=False):
+                fill(em, mw, wo, i64(1), n, ir.Constant(ty, float("nan")))
+                fill(em, mv, vo, n, n, ir.Constant(ty, float("nan")))
+        by_size(kernel, a.type.shape[-1], 0, EIGH_BLOCKED, blocked, jacobi)(em, t, outs)
         with b.if_then(holds_nan(em, ma, n, n), likely=False):
             fill(em, mw, wo, i64(1), n, ir.Constant(ty, float("nan")))
             fill(em, mv, vo, n, n, ir.Constant(ty, float("nan")))
