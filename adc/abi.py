@@ -93,7 +93,7 @@ def runtime_gemm_symbol(dtype: str) -> str:
 
 # The runtime library's blocked factorizations and solves (adc/codegen/native/: triangular.py,
 # cholesky.py, lu.py, householder.py), one per dtype of RUNTIME_GEMM_DTYPES, on row-major matrices
-RUNTIME_FACTORIZATIONS = ("trsm", "potrf", "getrf", "qr", "eigh")
+RUNTIME_FACTORIZATIONS = ("trsm", "potrf", "getrf", "qr", "eigh", "svd")
 
 
 def runtime_factorization_symbol(routine: str, dtype: str) -> str:

@@ -287,3 +287,20 @@ def _triangular_product_function(module: ir.Module, blk: gemm.Blocking) -> ir.Fu
     r.chunks(count, CHUNK_VECTORS, chunk)
     b.ret_void()
     return fn
+
+
+def apply_panels(r: Routine, rows: ir.Value, count: ir.Value, shift: ir.Value, reflectors: View, c: View,
+                 columns: ir.Value, nb: ir.Value, t: ir.Value, gram: ir.Value) -> None:
+    """c[rows, columns] := H_0 ⋯ H_{count-1} c, H_k's unit vector in column k of `reflectors` from row
+    k + shift down (zeros above): panels of nb reflectors, the last first, each a block reflector
+    (t, gram: tiles of MAX_BLOCK x MAX_BLOCK). How eigh and svd form their vectors from the reductions'."""
+    b = r.b
+    panels = b.sdiv(b.add(count, b.sub(nb, i64(1))), nb)
+    with for_range(b, i64(0), panels) as step:
+        j = b.mul(b.sub(b.sub(panels, i64(1)), step), nb)
+        width = r.min(nb, b.sub(count, j))
+        first = b.add(j, shift)
+        height = b.sub(rows, first)
+        panel = reflectors.block(b, first, j)
+        block_reflector(r, height, width, panel, t, gram)
+        apply_reflectors(r, height, width, panel, t, c.block(b, first, i64(0)), columns, False)

@@ -17,7 +17,7 @@ import llvmlite.ir as ir
 
 from adc.codegen.native import gemm, tridiagonal, tridiagonal_eigen
 from adc.codegen.native.blocked import MAX_BLOCK, Routine, View, clamp_block, copy, declare, exported
-from adc.codegen.native.householder import apply_reflectors, block_reflector
+from adc.codegen.native.householder import apply_panels
 from adc.codegen.lowering.declarations import intrinsic, libc
 from adc.codegen.lowering.loops import I64, PTR, for_range, i64
 from adc.ir.types import DType
@@ -55,24 +55,16 @@ def define_eigh(module: ir.Module, blk: gemm.Blocking) -> ir.Function:
     wp = b.gep(vp, [b.mul(n, nb)])
     d = b.gep(wp, [b.mul(n, nb)])
     e, u, y, scratch = (b.gep(d, [b.mul(n, i64(k))]) for k in (1, 2, 3, 4))
-    factor = _scale_into_range(r, n, View(a, lda, i64(1)))
+    factor = scale_into_range(r, n, n, View(a, lda, i64(1)))
     tridiagonal.reduce(r, n, a, lda, d, e, nb, vp, wp, u, y)
     failed = tridiagonal_eigen.eigenvalues(r, n, d, e, w, u)
     with b.if_then(b.icmp_signed("!=", failed, i64(0)), likely=False):
         b.call(libc(module, "free", ir.VoidType(), [PTR]), [block])
         b.ret(failed)
-    tridiagonal_eigen.eigenvectors(r, n, d, e, w, z, scratch)
+    tridiagonal_eigen.eigenvectors(r, n, d, e, w, n, z, scratch)
     columns = View(z, i64(1), n)        # z's rows are T's eigenvectors: z read column-major is Z
     whole, t, gram = View(a, lda, i64(1)), r.tile(MAX_BLOCK * MAX_BLOCK), r.tile(MAX_BLOCK * MAX_BLOCK)
-    reflectors = b.sub(n, i64(1))       # H_0 .. H_{n-2}, in panels of nb from column 0
-    panels = b.sdiv(b.add(reflectors, b.sub(nb, i64(1))), nb)
-    with for_range(b, i64(0), panels) as step:
-        j = b.mul(b.sub(b.sub(panels, i64(1)), step), nb)
-        width = r.min(nb, b.sub(reflectors, j))
-        rows = b.sub(n, b.add(j, i64(1)))
-        panel = whole.block(b, b.add(j, i64(1)), j)
-        block_reflector(r, rows, width, panel, t, gram)
-        apply_reflectors(r, rows, width, panel, t, columns.block(b, b.add(j, i64(1)), i64(0)), n, False)
+    apply_panels(r, n, b.sub(n, i64(1)), i64(1), whole, columns, n, nb, t, gram)     # H_0 .. H_{n-2}
     copy(r, n, n, columns, whole, columns_outside=True)
     with for_range(b, i64(0), n) as k:
         b.store(b.fdiv(b.load(b.gep(w, [k])), factor), b.gep(w, [k]))
@@ -81,15 +73,15 @@ def define_eigh(module: ir.Module, blk: gemm.Blocking) -> ir.Function:
     return r.fn
 
 
-def _scale_into_range(r: Routine, n: ir.Value, a: View) -> ir.Value:
+def scale_into_range(r: Routine, rows: ir.Value, columns: ir.Value, a: View) -> ir.Value:
     """a scaled by 1 / max |a_ij| when that is below SMALLEST or above LARGEST (LAPACK's dsyev does
     the same): inverse iteration's pivots, eps ‖T‖, then neither underflow nor overflow its
     solutions. Returns the factor (1 when a is left alone)."""
     b, dtype = r.b, r.blk.dtype
     largest = r.entry.alloca(r.elem)
     b.store(r.constant(0.0), largest)
-    with for_range(b, i64(0), n) as i:
-        with for_range(b, i64(0), n) as j:
+    with for_range(b, i64(0), rows) as i:
+        with for_range(b, i64(0), columns) as j:
             size = intrinsic(b, "fabs", [r.load(a, i, j)], dtype)
             b.store(intrinsic(b, "maxnum", [b.load(largest), size], dtype), largest)
     big = b.load(largest)
@@ -97,7 +89,7 @@ def _scale_into_range(r: Routine, n: ir.Value, a: View) -> ir.Value:
     factor = b.select(b.or_(inside, b.fcmp_ordered("==", big, r.constant(0.0))), r.constant(1.0),
                       b.fdiv(r.constant(1.0), big))
     with b.if_then(b.fcmp_ordered("!=", factor, r.constant(1.0))):
-        with for_range(b, i64(0), n) as i:
-            with for_range(b, i64(0), n) as j:
+        with for_range(b, i64(0), rows) as i:
+            with for_range(b, i64(0), columns) as j:
                 r.store(b.fmul(r.load(a, i, j), factor), a, i, j)
     return factor

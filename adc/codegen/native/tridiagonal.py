@@ -18,14 +18,11 @@ from __future__ import annotations
 
 import llvmlite.ir as ir
 
-from adc.codegen.native import gemm, parallel
+from adc.codegen.native import gemm
 from adc.codegen.native.blocked import MAX_BLOCK, Routine, View, internal, update
 from adc.codegen.native.householder import householder_vector
-from adc.codegen.native.vectors import dot
-from adc.codegen.lowering.loops import I64, PTR, for_range, i64
-
-GEMV_PARALLEL = 1 << 16     # elements of A u_c from which its rows are split across threads
-
+from adc.codegen.native.vectors import dot, matrix_vector
+from adc.codegen.lowering.loops import I64, for_range, i64
 
 def reduce(r: Routine, n: ir.Value, a: ir.Value, lda: ir.Value, d: ir.Value, e: ir.Value, nb: ir.Value,
            vp: ir.Value, wp: ir.Value, u: ir.Value, y: ir.Value) -> None:
@@ -92,7 +89,7 @@ def _column_function(module: ir.Module, blk: gemm.Blocking) -> ir.Function:
     length = b.sub(rows, below)
     with for_range(b, i64(0), length) as k:
         b.store(r.load(v, b.add(below, k), i), b.gep(u, [k]))
-    _matrix_vector(r, length, m.block(b, below, below), u, y)         # y = A u
+    matrix_vector(r, length, length, m.block(b, below, below), u, y)      # y = A u
     t1, t2 = r.tile(MAX_BLOCK), r.tile(MAX_BLOCK)
     with for_range(b, i64(0), i) as q:           # t1 = Wᵀ u, t2 = Vᵀ u over the rows below
         for tile, panel in ((t1, w), (t2, v)):
@@ -112,36 +109,5 @@ def _column_function(module: ir.Module, blk: gemm.Blocking) -> ir.Function:
     with for_range(b, i64(0), length) as k:
         value = r.scalar_fma(b.fneg(projection), b.load(b.gep(u, [k])), b.load(b.gep(y, [k])))
         r.store(value, w, b.add(below, k), i)
-    b.ret_void()
-    return fn
-
-
-def _matrix_vector(r: Routine, n: ir.Value, m: View, u: ir.Value, y: ir.Value) -> None:
-    """y[k] = m[k, :n] · u for k < n (m row-major), the rows across threads once n² is large."""
-    b = r.b
-    task = _matrix_vector_task(r.module, r.blk)
-    words = [n, m.ptr, m.rs, u, y]
-    ctx = r.entry.alloca(I64, size=len(words))
-    for slot, word in enumerate(words):
-        value = b.ptrtoint(word, I64) if isinstance(word.type, ir.PointerType) else word
-        b.store(value, b.gep(ctx, [i64(slot)]))
-    with b.if_else(b.icmp_signed(">=", b.mul(n, n), i64(GEMV_PARALLEL))) as (split, alone):
-        with split:
-            parallel.call_parallel_for(b, task, b.bitcast(ctx, PTR), i64(0), n, i64(8))
-        with alone:
-            b.call(task, [b.bitcast(ctx, PTR), i64(0), n])
-
-
-def _matrix_vector_task(module: ir.Module, blk: gemm.Blocking) -> ir.Function:
-    fn, r = internal(module, blk, "sytrd_gemv", [PTR, I64, I64])
-    if r is None:
-        return fn
-    ctx, start, end = r.args
-    b = r.b
-    ptr = blk.elem.as_pointer()
-    n, m, ld, u, y = (b.load(b.gep(ctx, [i64(slot)], source_etype=I64), typ=I64) for slot in range(5))
-    m, u, y = (b.inttoptr(x, ptr) for x in (m, u, y))
-    with for_range(b, start, end) as k:
-        b.store(dot(r, n, b.gep(m, [b.mul(k, ld)]), u), b.gep(y, [k]))
     b.ret_void()
     return fn

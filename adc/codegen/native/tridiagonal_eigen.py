@@ -4,7 +4,7 @@ iteration (LAPACK's dstein), O(n²) unless eigenvalues cluster.
 
     eigenvalues(r, n, d, e, w, scratch) -> i64     w = T's eigenvalues, ascending; 1 if QL did not
                                                     converge in 30 iterations for one of them
-    eigenvectors(r, n, d, e, w, z, scratch)        row j of z[n, n] = T's unit eigenvector of w[j]
+    eigenvectors(r, n, d, e, w, count, z, scratch) row j of z[count, n] = T's unit eigenvector of w[j]
 
 QL splits T where |e_m| <= eps (|d_m| + |d_m+1|), or where |e_m| <= eps ‖T‖: a block of rounding
 noise (the null space of a rank-deficient matrix) never meets the relative test alone. Either
@@ -41,10 +41,11 @@ def eigenvalues(r: Routine, n: ir.Value, d: ir.Value, e: ir.Value, w: ir.Value, 
     return r.b.call(_eigenvalues_function(r.module, r.blk), [n, d, e, w, scratch])
 
 
-def eigenvectors(r: Routine, n: ir.Value, d: ir.Value, e: ir.Value, w: ir.Value, z: ir.Value,
+def eigenvectors(r: Routine, n: ir.Value, d: ir.Value, e: ir.Value, w: ir.Value, count: ir.Value, z: ir.Value,
                  scratch: ir.Value) -> None:
-    """Row j of z (n x n, row-major) = the unit eigenvector of T for w[j]; scratch: 5 n elements."""
-    r.b.call(_eigenvectors_function(r.module, r.blk), [n, d, e, w, z, scratch])
+    """Row j of z (count x n, row-major) = the unit eigenvector of T for w[j], j < count (w in ascending or
+    descending order: a cluster is a run of neighbours closer than its width); scratch: 5 n elements."""
+    r.b.call(_eigenvectors_function(r.module, r.blk), [n, d, e, w, count, z, scratch])
 
 
 def _element(r: Routine, array: ir.Value, k: ir.Value) -> ir.Value:
@@ -74,7 +75,7 @@ def _hypot(r: Routine, x: ir.Value, y: ir.Value) -> ir.Value:
 
 
 def norm_of(r: Routine, n: ir.Value, d: ir.Value, e: ir.Value) -> ir.Value:
-    """max |d| + 2 max |e|: a bound of ‖T‖ that scales the tests."""
+    """max |d| + 2 max |e|, a bound of ‖T‖ that scales the tests; 1 for T = 0 (any basis will do)."""
     b = r.b
     biggest = r.entry.alloca(r.elem), r.entry.alloca(r.elem)
     for slot in biggest:
@@ -83,7 +84,8 @@ def norm_of(r: Routine, n: ir.Value, d: ir.Value, e: ir.Value) -> ir.Value:
         b.store(intrinsic(b, "maxnum", [b.load(biggest[0]), _fabs(r, _get(r, d, k))], r.blk.dtype), biggest[0])
     with for_range(b, i64(0), b.sub(n, i64(1))) as k:
         b.store(intrinsic(b, "maxnum", [b.load(biggest[1]), _fabs(r, _get(r, e, k))], r.blk.dtype), biggest[1])
-    return b.fadd(b.load(biggest[0]), b.fmul(r.constant(2.0), b.load(biggest[1])))
+    norm = b.fadd(b.load(biggest[0]), b.fmul(r.constant(2.0), b.load(biggest[1])))
+    return b.select(b.fcmp_ordered(">", norm, r.constant(0.0)), norm, r.constant(1.0))
 
 
 def _eigenvalues_function(module: ir.Module, blk: gemm.Blocking) -> ir.Function:
@@ -222,14 +224,13 @@ def _eigenvectors_function(module: ir.Module, blk: gemm.Blocking) -> ir.Function
     """(n, d, e, w, z, scratch): inverse iteration (the module docstring); scratch holds the factors
     of T - w_j I: diagonal, first and second superdiagonals, multipliers, interchanges (n each)."""
     ptr = blk.elem.as_pointer()
-    fn, r = internal(module, blk, "tridiagonal_eigenvectors", [I64, ptr, ptr, ptr, ptr, ptr])
+    fn, r = internal(module, blk, "tridiagonal_eigenvectors", [I64, ptr, ptr, ptr, I64, ptr, ptr])
     if r is None:
         return fn
-    n, d, e, w, z, scratch = r.args
+    n, d, e, w, count, z, scratch = r.args
     b = r.b
     diagonal, upper, second, multiplier, swapped = (b.gep(scratch, [b.mul(n, i64(k))]) for k in range(5))
     norm = norm_of(r, n, d, e)
-    norm = b.select(b.fcmp_ordered(">", norm, r.constant(0.0)), norm, r.constant(1.0))     # T = 0: any basis
     eps = float(np.finfo(blk.dtype.numpy).eps)
     tiny = intrinsic(b, "maxnum", [b.fmul(r.constant(eps), norm), r.constant(float(np.finfo(blk.dtype.numpy).tiny))],
                      blk.dtype)
@@ -237,10 +238,10 @@ def _eigenvectors_function(module: ir.Module, blk: gemm.Blocking) -> ir.Function
     start, seed = r.entry.alloca(I64), r.entry.alloca(I64)
     b.store(i64(0), start)
     b.store(i64(1), seed)
-    with for_range(b, i64(0), n) as j:
+    with for_range(b, i64(0), count) as j:
         lam = _get(r, w, j)
         with b.if_then(b.icmp_signed(">", j, i64(0))):
-            gap = b.fsub(lam, _get(r, w, b.sub(j, i64(1))))
+            gap = _fabs(r, b.fsub(lam, _get(r, w, b.sub(j, i64(1)))))
             b.store(b.select(b.fcmp_unordered(">=", gap, cluster), j, b.load(start)), start)
         _factor(r, n, d, e, lam, tiny, diagonal, upper, second, multiplier, swapped)
         x = b.gep(z, [b.mul(j, n)])

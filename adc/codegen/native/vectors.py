@@ -7,16 +7,23 @@ added at the end, an order of summation no worse than one accumulator's.
 
     dot(r, n, x, y)             Σ x_i y_i
     axpy(r, n, alpha, x, y)     y += alpha x
+    matrix_vector(r, rows, columns, m, u, y)              y = m u (a dot product per row)
+    transposed_matrix_vector(r, rows, columns, m, u, y)   y = mᵀ u (an axpy per row)
+
+The matrix-vector products split their work across threads (rows, or chunks of columns) from
+PARALLEL elements on: each reads the matrix once, and memory is what they wait for.
 """
 from __future__ import annotations
 
 import llvmlite.ir as ir
 
-from adc.codegen.native import gemm
-from adc.codegen.native.blocked import Routine, internal
-from adc.codegen.lowering.loops import I64, for_range, i64
+from adc.codegen.native import gemm, parallel
+from adc.codegen.native.blocked import Routine, View, internal
+from adc.codegen.lowering.loops import I64, PTR, for_range, i64
 
 DOT_VECTORS = 4
+PARALLEL = 1 << 16          # elements of a matrix-vector product's matrix from which threads share it
+COLUMN_CHUNK = 256          # columns of mᵀ u a thread accumulates at a time (its y chunk stays in L1)
 
 
 def dot(r: Routine, n: ir.Value, x: ir.Value, y: ir.Value) -> ir.Value:
@@ -78,3 +85,69 @@ def scale(r: Routine, n: ir.Value, alpha: ir.Value, x: ir.Value) -> None:
     """x[i] *= alpha for i < n."""
     with for_range(r.b, i64(0), n) as i:
         r.b.store(r.b.fmul(r.b.load(r.b.gep(x, [i])), alpha), r.b.gep(x, [i]))
+
+
+def matrix_vector(r: Routine, rows: ir.Value, columns: ir.Value, m: View, u: ir.Value, y: ir.Value) -> None:
+    """y[k] = m[k, :columns] · u for k < rows (m row-major), the rows across threads when large."""
+    _parallel(r, _matrix_vector_task(r.module, r.blk), rows, columns, m, u, y, rows)
+
+
+def transposed_matrix_vector(r: Routine, rows: ir.Value, columns: ir.Value, m: View, u: ir.Value,
+                             y: ir.Value) -> None:
+    """y[c] = Σ_k m[k, c] u[k] for c < columns (m row-major: each row an axpy), chunks of COLUMN_CHUNK
+    columns across threads when large."""
+    chunks = r.b.sdiv(r.b.add(columns, i64(COLUMN_CHUNK - 1)), i64(COLUMN_CHUNK))
+    _parallel(r, _transposed_task(r.module, r.blk), rows, columns, m, u, y, chunks)
+
+
+def _parallel(r: Routine, task: ir.Function, rows, columns, m: View, u, y, count) -> None:
+    b = r.b
+    words = [rows, columns, m.ptr, m.rs, u, y]
+    ctx = r.entry.alloca(I64, size=len(words))
+    for slot, word in enumerate(words):
+        value = b.ptrtoint(word, I64) if isinstance(word.type, ir.PointerType) else word
+        b.store(value, b.gep(ctx, [i64(slot)]))
+    with b.if_else(b.icmp_signed(">=", b.mul(rows, columns), i64(PARALLEL))) as (split, alone):
+        with split:
+            parallel.call_parallel_for(b, task, b.bitcast(ctx, PTR), i64(0), count, i64(1))
+        with alone:
+            b.call(task, [b.bitcast(ctx, PTR), i64(0), count])
+
+
+def _unpack(r: Routine, ctx: ir.Value):
+    b, ptr = r.b, r.blk.elem.as_pointer()
+    rows, columns, m, ld, u, y = (b.load(b.gep(ctx, [i64(slot)], source_etype=I64), typ=I64) for slot in range(6))
+    return rows, columns, b.inttoptr(m, ptr), ld, b.inttoptr(u, ptr), b.inttoptr(y, ptr)
+
+
+def _matrix_vector_task(module: ir.Module, blk: gemm.Blocking) -> ir.Function:
+    """task(ctx, start, end): rows [start, end) of y = m u."""
+    fn, r = internal(module, blk, "gemv_task", [PTR, I64, I64])
+    if r is None:
+        return fn
+    ctx, start, end = r.args
+    b = r.b
+    _, columns, m, ld, u, y = _unpack(r, ctx)
+    with for_range(b, start, end) as k:
+        b.store(dot(r, columns, b.gep(m, [b.mul(k, ld)]), u), b.gep(y, [k]))
+    b.ret_void()
+    return fn
+
+
+def _transposed_task(module: ir.Module, blk: gemm.Blocking) -> ir.Function:
+    """task(ctx, start, end): column chunks [start, end) of y = mᵀ u."""
+    fn, r = internal(module, blk, "gemv_transposed_task", [PTR, I64, I64])
+    if r is None:
+        return fn
+    ctx, start, end = r.args
+    b = r.b
+    rows, columns, m, ld, u, y = _unpack(r, ctx)
+    with for_range(b, start, end) as chunk:
+        first = b.mul(chunk, i64(COLUMN_CHUNK))
+        width = r.min(i64(COLUMN_CHUNK), b.sub(columns, first))
+        with for_range(b, i64(0), width) as c:
+            b.store(r.constant(0.0), b.gep(y, [b.add(first, c)]))
+        with for_range(b, i64(0), rows) as k:
+            axpy(r, width, b.load(b.gep(u, [k])), b.gep(m, [b.add(b.mul(k, ld), first)]), b.gep(y, [first]))
+    b.ret_void()
+    return fn

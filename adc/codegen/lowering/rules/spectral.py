@@ -25,12 +25,12 @@ from typing import TYPE_CHECKING
 import llvmlite.ir as ir
 import numpy as np
 
-from adc.codegen.native import symmetric
+from adc.codegen.native import singular, symmetric
 from adc.codegen.lowering.declarations import intrinsic
 from adc.codegen.lowering.element_types import REGISTER_TYPES
 from adc.codegen.lowering.loops import I1, NOWRAP, counted_loop, i64
-from adc.codegen.lowering.rules.matrices import (EIGH_BLOCK, EIGH_BLOCKED, Matrices, block_size, by_size, fill, holds_nan,
-                                                 over_matrices, runtime_matrix)
+from adc.codegen.lowering.rules.matrices import (EIGH_BLOCK, EIGH_BLOCKED, SVD_BLOCKED, Matrices, block_size, by_size, fill,
+                                                 holds_nan, over_matrices, runtime_matrix)
 from adc.codegen.lowering.rules.orthogonal import accumulate, square
 from adc.ir.core import Op
 from adc.ir.types import num_elements
@@ -196,21 +196,35 @@ def svd_lower(kernel: Emitter, op: Op, dests: list[ir.Value]) -> None:
             with tall:
                 counted_loop(b, i64(0), rows, lambda i: counted_loop(
                     b, i64(0), n, lambda j: mu.store(uo, i, j, ma.read(i, j))))
-                counted_loop(b, i64(0), n, lambda i: counted_loop(b, i64(0), n, lambda j: mv.store(
-                    vo, i, j, b.uitofp(b.icmp_signed("==", i, j), ty))))
-                columns = _Columns(em, mu, uo, rows, n, mv, vo)
-                columns.sweeps()
 
-                def finish(k: ir.Value) -> None:
-                    # s_k = ‖g_k‖, u_k = g_k / s_k
-                    norm = intrinsic(b, "sqrt", [columns.dot(k, k)], dtype)
-                    ms.store(so, i64(0), k, norm)
-                    scale = b.fdiv(ir.Constant(ty, 1.0), norm)
-                    counted_loop(b, i64(0), rows, lambda r: mu.store(uo, r, k, b.fmul(mu.load(uo, r, k), scale)))
-                counted_loop(b, i64(0), n, finish)
-                columns.sort(ms, so, descending=True)
-                counted_loop(b, i64(0), n, lambda i: counted_loop(b, b.add(i, i64(1), flags=NOWRAP), n, lambda j: (
-                    transpose_pair(mv, vo, i, j))))
+                def jacobi(em: Emitter, t: ir.Value, outs: list[ir.Value]) -> None:
+                    counted_loop(b, i64(0), n, lambda i: counted_loop(b, i64(0), n, lambda j: mv.store(
+                        vo, i, j, b.uitofp(b.icmp_signed("==", i, j), ty))))
+                    columns = _Columns(em, mu, uo, rows, n, mv, vo)
+                    columns.sweeps()
+
+                    def finish(k: ir.Value) -> None:
+                        # s_k = ‖g_k‖, u_k = g_k / s_k
+                        norm = intrinsic(b, "sqrt", [columns.dot(k, k)], dtype)
+                        ms.store(so, i64(0), k, norm)
+                        scale = b.fdiv(ir.Constant(ty, 1.0), norm)
+                        counted_loop(b, i64(0), rows, lambda r: mu.store(uo, r, k, b.fmul(mu.load(uo, r, k), scale)))
+                    counted_loop(b, i64(0), n, finish)
+                    columns.sort(ms, so, descending=True)
+                    counted_loop(b, i64(0), n, lambda i: counted_loop(b, b.add(i, i64(1), flags=NOWRAP), n, lambda j: (
+                        transpose_pair(mv, vo, i, j))))
+
+                def blocked(em: Emitter, t: ir.Value, outs: list[ir.Value]) -> None:
+                    # decomposed in u's buffer (holding a) by the runtime library; NaN if it failed
+                    failed = b.call(singular.declare_svd(em.llmod, dtype),
+                                    [rows, n, runtime_matrix(em, mu, uo, b.mul(rows, n)), n, runtime_matrix(em, ms, so, n),
+                                     runtime_matrix(em, mv, vo, b.mul(n, n)), n, block_size(em, EIGH_BLOCK)])
+                    with b.if_then(b.icmp_signed("!=", failed, i64(0)), likely=False):
+                        nan = ir.Constant(ty, float("nan"))
+                        fill(em, mu, uo, rows, n, nan)
+                        fill(em, ms, so, i64(1), n, nan)
+                        fill(em, mv, vo, n, n, nan)
+                by_size(kernel, a.type.shape[-1], 0, SVD_BLOCKED, blocked, jacobi)(em, t, outs)
                 with b.if_then(holds_nan(em, ma, rows, n), likely=False):
                     nan = ir.Constant(ty, float("nan"))
                     fill(em, mu, uo, rows, n, nan)
