@@ -53,12 +53,14 @@ class Routine:
     """A function of the runtime library being built for one dtype: its builder and helpers."""
 
     def __init__(self, module: ir.Module, blk: gemm.Blocking, name: str, params: list[ir.Type],
-                 result: ir.Type = VOID, exported: bool = False):
+                 result: ir.Type = VOID, exported: bool = False, kernel: bool = False):
         self.module, self.blk, self.elem, self.vector = module, blk, blk.elem, blk.vector
         self.fn = ir.Function(module, ir.FunctionType(result, params), name)
         if not exported:
             self.fn.linkage = "internal"
         self.fn.attributes.add("nounwind")
+        if not kernel:      # drivers and scalar loops: LLVM unrolling them cost the library's build 4 s of CPU
+            self.fn.attributes.add("optsize")
         entry, body = self.fn.append_basic_block("entry"), self.fn.append_basic_block("body")
         self.entry = ir.IRBuilder(entry)        # the stack's tiles: allocated once a call
         self.entry.position_before(self.entry.branch(body))
@@ -168,12 +170,13 @@ def declare(module: ir.Module, routine: str, dtype: DType, signature: ir.Functio
 
 
 def internal(module: ir.Module, blk: gemm.Blocking, routine: str, params: list[ir.Type],
-             result: ir.Type = VOID) -> tuple[ir.Function, Routine | None]:
-    """The internal `adc_blocked_<routine>_<dtype>`, and its Routine to fill in if it is new (else None)."""
+             result: ir.Type = VOID, kernel: bool = False) -> tuple[ir.Function, Routine | None]:
+    """The internal `adc_blocked_<routine>_<dtype>`, and its Routine to fill in if it is new (else None);
+    a `kernel` (an inner loop of vectors) is optimized for speed, the rest for size."""
     name = f"adc_blocked_{routine}_{blk.dtype}"
     if name in module.globals:
         return module.globals[name], None
-    routine_ = Routine(module, blk, name, params, result)
+    routine_ = Routine(module, blk, name, params, result, kernel=kernel)
     return routine_.fn, routine_
 
 

@@ -194,7 +194,8 @@ def _form_panel_function(module: ir.Module, blk: gemm.Blocking) -> ir.Function:
 
 def block_reflector(r: Routine, rows: ir.Value, width: ir.Value, panel: View, t: ir.Value, gram: ir.Value) -> None:
     """T (width x width, upper, in tile t of row stride MAX_BLOCK) with H_0 ⋯ H_{width-1} = I - V T Vᵀ, V
-    the panel's reflectors (unit vectors, or zero, row-major with zeros above the diagonal): T[k, k] = 2, T[p, k] = -2 Σ_{p<=q<k} T[p, q] (Vᵀ V)[q, k] (gram: a tile for Vᵀ V)."""
+    the panel's reflectors (unit vectors, or zero, row-major with zeros above the diagonal):
+    T[k, k] = 2, T[p, k] = -2 Σ_{p<=q<k} T[p, q] (Vᵀ V)[q, k] (gram: a tile for Vᵀ V)."""
     b = r.b
     tv, g = View(t, i64(MAX_BLOCK), i64(1)), View(gram, i64(MAX_BLOCK), i64(1))
     total = r.entry.alloca(r.elem)
@@ -263,7 +264,7 @@ def _triangular_product_function(module: ir.Module, blk: gemm.Blocking) -> ir.Fu
     """(width, count, t, w, i1 transpose): w[width, count] := -op(T) w in place (row strides MAX_BLOCK and
     CHUNK_COLUMNS), op(T) = Tᵀ (lower: rows from the last) or T (upper: rows from the first)."""
     ptr = blk.elem.as_pointer()
-    fn, r = internal(module, blk, "qr_triangular_product", [I64, I64, ptr, ptr, I1])
+    fn, r = internal(module, blk, "qr_triangular_product", [I64, I64, ptr, ptr, I1], kernel=True)
     if r is None:
         return fn
     width, count, t, w, transpose = r.args

@@ -85,7 +85,8 @@ def scale_into_range(r: Routine, rows: ir.Value, columns: ir.Value, a: View) -> 
             size = intrinsic(b, "fabs", [r.load(a, i, j)], dtype)
             b.store(intrinsic(b, "maxnum", [b.load(largest), size], dtype), largest)
     big = b.load(largest)
-    inside = b.and_(b.fcmp_ordered(">=", big, r.constant(SMALLEST[dtype])), b.fcmp_ordered("<=", big, r.constant(LARGEST[dtype])))
+    inside = b.and_(b.fcmp_ordered(">=", big, r.constant(SMALLEST[dtype])),
+                    b.fcmp_ordered("<=", big, r.constant(LARGEST[dtype])))
     factor = b.select(b.or_(inside, b.fcmp_ordered("==", big, r.constant(0.0))), r.constant(1.0),
                       b.fdiv(r.constant(1.0), big))
     with b.if_then(b.fcmp_ordered("!=", factor, r.constant(1.0))):

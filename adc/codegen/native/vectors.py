@@ -38,7 +38,7 @@ def axpy(r: Routine, n: ir.Value, alpha: ir.Value, x: ir.Value, y: ir.Value) -> 
 
 def _dot_function(module: ir.Module, blk: gemm.Blocking) -> ir.Function:
     ptr = blk.elem.as_pointer()
-    fn, r = internal(module, blk, "dot", [I64, ptr, ptr], blk.elem)
+    fn, r = internal(module, blk, "dot", [I64, ptr, ptr], blk.elem, kernel=True)
     if r is None:
         return fn
     n, x, y = r.args
@@ -64,7 +64,7 @@ def _dot_function(module: ir.Module, blk: gemm.Blocking) -> ir.Function:
 
 def _axpy_function(module: ir.Module, blk: gemm.Blocking) -> ir.Function:
     ptr = blk.elem.as_pointer()
-    fn, r = internal(module, blk, "axpy", [I64, blk.elem, ptr, ptr])
+    fn, r = internal(module, blk, "axpy", [I64, blk.elem, ptr, ptr], kernel=True)
     if r is None:
         return fn
     n, alpha, x, y = r.args

@@ -48,7 +48,8 @@ EIGH_BLOCKED = ((12, 0),)
 SVD_BLOCKED = ((24, 0),)
 BLOCK = 16          # level with 32 for cholesky, 5-10% faster for lu_factor and solves (order 1024)
 QR_BLOCK = 32       # qr's panels (order 1024: 51 ms, 62 with 16, 55 with 64)
-EIGH_BLOCK = 32     # eigh's and svd's reductions' panels (order 1024: eigh 223 ms, 224 with 16, 251 with 64; svd 401, 391 with 16)
+EIGH_BLOCK = 32     # eigh's tridiagonal reduction's panels (order 1024: 223 ms, 224 with 16, 251 with 64)
+SVD_BLOCK = 16      # svd's bidiagonal reduction's panels (order 1024: 391 ms, 401 with 32)
 
 Body = Callable[["Emitter", ir.Value, list[ir.Value]], None]
 

@@ -1,5 +1,5 @@
-"""Buffer rules of eigh and svd: one-sided (Hestenes) cyclic Jacobi on each stacked matrix, plain
-scalar loops in the nest of matrices.py, no memory beyond the results' buffers.
+"""Buffer rules of eigh and svd: one-sided (Hestenes) cyclic Jacobi on each stacked small matrix,
+plain scalar loops in the nest of matrices.py, no memory beyond the results' buffers.
 
 Both orthogonalize the columns of a matrix G by plane rotations from the right, pair (i, j) after
 pair, sweep after sweep, until no pair of a sweep has |g_iᵀg_j| > M·eps·‖g_i‖‖g_j‖ (or 30 sweeps
@@ -14,6 +14,9 @@ nothing, measured with a NumPy model of this loop): each rotation zeroes g_iᵀg
   and the column directions g_k / ‖g_k‖ are accurate to eps (no V needed); w_k = v_kᵀ S v_k (the
   Rayleigh quotient, accurate to eps‖S‖ as LAPACK's), sorted ascending.
 A matrix holding NaN gives NaN. Eigenvector and singular vector signs are those Jacobi reaches.
+From order 12 (eigh) and 24 (svd, tall matrices) the runtime library decomposes instead
+(codegen/native/symmetric.py, singular.py: tridiagonal and bidiagonal reductions; the thresholds
+in matrices.py), in the results' buffers; a decomposition that failed gives NaN.
 
     %w, %v = eigh %a : f64[N], f64[N,N]   ──▶   v = S + cI; sweeps of rotations of column pairs;
                                                 w_k = v_kᵀ S v_k / v_kᵀ v_k, v_k /= ‖v_k‖; sort
@@ -29,8 +32,8 @@ from adc.codegen.native import singular, symmetric
 from adc.codegen.lowering.declarations import intrinsic
 from adc.codegen.lowering.element_types import REGISTER_TYPES
 from adc.codegen.lowering.loops import I1, NOWRAP, counted_loop, i64
-from adc.codegen.lowering.rules.matrices import (EIGH_BLOCK, EIGH_BLOCKED, SVD_BLOCKED, Matrices, block_size, by_size, fill,
-                                                 holds_nan, over_matrices, runtime_matrix)
+from adc.codegen.lowering.rules.matrices import (EIGH_BLOCK, EIGH_BLOCKED, SVD_BLOCK, SVD_BLOCKED, Matrices, block_size,
+                                                 by_size, fill, holds_nan, over_matrices, runtime_matrix)
 from adc.codegen.lowering.rules.orthogonal import accumulate, square
 from adc.ir.core import Op
 from adc.ir.types import num_elements
@@ -218,7 +221,7 @@ def svd_lower(kernel: Emitter, op: Op, dests: list[ir.Value]) -> None:
                     # decomposed in u's buffer (holding a) by the runtime library; NaN if it failed
                     failed = b.call(singular.declare_svd(em.llmod, dtype),
                                     [rows, n, runtime_matrix(em, mu, uo, b.mul(rows, n)), n, runtime_matrix(em, ms, so, n),
-                                     runtime_matrix(em, mv, vo, b.mul(n, n)), n, block_size(em, EIGH_BLOCK)])
+                                     runtime_matrix(em, mv, vo, b.mul(n, n)), n, block_size(em, SVD_BLOCK)])
                     with b.if_then(b.icmp_signed("!=", failed, i64(0)), likely=False):
                         nan = ir.Constant(ty, float("nan"))
                         fill(em, mu, uo, rows, n, nan)
