@@ -166,12 +166,17 @@ def metadata_module(metadata: str) -> llvmlite.ir.Module:
 
 def lower_kernel(ir_text: str, module_name: str, name: str, target: Target) -> llvmlite.ir.Module:
     """The LLVM module of kernel `name` from the `KernelSources.ir` text of its module."""
-    subject = f"{module_name}: {name}"
-    with compile_log.stage(subject, "inline"):
-        kernel = _inlined(_parse(ir_text, module_name), name)
-    with compile_log.stage(subject, "lower"):
+    kernel = inlined_kernel(ir_text, module_name, name)
+    with compile_log.stage(f"{module_name}: {name}", "lower"):
         return lower.lower_kernel(kernel, name, target.vector_bits, target.check_bounds, target.misindex,
                                   target.linalg_block)
+
+
+def inlined_kernel(ir_text: str, module_name: str, name: str) -> Module:
+    """What `lower_kernel` lowers: kernel `name` of a `KernelSources.ir` text and the regions it
+    runs, callees inlined, optimized again (the functions whose loop nests codegen plans)."""
+    with compile_log.stage(f"{module_name}: {name}", "inline"):
+        return _inlined(_parse(ir_text, module_name), name)
 
 
 def _inlined(module: Module, name: str) -> Module:

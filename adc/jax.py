@@ -9,7 +9,9 @@ A call is one JAX primitive, `adc_call`, whose parameters are the kernel and the
 linear in; each of its rules is a kernel adc compiles:
 
     jvp        the tangents of the results: the kernel's tangents-only JVP kernel on (x, dx),
-               a call linear in dx
+               a call linear in dx; for a loss (one float scalar result), one call of its
+               value-and-gradient kernel and sum(grad * dx) in JAX, which reverse mode
+               transposes to ct * grad: a jitted training step makes one native call
     transpose  of a call linear in some arguments: the VJP kernel w.r.t. them, linear in the
                cotangents (so reverse mode is JAX's linearize-then-transpose over adc's kernels)
     batching   the batching pass's kernel (functional.batched): one call for the whole batch
@@ -37,7 +39,7 @@ from jax.extend.core import Primitive
 from jax.interpreters import ad, batching, mlir
 
 from adc import jax_ffi
-from adc.runtime.functional import batched, tangent_derivative
+from adc.runtime.functional import batched, tangent_derivative, value_and_grad
 from adc.runtime.kernel import Kernel
 
 adc_call = Primitive("adc_call")
@@ -142,10 +144,14 @@ def _callback(kernel: Kernel, *args):
 
 
 def _jvp(primals, tangents, *, kernel: Kernel, linear: tuple, route: str):
-    """d f(x)[dx] = f_jvp(x, dx): the tangents-only JVP kernel w.r.t. the arguments that move."""
+    """d f(x)[dx] = f_jvp(x, dx): the tangents-only JVP kernel w.r.t. the arguments that move;
+    for a loss (one float scalar result), <grad f(x), dx> from one value-and-gradient call."""
+    moving = tuple(i for i, t in enumerate(tangents) if type(t) is not ad.Zero)
+    floats = tuple(i for i in moving if kernel.signature.param_types[i].dtype.is_float)
+    if floats and not linear and _is_loss(kernel):
+        return _loss_jvp(primals, tangents, floats, kernel, route)
     outs = adc_call.bind(*primals, kernel=kernel, linear=linear, route=route)
     result_avals = [jax.typeof(o).to_tangent_aval() for o in outs]
-    moving = tuple(i for i, t in enumerate(tangents) if type(t) is not ad.Zero)
     derivative = tangent_derivative(kernel, moving) if moving else None
     if derivative is None or not derivative.wrt:
         return outs, [ad.Zero(a) for a in result_avals]
@@ -158,6 +164,21 @@ def _jvp(primals, tangents, *, kernel: Kernel, linear: tuple, route: str):
     moved = iter(moved)
     return outs, [next(moved) if t.dtype.is_float else ad.Zero(a)
                   for t, a in zip(kernel.signature.result_types, result_avals)]
+
+
+def _is_loss(kernel: Kernel) -> bool:
+    (result, *others) = kernel.signature.result_types
+    return not others and result.rank == 0 and result.dtype.is_float
+
+
+def _loss_jvp(primals, tangents, moving: tuple, kernel: Kernel, route: str):
+    """A loss's value and its gradients in one call (adc.value_and_grad's kernel), the tangent
+    sum(grad * dx) a JAX expression linear in dx: reverse mode transposes it to ct * grad, so a
+    jitted value_and_grad makes one native call, no VJP call after it."""
+    value, *grads = adc_call.bind(*primals, kernel=value_and_grad(kernel, moving), linear=(), route=route)
+    dtype = kernel.signature.result_types[0].dtype.numpy
+    tangent = functools.reduce(jnp.add, [jnp.sum(g * tangents[i]).astype(dtype) for i, g in zip(moving, grads)])
+    return [value], [tangent]
 
 
 def _transpose(cts, *args, kernel: Kernel, linear: tuple, route: str):

@@ -30,8 +30,10 @@ from typing import Any
 
 import numpy as np
 import torch
+from torch.autograd import forward_ad
+from torch.utils._python_dispatch import is_in_torch_dispatch_mode
 
-from adc.runtime.functional import batched, tangent_derivative
+from adc.runtime.functional import batched, tangent_derivative, value_and_grad
 from adc.runtime.kernel import Kernel
 from adc.runtime.module import Module
 from adc.runtime.tensor import Tensor
@@ -86,6 +88,7 @@ class KernelOp:
         self.op.register_fake(self._fake)
         self.op.register_vmap(self._vmap)
         self.function = _function(self)
+        self.eager = _eager_function(self)
         self.op.register_autograd(self.function.backward, setup_context=_save_inputs)
 
     def __repr__(self) -> str:
@@ -102,10 +105,22 @@ class KernelOp:
     def __call__(self, *args, **kwargs):
         if kwargs or len(args) != len(self._dtypes):
             args = self.kernel.__signature__.bind(*args, **kwargs).args
-        args = [self._checked(i, a) for i, a in enumerate(args)]
-        if torch.compiler.is_compiling() or not any(map(_is_transformed, args)):
-            return self.overload(*args)     # the op's own autograd formula: half the cost of a Function
-        return self.function.apply(*args)
+        return self.dispatch(*(self._checked(i, a) for i, a in enumerate(args)))
+
+    def dispatch(self, *args: torch.Tensor):
+        """The call on checked arguments, by the cheapest route that keeps every derivative: the op
+        when torch.compile traces it or a dispatch mode (fake tensors, tracing) must see it; the
+        Function under torch.func's transforms and forward-mode AD (its jvp); in eager mode the
+        kernel itself, through the eager Function when autograd records the call."""
+        if torch.compiler.is_compiling():
+            return self.overload(*args)
+        if _transforming() or any(map(_is_transformed, args)):
+            return self.function.apply(*args)
+        if not _plain(args):
+            return self.overload(*args)
+        if torch.is_grad_enabled() and any(args[i].requires_grad for i in self._floats):
+            return self.eager.apply(*args)
+        return _native(self.kernel, args)
 
     def _checked(self, i: int, value: Any) -> torch.Tensor:
         """The argument for parameter i: a CPU tensor of its dtype and rank, contiguous (a Python
@@ -130,11 +145,7 @@ class KernelOp:
         return value
 
     def _run(self, *args: torch.Tensor):
-        """The native call: inputs viewed as NumPy arrays, results handed to torch as they are."""
-        results = self.kernel(*(_view(a) for a in args))
-        if type(results) is not tuple:
-            return _tensor(results.numpy())
-        return tuple(_tensor(r.numpy()) for r in results)
+        return _native(self.kernel, args)
 
     def _fake(self, *args: torch.Tensor):
         """Empty results of the shapes and dtypes the signature gives for these inputs."""
@@ -151,7 +162,7 @@ class KernelOp:
         return results, 0 if type(results) is not tuple else (0,) * len(results)
 
     def backward_plan(self) -> tuple:
-        """(wrt, passthrough, the VJP's autograd.Function or None when the cotangents pass through):
+        """(wrt, passthrough, the VJP kernel's KernelOp or None when the cotangents pass through):
         what the backward needs, the VJP kernel compiled on the first request."""
         return _plan(self.kernel.derivative(self._floats) if self._floats else None)
 
@@ -164,15 +175,16 @@ class KernelOp:
 def _plan(derivative) -> tuple:
     if derivative is None or not derivative.wrt:
         return (), (), None
-    return derivative.wrt, derivative.passthrough, _op_of(derivative.kernel).function if derivative.needs_call else None
+    return derivative.wrt, derivative.passthrough, _op_of(derivative.kernel) if derivative.needs_call else None
 
 
-def _apply(function: type, *args) -> tuple:
-    """A derivative kernel's call inside a backward or a jvp: its autograd.Function, which
-    torch.func's transforms see (so derivatives compose), or under torch.compile its op (its own
-    autograd registered), as Dynamo traces no autograd.Function nested in a backward."""
-    call = function.overload if torch.compiler.is_compiling() else function.apply
-    results = call(*args)
+def _apply(kernel_op: KernelOp, *args) -> tuple:
+    """A derivative kernel's call inside a backward or a jvp, by its KernelOp's route: under
+    torch.func's transforms its autograd.Function, which they see (so derivatives compose); under
+    torch.compile its op (its own autograd registered), as Dynamo traces no autograd.Function
+    nested in a backward; in eager mode the kernel itself (through its eager Function when the
+    backward builds a graph: double backward)."""
+    results = kernel_op.dispatch(*args)
     return results if type(results) is tuple else (results,)
 
 
@@ -218,6 +230,41 @@ def _function(kernel_op: KernelOp) -> type:
     return function
 
 
+def _eager_function(kernel_op: KernelOp) -> type:
+    """The autograd.Function of an eager call that autograd records: the kernel run directly, with
+    no dispatcher in between. A kernel whose one result is a float scalar (a loss) runs its
+    value-and-gradient kernel instead (adc.value_and_grad: one call, the forward work done once),
+    and its backward only scales those gradients by the cotangent, so a training step makes one
+    native call. A backward that builds a graph (double backward) calls the VJP kernel, as the
+    op's own backward does."""
+    function = kernel_op.function
+    result_types = kernel_op.kernel.signature.result_types
+    loss = len(result_types) == 1 and result_types[0].rank == 0 and result_types[0].dtype.is_float
+    fused = {}      # wanted params -> their value-and-gradient kernel
+
+    def forward(ctx, *args):
+        ctx.save_for_backward(*args)
+        if loss:
+            wanted = tuple(i for i in kernel_op._floats if ctx.needs_input_grad[i])
+            kernel = fused.get(wanted) or fused.setdefault(wanted, value_and_grad(kernel_op.kernel, wanted))
+            value, *grads = _native(kernel, args)
+            ctx.gradients = dict(zip(wanted, grads))
+            return value
+        results = _native(kernel_op.kernel, args)
+        _mark_integers(ctx, results)
+        return results
+
+    def backward(ctx, *cts):
+        gradients = getattr(ctx, "gradients", None)
+        if gradients is None or torch.is_grad_enabled():
+            return function.backward(ctx, *cts)
+        (ct,) = cts
+        return tuple(gradients[i] * ct if i in gradients else None for i in range(len(ctx.needs_input_grad)))
+
+    return type(f"{kernel_op.__name__}_eager_function", (torch.autograd.Function,), {
+        "forward": staticmethod(forward), "backward": staticmethod(backward)})
+
+
 def _save_for_both(ctx, inputs: tuple, output) -> None:
     """The Function's: its jvp reads the inputs too (the JVP kernel takes primals and tangents)."""
     _save_inputs(ctx, inputs, output)
@@ -227,6 +274,10 @@ def _save_for_both(ctx, inputs: tuple, output) -> None:
 def _save_inputs(ctx, inputs: tuple, output) -> None:
     """What a backward reads: the inputs (a VJP kernel takes the primal arguments and the cotangents)."""
     ctx.save_for_backward(*inputs)
+    _mark_integers(ctx, output)
+
+
+def _mark_integers(ctx, output) -> None:
     integers = [o for o in (output if type(output) is tuple else (output,)) if not o.dtype.is_floating_point]
     if integers:    # (Dynamo fails on the call even with none, for a single result)
         ctx.mark_non_differentiable(*integers)
@@ -243,6 +294,21 @@ def _size(dim, env: dict) -> Any:
     return dim if isinstance(dim, int) else dim.evaluate(env)
 
 
+def _native(kernel: Kernel, args) -> Any:
+    """The native call: inputs viewed as NumPy arrays, results handed to torch as they are."""
+    results = kernel(*(_view(a) for a in args))
+    if type(results) is not tuple:
+        return _tensor(results.numpy())
+    return tuple(_tensor(r.numpy()) for r in results)
+
+
+def _plain(args) -> bool:
+    """Whether the kernel may read these tensors itself: none a subclass (fake tensors, tracing
+    proxies), and no dispatch mode or TorchScript tracer that must see the op."""
+    return (not is_in_torch_dispatch_mode() and torch._C._get_tracing_state() is None
+            and all(type(a) is torch.Tensor or type(a) is torch.nn.Parameter for a in args))
+
+
 def _view(t: torch.Tensor) -> Tensor:
     """An adc Tensor over a CPU tensor's data (no copy; a non-contiguous one is made contiguous),
     its address known: the kernel's fastest path, half the cost of converting a NumPy array."""
@@ -254,6 +320,12 @@ def _tensor(array: np.ndarray) -> torch.Tensor:
     """A tensor over a fresh result buffer, which nothing else holds: torch may write to it."""
     array.setflags(write=True)
     return torch.from_numpy(array)
+
+
+def _transforming() -> bool:
+    """Whether torch.func's transforms or forward-mode AD are on (then an autograd.Function needs
+    setup_context, which the Function has), even for arguments they do not wrap."""
+    return forward_ad._current_level >= 0 or torch._C._are_functorch_transforms_active()
 
 
 def _is_transformed(t: torch.Tensor) -> bool:

@@ -6,13 +6,14 @@
 Every measurement runs in a fresh process (a subprocess; nothing in-process is
 reused) whose ADC_CACHE_DIR is its own folder, in one of three states:
 
-    first-ever  an empty cache folder: the shared runtime library is compiled too
+    first-ever  an empty cache folder: the shared runtime library is compiled too, or copied from
+                the one `pip install` compiled into adc/prebuilt/ (runtime_library.py)
     cold        a folder holding only what a machine keeps once adc has run on it, copied from a
                 primed folder: the runtime library (runtime/) and the host's description (host/)
     warm        the folder a first-ever run of the same measurement left: everything cached
 
 Each process runs with ADC_LOG=compile and its log is checked against the state
-it is meant to be in (a first-ever run compiles the runtime library, a cold run
+it is meant to be in (a first-ever run misses the runtime library, a cold run
 compiles but not the runtime library, a warm run compiles nothing); a mismatch is
 printed with the row as "! ...", and stages a warm run still runs as "note: ...".
 A change to adc's sources during the run (another checkout's edits change the cache
@@ -26,8 +27,8 @@ The rows (the children are the `child_*` functions below, run as
 
 0. First-ever: a new machine's first mlp_loss gradient, from the end of `import adc` to the
    gradient's return (compile_file, recording, tape.gradient; row 1's first-ever processes): the
-   runtime library is built too, by the child `import adc` starts (adc/build_ahead.py) while the
-   process compiles its kernels.
+   runtime library is copied from the install (or, where `pip install` did not compile it, built)
+   by the child `import adc` starts (adc/build_ahead.py) while the process compiles its kernels.
 
 1. adc.compile_file("samples/kernels.adc"), timed after `import adc` (warm, it loads no LLVM:
    the first kernel call does, ~30 ms).

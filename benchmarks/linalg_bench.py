@@ -9,12 +9,13 @@ of the two), JAX (jit of jnp.linalg / jax.scipy.linalg, grads by jit(grad)) and 
 call of adc and of each peer, and adc / the best peer (< 1 means adc is faster). Every route's
 result is checked against adc's before it is timed. Cases:
   (a) many SPD systems: Cholesky + solve + log-determinant, and the gradient of
-      sum(x) + sum(log det) w.r.t. the matrices and right-hand sides;
+      sum(x) + sum(log det) w.r.t. the matrices and right-hand sides (adc's kernels at the static
+      order, JAX's jit at the shapes);
   (b) a Gaussian process's negative log marginal likelihood and its gradient w.r.t. three
       hyperparameters (samples/gaussian_process.adc; SciPy's gradient is the textbook formula
       ½ tr((K⁻¹ - ααᵀ) ∂K/∂θ));
   (c) cholesky, solve, qr, eigh, svd of one square matrix;
-  (d) eigh and svd of a stack of 8×8 matrices.
+  (d) eigh and svd of a stack of 8×8 matrices (adc's kernels of static order 8: W at a time in SIMD lanes).
 """
 from __future__ import annotations
 
@@ -27,19 +28,22 @@ import adc
 from timing import optional, timed
 
 SAMPLES = Path(__file__).resolve().parent.parent / "samples"
-SOURCE = """
+# (a) at a static order {n}, as JAX's jit specializes on shapes: adc's route for small systems,
+# whose factorizations, solves and products (and their VJPs) then run W systems at a time in SIMD lanes
+SPD_SOURCE = """
 def identity(x: f64[N]) -> f64[N, N]:
     k = linspace(0.0, N - 1.0, N)
     return f64(k[:, None] == k[None, :])
 
-def spd_solve(a: f64[B, N, N], b: f64[B, N]) -> (f64[B, N], f64[B]):
+def spd_solve(a: f64[B, {n}, {n}], b: f64[B, {n}]) -> (f64[B, {n}], f64[B]):
     l = cholesky(a)
     return cho_solve(l, b), 2.0 * sum(log(sum(l * identity(b[0]), axis=2)), axis=1)
 
-def spd_objective(a: f64[B, N, N], b: f64[B, N]) -> f64:
+def spd_objective(a: f64[B, {n}, {n}], b: f64[B, {n}]) -> f64:
     x, log_det = spd_solve(a, b)
     return sum(x) + sum(log_det)
-
+"""
+SOURCE = """
 def cholesky_one(a: f64[N, N]) -> f64[N, N]:
     return cholesky(a)
 
@@ -58,11 +62,11 @@ def svd_one(a: f64[N, N]) -> (f64[N, N], f64[N], f64[N, N]):
     u, s, vh = svd(a)
     return u, s, vh
 
-def eigh_stack(a: f64[B, N, N]) -> (f64[B, N], f64[B, N, N]):
+def eigh_stack(a: f64[B, 8, 8]) -> (f64[B, 8], f64[B, 8, 8]):
     w, v = eigh(a)
     return w, v
 
-def svd_stack(a: f64[B, N, N]) -> (f64[B, N, N], f64[B, N], f64[B, N, N]):
+def svd_stack(a: f64[B, 8, 8]) -> (f64[B, 8, 8], f64[B, 8], f64[B, 8, 8]):
     u, s, vh = svd(a)
     return u, s, vh
 """
@@ -91,7 +95,7 @@ def bench_linalg(quick: bool = False) -> None:
     print(f"\nlinear algebra, f64, median wall time per call in ms; adc/best < 1: adc is faster\n"
           f"{'case':44s} {'adc':>10s}" + "".join(f" {p:>11s}" for p in PEERS) + f" {'adc/best':>9s}")
     for n in sizes.orders:
-        spd_rows(m, sizes.systems, n, jax, torch)
+        spd_rows(adc.compile(SPD_SOURCE.format(n=n), f"linalg_bench_spd{n}.adc"), sizes.systems, n, jax, torch)
     gp = adc.compile_file(SAMPLES / "gaussian_process.adc")
     for n in sizes.points:
         gp_row(gp, n, jax, torch, scipy_linalg)

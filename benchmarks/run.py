@@ -2,6 +2,7 @@
 
     python benchmarks/run.py                        # all of them
     python benchmarks/run.py batch_jacobian hessian # some
+    python benchmarks/run.py matmul_grid            # a @ b: six shapes, f32 and f64, 1 and 2 threads (matmul_grid.py)
     python benchmarks/run.py compile                # compile latency, fresh processes (compile_times.py)
     python benchmarks/run.py dask                   # adc.dask: one process, threads, a cluster (dask_bench.py)
     python benchmarks/run.py sparse                 # sparse Jacobians vs JAX, sparsejac, asdex, CasADi (sparse_bench.py)
@@ -28,6 +29,7 @@ from compile_times import bench_compile
 from everyday import BENCHMARKS as EVERYDAY
 from loops_bench import BENCHMARKS as LOOPS, bench_loop_memory
 from machine import describe
+from matmul_grid import bench_matmul_grid
 from sparse_bench import bench_sparse
 from timing import fastest, optional, report, timed
 
@@ -398,6 +400,7 @@ def main(argv: list[str]) -> int:
     benchmarks = {"sigmoid_shift": lambda: bench_sigmoid_shift(kernels()),
                   "mlp_loss": lambda: bench_mlp_loss(kernels()),
                   "mlp_gradient": lambda: bench_mlp_gradient(kernels()), "matmul": bench_matmul,
+                  "matmul_grid": bench_matmul_grid,   # matmul_grid.py: shapes x dtypes x 1 and 2 threads
                   "small_tape": bench_small_tape, "trig": bench_trig,
                   "batch_jacobian": bench_batch_jacobian, "hessian": bench_hessian,
                   "jacobian_w": bench_jacobian_w, "jacfwd_scalar": lambda: bench_jacfwd_scalar(kernels()),

@@ -1,7 +1,9 @@
 """Sparse Jacobians side by side: adc (pattern detected from the IR, cached; colored seeds through
 one batched JVP; values into a preallocated array) against JAX's dense jit(jacfwd), sparsejac and
 asdex (JAX with a pattern), and CasADi (SX function `jacobian`, called through its Function and
-through its generated C code compiled with gcc). Each line prints the nonzeros and colors.
+through its generated C code compiled with gcc). Then the cart-pole sample's Lagrangian Hessian
+against CasADi's, and its IPOPT solve with adc's derivatives against CasADi's. Each line prints
+the nonzeros and colors.
 
     python benchmarks/run.py sparse
 """
@@ -22,7 +24,9 @@ from adc.passes.sparsity import jacobian_patterns
 from adc.passes.sparsity.compression import compress
 from timing import fastest, optional, report, timed
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))     # the tests' structured problems
+ROOT = Path(__file__).resolve().parent.parent
+sys.path[:0] = [str(ROOT), str(ROOT / "samples")]     # the tests' structured problems, the cart-pole sample
+from tests.support.cartpole_casadi import CasadiSwingUp, cartpole_nlp, casadi_solver  # noqa: E402
 from tests.support.sparse_problems import BRUSSELATOR  # noqa: E402
 
 BURGERS = """
@@ -59,31 +63,40 @@ def casadi_routes(build, size: int, x: np.ndarray, expected) -> dict[str, float]
     got = jac(x)
     np.testing.assert_allclose(np.asarray(got.nonzeros()).sum(), expected, rtol=1e-9)
     routes = {"casadi Function": timed(lambda: jac(x))}
-    compiled = _casadi_c(casadi, jac, x)
+    compiled = _casadi_c(casadi, jac, [x])
     if compiled is not None:
         np.testing.assert_allclose(compiled().sum(), expected, rtol=1e-9)
         routes["casadi gcc -O3 C"] = timed(compiled)
     return routes
 
 
-def _casadi_c(casadi, function, x: np.ndarray):
-    """A call of CasADi's generated C code for `function`, compiled by gcc -O3 (None: no gcc)."""
+def _casadi_c(casadi, function, inputs: list[np.ndarray]):
+    """A call of CasADi's generated C code for `function` (its first result's nonzeros, on these
+    inputs), compiled by gcc -O3 (None: no gcc)."""
     folder = Path(tempfile.mkdtemp(prefix="adc-casadi-"))
-    source = function.generate("jacobian_values.c", {"with_header": False})
-    Path(source).rename(folder / "jacobian_values.c")
+    name = function.name()
+    source = function.generate(f"{name}.c", {"with_header": False})
+    Path(source).rename(folder / f"{name}.c")
     try:
-        subprocess.run(["gcc", "-O3", "-march=native", "-shared", "-fPIC", "-o", str(folder / "jac.so"),
-                        str(folder / "jacobian_values.c")], check=True, capture_output=True, timeout=600)
+        subprocess.run(["gcc", "-O3", "-march=native", "-shared", "-fPIC", "-o", str(folder / f"{name}.so"),
+                        str(folder / f"{name}.c")], check=True, capture_output=True, timeout=1200)
     except (OSError, subprocess.SubprocessError):
         return None
-    lib = ctypes.CDLL(str(folder / "jac.so"))
+    lib = ctypes.CDLL(str(folder / f"{name}.so"))
     real_p, int_t = ctypes.POINTER(ctypes.c_double), ctypes.c_longlong
     arg, res = (real_p * max(function.sz_arg(), 1))(), (real_p * max(function.sz_res(), 1))()
     iw, w = (int_t * max(function.sz_iw(), 1))(), (ctypes.c_double * max(function.sz_w(), 1))()
     values = np.empty(function.sparsity_out(0).nnz())
-    arg[0], res[0] = x.ctypes.data_as(real_p), values.ctypes.data_as(real_p)
-    call = lib.jacobian_values
-    return lambda: call(arg, res, iw, w, 0) or values       # the closure keeps the buffers alive
+    kept = [np.ascontiguousarray(a, np.float64) for a in inputs]
+    for k, a in enumerate(kept):
+        arg[k] = a.ctypes.data_as(real_p)
+    res[0] = values.ctypes.data_as(real_p)
+    call = getattr(lib, name)
+
+    def evaluate(buffers=(arg, res, iw, w, kept)):       # the default keeps the buffers alive
+        call(*buffers[:4], 0)
+        return values
+    return evaluate
 
 
 def bench_brusselator(grid: int) -> None:
@@ -102,7 +115,7 @@ def bench_brusselator(grid: int) -> None:
         f = lambda v: residual(v, grid).ravel()     # noqa: E731
         jx = jnp.asarray(x.ravel().reshape(2, grid, grid))
         peer = {}
-        if (2 * grid * grid) ** 2 * 8 <= 2 * 1024 ** 3:        # the dense Jacobian fits in 2 GB
+        if not _dense_skipped(grid):
             dense = jax.jit(jax.jacfwd(lambda v: f(v.reshape(2, grid, grid))))
             flat = jx.ravel()
             np.testing.assert_allclose(np.asarray(dense(flat))[reference.nonzero()], reference.data, rtol=1e-9)
@@ -112,8 +125,17 @@ def bench_brusselator(grid: int) -> None:
     others |= best("casadi", casadi_routes(_casadi_brusselator(grid), 2 * grid * grid, x.ravel(),
                                               reference.data.sum()))
     report(f"Brusselator 2-D Jacobian, grid {grid} ({2 * grid * grid} unknowns): {reference.nnz:,} nonzeros, "
-           f"{reference.nnz / reference.shape[0]:.0f} per row, {jac.colors} colors", routes, others,
+           f"{reference.nnz / reference.shape[0]:.0f} per row, {jac.colors} colors{_dense_skipped(grid)}",
+           routes, others,
            "adc >= 100x dense JAX at grid 64; <= 1.0x CasADi (casadi/adc >= 1)")
+
+
+def _dense_skipped(grid: int) -> str:
+    """Why JAX's dense Jacobian is not timed at this grid (it must fit in 2 GB), or ""."""
+    n = 2 * grid * grid
+    if n * n * 8 <= 2 * 1024 ** 3:
+        return ""
+    return f"\n  (jax jit(jacfwd) dense skipped: its {n:,} x {n:,} Jacobian takes {n * n * 8 / 1e9:.1f} GB)"
 
 
 def _jax_sparse_routes(jax, f, x, reference) -> dict[str, float]:
@@ -180,8 +202,100 @@ def bench_burgers() -> None:
            "<= 1.0x CasADi (casadi/adc >= 1); detection + coloring <= asdex's")
 
 
+def bench_cartpole(knots: int = 201) -> None:
+    """The cart-pole sample (samples/cartpole.py): its Lagrangian's sparse Hessian against CasADi's
+    (the lower triangle IPOPT takes, by its Function and its gcc-compiled C), then IPOPT's solve."""
+    casadi = optional("casadi")
+    import cartpole     # samples/ is on the path; compiled on first use only
+    guess, goal, duration = cartpole.initial_guess(knots), cartpole.GOAL, cartpole.DURATION
+    rng = np.random.default_rng(0)
+    z, multipliers = guess.ravel() + 0.1 * rng.standard_normal(knots * 5), rng.standard_normal(knots * 4)
+    callbacks = cartpole.SwingUp(knots, guess)
+    kernel = callbacks.hessian_kernel
+    full = np.empty(kernel.sparsity.nnz)
+    args = (z.reshape(knots, 5), duration, goal, 0.7, multipliers.reshape(knots, 4))
+    routes = {"sparse values(out=)": timed(lambda: kernel.values(*args, out=full)),
+              "IPOPT's lower triangle": timed(lambda: callbacks.hessian(z, multipliers, 0.7))}
+    others, theirs = {}, ""
+    if casadi:
+        nlp = cartpole_nlp(casadi, knots, duration, goal)
+        lower = casadi.Function("hessian_values", [nlp["z"], nlp["sigma"], nlp["multipliers"]],
+                                [casadi.tril(nlp["hessian"])])
+        expected = callbacks.hessian(z, multipliers, 0.7).sum()
+        np.testing.assert_allclose(np.asarray(lower(z, 0.7, multipliers).nonzeros()).sum(), expected, rtol=1e-9)
+        peer = {"Function": timed(lambda: lower(z, 0.7, multipliers))}
+        start = time.perf_counter()
+        compiled = _casadi_c(casadi, lower, [z, np.array(0.7), multipliers])
+        if compiled is not None:
+            np.testing.assert_allclose(compiled().sum(), expected, rtol=1e-9)
+            peer["gcc -O3 C"] = timed(compiled)
+            theirs = f"; CasADi's C built by gcc in {time.perf_counter() - start:.0f} s"
+        others = {f"casadi {name}": seconds for name, seconds in peer.items()}
+        theirs = f", CasADi's star coloring {nlp['hessian'].sparsity().star_coloring().size2()}" + theirs
+    report(f"Cart-pole Lagrangian Hessian, {knots} knots ({knots * 5} variables): {len(callbacks.lower):,} nonzeros "
+           f"in the lower triangle, {kernel.colors} colors (adc's star coloring{theirs})", routes, others,
+           "<= 1.0x CasADi (casadi/adc >= 1)")
+    bench_cartpole_solve(cartpole, callbacks, knots, casadi)
+
+
+class TimedCallbacks:
+    """cyipopt callbacks whose evaluations (objective, constraints and their derivatives) are timed."""
+
+    def __init__(self, callbacks):
+        self.callbacks, self.seconds = callbacks, 0.0
+
+    def __getattr__(self, name):
+        method = getattr(self.callbacks, name)
+        if name.endswith("structure"):
+            return method
+
+        def evaluation(*args):
+            start = time.perf_counter()
+            out = method(*args)
+            self.seconds += time.perf_counter() - start
+            return out
+        return evaluation
+
+
+def bench_cartpole_solve(cartpole, callbacks, knots: int, casadi) -> None:
+    """IPOPT's whole solve of the cart-pole sample (same options, same start) by each route, and
+    the time its evaluations took (CasADi's nlpsol: its own statistics)."""
+    def cyipopt_route(route):
+        cartpole.solve(route, knots)        # every kernel compiled (or loaded) before the timing
+        timed_callbacks = TimedCallbacks(route)
+        info = cartpole.solve(timed_callbacks, knots)
+        return info, timed_callbacks.seconds
+    solved, evaluations = cyipopt_route(callbacks)
+    routes = {"cyipopt, adc's sparse derivatives": timed(lambda: cartpole.solve(callbacks, knots), repeats=3)}
+    spent = {"adc": (solved["iterations"], evaluations)}
+    others = {}
+    if casadi:
+        theirs = CasadiSwingUp(casadi, knots, cartpole.DURATION, cartpole.GOAL)
+        others["casadi Function callbacks"] = timed(lambda: cartpole.solve(theirs, knots), repeats=3)
+        info, evaluations = cyipopt_route(theirs)
+        spent["casadi Function callbacks"] = (info["iterations"], evaluations)
+        lower, upper = cartpole.bounds(knots)
+        bounds = {"x0": cartpole.initial_guess(knots).ravel(), "lbx": lower.ravel(), "ubx": upper.ravel(),
+                  "lbg": 0, "ubg": 0}
+        for name, jit in (("casadi nlpsol", False), ("casadi nlpsol jit", True)):
+            start = time.perf_counter()
+            solver = casadi_solver(casadi, knots, cartpole.DURATION, cartpole.GOAL, cartpole.IPOPT_OPTIONS, jit)
+            built = time.perf_counter() - start
+            result = solver(**bounds)
+            stats = solver.stats()
+            assert stats["success"]
+            np.testing.assert_allclose(float(result["f"]), solved["obj_val"], rtol=1e-8)
+            spent[name + (f" (gcc: {built:.0f} s)" if jit else "")] = (
+                stats["iter_count"], sum(v for k, v in stats.items() if k.startswith("t_wall_nlp_")))
+            others[name] = timed(lambda: solver(**bounds), repeats=3)
+    report(f"Cart-pole swing-up solved by IPOPT, {knots} knots (iterations, time in evaluations: "
+           + "; ".join(f"{k} {n}, {s * 1e3:.1f} ms" for k, (n, s) in spent.items()) + ")", routes, others,
+           "adc's derivatives no slower than CasADi's (casadi/adc >= 1; cyipopt's Ipopt and CasADi's are two builds)")
+
+
 def bench_sparse() -> None:
     print("\n(sparse Jacobians: figures from a loaded machine are noisy; ratios are what to compare)")
     for grid in (32, 64, 128):
         bench_brusselator(grid)
     bench_burgers()
+    bench_cartpole()

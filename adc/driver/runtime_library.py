@@ -8,6 +8,14 @@ to it), else — cache off, no C compiler — as object code through the JIT lin
     runtime_object(target)      # bytes: from the cache, else compiled and stored
     runtime_library()           # this process's copy (a DynamicLibrary or a JitLibrary)
     require(runtime_library(), "adc_rt_parallel_for")   # its address, or RuntimeError
+
+Compiling it takes seconds, the whole wait of a first-ever process; so `pip install` compiles it
+too (setup.py calls `build_installed`), into the installed package's
+adc/prebuilt/, each file named by its cache key. A cache miss copies the installed file when its
+key matches — same machine, same adc sources, same llvmlite — and compiles only when none does
+(a wheel built elsewhere, no compiler at install).
+
+    build_installed(Path("adc/prebuilt"))    # what setup.py's build step runs
 """
 from __future__ import annotations
 
@@ -27,6 +35,7 @@ if TYPE_CHECKING:       # imported where the library is made or loaded (see the 
     from adc.codegen.toolchain.target import Target
 
 NAMESPACE = "runtime"           # the library's folder in the cache, and the lock its builders share
+INSTALLED = Path(__file__).resolve().parent.parent / "prebuilt"     # adc/prebuilt/, written at install
 _runtime = None                 # this process's runtime library, loaded once (see runtime_library)
 _runtime_lock = locks.lock()
 
@@ -55,7 +64,7 @@ def build_shared_runtime(locked: bool = False) -> Path | None:
         path = cache.locate(NAMESPACE, key)      # built meanwhile, by the process we waited for
         if path is None:
             compile_log.event("runtime library", f"cache miss {key[:12]} (shared object)")
-            image = link([_runtime_object(target)], runtime_symbols(), "runtime library", runtime_loaded=False)
+            image = _installed(key) or _linked(_runtime_object(target))
             if image is None:
                 return None
             cache.put(NAMESPACE, key, image)
@@ -63,13 +72,45 @@ def build_shared_runtime(locked: bool = False) -> Path | None:
     return path
 
 
-def _runtime_object(target: Target) -> bytes:
-    def build() -> bytes:
-        from adc.codegen import emit    # llvmlite.ir and the code generator: on a miss only
-        from adc.codegen.native import runtime_library
+def build_installed(folder: Path) -> list[Path]:
+    """This machine's runtime library compiled into `folder` — its object code and, where a C
+    compiler links one, its shared object — each named by the key a cache miss looks for there."""
+    target = host_target()
+    code = _compiled(target)
+    entries = {cache_key(target, "runtime"): code, cache_key(target, "runtime", "shared object"): _linked(code)}
+    folder.mkdir(parents=True, exist_ok=True)
+    written = []
+    for key, data in entries.items():
+        if data is not None:
+            (folder / key).write_bytes(data)
+            written.append(folder / key)
+    return written
 
-        return emit.emit_object(runtime_library.runtime_module(target), target, "runtime library", unroll=True)
-    return cached(cache_key(target, "runtime"), "runtime library", build, namespace=NAMESPACE)
+
+def _runtime_object(target: Target) -> bytes:
+    key = cache_key(target, "runtime")
+    return cached(key, "runtime library", lambda: _installed(key) or _compiled(target), namespace=NAMESPACE)
+
+
+def _compiled(target: Target) -> bytes:
+    from adc.codegen import emit    # llvmlite.ir and the code generator: on a miss only
+    from adc.codegen.native import runtime_library
+
+    return emit.emit_object(runtime_library.runtime_module(target), target, "runtime library", unroll=True)
+
+
+def _linked(object_code: bytes) -> bytes | None:
+    return link([object_code], runtime_symbols(), "runtime library", runtime_loaded=False)
+
+
+def _installed(key: str) -> bytes | None:
+    """The file compiled at install under `key` (adc/prebuilt/), if there is one."""
+    try:
+        data = (INSTALLED / key).read_bytes()
+    except OSError:
+        return None
+    compile_log.event("runtime library", f"copied from the install ({INSTALLED / key[:12]}...)")
+    return data
 
 
 def runtime_library():

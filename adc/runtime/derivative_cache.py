@@ -11,8 +11,9 @@ Entries are named by a kind and a request, the kind saying which builder made it
     "vjp", wanted            the kernel's VJP (Kernel.derivative; derivatives.derive)
     "split_vjp", wanted      its VJP cut in two, for a lone tape (derivatives.split)
     "vjp_batched", wanted    its VJP over a seed axis; "jvp_batched" the tangents' (derivatives.py)
-    "sparsity", (wrt, digest)       its Jacobian patterns for some sizes and integer arguments;
-    "sparse_plan", (...)     a pattern's coloring, seeds and decompression (sparse_derivatives.py)
+    "sparsity", (wrt, key)   its Jacobian patterns for some sizes and integer arguments;
+    "sparse_plan", (wrt, mode, symmetric, key)   a pattern's coloring, seeds and decompression
+                             (sparse_derivatives.py)
     "example_axes", (param, axis)   where a param's examples go (jacobians.py)
     "jvp" / "jvp_tangents", wanted  its JVP, with and without the primal results (functional.py)
     "torch_op" / "jax_function", None   the kernel as a PyTorch operator / JAX function (adc/torch.py, adc/jax.py)

@@ -113,6 +113,16 @@ class Kernel:
             kind = type(value)      # the lean path: Tensors and Variables of the right dtype and rank
             if kind is Variable:
                 value = value._value
+            elif kind is np.ndarray and value.dtype is want and value.ndim == rank:
+                # a read-only view, so the caller's array is neither copied nor frozen; native
+                # code takes its address if contiguous (else Tensor._pointer makes it so)
+                tensors.append(Tensor._wrap(value.view()))
+                lean = False
+                continue
+            elif rank == 0 and kind is want.type:      # a NumPy scalar: a new 0-d array of it
+                tensors.append(Tensor._wrap(np.asarray(value)))
+                lean = False
+                continue
             elif kind is not Tensor:
                 tensors, lean = self._checked_inputs(args), False
                 break

@@ -54,8 +54,9 @@ static PyObject *allocate_large;        /* buffers.empty */
 static Py_ssize_t min_bytes;            /* buffers.MIN_BYTES */
 static PyObject *s_array, *s_ptr, *s_pointer;
 
-/* The data address of a Tensor argument: its `_ptr`, or `_pointer()` when that is 0 (not yet
-   known, or an empty array's). -1 with an exception set on failure. */
+/* The data address of a Tensor argument: its `_ptr`; when that is 0 (not yet known, or an empty
+   array's), its C-contiguous array's data, else `_pointer()`, which makes the array contiguous
+   first. -1 with an exception set on failure. */
 static int pointer_of(PyObject *tensor, int64_t *out)
 {
     PyObject *value = PyObject_GetAttr(tensor, s_ptr);
@@ -64,6 +65,17 @@ static int pointer_of(PyObject *tensor, int64_t *out)
     long long address = PyLong_AsLongLong(value);
     Py_DECREF(value);
     if (address == 0) {
+        PyObject *array = PyObject_GetAttr(tensor, s_array);
+        if (array == NULL)
+            return -1;
+        int contiguous = PyArray_Check(array) && PyArray_IS_C_CONTIGUOUS((PyArrayObject *)array);
+        if (contiguous)
+            address = (long long)(intptr_t)PyArray_DATA((PyArrayObject *)array);
+        Py_DECREF(array);
+        if (contiguous) {
+            *out = (int64_t)address;
+            return 0;
+        }
         value = PyObject_CallMethodNoArgs(tensor, s_pointer);
         if (value == NULL)
             return -1;

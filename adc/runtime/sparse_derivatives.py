@@ -12,14 +12,17 @@ fixed sizes, and `adc.jacobian(m.residual, wrt="x", sparse=True)` of the loaded 
 `CompiledSparseJacobian`: the same API, its matrices in CSC order, one native call per evaluation,
 no compiler needed.
 
-The pattern (adc/passes/sparsity) is built for the sizes of the first call and the values of
-its integer arguments, and kept in the kernel's cache (`kernel.derived`) under their shapes and
-a digest of those values: a call with other sizes or other integer values builds its own, never a
-stale one; and in the on-disk compile cache (`driver.cached_analysis`, namespace `sparsity`),
-under the module's IR text too, so another process reads it instead of detecting it. Per pattern: a column coloring and a row coloring; forward mode (one batched JVP of
-the kernel, adc/runtime/derivatives.py `batched_tangents`) when the columns need no more colors
-than the rows, else reverse (`batched_derivative`); `mode` forces one. A Hessian is the Jacobian
-of the gradient kernel, its pattern symmetrized and star-colored, read by symmetric decompression.
+The pattern (adc/passes/sparsity) is built for the sizes of the first call and the values of its
+integer arguments, and kept in the kernel's cache (`kernel.derived`) under their shapes and
+those values (`argument_key`): a call with other sizes or other integer values builds its own,
+never a stale one; and in the on-disk compile cache (`driver.cached_analysis`, namespace
+`sparsity`), under the module's IR text and a digest of that key, so another process reads it
+instead of detecting it. The plan (coloring, seeds, decompression) is kept under the same key,
+so a call after the first finds it in one lookup (an optimizer's inner loop). Per pattern: a
+column coloring and a row coloring; forward mode (one batched JVP of the kernel,
+adc/runtime/derivatives.py `batched_tangents`) when the columns need no more colors than the
+rows, else reverse (`batched_derivative`); `mode` forces one. A Hessian is the Jacobian of the
+gradient kernel, its pattern symmetrized and star-colored, read by symmetric decompression.
 """
 from __future__ import annotations
 
@@ -37,24 +40,34 @@ from adc.runtime.derivatives import CompiledSparse, batched_derivative, batched_
 from adc.runtime.tensor import Tensor
 
 
-def kernel_patterns(kernel, args, wrt: int) -> tuple[Pattern, ...]:
+def argument_key(kernel, args) -> tuple:
+    """What a pattern of `kernel` depends on in a call's `args`: their shapes and the bytes of the
+    integer ones (float values are never read). Cheap (no hashing, no array made of a number): an
+    optimizer makes it at every call."""
+    integers = tuple(np.ascontiguousarray(a, t.dtype.numpy).tobytes()
+                     for a, t in zip(args, kernel.signature.param_types) if not t.dtype.is_float)
+    return tuple(map(_shape, args)), integers
+
+
+def _shape(value) -> tuple:
+    if hasattr(value, "shape"):
+        return tuple(value.shape)
+    return () if isinstance(value, (int, float)) else np.shape(value)
+
+
+def kernel_patterns(kernel, args, wrt: int, key: tuple | None = None) -> tuple[Pattern, ...]:
     """Per result of `kernel`, its pattern in parameter `wrt` at the sizes and integer values of
-    `args`, built once per (wrt, shapes, digest of the integer values): in this process (the
+    `args` (whose `argument_key` is `key`), built once per (wrt, key): in this process (the
     kernel's cache), and on disk (the compile cache, see `_detected`)."""
-    arrays = [np.asarray(a) for a in args]
-    digest = hashlib.sha256()
-    for a, t in zip(arrays, kernel.signature.param_types):
-        digest.update(repr(a.shape).encode())
-        if not t.dtype.is_float:
-            digest.update(np.ascontiguousarray(a, t.dtype.numpy).tobytes())
-    return kernel.derived.get("sparsity", (wrt, digest.hexdigest()),
-                              lambda: _detected(kernel, arrays, wrt, digest.hexdigest()))
+    key = key or argument_key(kernel, args)
+    return kernel.derived.get("sparsity", (wrt, key),
+                              lambda: _detected(kernel, [np.asarray(a) for a in args], wrt, key))
 
 
-def _detected(kernel, arrays, wrt: int, digest: str) -> tuple[Pattern, ...]:
+def _detected(kernel, arrays, wrt: int, key: tuple) -> tuple[Pattern, ...]:
     """The analysis's patterns, kept in the on-disk compile cache under the module's IR text, the
-    kernel, wrt and the arguments' digest, so another process reads them instead of parsing the IR
-    and walking it (without the driver's dependencies: detected here, every time)."""
+    kernel, wrt and a digest of the arguments' key, so another process reads them instead of
+    parsing the IR and walking it (without the driver's dependencies: detected here, every time)."""
     source, name = kernel.gradient_source, kernel.signature.name
 
     def detect() -> tuple[Pattern, ...]:
@@ -63,7 +76,11 @@ def _detected(kernel, arrays, wrt: int, digest: str) -> tuple[Pattern, ...]:
         from adc import driver      # the compile cache; optional for a deployment loading .so files
     except ImportError:
         return detect()
-    parts = (source.info.name, source.info.ir, name, str(wrt), digest)
+    shapes, integers = key
+    digest = hashlib.sha256(repr(shapes).encode())
+    for values in integers:
+        digest.update(values)
+    parts = (source.info.name, source.info.ir, name, str(wrt), digest.hexdigest())
     return decode(driver.cached_analysis("sparsity", f"{source.info.name}: sparsity of {name}", parts,
                                          lambda: encode(detect())))
 
@@ -162,17 +179,22 @@ class SparseJacobian:
         return self._last
 
     def _plan(self, args) -> Plan:
+        """The plan of the call's sizes and integer values: one cache lookup once it is built."""
+        key = argument_key(self.kernel, args)
+        self._last = self.kernel.derived.get("sparse_plan", (self.wrt, self.mode, self.symmetric, key),
+                                             lambda: self._planned(args, key))
+        return self._last
+
+    def _planned(self, args, key: tuple) -> Plan:
         sig = self.kernel.signature
         env = self.kernel.bind_shapes([np.shape(a) for a in args])
         result_shape = tuple(evaluate_dim(d, env) for d in sig.result_types[0].shape)
-        (pattern,) = kernel_patterns(self.kernel, args, self.wrt)
+        (pattern,) = kernel_patterns(self.kernel, args, self.wrt, key)
         if self.symmetric:
             pattern = union([pattern, pattern.transpose()])
-        key = (self.wrt, self.mode, self.symmetric, pattern.indptr.tobytes(), pattern.indices.tobytes())
-        self._last = self.kernel.derived.get("sparse_plan", key, lambda: plan(
-            pattern, self.mode, self.symmetric, (np.shape(args[self.wrt]), sig.param_types[self.wrt].dtype.numpy),
-            (result_shape, sig.result_types[0].dtype.numpy), bidirectional=True))
-        return self._last
+        wrt = (np.shape(args[self.wrt]), sig.param_types[self.wrt].dtype.numpy)
+        return plan(pattern, self.mode, self.symmetric, wrt, (result_shape, sig.result_types[0].dtype.numpy),
+                    bidirectional=True)
 
     def _compressed(self, the_plan: Plan, args):
         """The products of the plan's seeds: [colors, *result] forward, [colors, *x] reverse;

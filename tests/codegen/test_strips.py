@@ -1,17 +1,20 @@
 """Row strips (codegen/lowering/strips.py): nests over the same rows that read each other only at their own
 row run strip by strip, on one thread and split across the pool, and give NumPy's values; a nest
-reading other rows of what a queued nest writes waits for the whole pass."""
+reading other rows of what a queued nest writes waits for the whole pass; nests over stacked small
+matrices (factorizations, solves, products: a VJP's) join them, the values they share in slots."""
 import re
 
 import numpy as np
 import pytest
 
 from adc.codegen.lowering.lower import lower_module
+from adc.codegen.lowering.strips import share_slots
 from adc.codegen.native.parallel import RING_BYTES
 from adc.codegen.toolchain.target import Target
 from adc.compiler import optimize
 from adc.frontend import compile_source
 from adc.ir.core import Module
+from adc.passes.jacobian import gradient
 from tests.support.native import run
 
 LAYER_NORM = """
@@ -109,3 +112,43 @@ def test_a_loop_body_runs_its_nests_one_by_one():
         y = d / np.sqrt((d * d).mean(1, keepdims=True) + 1e-5)
     kernel_first = Module({"normalized_twice": module["normalized_twice"], **module.funcs}, module.name)  # run's kernel
     np.testing.assert_allclose(run(kernel_first, x)[0], y, rtol=1e-12, atol=1e-12)
+
+
+SPD_GRADIENT = """
+def spd_objective(a: f64[B, 4, 4], b: f64[B, 4]) -> f64:
+    l = cholesky(a)
+    k = linspace(0.0, 3.0, 4)
+    return sum(cho_solve(l, b)) + 2.0 * sum(log(sum(l * f64(k[:, None] == k[None, :]), axis=2)))
+"""
+
+
+@pytest.mark.parametrize("systems", [0, 5, 8, 1003, 40_000], ids=["none", "fewer-than-W", "W", "a-few-strips",
+                                                                  "threaded"])
+def test_the_vjp_of_small_stacked_systems_runs_as_one_strip(systems):
+    """The gradient of a Cholesky, two solves and a log determinant over [B, 4, 4]: factor, solves,
+    products and masks read each other only at their own system, so they run strip by strip, the
+    4x4 identity (another shape, read by them, reading none of them) running ahead of them; every
+    intermediate stays in a strip's rows. Values against the closed form: x = A⁻¹b, and adc's
+    gradient w.r.t. a (which reads a's lower triangle) G satisfies G + Gᵀ = F + Fᵀ, F = A⁻¹ - (A⁻¹1)xᵀ."""
+    derived, func, _ = gradient(compile_source(SPD_GRADIENT, "spd.adc"), "spd_objective")
+    module = optimize(Module({func.name: derived[func.name]}, derived.name))
+    text = str(lower_module(module, '{"abi": 1}', Target.host().vector_bits))
+    (task,) = _strip_tasks(text)
+    for nest in ("cholesky", "triangular_solve", "matmul"):
+        assert re.search(rf'call fastcc void @"adc\.{nest}\.', task) or re.search(rf'call void @"adc\.{nest}\.', task)
+    rng = np.random.default_rng(systems)
+    y = rng.standard_normal((systems, 4, 4))
+    a, b = y @ y.transpose(0, 2, 1) + 4 * np.eye(4), rng.standard_normal((systems, 4))
+    ga, gb = run(module, a, b)
+    inverse = np.linalg.inv(a)
+    ones = inverse @ np.ones(4)
+    full = inverse - ones[:, :, None] * (inverse @ b[..., None])[:, None, :, 0]
+    np.testing.assert_allclose(gb, ones, rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(ga + ga.transpose(0, 2, 1), full + full.transpose(0, 2, 1), rtol=1e-9, atol=1e-11)
+
+
+def test_values_never_live_at_once_share_a_slot_of_the_ring():
+    """Live ranges (first step, last step), closed: a value dying where another is born overlaps it."""
+    assert share_slots([(0, 1), (2, 3), (1, 2), (4, 5), (3, 4)]) == [0, 0, 1, 0, 1]
+    assert share_slots([(0, 9), (1, 2), (3, 4), (3, 3)]) == [0, 1, 1, 2]
+    assert share_slots([]) == []

@@ -130,6 +130,14 @@ def test_grad_of_the_cross_entropy_matches_jax_own():
     np.testing.assert_allclose(jax.hessian(f)(logits, labels), jax.hessian(reference)(logits), atol=1e-14)
 
 
+def test_a_jitted_value_and_grad_of_a_loss_calls_one_kernel():
+    """The loss's JVP is its value-and-gradient kernel's call: reverse mode transposes only JAX's
+    own products with the gradient, so no VJP kernel runs after it."""
+    kernel = F64["cross_entropy"]
+    text = jax.jit(jax.value_and_grad(adc.jax.function(kernel))).lower(*arguments(kernel)).as_text()
+    assert text.count("custom_call @adc_kernel_call") == 1 and 'name = "cross_entropy_value_and_grad"' in text
+
+
 @pytest.mark.parametrize("value, error, message", [
     (np.zeros((3, 4), np.float32), TypeError, "parameter 'x' expects dtype f64"),
     (np.zeros(3), ValueError, "parameter 'x' expects rank 2"),

@@ -59,6 +59,26 @@ class Classifier(torch.nn.Module):
         return self.loss(self.linear(torch.relu(x)), labels)
 
 
+def test_an_eager_loss_runs_one_kernel_for_its_value_and_gradient(monkeypatch):
+    """Forward runs the value-and-gradient kernel, backward no kernel (it scales the gradient);
+    a backward that builds a graph runs the VJP kernel, so double backward still works."""
+    kernel = F64["cross_entropy"]
+    op = adc.torch.op(kernel)
+    logits, labels = tensors(kernel, requires_grad=True)
+    called = []
+    native = adc.torch._native
+    monkeypatch.setattr(adc.torch, "_native", lambda k, args: called.append(k.signature.name) or native(k, args))
+    loss = op(logits, labels)
+    (3.0 * loss).backward()
+    assert called == ["cross_entropy_value_and_grad"]
+    expected = logits.detach().clone().requires_grad_()
+    (3.0 * torch.nn.functional.cross_entropy(expected, labels)).backward()
+    torch.testing.assert_close(loss, torch.nn.functional.cross_entropy(expected, labels))
+    torch.testing.assert_close(logits.grad, expected.grad)
+    (grad,) = torch.autograd.grad(op(logits, labels), logits, create_graph=True)
+    assert called[1:] == ["cross_entropy_value_and_grad", "cross_entropy_vjp"] and grad.requires_grad
+
+
 def test_torch_compile_fullgraph_of_a_module_calling_an_adc_op():
     torch.manual_seed(0)
     model = Classifier(adc.torch.op(F32["cross_entropy"]))
@@ -104,6 +124,26 @@ def test_jvp_of_each_order_agrees_with_the_formula():
     second = s * (1 - s) * (1 - 2 * s)
     torch.testing.assert_close(torch.func.jacfwd(torch.func.jacfwd(op, argnums=1), argnums=1)(x, delta), second)
     torch.testing.assert_close(torch.func.jacfwd(torch.func.jacrev(op, argnums=1), argnums=1)(x, delta), second)
+
+
+def test_a_call_inside_a_transform_on_arguments_it_does_not_wrap():
+    """Under torch.func.grad, arguments that need gradients but are not the transform's own."""
+    m = adc.compile("def f(x: f64[N], y: f64[N]) -> f64:\n    return sum(x * y)\n")
+    op = adc.torch.op(m.f)
+    w, c = (torch.randn(4, dtype=torch.float64, requires_grad=True) for _ in range(2))
+    x = torch.randn(3, dtype=torch.float64)
+    torch.testing.assert_close(torch.func.grad(lambda x: (x * op(w, c)).sum())(x), (w * c).sum().detach().expand(3))
+
+
+def test_forward_mode_with_dual_tensors_in_eager_code():
+    """torch.autograd.forward_ad outside torch.func: the Function's jvp, the JVP kernel."""
+    from torch.autograd import forward_ad
+    op = adc.torch.op(F64["sigmoid_shift"])
+    x, delta = tensors(F64["sigmoid_shift"])
+    s = torch.sigmoid(x + delta)
+    with forward_ad.dual_level():
+        out = op(x, forward_ad.make_dual(delta, torch.tensor(2.0, dtype=torch.float64)))
+        torch.testing.assert_close(forward_ad.unpack_dual(out).tangent, 2 * s * (1 - s))
 
 
 def test_jvp_where_the_tangent_passes_through_and_of_an_integer_result():

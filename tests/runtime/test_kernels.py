@@ -58,6 +58,18 @@ def test_non_contiguous_inputs(kernels_module):
     np.testing.assert_allclose(got.numpy(), references.dense_relu(*as64([x[::2, ::2], w, b])), rtol=1e-5, atol=1e-6)
 
 
+def test_numpy_arguments_are_read_where_they_are_and_left_writable(kernels_module):
+    """A NumPy argument of the parameter's dtype and rank is read in place (a later write to it is
+    seen by the next call), and the call leaves the caller's array writable."""
+    x, delta = np.linspace(-2, 2, 7, dtype=np.float32), np.float32(0.25)
+    first = kernels_module.sigmoid_shift(x, delta).numpy()
+    assert x.flags.writeable
+    x[3] = 10.0
+    again = kernels_module.sigmoid_shift(x, delta).numpy()
+    np.testing.assert_allclose(again, references.sigmoid_shift(x.astype(np.float64), 0.25), rtol=1e-6)
+    assert again[3] != first[3] and np.array_equal(np.delete(again, 3), np.delete(first, 3))
+
+
 def test_python_scalars_lists_and_tensors(kernels_module):
     y = kernels_module.sigmoid_shift([0.0, 1.0], 0)
     np.testing.assert_allclose(y.numpy(), references.sigmoid_shift(np.array([0.0, 1.0]), 0.0), rtol=1e-6)

@@ -105,6 +105,15 @@ def run_under_valgrind(argv: list[str], cache_dir: str, timeout: float = 3600) -
     return status, reports, (printed.strip().splitlines() or [""])[-1]
 
 
+def assert_clean_under_valgrind(program: str, folder: Path) -> None:
+    """Run Python `program` (its text, written into `folder`, which holds its cache too) under
+    memcheck: it must exit 0 with no report in adc's code."""
+    path = folder / "program.py"
+    path.write_text(program)
+    status, reports, _ = run_under_valgrind([str(path)], str(folder / "cache"))
+    assert status == 0 and not reports, "\n\n".join(map(str, reports))
+
+
 def reports_in_adc(path: str) -> list[Report]:
     found = []
     for error in _log(Path(path).read_text(errors="replace")).iter("error"):

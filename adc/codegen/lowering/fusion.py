@@ -7,10 +7,12 @@ consumes it. A value is materialized when it is
 - a parameter (its input buffer) or a returned value (written straight into its output buffer);
 - a result of a control-flow op (for, while, if) or one of its operands: the region functions it
   runs read and write buffers;
-- the result of a reduction, scan, matmul or scatter, or an operand of matmul (gemm reads memory) or
-  another operand an op's record says is `buffered` (the runtime library's routines read it) — but a
-  transpose of the last two axes that only matmuls read is neither computed nor stored: the
-  matmul reads its operand's buffer with swapped strides (`transposed`);
+- the result of a reduction, scan, matmul or scatter, an operand of matmul (gemm reads memory),
+  another operand an op's record says is `buffered` (the runtime library's routines read it), or
+  an operand of an op on stacked small matrices unrolled over SIMD lanes (`unrolled_over_lanes`:
+  each element read many times, W matrices at once) — but a transpose of the last two axes that
+  only they read is neither computed nor stored: the matmul reads its operand's buffer with
+  swapped strides, the lanes its element (j, i) (`transposed`);
 - the base of a scatter that nothing else reads: its own (parallel) loop nest writes it straight
   into the scatter's buffer, and the scatter then only adds or writes its updates (`scattered_into`);
 - the fused operand of a materialized reshape: its nest runs over its own shape and the reshape is a
@@ -44,7 +46,8 @@ relu's mask and result, both saved for the backward, are one loop:
 
 Loop nests of one shape that do not read each other merge too (horizontal fusion): an earlier
 one moves down into a later one when nothing reads its buffers in between, or a later one moves
-up into an earlier one when everything it reads is ready there (never across a control-flow op).
+up into an earlier one when everything it reads is ready there (written by then: not a value
+that itself moved down into a loop after that one; never across a control-flow op).
 The residuals a VJP's forward saves are one loop, not one each: in a loop's body, where each
 nest costs a call per iteration, the forward of an RK4 step saving 21 residuals went from five
 nests to one.
@@ -78,6 +81,8 @@ MATERIALIZING = with_trait("materializes")
 INDEX_MAPS = with_trait("index_map")
 SOURCES = with_trait("source")
 FLAT_SAFE = with_trait("flat")
+STACKED_MATRICES = with_trait("stacked_matrices")
+UNROLLED_ORDER = 16     # matrices up to this (static) order are factored, solved and multiplied over lanes
 MAX_FUSED = 128     # ops computed for each element of one loop nest, at most
 RECOMPUTED = 3      # ops per element a value read by several loop nests may cost and still be recomputed
                     # in each: cheaper than storing and reloading it once it outgrows the caches
@@ -98,7 +103,7 @@ class Plan:
     materialized: frozenset[Value]
     views: dict[Value, Value]       # reshape result -> the operand whose buffer it reads
     into: dict[Value, Value]        # value -> the returned reshape of it whose output buffer it fills
-    transposed: dict[Value, Value]  # matmul operand -> the buffer a matmul reads it from, transposed
+    transposed: dict[Value, Value]  # matmul (or lanes) operand -> the buffer it is read from, transposed
     stored_by: dict[Value, tuple[Value, ...]]   # loop nest root -> the other values its loop stores, in order
     scattered_into: dict[Value, Value]  # value -> the scatter_add whose buffer it fills before the updates
 
@@ -171,7 +176,7 @@ def plan(func: Func) -> Plan:
             forced.update(op.results)
         if op.name in CONTROL_FLOW:
             forced.update(op.operands)
-        if op.name == "matmul":
+        if op.name == "matmul" or unrolled_over_lanes(op):
             forced.update(transposed.get(v, v) for v in op.operands)
         forced.update(op.operands[k] for k in OPS[op.name].buffered)
     cheap = _cheap_values(func, forced)
@@ -321,6 +326,8 @@ def _shared_loops(func: Func, producers: dict[Value, Op], materialized: frozense
     elements only (through elementwise ops, v of w's shape), no loop or matmul between them reads
     v's buffer, and the merged body stays within MAX_FUSED ops per element."""
     position = {r: k for k, op in enumerate(func.ops) for r in op.results}
+    # value -> the position of the loop nest that stores it: a later one's, once moved down into it
+    written = dict(position)
     barrier = list(accumulate(op.name in CONTROL_FLOW for op in func.ops))     # control-flow ops up to each op
     shared = set(views.values()) | set(views) | set(into) | set(into.values()) | scatter_bases
 
@@ -347,14 +354,16 @@ def _shared_loops(func: Func, producers: dict[Value, Op], materialized: frozense
                 group, merged = _sibling(op, members, loops, readers)
             if group is None:
                 break
-            members = sorted([*members, *stored_by.pop(group, ()), group], key=position.get)
+            moved = [*stored_by.pop(group, ()), group]
+            members = sorted([*members, *moved], key=position.get)
+            written.update(dict.fromkeys(moved, position[w]))
             size[w] = merged
             del size[group]
-        earlier, merged = _earlier_loop(op, members, loops, barrier)
+        earlier, merged = _earlier_loop(op, members, loops, barrier, written)
         if earlier is not None:
             stored_by[earlier] = tuple(sorted([*stored_by.get(earlier, ()), *members, w], key=position.get))
             for m in (w, *members):         # computed there now: what later merges ask of its readers
-                position[m] = position[earlier]
+                position[m] = written[m] = position[earlier]
             size[earlier] = merged
             del size[w]
         elif members:
@@ -410,20 +419,24 @@ def _sibling(root: Op, members: list[Value], loops: _Candidates, readers: dict[V
                                                                 readers, loops.position))
 
 
-def _earlier_loop(root: Op, members: list[Value], loops: _Candidates, barrier: list[int]) -> tuple[Value | None, int]:
+def _earlier_loop(root: Op, members: list[Value], loops: _Candidates, barrier: list[int],
+                  written: dict[Value, int]) -> tuple[Value | None, int]:
     """An earlier loop nest that may compute `root`'s loop (and `members`) too: every buffer they
-    read is ready before it, or is one of its values read at the element it visits. The
-    cotangents a reverse step returns, read after a reduction of the loop that computes the
-    values they are made of, were each a nest of their own: `_sibling` cannot move that loop
-    past its reader. Never above a control-flow op (`barrier` counts them by position): a scan
-    binds the sizes of what follows it."""
+    read is ready before it, or is one of its values read at the element it visits. Ready means
+    written there (`written`): a value moved down into a later loop is not stored at its own
+    position, and a loop moved up above that one read its buffer unwritten (a batched loop's
+    mask, stored by the loop of a later comparison, was read by the select of the carried
+    values). The cotangents a reverse step returns, read after a reduction of the loop that
+    computes the values they are made of, were each a nest of their own: `_sibling` cannot move
+    that loop past its reader. Never above a control-flow op (`barrier` counts them by
+    position): a scan binds the sizes of what follows it."""
     producers, materialized, position = loops.producers, loops.materialized, loops.position
     reads = _leaves([root, *(producers[m] for m in members)], producers, materialized - set(members))
     aligned = set(_read_at_each_element(root, members, producers, materialized))
 
     def ready(v: Value) -> bool:
         loop = {v, *loops.stored_by.get(v, ())}
-        return all(position.get(r, -1) < position[v] or (r in loop and r in aligned) for r in reads)
+        return all(written.get(r, -1) < position[v] or (r in loop and r in aligned) for r in reads)
 
     return loops.first(root, members, ready, stop=lambda v: barrier[position[v]] != barrier[position[root.result]])
 
@@ -488,16 +501,32 @@ def _unread_between(v: Value, its_members: tuple[Value, ...], w: Value, w_member
 
 
 def _transposed_operands(func: Func, users: dict[Value, list[Op]]) -> dict[Value, Value]:
-    """Transposes of the last two axes that only matmuls read: no loop and no buffer, the matmul
-    reads the transpose's operand with swapped strides (the VJP of a matmul is made of them)."""
+    """Transposes of the last two axes that only matmuls and rules unrolling matrices over lanes
+    read: no loop and no buffer, the matmul reads the transpose's operand with swapped strides
+    (the VJP of a matmul is made of them), the lanes its element (j, i) (a Cholesky VJP's)."""
     found = {}
     for op in (op for op in func.ops if op.name == "transpose"):
         rank = op.result.type.rank
         if (rank >= 2 and op.result not in func.returns
                 and tuple(op.attrs["perm"]) == (*range(rank - 2), rank - 1, rank - 2)
-                and all(user.name == "matmul" for user in users.get(op.result, ()))):
+                and all(user.name == "matmul" or unrolled_over_lanes(user) for user in users.get(op.result, ()))):
             found[op.result] = op.operands[0]
     return found
+
+
+def unrolled_order(value: Value) -> int | None:
+    """The order of value's matrices when it is static and small enough for the matrix rules to
+    unroll over SIMD lanes (rules/matrices.py's Lanes), else None."""
+    n = value.type.shape[-1]
+    return n if isinstance(n, int) and n <= UNROLLED_ORDER else None
+
+
+def unrolled_over_lanes(op: Op) -> bool:
+    """A single-result op on stacked matrices of a small static order: its rule reads each operand's
+    elements many times, W matrices at once, so each operand gets a buffer (a fused one would be
+    computed lane by lane at every read)."""
+    return (len(op.results) == 1 and op.name in STACKED_MATRICES and op.operands[0].type.rank >= 3
+            and unrolled_order(op.operands[0]) is not None)
 
 
 def _reads_across_rows(producers: dict[Value, Op], value: Value) -> bool:

@@ -83,6 +83,11 @@ class Index:
             self._axes, self._flat = (), i64(0)
 
     @property
+    def axes_known(self) -> bool:
+        """Whether the per-axis form is at hand (given, or derived already): reading it divides no more."""
+        return self._axes is not None
+
+    @property
     def axes(self) -> tuple[ir.Value, ...]:
         if self._axes is None:
             with self.b.goto_block(self.home):

@@ -21,7 +21,7 @@ from adc.codegen.lowering.fast_then_exact import fast_then_exact
 from adc.codegen.lowering.fusion import MATERIALIZING
 from adc.codegen.lowering.loops import TRANSPOSE_TILE, counted_loop, i64, loop_nest, tiled_loop_nest
 from adc.codegen.lowering.rules.table import lower_rules
-from adc.codegen.lowering.strips import REDUCTIONS, Nest
+from adc.codegen.lowering.strips import Nest, queued_by_rule
 from adc.ir.core import Op, Value
 from adc.ir.types import num_elements
 
@@ -33,7 +33,7 @@ if TYPE_CHECKING:
 def compute_into(em: Emitter, value: Value, dest: ir.Value) -> None:
     op = em.op = em.plan.producers[value]
     if op.name in MATERIALIZING:
-        if op.name not in REDUCTIONS:
+        if not queued_by_rule(op):
             em.run_queued()
         lower_rules[op.name](em, op, dest)
     else:
@@ -60,7 +60,7 @@ def emit_loop(kernel: Emitter, value: Value, dest: ir.Value, copy: bool) -> None
             kernel.run_queued()     # a scalar computed here, in order, from what they write
         _emit_scalar(kernel, value, dest, stored, leaves)
         return
-    if flat:
+    if flat and not kernel.strip.runs_ahead([kernel.buffers[v] for v in leaves], written):
         kernel.run_queued()
     fn = bounds.outline(kernel, "copy" if copy else op.name, 1 + len(stored) + len(leaves))
     em = kernel.nested(fn, fn.args[2], dict(zip(leaves, fn.args[4 + len(stored):])))

@@ -75,8 +75,12 @@ class RowStrip:
     enabled: bool = True                                    # False: each nest runs alone
 
     def add(self, nest: Nest, em: Emitting) -> None:
-        """Queue `nest`, first running those queued if it cannot join them."""
+        """Queue `nest`, first running those queued if it cannot join them, unless it can run
+        ahead of them (`runs_ahead`): then it runs now and they stay queued."""
         if not self.joins(nest.outer, nest.roots, nest.written, em):
+            if self.runs_ahead([em.buffers[v] for v in nest.reads], nest.written):
+                parallel.call_loop(em.b, em.head, nest.loop, em.dim(nest.outer), nest.work, nest.grain, nest.buffers)
+                return
             self.flush(em)
         self.nests.append(nest)
         self.values.update(nest.roots)
@@ -88,6 +92,13 @@ class RowStrip:
         by strip after those queued (any may, when none is)."""
         return not self.nests or (self.enabled and outer == self.nests[0].outer and not (self.read | self.written) & set(written)
                                   and _reads_rows(roots, em.plan, em.buffers, self.values, self.written))
+
+    def runs_ahead(self, read: list[ir.Value], written: list[ir.Value]) -> bool:
+        """Whether a nest reading buffers `read` and writing `written` may run before the queued
+        nests: it reads nothing they write and writes nothing they read or write. (A VJP's
+        constants over other rows, an identity matrix made in the middle of its nests over the
+        stacked systems, then leaves the strip whole.)"""
+        return self.enabled and not self.written & set(read) and not (self.read | self.written) & set(written)
 
     def flush(self, em: Emitting) -> None:
         """Emit the queued nests' calls: one nest as it always runs, several strip by strip, the
@@ -104,9 +115,18 @@ class RowStrip:
             outer = em.dim(nests[0].outer)
             if self.readers is None:
                 self.readers = nest_readers(em.func, em.plan)
-            local = [(em.buffers[v], em.b.udiv(em.bytes_of(v), parallel.at_least_one(em.b, outer)))
-                     for v in _strip_local([r for n in nests for r in n.roots], em, self.readers)]
-            parallel.call_strip(em.b, em.head, [(n.loop, n.buffers) for n in nests], outer, work, local)
+            values = _strip_local([r for n in nests for r in n.roots], em, self.readers)
+            local = [(em.buffers[v], em.b.udiv(em.bytes_of(v), parallel.at_least_one(em.b, outer)), slot)
+                     for v, slot in zip(values, _shared_slots(nests, values, em))]
+            parallel.call_strip(em.b, em.head, [(n.loop, n.buffers) for n in nests], outer, work, local,
+                                max(n.grain for n in nests))
+
+
+def queued_by_rule(op: Op) -> bool:
+    """Whether `op` is lowered by a rule that queues its nest here like any other (a reduction's;
+    matrices.over_matrices' for stacked matrices and small stacked matmuls) or, when it cannot,
+    runs the queued ones first itself."""
+    return op.name in REDUCTIONS or op.name == "matmul" or OPS[op.name].has("stacked_matrices")
 
 
 def nest_readers(func: Func, plan: Plan) -> dict[Value, set[Value | None]]:
@@ -117,7 +137,7 @@ def nest_readers(func: Func, plan: Plan) -> dict[Value, set[Value | None]]:
         r = op.results[0] if len(op.results) == 1 else None
         if r is not None and (r not in plan.materialized or not plan.has_own_loop(r)):
             continue                    # fused, or stored by another value's nest: read for by its consumer
-        nest = r if r is not None and (op.name not in MATERIALIZING or op.name in REDUCTIONS) else None
+        nest = r if r is not None and (op.name not in MATERIALIZING or queued_by_rule(op)) else None
         for leaf in plan.leaves(op) if r is not None else op.operands:
             readers.setdefault(leaf, set()).add(nest)
             while leaf in plan.views:
@@ -128,12 +148,38 @@ def nest_readers(func: Func, plan: Plan) -> dict[Value, set[Value | None]]:
     return readers
 
 
+def _shared_slots(nests: list[Nest], values: list[Value], em: Emitting) -> list[int]:
+    """A slot of scratch for each of the strip-local `values`: a value lives from the first of
+    `nests` writing it to the last reading it, and values never live at once share one. (A VJP's
+    dozen [B, 16, 16] intermediates took 2 KB a row each: a strip's rows of them outgrew the ring.)"""
+    live: dict[ir.Value, list[int]] = {}
+    for k, nest in enumerate(nests):
+        for buffer in [*nest.written, *(em.buffers[v] for v in nest.reads)]:
+            live.setdefault(buffer, [k, k])[1] = k
+    return share_slots([(live[em.buffers[v]][0], live[em.buffers[v]][1]) for v in values])
+
+
+def share_slots(lives: list[tuple[int, int]]) -> list[int]:
+    """Slot numbers for values living over the closed ranges `lives` (first and last step), those
+    sharing a slot never living at once: greedy interval colouring in order of birth, as many slots
+    as values live at once."""
+    slot_of = [0] * len(lives)
+    ends: list[int] = []            # the last step using each slot so far
+    for k in sorted(range(len(lives)), key=lambda k: lives[k][0]):
+        born, dies = lives[k]
+        slot = next((j for j, end in enumerate(ends) if end < born), len(ends))
+        ends[slot:slot + 1] = [dies]
+        slot_of[k] = slot
+    return slot_of
+
+
 def _strip_local(roots: list[Value], em: Emitting, readers: dict[Value, set[Value | None]]) -> list[Value]:
     """Those of `roots` (what the strip's nests compute, in order) that only its nests read, in a
     buffer of their own (no view, returned reshape, scatter or transposed read shares it): a
     strip's rows of them are all anyone needs, so they need not go to memory."""
     plan, computed = em.plan, set(roots)
-    shared = set(plan.views.values()) | set(plan.into) | set(plan.scattered_into) | set(plan.transposed.values())
+    regrouped = {x for view, x in plan.views.items() if view.type.shape[:1] != x.type.shape[:1]}
+    shared = regrouped | set(plan.into) | set(plan.scattered_into)
     return [v for v in roots if v.type.rank and v not in shared and readers.get(v, {None}) <= computed]
 
 
@@ -168,4 +214,8 @@ def _keeps_rows(op: Op, k: int) -> bool:
         return op.attrs["dims"][0] == 0
     if op.name in REDUCTIONS:
         return 0 not in op.attrs["axes"]
+    if op.name == "transpose":
+        return op.attrs["perm"][0] == 0
+    if op.name == "matmul" or "stacked_matrices" in OPS[op.name].traits:
+        return op.operands[0].type.rank >= 3      # the leading axis stacks matrices (not a matrix's rows)
     return op.name == "reshape" or "elementwise" in OPS[op.name].traits

@@ -92,25 +92,29 @@ def call_loop(b: ir.IRBuilder, head: ir.IRBuilder, loop: ir.Function, outer: ir.
 
 
 def call_strip(b: ir.IRBuilder, head: ir.IRBuilder, nests: list[tuple[ir.Function, list[ir.Value]]],
-               outer: ir.Value, work: ir.Value, local: list[tuple[ir.Value, ir.Value]]) -> None:
+               outer: ir.Value, work: ir.Value, local: list[tuple[ir.Value, ir.Value, int]], grain: int = 1) -> None:
     """Each of `nests` (a loop and its buffers after its range, as `call_loop` takes them) over
     [0, outer), strip by strip (strips.py): rows [s, s + strip) of the first, of the second, ...,
     then the next strip; a strip holds about STRIP_ELEMENTS of their `work`, which decides, as
     in `call_loop`, whether the rows are split across threads (a thread's share goes strip by
     strip). The loops stay functions of their own, called once per strip.
 
-    `local` are (buffer, bytes per row) of values only these nests read: while a strip's rows of
-    them fit in RING_BYTES, each thread keeps them on its stack, every strip in the same place, so
-    they stay in cache and never reach memory; the loops get the buffer moved so that row s lands
-    at its start."""
+    `local` are (buffer, bytes per row, slot) of values only these nests read, the values of one
+    slot never live at once: each slot whose strip of rows still fits in RING_BYTES, each thread
+    keeps on its stack, every strip in the same place, so its values stay in cache and never reach
+    memory; the loops get the buffer moved so that row s lands at its start. Strips and threads'
+    shares are whole multiples of `grain` rows (a nest's group of matrices computed across SIMD
+    lanes)."""
     per_row = b.udiv(work, at_least_one(b, outer))
     strip = at_least_one(b, b.udiv(i64(STRIP_ELEMENTS), at_least_one(b, per_row)))
-    sizes = stack_array(head, b, I64, [strip, *(row_bytes for _, row_bytes in local)])
+    if grain > 1:
+        strip = b.mul(b.udiv(b.add(strip, i64(grain - 1)), i64(grain)), i64(grain), flags=NOWRAP)
+    sizes = stack_array(head, b, I64, [strip, *(row_bytes for _, row_bytes, _ in local)])
     buffers = [sizes] + [ptr for _, nest_buffers in nests for ptr in nest_buffers]
-    places = [[next((j for j, (ptr, _) in enumerate(local) if ptr is buffer), None) for buffer in nest_buffers]
+    places = [[next((j for j, (ptr, _, _) in enumerate(local) if ptr is buffer), None) for buffer in nest_buffers]
               for _, nest_buffers in nests]
-    task = _strip_task(b.module, [loop for loop, _ in nests], places, len(local))
-    _dispatch(b, task, _context(b, head, buffers), outer, work, 1)
+    task = _strip_task(b.module, [loop for loop, _ in nests], places, [slot for _, _, slot in local])
+    _dispatch(b, task, _context(b, head, buffers), outer, work, grain)
 
 
 def call_parallel_for(b: ir.IRBuilder, task: ir.Function, ctx: ir.Value, start: ir.Value, end: ir.Value,
@@ -428,12 +432,12 @@ def _task(loop: ir.Function) -> ir.Function:
     return fn
 
 
-def _strip_task(module: ir.Module, loops: list[ir.Function], places: list[list[int | None]], n_local: int
+def _strip_task(module: ir.Module, loops: list[ir.Function], places: list[list[int | None]], slots: list[int]
                 ) -> ir.Function:
     """`void strip.task(ptr ctx, i64 start, i64 end)`: ctx[0] points to the strip's rows and the
     bytes per row of the strip-local values, then come each loop's buffers; for each strip of
     [start, end), each loop over it in turn. `places[i][k]` is the strip-local value loop i's
-    buffer k is (None: a buffer as given)."""
+    buffer k is (None: a buffer as given); `slots[j]` the slot of scratch value j shares."""
     fn = _internal(module, TASK, f"adc.strip.{len(module.globals)}.task")
     ctx, start, end = fn.args
     b = ir.IRBuilder(fn.append_basic_block("entry"))
@@ -443,21 +447,25 @@ def _strip_task(module: ir.Module, loops: list[ir.Function], places: list[list[i
                     for k in range(1 + sum(len(loop.args) - 2 for loop in loops)))
     sizes = next(pointers)
     strip = b.load(sizes, typ=I64)
-    row_bytes = [b.load(b.gep(sizes, [i64(1 + j)], source_etype=I64), typ=I64) for j in range(n_local)]
-    offsets, total = [], i64(0)
-    for size in row_bytes:          # each value's strip of rows, 64-byte aligned, one after another
+    row_bytes = [b.load(b.gep(sizes, [i64(1 + j)], source_etype=I64), typ=I64) for j in range(len(slots))]
+    widest = [i64(0)] * (max(slots, default=-1) + 1)      # each slot's bytes per row: its widest value's
+    for slot, size in zip(slots, row_bytes):
+        widest[slot] = b.select(b.icmp_unsigned(">", size, widest[slot]), size, widest[slot])
+    offsets, fits, total = [], [], i64(0)
+    for size in widest:             # each slot's strip of rows, 64-byte aligned, after those that fit
         offsets.append(total)
-        total = b.add(total, b.and_(b.add(b.mul(strip, size), i64(63)), i64(-64)))
-    on_stack = b.icmp_unsigned("<=", total, i64(RING_BYTES))
+        end_ = b.add(total, b.and_(b.add(b.mul(strip, size), i64(63)), i64(-64)))
+        fits.append(b.icmp_unsigned("<=", end_, i64(RING_BYTES)))
+        total = b.select(fits[-1], end_, total)
     buffers = [[next(pointers) for _ in loop.args[2:]] for loop in loops]
     count = b.udiv(b.add(b.sub(end, start), b.sub(strip, i64(1))), strip)
     with for_range(b, i64(0), count) as k:
         first = b.add(start, b.mul(k, strip))
         last = b.select(b.icmp_signed("<", b.sub(end, first), strip), end, b.add(first, strip))
-        moved = [b.gep(ring, [b.sub(offset, b.mul(first, size))], source_etype=I8)    # row `first` at offset
-                 for offset, size in zip(offsets, row_bytes)]
+        moved = [b.gep(ring, [b.sub(offsets[slot], b.mul(first, size))], source_etype=I8)   # row `first` at its slot
+                 for slot, size in zip(slots, row_bytes)]
         for loop, loop_buffers, loop_places in zip(loops, buffers, places):
-            args = [buffer if j is None else b.select(on_stack, moved[j], buffer)
+            args = [buffer if j is None else b.select(fits[slots[j]], moved[j], buffer)
                     for buffer, j in zip(loop_buffers, loop_places)]
             b.call(loop, [first, last, *args])
     b.ret_void()

@@ -18,6 +18,7 @@ import llvmlite.ir as ir
 from adc.codegen.native import cholesky, triangular
 from adc.codegen.lowering.declarations import intrinsic
 from adc.codegen.lowering.element_types import REGISTER_TYPES
+from adc.codegen.lowering.fusion import unrolled_order
 from adc.codegen.lowering.loops import I1, NOWRAP, TRANSPOSE_TILE, counted_loop, i64, tiled_loop_nest
 from adc.codegen.lowering.rules.matrices import (CHOLESKY_BLOCKED, SOLVE_BLOCKED, Lanes, Matrices, block_size,
                                                  by_size, fill, over_matrices, runtime_matrix, subtract_products)
@@ -28,15 +29,6 @@ if TYPE_CHECKING:
     from adc.codegen.lowering.rules.table import LowerRule
 
 lower_rules: dict[str, LowerRule] = {}      # this family's rows of table.lower_rules
-
-UNROLLED_ORDER = 16     # matrices up to this (static) order are factored and solved over Lanes
-
-
-def unrolled_order(value: Value) -> int | None:
-    """The order of value's matrices when it is static and small enough to unroll, else None."""
-    n = value.type.shape[-1]
-    return n if isinstance(n, int) and n <= UNROLLED_ORDER else None
-
 
 def cholesky_lower(kernel: Emitter, op: Op, dest: ir.Value) -> None:
     # Cholesky-Crout, column by column: L[j,j] = sqrt(a[j,j] - Σ_k<j L[j,k]²), then the rows below;
@@ -101,7 +93,8 @@ def cholesky_lower(kernel: Emitter, op: Op, dest: ir.Value) -> None:
         with b.if_then(b.icmp_signed("!=", info, i64(0)), likely=False):
             fill(em, m, out, n, n, ir.Constant(ty, float("nan")))
     lanes = unrolled_order(a) is not None and not kernel.linalg_block
-    body = by_size(kernel, a.type.shape[-1], 0, CHOLESKY_BLOCKED, factor_blocked, lambda em, t, outs: factor(em, t, outs[0]))
+    unblocked = lambda em, t, outs: factor(em, t, outs[0])                  # noqa: E731
+    body = unblocked if lanes else by_size(kernel, a.type.shape[-1], 0, CHOLESKY_BLOCKED, factor_blocked, unblocked)
     over_matrices(kernel, op, [dest], body, lanes=factor_lanes if lanes else None)
 
 
@@ -159,8 +152,10 @@ def triangular_solve_lower(kernel: Emitter, op: Op, dest: ir.Value) -> None:
                 runtime_matrix(em, mb, out, b.mul(n, columns, flags=NOWRAP)), columns, i64(1),
                 i64(int(lower != trans)), i64(int(unit)), block_size(em)])
     static = unrolled_order(a) is not None and isinstance(rhs.type.shape[-1], int) and not kernel.linalg_block
-    body = by_size(kernel, a.type.shape[-1], rhs.type.shape[-1], SOLVE_BLOCKED, solve_blocked,
-                   lambda em, t, outs: solve(em, t, outs[0]))
+    unblocked = lambda em, t, outs: solve(em, t, outs[0])                   # noqa: E731
+    # a stack over lanes finishes with the same operations on its last matrices
+    body = unblocked if static else by_size(kernel, a.type.shape[-1], rhs.type.shape[-1], SOLVE_BLOCKED, solve_blocked,
+                                            unblocked)
     over_matrices(kernel, op, [dest], body, lanes=solve_lanes if static else None)
 
 

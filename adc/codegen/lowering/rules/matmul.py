@@ -1,8 +1,12 @@
 """Buffer rule of matmul: the rows of every batch's product split across threads, each thread's
-share computed by the runtime library's gemm (gemm.py). A product of one triangular matrix (by its
-op's record: a cholesky factor, qr's r, their transposes) and any other skips the triangle's zeros.
+share computed by the runtime library's gemm (gemm.py); a stack of products of small static
+matrices in the nest over stacked matrices (matrices.py) instead, W products at a time in SIMD
+lanes, joining the row strips around it (a VJP's products per system). A product of one triangular
+matrix (by its op's record: a cholesky factor, qr's r, their transposes) and any other skips the
+triangle's zeros.
 
     %2 = matmul %a, %b : f32[B,M,N]    ──▶   parallel for rows [s, e) of B*M: gemm(C[s:e] = A[s:e] @ B)
+    %2 = matmul %a, %b : f64[B,8,8]    ──▶   for t in [s, e) by W: C[t:t+W] = A[t:t+W] @ B[t:t+W], unrolled
 """
 from __future__ import annotations
 
@@ -13,8 +17,10 @@ import llvmlite.ir as ir
 from adc.codegen.native import gemm, parallel
 from adc.codegen.lowering import bounds
 from adc.codegen.lowering.declarations import intrinsic
-from adc.codegen.lowering.element_types import ELEMENT_BYTES
+from adc.codegen.lowering.element_types import ELEMENT_BYTES, REGISTER_TYPES
+from adc.codegen.lowering.fusion import UNROLLED_ORDER
 from adc.codegen.lowering.loops import NOWRAP, counted_loop, i64
+from adc.codegen.lowering.rules.matrices import Lanes, Matrices, over_matrices
 from adc.ir.core import Op, Value
 from adc.ir.ops import OPS
 from adc.ir.types import DType, Dim, num_elements
@@ -34,6 +40,10 @@ lower_rules: dict[str, LowerRule] = {}      # this family's rows of table.lower_
 def matmul_lower(kernel: Emitter, op: Op, dest: ir.Value) -> None:
     # C[b] = A[b] @ B[b] for every batch position b: the rows of all the C[b] together split across
     # threads, so many small products (attention's) share the threads as one large one does
+    if small_stacked(op):
+        stacked_products(kernel, op, dest)
+        return
+    kernel.run_queued()     # gemm reads memory: what the queued nests write must be there
     a, b_ = op.operands
     dtype, shape = a.type.dtype, a.type.shape
     m, k, n = shape[-2], shape[-1], b_.type.shape[-1]
@@ -100,6 +110,46 @@ def _triangular_rows(kernel: Emitter, blk: gemm.Blocking, m: Dim, k: Dim, n: Dim
     counted_loop(b, start, end, block)
     b.ret_void()
     return fn
+
+
+def small_stacked(op: Op) -> bool:
+    """A stack of products of small static matrices (a VJP's Lᵀ X̄ or outer products per system):
+    a gemm call per product costs more than the product."""
+    a, b_ = op.operands
+    orders = (*a.type.shape[-2:], b_.type.shape[-1])
+    return a.type.rank >= 3 and all(isinstance(d, int) and d <= UNROLLED_ORDER for d in orders)
+
+
+def stacked_products(kernel: Emitter, op: Op, dest: ir.Value) -> None:
+    """C = A @ B matrix by matrix (matrices.py's nest, a transposed operand read at (j, i)), over Lanes
+    W products at a time: C[i,j] = A[i,0] B[0,j] + A[i,1] B[1,j] + ..., in that order on both paths."""
+    a, b_ = op.operands
+    m, k, n = a.type.shape[-2], a.type.shape[-1], b_.type.shape[-1]
+    zero = ir.Constant(REGISTER_TYPES[a.type.dtype], 0.0)
+
+    def each(em: Emitter, t: ir.Value, outs: list[ir.Value]) -> None:
+        b, ma, mb, mc = em.b, Matrices(em, t, a), Matrices(em, t, b_), Matrices(em, t, op.result)
+        acc = em.head.alloca(zero.type)
+
+        def entry(i: ir.Value, j: ir.Value) -> None:
+            b.store(b.fmul(ma.read(i, i64(0)), mb.read(i64(0), j)) if k else zero, acc)
+            counted_loop(b, i64(1), i64(k), lambda p: b.store(
+                b.fadd(b.load(acc), b.fmul(ma.read(i, p), mb.read(p, j))), acc))
+            mc.store(outs[0], i, j, b.load(acc))
+        counted_loop(b, i64(0), i64(m), lambda i: counted_loop(b, i64(0), i64(n), lambda j: entry(i, j)))
+
+    def lanes(em: Emitter, t: ir.Value, outs: list[ir.Value], width: int) -> None:
+        b, la, lb = em.b, Lanes(em, t, a, width), Lanes(em, t, b_, width)
+
+        def entry(i: int, j: int) -> ir.Value:
+            acc = b.fmul(la.read(i, 0), lb.read(0, j)) if k else ir.Constant(la.type, None)
+            for p in range(1, k):
+                acc = b.fadd(acc, b.fmul(la.read(i, p), lb.read(p, j)))
+            return acc
+        c = {(i, j): entry(i, j) for i in range(m) for j in range(n)}
+        Lanes(em, t, op.result, width).store(outs[0], lambda i, j: c[i, j], m)
+    work = kernel.dim(num_elements(op.result.type.shape[:-2]) * m * k * n)
+    over_matrices(kernel, op, [dest], each, work, lanes=lanes)
 
 
 def _batched_rows(kernel: Emitter, rows: ir.Function, dtype: DType, m: Dim, k: Dim, n: Dim) -> ir.Function:

@@ -23,6 +23,7 @@ from adc.codegen.native import parallel
 from adc.codegen.lowering import bounds
 from adc.codegen.lowering.element_types import ELEMENT_BYTES, MEMORY_TYPES, REGISTER_TYPES
 from adc.codegen.lowering.loops import NOWRAP, counted_loop, for_range, i64
+from adc.codegen.lowering.strips import Nest
 from adc.ir.core import Op, Value
 from adc.ir.types import Dim, num_elements
 
@@ -99,12 +100,22 @@ def over_matrices(kernel: Emitter, op: Op, dests: list[ir.Value],
     stacked matrix of the first operand (each vector, `vectors=True`, as in `Matrices`) in [start, end),
     and call it over all of them, split across threads once `work` (default: the first result's
     elements) is large enough. Given `lanes`, `lanes(em, t, outs, width)` runs on matrices t, ...,
-    t + width - 1 while a whole group of them is left, and `body` on the rest."""
+    t + width - 1 while a whole group of them is left, and `body` on the rest.
+
+    Over one stacking axis, with `lanes`, the nest is a nest over rows (strips.py): it runs strip by
+    strip with the nests around it that read only their own matrices (a VJP's solves, products and
+    masks), whose intermediates then stay in cache instead of filling [B, N, N] buffers. (Larger
+    matrices, one at a time, run alone, after the queued nests.)"""
+    stacks = op.operands[0].type.shape[:-1 if vectors else -2]
+    queued = lanes is not None and len(stacks) == 1
+    if not queued:
+        kernel.run_queued()
     leaves = kernel.plan.leaves(op)
     outs = len(dests)
     fn = bounds.outline(kernel, op.name, outs + len(leaves))
     em = kernel.nested(fn, fn.args[2], dict(zip(leaves, fn.args[3 + outs:])))
     start, end, results = fn.args[0], fn.args[1], list(fn.args[3:3 + outs])
+    width = 1
     if lanes is not None:
         width = lane_count(em, op.operands[0].type.dtype)
         with for_range(em.b, start, em.b.sub(end, i64(width - 1)), i64(width)) as t:
@@ -112,10 +123,13 @@ def over_matrices(kernel: Emitter, op: Op, dests: list[ir.Value],
         start = t          # the loop's counter where it stopped: the first matrix left
     counted_loop(em.b, start, end, lambda t: body(em, t, results))
     em.b.ret_void()
-    stacks = op.operands[0].type.shape[:-1 if vectors else -2]
     buffers = bounds.nest_arguments(kernel, [kernel.dims_ptr, *dests] + [kernel.buffers[v] for v in leaves])
-    parallel.call_loop(kernel.b, kernel.head, fn, kernel.dim(num_elements(stacks)),
-                       work if work is not None else kernel.dim(num_elements(op.results[0].type.shape)), 1, buffers)
+    count = None if queued else kernel.dim(num_elements(stacks))
+    work = work if work is not None else kernel.dim(num_elements(op.results[0].type.shape))
+    if queued:
+        kernel.run_nest(Nest(fn, stacks[0], work, width, buffers, list(op.results), list(dests), leaves))
+    else:
+        parallel.call_loop(kernel.b, kernel.head, fn, count, work, 1, buffers)
 
 
 class Matrices:
@@ -154,10 +168,15 @@ class Lanes:
     matrix t + l. Read and stored lane by lane through `Matrices`, so a checked build checks each
     access; in the default build a value in a buffer moves `width` consecutive elements of a lane
     at a time instead (whole vectors, transposed in registers), the elements past the last whole
-    `width` of a matrix lane by lane."""
+    `width` of a matrix lane by lane. A fused transpose of the last two axes (a VJP's Lᵀ) is read
+    as its operand's element (j, i)."""
 
     def __init__(self, em: Emitter, t: ir.Value, value: Value, width: int, vectors: bool = False):
         self.em, self.value, self.width = em, value, width
+        op = em.plan.producers.get(value)
+        swaps = (not vectors and value not in em.buffers and op is not None and op.name == "transpose"
+                 and list(op.attrs["perm"]) == [*range(value.type.rank - 2), value.type.rank - 1, value.type.rank - 2])
+        self.swapped = Lanes(em, t, op.operands[0], width) if swaps else None
         self.matrices = [Matrices(em, em.b.add(t, i64(lane), flags=NOWRAP), value, vectors) for lane in range(width)]
         self.type = ir.VectorType(REGISTER_TYPES[value.type.dtype], width)
         self.align = ELEMENT_BYTES[value.type.dtype]
@@ -171,6 +190,8 @@ class Lanes:
         return self.em.element_ptr(base, self.value.type.dtype, self.em.b.add(m.base, i64(first), flags=NOWRAP))
 
     def read(self, i: int, j: int) -> ir.Value:
+        if self.swapped is not None:
+            return self.swapped.read(j, i)
         b, e = self.em.b, i * self.columns + j
         first = e - e % self.width
         if e < self.whole_elements and self.value in self.em.buffers:

@@ -13,6 +13,7 @@ import llvmlite.ir as ir
 
 from adc.codegen.lowering.loops import I1, NOWRAP, Index, i64
 from adc.ir.core import Op
+from adc.ir.reshapes import reshape_groups
 
 if TYPE_CHECKING:
     from adc.codegen.lowering.emitter import Emitter
@@ -32,9 +33,19 @@ lower_rules["broadcast"] = broadcast_lower
 
 
 def reshape_lower(em: Emitter, op: Op, idx: Index) -> ir.Value:
-    # same row-major position
+    # same row-major position; from a per-axis position, run by run of axes of equal sizes
+    # (ir/reshapes.py), so a reshape adding or dropping unit axes divides nowhere, and one
+    # splitting an axis only there
     (x,) = op.operands
-    return em.value_at(x, em.index(x, flat=idx.flat))
+    groups = reshape_groups(x.type.shape, op.result.type.shape) if idx.axes_known else None
+    if groups is None:
+        return em.value_at(x, em.index(x, flat=idx.flat))
+    axes: list[ir.Value] = [i64(0)] * x.type.rank       # a unit axis of x outside every run
+    for old, new in groups:
+        run = Index(em.b, [idx.extents[a] for a in new], axes=[idx.axes[a] for a in new])
+        for a, position in zip(old, Index(em.b, [em.dim(x.type.shape[a]) for a in old], flat=run.flat).axes):
+            axes[a] = position
+    return em.value_at(x, em.index(x, axes=axes))
 
 
 lower_rules["reshape"] = reshape_lower

@@ -14,9 +14,11 @@ nothing, measured with a NumPy model of this loop): each rotation zeroes g_iᵀg
   and the column directions g_k / ‖g_k‖ are accurate to eps (no V needed); w_k = v_kᵀ S v_k (the
   Rayleigh quotient, accurate to eps‖S‖ as LAPACK's), sorted ascending.
 A matrix holding NaN gives NaN. Eigenvector and singular vector signs are those Jacobi reaches.
-From order 12 (eigh) and 24 (svd, tall matrices) the runtime library decomposes instead
-(codegen/native/symmetric.py, singular.py: tridiagonal and bidiagonal reductions; the thresholds
-in matrices.py), in the results' buffers; a decomposition that failed gives NaN.
+Stacks of matrices of a static order ≤ 16 run W at a time over SIMD lanes (jacobi_lanes.py), with
+the same operations, so the same results. Other matrices from order 12 (eigh) and 24 (svd, tall
+matrices) are decomposed by the runtime library instead (codegen/native/symmetric.py, singular.py:
+tridiagonal and bidiagonal reductions; the thresholds in matrices.py), in the results' buffers; a
+decomposition that failed gives NaN.
 
     %w, %v = eigh %a : f64[N], f64[N,N]   ──▶   v = S + cI; sweeps of rotations of column pairs;
                                                 w_k = v_kᵀ S v_k / v_kᵀ v_k, v_k /= ‖v_k‖; sort
@@ -31,9 +33,11 @@ import numpy as np
 from adc.codegen.native import singular, symmetric
 from adc.codegen.lowering.declarations import intrinsic
 from adc.codegen.lowering.element_types import REGISTER_TYPES
+from adc.codegen.lowering.fusion import UNROLLED_ORDER, unrolled_order
 from adc.codegen.lowering.loops import I1, NOWRAP, counted_loop, i64
-from adc.codegen.lowering.rules.matrices import (EIGH_BLOCK, EIGH_BLOCKED, SVD_BLOCK, SVD_BLOCKED, Matrices, block_size,
-                                                 by_size, fill, holds_nan, over_matrices, runtime_matrix)
+from adc.codegen.lowering.rules.jacobi_lanes import MAX_SWEEPS, LaneColumns, LaneJacobi, nan_lanes, store_lanes
+from adc.codegen.lowering.rules.matrices import (EIGH_BLOCK, EIGH_BLOCKED, SVD_BLOCK, SVD_BLOCKED, Lanes, Matrices,
+                                                 block_size, by_size, fill, holds_nan, over_matrices, runtime_matrix)
 from adc.codegen.lowering.rules.orthogonal import accumulate, square
 from adc.ir.core import Op
 from adc.ir.types import num_elements
@@ -43,7 +47,6 @@ if TYPE_CHECKING:
     from adc.codegen.lowering.rules.table import LowerRule
 
 lower_rules: dict[str, LowerRule] = {}      # this family's rows of table.lower_rules
-MAX_SWEEPS = 30
 
 
 class _Columns:
@@ -138,6 +141,7 @@ def eigh_lower(kernel: Emitter, op: Op, dests: list[ir.Value]) -> None:
         def s(i: ir.Value, j: ir.Value) -> ir.Value:      # the symmetric matrix of a's lower triangle
             upper = b.icmp_signed("<", i, j)
             return ma.read(b.select(upper, j, i), b.select(upper, i, j))
+
         def jacobi(em: Emitter, t: ir.Value, outs: list[ir.Value]) -> None:
             frobenius = intrinsic(b, "sqrt", [accumulate(em, ty, i64(0), n, lambda i: accumulate(
                 em, ty, i64(0), n, lambda j: square(b, s(i, j))))], dtype)
@@ -167,17 +171,59 @@ def eigh_lower(kernel: Emitter, op: Op, dests: list[ir.Value]) -> None:
             with b.if_then(b.icmp_signed("!=", failed, i64(0)), likely=False):
                 fill(em, mw, wo, i64(1), n, ir.Constant(ty, float("nan")))
                 fill(em, mv, vo, n, n, ir.Constant(ty, float("nan")))
-        by_size(kernel, a.type.shape[-1], 0, EIGH_BLOCKED, blocked, jacobi)(em, t, outs)
+        # a stack over lanes finishes with Jacobi too: the same operations on every matrix
+        (jacobi if lanes else by_size(kernel, a.type.shape[-1], 0, EIGH_BLOCKED, blocked, jacobi))(em, t, outs)
         with b.if_then(holds_nan(em, ma, n, n), likely=False):
             fill(em, mw, wo, i64(1), n, ir.Constant(ty, float("nan")))
             fill(em, mv, vo, n, n, ir.Constant(ty, float("nan")))
 
+    def decompose_lanes(em: Emitter, t: ir.Value, outs: list[ir.Value], width: int) -> None:
+        # the same operations in the same order, W matrices at a time (jacobi_lanes.py)
+        b, n, la = em.b, a.type.shape[-1], Lanes(em, t, a, width)
+        s = {(i, j): la.read(max(i, j), min(i, j)) for i in range(n) for j in range(n)}
+        zero = ir.Constant(la.type, None)
+        total = zero
+        for i in range(n):
+            row = zero
+            for j in range(n):
+                row = b.fadd(row, b.fmul(s[i, j], s[i, j]))
+            total = b.fadd(total, row)
+        shift = b.fmul(splat_float(la.type, 2.0), intrinsic(b, "sqrt", [total], dtype))
+        shift = b.select(b.fcmp_ordered(">", shift, zero), shift, splat_float(la.type, 1.0))
+        g = LaneColumns(em, la.type, n, n)
+        for i in range(n):
+            for j in range(n):
+                g.store(j, i, b.fadd(s[i, j], shift) if i == j else s[i, j])
+        columns = LaneJacobi(em, g, None, n, dtype)
+        columns.sweeps()
+        keys = []
+        for k in range(n):      # v_k = g_k / ‖g_k‖; w_k = v_kᵀ S v_k
+            scale = b.fdiv(splat_float(la.type, 1.0), intrinsic(b, "sqrt", [g.dot(k, k)], dtype))
+            for r in range(n):
+                g.store(k, r, b.fmul(g.load(k, r), scale))
+            quotient = zero
+            for i in range(n):
+                inner = zero
+                for j in range(n):
+                    inner = b.fadd(inner, b.fmul(s[i, j], g.load(k, j)))
+                quotient = b.fadd(quotient, b.fmul(g.load(k, i), inner))
+            keys.append(quotient)
+        keys = columns.sort(keys, descending=False)
+        nan = nan_lanes(em, la, n, n)
+        store_lanes(em, t, w, outs[0], width, 1, lambda _, k: keys[k], nan, vectors=True)
+        store_lanes(em, t, v, outs[1], width, n, lambda r, k: g.load(k, r), nan)
+
     n = kernel.dim(a.type.shape[-1])
     work = kernel.b.mul(kernel.dim(num_elements(a.type.shape)), kernel.b.mul(n, i64(8)))
-    over_matrices(kernel, op, dests, decompose, work)
+    lanes = a.type.rank >= 3 and unrolled_order(a) is not None and not kernel.linalg_block
+    over_matrices(kernel, op, dests, decompose, work, lanes=decompose_lanes if lanes else None)
 
 
 lower_rules["eigh"] = eigh_lower
+
+
+def splat_float(vector: ir.VectorType, x: float) -> ir.Constant:
+    return ir.Constant(vector, [x] * vector.count)
 
 
 def svd_lower(kernel: Emitter, op: Op, dests: list[ir.Value]) -> None:
@@ -227,16 +273,43 @@ def svd_lower(kernel: Emitter, op: Op, dests: list[ir.Value]) -> None:
                         fill(em, mu, uo, rows, n, nan)
                         fill(em, ms, so, i64(1), n, nan)
                         fill(em, mv, vo, n, n, nan)
-                by_size(kernel, a.type.shape[-1], 0, SVD_BLOCKED, blocked, jacobi)(em, t, outs)
+                # a stack over lanes finishes with Jacobi too: the same operations on every matrix
+                (jacobi if static else by_size(kernel, a.type.shape[-1], 0, SVD_BLOCKED, blocked, jacobi))(em, t, outs)
                 with b.if_then(holds_nan(em, ma, rows, n), likely=False):
                     nan = ir.Constant(ty, float("nan"))
                     fill(em, mu, uo, rows, n, nan)
                     fill(em, ms, so, i64(1), n, nan)
                     fill(em, mv, vo, n, n, nan)
 
+    def decompose_lanes(em: Emitter, t: ir.Value, outs: list[ir.Value], width: int) -> None:
+        # the same operations in the same order, W matrices at a time (jacobi_lanes.py)
+        b, (rows, n), la = em.b, a.type.shape[-2:], Lanes(em, t, a, width)
+        g, v = LaneColumns(em, la.type, rows, n), LaneColumns(em, la.type, n, n)
+        for i in range(rows):
+            for j in range(n):
+                g.store(j, i, la.read(i, j))
+        for i in range(n):
+            for j in range(n):
+                v.store(j, i, splat_float(la.type, float(i == j)))
+        columns = LaneJacobi(em, g, v, n, dtype)
+        columns.sweeps()
+        keys = []
+        for k in range(n):      # s_k = ‖g_k‖, u_k = g_k / s_k
+            keys.append(intrinsic(b, "sqrt", [g.dot(k, k)], dtype))
+            scale = b.fdiv(splat_float(la.type, 1.0), keys[-1])
+            for r in range(rows):
+                g.store(k, r, b.fmul(g.load(k, r), scale))
+        keys = columns.sort(keys, descending=True)
+        nan = nan_lanes(em, la, rows, n)
+        store_lanes(em, t, u, outs[0], width, rows, lambda r, k: g.load(k, r), nan)
+        store_lanes(em, t, s, outs[1], width, 1, lambda _, k: keys[k], nan, vectors=True)
+        store_lanes(em, t, vh, outs[2], width, n, lambda i, j: v.load(i, j), nan)
+
     rows, n = (kernel.dim(d) for d in a.type.shape[-2:])
     work = kernel.b.mul(kernel.dim(num_elements(a.type.shape)), kernel.b.mul(n, i64(8)))
-    over_matrices(kernel, op, dests, decompose, work)
+    static = (a.type.rank >= 3 and all(isinstance(d, int) and d <= UNROLLED_ORDER for d in a.type.shape[-2:])
+              and a.type.shape[-2] >= a.type.shape[-1] and not kernel.linalg_block)
+    over_matrices(kernel, op, dests, decompose, work, lanes=decompose_lanes if static else None)
 
 
 def transpose_pair(m: Matrices, out: ir.Value, i: ir.Value, j: ir.Value) -> None:
