@@ -1,6 +1,6 @@
 """The runtime library's blocked Householder QR (LAPACK's dgeqrf and dorgqr, compact WY).
 
-    void adc_rt_qr_<dtype>(i64 m, i64 n, T* q, i64 ldq, T* r, i64 ldr, i64 nb)
+    void adc_rt_geqrf_<dtype>(i64 m, i64 n, T* q, i64 ldq, T* r, i64 ldr, i64 nb)     (Q formed too)
         q[m, n] (m >= n, row-major, row stride ldq) holds a on entry and Q on exit, r[n, n] gets R:
         the reduced QR, Q R = a, with the reflectors of the unblocked rule (lowering/rules/orthogonal.py):
         H_k = I - 2 v vᵀ, ‖v‖ = 1 (or v = 0: nothing below the diagonal), r[k, k] = -sign(a[k, k]) ‖x‖
@@ -32,13 +32,13 @@ def qr_type(dtype: DType) -> ir.FunctionType:
 
 
 def declare_qr(module: ir.Module, dtype: DType) -> ir.Function:
-    """`adc_rt_qr_<dtype>` declared in a kernel module (lowering's qr)."""
-    return declare(module, "qr", dtype, qr_type(dtype))
+    """`adc_rt_geqrf_<dtype>` declared in a kernel module (lowering's qr)."""
+    return declare(module, "geqrf", dtype, qr_type(dtype))
 
 
 def define_qr(module: ir.Module, blk: gemm.Blocking) -> ir.Function:
-    """Define `adc_rt_qr_<dtype>` (the module docstring) in the runtime library."""
-    r = exported(module, blk, "qr", qr_type(blk.dtype))
+    """Define `adc_rt_geqrf_<dtype>` (the module docstring) in the runtime library."""
+    r = exported(module, blk, "geqrf", qr_type(blk.dtype))
     m, n, q, ldq, r_, ldr, nb = r.args
     b = r.b
     nb = clamp_block(b, nb)

@@ -1,7 +1,7 @@
 """The runtime library's singular value decomposition of large tall matrices (LAPACK's dgesvdx route:
 bidiagonalization, then the bidiagonal's SVD as an eigenproblem of its Golub-Kahan matrix):
 
-    i64 adc_rt_svd_<dtype>(i64 m, i64 n, T* a, i64 lda, T* s, T* vh, i64 ldv, i64 nb)
+    i64 adc_rt_gesvdx_<dtype>(i64 m, i64 n, T* a, i64 lda, T* s, T* vh, i64 ldv, i64 nb)
         a[m, n] (m >= n, row-major) holds the matrix, and U on return; s[n] the singular values,
         descending; vh[n, n] = Vᵀ; 0, or 1 when the iteration did not converge or no workspace
         could be allocated (lowering then gives NaN)
@@ -37,13 +37,13 @@ def svd_type(dtype: DType) -> ir.FunctionType:
 
 
 def declare_svd(module: ir.Module, dtype: DType) -> ir.Function:
-    """`adc_rt_svd_<dtype>` declared in a kernel module (lowering's svd)."""
-    return declare(module, "svd", dtype, svd_type(dtype))
+    """`adc_rt_gesvdx_<dtype>` declared in a kernel module (lowering's svd)."""
+    return declare(module, "gesvdx", dtype, svd_type(dtype))
 
 
 def define_svd(module: ir.Module, blk: gemm.Blocking) -> ir.Function:
-    """Define `adc_rt_svd_<dtype>` (the module docstring) in the runtime library."""
-    r = exported(module, blk, "svd", svd_type(blk.dtype))
+    """Define `adc_rt_gesvdx_<dtype>` (the module docstring) in the runtime library."""
+    r = exported(module, blk, "gesvdx", svd_type(blk.dtype))
     m, n, a, lda, s, vh, ldv, nb = r.args
     b = r.b
     nb = clamp_block(b, nb)

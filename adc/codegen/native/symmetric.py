@@ -1,7 +1,7 @@
 """The runtime library's symmetric eigensolver for large matrices (LAPACK's dsyevr route, with
 dstein's inverse iteration in place of MRRR):
 
-    i64 adc_rt_eigh_<dtype>(i64 n, T* a, i64 lda, T* w, i64 nb)
+    i64 adc_rt_syevr_<dtype>(i64 n, T* a, i64 lda, T* w, i64 nb)
         a[n, n] row-major holds the symmetric matrix in both triangles; on return its columns are
         the unit eigenvectors, w[n] the eigenvalues ascending; 0, or 1 when the iteration did not
         converge or no workspace could be allocated (lowering then gives NaN)
@@ -35,13 +35,13 @@ def eigh_type(dtype: DType) -> ir.FunctionType:
 
 
 def declare_eigh(module: ir.Module, dtype: DType) -> ir.Function:
-    """`adc_rt_eigh_<dtype>` declared in a kernel module (lowering's eigh)."""
-    return declare(module, "eigh", dtype, eigh_type(dtype))
+    """`adc_rt_syevr_<dtype>` declared in a kernel module (lowering's eigh)."""
+    return declare(module, "syevr", dtype, eigh_type(dtype))
 
 
 def define_eigh(module: ir.Module, blk: gemm.Blocking) -> ir.Function:
-    """Define `adc_rt_eigh_<dtype>` (the module docstring) in the runtime library."""
-    r = exported(module, blk, "eigh", eigh_type(blk.dtype))
+    """Define `adc_rt_syevr_<dtype>` (the module docstring) in the runtime library."""
+    r = exported(module, blk, "syevr", eigh_type(blk.dtype))
     n, a, lda, w, nb = r.args
     b = r.b
     nb = clamp_block(b, nb)
