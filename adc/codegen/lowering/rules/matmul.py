@@ -52,16 +52,17 @@ def matmul_lower(kernel: Emitter, op: Op, dest: ir.Value) -> None:
     batches = num_elements(shape[:-2])
     work = kernel.b.lshr(kernel.dim(batches * m * k * n), i64(GEMM_WORK_SHIFT))
     operands = [kernel.buffers[transposed.get(v, v)] for v in (a, b_)]
-    arguments = bounds.nest_arguments(kernel, [kernel.dims_ptr, dest, *operands])
     triangle = triangle_of(kernel, a)
     if triangle is not None and batches == 1:
         loop = _triangular_rows(kernel, blk, m, k, n, a in transposed, b_ in transposed, triangle == "lower")
         blocks = kernel.b.sdiv(kernel.b.add(kernel.dim(m), i64(TRIANGLE_ROWS - 1)), i64(TRIANGLE_ROWS))
-        parallel.call_loop(kernel.b, kernel.head, loop, blocks, work, 1, arguments)
+        parallel.call_loop(kernel.b, kernel.head, loop, blocks, work, 1,
+                           bounds.nest_arguments(kernel, [kernel.dims_ptr, dest, *operands]))
         return
     rows = _matmul_rows(kernel, blk, m, k, n, a in transposed, b_ in transposed)
     loop = rows if batches == 1 else _batched_rows(kernel, rows, dtype, m, k, n)
-    parallel.call_loop(kernel.b, kernel.head, loop, kernel.dim(batches * m), work, blk.mr, arguments)
+    parallel.call_loop(kernel.b, kernel.head, loop, kernel.dim(batches * m), work, blk.mr,
+                       bounds.nest_arguments(kernel, [kernel.dims_ptr, dest, *operands]))
 
 
 def triangle_of(kernel: Emitter, value: Value) -> str | None:
