@@ -44,10 +44,8 @@ def _reduce_function(module: ir.Module, blk: gemm.Blocking) -> ir.Function:
     with for_range(b, i64(0), n, nb) as j:
         width = r.min(nb, b.sub(n, j))
         rows, columns = b.sub(m, j), b.sub(n, j)
-        for v, count in ((x, rows), (y, columns)):
-            with for_range(b, i64(0), count) as i:
-                with for_range(b, i64(0), width) as q:
-                    r.store(r.constant(0.0), v, i, q)
+        r.fill(x, rows, width, 0.0)
+        r.fill(y, columns, width, 0.0)
         with for_range(b, i64(0), width) as i:
             b.call(step, [rows, columns, whole.block(b, j, j).ptr, lda, b.gep(d, [j]), b.gep(e, [j]), i, nb, xp, yp,
                           vectors])

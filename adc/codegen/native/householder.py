@@ -19,7 +19,7 @@ import llvmlite.ir as ir
 from adc.codegen.native import gemm, parallel
 from adc.codegen.native.blocked import (CHUNK_VECTORS, MAX_BLOCK, PARALLEL_WORK, Routine, View, clamp_block, copy,
                                         declare, exported, internal, update)
-from adc.codegen.lowering.declarations import intrinsic, libc
+from adc.codegen.lowering.declarations import intrinsic
 from adc.codegen.lowering.loops import I1, I64, PTR, for_range, i64
 from adc.ir.types import DType
 
@@ -42,11 +42,10 @@ def define_qr(module: ir.Module, blk: gemm.Blocking) -> ir.Function:
     m, n, q, ldq, r_, ldr, nb = r.args
     b = r.b
     nb = clamp_block(b, nb)
-    with for_range(b, i64(0), n) as i:
+    with for_range(b, i64(0), n) as i:         # R's zeros below the diagonal
         with for_range(b, i64(0), i) as j:
             r.store(r.constant(0.0), View(r_, ldr, i64(1)), i, j)
-    workspace = b.call(libc(module, "malloc", PTR, [I64]), [b.mul(b.mul(m, nb), i64(blk.elem_align))])
-    workspace = b.inttoptr(b.ptrtoint(workspace, I64), blk.elem.as_pointer())     # typed: element pointers
+    block, workspace = r.allocate(b.mul(m, nb))     # panels' copies (or none: in place)
     whole = View(q, ldq, i64(1))
     reflector, gram = r.tile(MAX_BLOCK * MAX_BLOCK), r.tile(MAX_BLOCK * MAX_BLOCK)
     r.ret_if(b.icmp_signed("<=", n, i64(0)))
@@ -76,7 +75,7 @@ def define_qr(module: ir.Module, blk: gemm.Blocking) -> ir.Function:
         with for_range(b, i64(0), j) as i:
             with for_range(b, j, right) as c:
                 r.store(r.constant(0.0), whole, i, c)
-    b.call(libc(module, "free", ir.VoidType(), [PTR]), [b.inttoptr(b.ptrtoint(workspace, I64), PTR)])
+    r.release(block)
     b.ret_void()
     return r.fn
 
@@ -85,7 +84,7 @@ def _panel_call(r: Routine, fn: ir.Function, rows: ir.Value, width: ir.Value, pa
                 extra: list[ir.Value]) -> None:
     """fn(rows, width, a, lda, *extra) on the panel, through a copy in the workspace when there is one."""
     b = r.b
-    with b.if_else(b.icmp_unsigned("==", workspace, ir.Constant(workspace.type, None))) as (in_place, copied):
+    with b.if_else(b.icmp_unsigned("==", b.ptrtoint(workspace, I64), i64(0))) as (in_place, copied):
         with in_place:
             b.call(fn, [rows, width, panel.ptr, panel.rs, *extra])
         with copied:
@@ -199,9 +198,7 @@ def block_reflector(r: Routine, rows: ir.Value, width: ir.Value, panel: View, t:
     b = r.b
     tv, g = View(t, i64(MAX_BLOCK), i64(1)), View(gram, i64(MAX_BLOCK), i64(1))
     total = r.entry.alloca(r.elem)
-    with for_range(b, i64(0), width) as i:
-        with for_range(b, i64(0), width) as j:
-            r.store(r.constant(0.0), g, i, j)
+    r.fill(g, width, width, 0.0)
     update(r, width, width, rows, panel.T, panel, g)             # g = -Vᵀ V
     with for_range(b, i64(0), width) as k:
         r.store(r.constant(2.0), tv, k, k)
@@ -219,17 +216,13 @@ def apply_reflectors(r: Routine, rows: ir.Value, width: ir.Value, panel: View, t
     diagonal), T its block reflector (`block_reflector`), C row- or column-major."""
     b = r.b
     fn = _apply_chunks_function(r.module, r.blk)
-    words = [rows, width, panel.ptr, panel.rs, t, c.ptr, c.rs, c.cs, columns, ir.Constant(I64, int(transpose))]
-    ctx = r.entry.alloca(I64, size=len(words))
-    for slot, word in enumerate(words):
-        value = b.ptrtoint(word, I64) if isinstance(word.type, ir.PointerType) else word
-        b.store(value, b.gep(ctx, [i64(slot)]))
+    ctx = r.context([rows, width, panel.ptr, panel.rs, t, c.ptr, c.rs, c.cs, columns, ir.Constant(I64, int(transpose))])
     chunks = b.sdiv(b.add(columns, i64(CHUNK_COLUMNS - 1)), i64(CHUNK_COLUMNS))
     with b.if_else(b.icmp_signed(">=", b.mul(b.mul(rows, columns), width), i64(PARALLEL_WORK))) as (split, alone):
         with split:
-            parallel.call_parallel_for(b, fn, b.bitcast(ctx, PTR), i64(0), chunks, i64(1))
+            parallel.call_parallel_for(b, fn, ctx, i64(0), chunks, i64(1))
         with alone:
-            b.call(fn, [b.bitcast(ctx, PTR), i64(0), chunks])
+            b.call(fn, [ctx, i64(0), chunks])
 
 
 def _apply_chunks_function(module: ir.Module, blk: gemm.Blocking) -> ir.Function:
@@ -239,20 +232,16 @@ def _apply_chunks_function(module: ir.Module, blk: gemm.Blocking) -> ir.Function
         return fn
     ctx, start, end = r.args
     b = r.b
-    ptr = blk.elem.as_pointer()
-    rows, width, v, ldv, t, c, rsc, csc, columns, transpose = (
-        b.load(b.gep(ctx, [i64(slot)], source_etype=I64), typ=I64) for slot in range(10))
-    panel, tv = View(b.inttoptr(v, ptr), ldv, i64(1)), View(b.inttoptr(t, ptr), i64(MAX_BLOCK), i64(1))
+    rows, width, v, ldv, t, c, rsc, csc, columns, transpose = r.unpack(ctx, 10)
+    panel, tv = View(r.element_pointer(v), ldv, i64(1)), View(r.element_pointer(t), i64(MAX_BLOCK), i64(1))
     transpose = b.icmp_signed("!=", transpose, i64(0))
     tile = r.tile(MAX_BLOCK * CHUNK_COLUMNS)
     w = View(tile, i64(CHUNK_COLUMNS), i64(1))
     with for_range(b, start, end) as chunk:
         first = b.mul(chunk, i64(CHUNK_COLUMNS))
         count = r.min(i64(CHUNK_COLUMNS), b.sub(columns, first))
-        block = View(b.inttoptr(c, ptr), rsc, csc).block(b, i64(0), first)
-        with for_range(b, i64(0), width) as i:
-            with for_range(b, i64(0), count) as j:
-                r.store(r.constant(0.0), w, i, j)
+        block = View(r.element_pointer(c), rsc, csc).block(b, i64(0), first)
+        r.fill(w, width, count, 0.0)
         update(r, width, count, rows, panel.T, block, w)
         b.call(_triangular_product_function(module, blk), [width, count, tv.ptr, tile, transpose])
         update(r, rows, count, width, panel, w, block)

@@ -26,7 +26,7 @@ from adc.codegen.native.blocked import MAX_BLOCK, Routine, View, clamp_block, de
 from adc.codegen.native.householder import apply_panels
 from adc.codegen.native.symmetric import scale_into_range
 from adc.codegen.native.vectors import axpy, dot, scale
-from adc.codegen.lowering.declarations import intrinsic, libc
+from adc.codegen.lowering.declarations import intrinsic
 from adc.codegen.lowering.loops import I64, PTR, for_range, i64
 from adc.ir.types import DType
 
@@ -57,10 +57,9 @@ def define_svd(module: ir.Module, blk: gemm.Blocking) -> ir.Function:
     total = sizes[0]
     for size in sizes[1:]:
         total = b.add(total, size)
-    block = b.call(libc(module, "malloc", PTR, [I64]), [b.mul(total, i64(blk.elem_align))])
+    block, base = r.allocate(total)
     r.ret_if(b.icmp_unsigned("==", block, ir.Constant(PTR, None)), i64(1))
     parts, offset = [], i64(0)
-    base = b.inttoptr(b.ptrtoint(block, I64), blk.elem.as_pointer())
     for size in sizes:
         parts.append(b.gep(base, [offset]))
         offset = b.add(offset, size)
@@ -77,7 +76,7 @@ def define_svd(module: ir.Module, blk: gemm.Blocking) -> ir.Function:
         b.store(b.load(b.gep(e, [k])), b.gep(off, [b.add(b.mul(k, i64(2)), i64(1))]))
     failed = tridiagonal_eigen.eigenvalues(r, twice, diagonal, off, w, scratch)
     with b.if_then(b.icmp_signed("!=", failed, i64(0)), likely=False):
-        b.call(libc(module, "free", ir.VoidType(), [PTR]), [block])
+        r.release(block)
         b.ret(failed)
     with for_range(b, i64(0), n) as k:           # the n largest, descending, none below 0
         value = b.load(b.gep(w, [b.sub(b.sub(twice, i64(1)), k)]))
@@ -108,7 +107,7 @@ def define_svd(module: ir.Module, blk: gemm.Blocking) -> ir.Function:
     apply_panels(r, m, n, i64(0), reflectors, whole, n, nb, t, gram)
     with for_range(b, i64(0), n) as k:
         b.store(b.fdiv(b.load(b.gep(s, [k])), factor), b.gep(s, [k]))
-    b.call(libc(module, "free", ir.VoidType(), [PTR]), [block])
+    r.release(block)
     b.ret(i64(0))
     return r.fn
 

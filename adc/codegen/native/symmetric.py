@@ -18,7 +18,7 @@ import llvmlite.ir as ir
 from adc.codegen.native import gemm, tridiagonal, tridiagonal_eigen
 from adc.codegen.native.blocked import MAX_BLOCK, Routine, View, clamp_block, copy, declare, exported
 from adc.codegen.native.householder import apply_panels
-from adc.codegen.lowering.declarations import intrinsic, libc
+from adc.codegen.lowering.declarations import intrinsic
 from adc.codegen.lowering.loops import I64, PTR, for_range, i64
 from adc.ir.types import DType
 
@@ -48,9 +48,8 @@ def define_eigh(module: ir.Module, blk: gemm.Blocking) -> ir.Function:
     r.ret_if(b.icmp_signed("<=", n, i64(0)), i64(0))
     # z (n x n), the panels' V and W (n x nb each), d, e, u, y and inverse iteration's five vectors
     elements = b.add(b.mul(n, n), b.add(b.mul(i64(2), b.mul(n, nb)), b.mul(i64(9), n)))
-    block = b.call(libc(module, "malloc", PTR, [I64]), [b.mul(elements, i64(blk.elem_align))])
+    block, z = r.allocate(elements)
     r.ret_if(b.icmp_unsigned("==", block, ir.Constant(PTR, None)), i64(1))
-    z = b.inttoptr(b.ptrtoint(block, I64), blk.elem.as_pointer())
     vp = b.gep(z, [b.mul(n, n)])
     wp = b.gep(vp, [b.mul(n, nb)])
     d = b.gep(wp, [b.mul(n, nb)])
@@ -59,7 +58,7 @@ def define_eigh(module: ir.Module, blk: gemm.Blocking) -> ir.Function:
     tridiagonal.reduce(r, n, a, lda, d, e, nb, vp, wp, u, y)
     failed = tridiagonal_eigen.eigenvalues(r, n, d, e, w, u)
     with b.if_then(b.icmp_signed("!=", failed, i64(0)), likely=False):
-        b.call(libc(module, "free", ir.VoidType(), [PTR]), [block])
+        r.release(block)
         b.ret(failed)
     tridiagonal_eigen.eigenvectors(r, n, d, e, w, n, z, scratch)
     columns = View(z, i64(1), n)        # z's rows are T's eigenvectors: z read column-major is Z
@@ -68,7 +67,7 @@ def define_eigh(module: ir.Module, blk: gemm.Blocking) -> ir.Function:
     copy(r, n, n, columns, whole, columns_outside=True)
     with for_range(b, i64(0), n) as k:
         b.store(b.fdiv(b.load(b.gep(w, [k])), factor), b.gep(w, [k]))
-    b.call(libc(module, "free", ir.VoidType(), [PTR]), [block])
+    r.release(block)
     b.ret(i64(0))
     return r.fn
 

@@ -43,10 +43,8 @@ def _reduce_function(module: ir.Module, blk: gemm.Blocking) -> ir.Function:
     with for_range(b, i64(0), n, nb) as j:
         width = r.min(nb, b.sub(n, j))
         rows = b.sub(n, j)
-        with for_range(b, i64(0), rows) as i:
-            with for_range(b, i64(0), width) as q:
-                r.store(r.constant(0.0), v, i, q)
-                r.store(r.constant(0.0), w, i, q)
+        r.fill(v, rows, width, 0.0)
+        r.fill(w, rows, width, 0.0)
         with for_range(b, i64(0), width) as i:
             b.call(column, [rows, whole.block(b, j, j).ptr, lda, b.gep(d, [j]), b.gep(e, [j]), i, nb, vp, wp, u, y])
         with for_range(b, i64(0), rows) as i:      # the reflectors into a (zeros above them)

@@ -102,22 +102,17 @@ def transposed_matrix_vector(r: Routine, rows: ir.Value, columns: ir.Value, m: V
 
 def _parallel(r: Routine, task: ir.Function, rows, columns, m: View, u, y, count) -> None:
     b = r.b
-    words = [rows, columns, m.ptr, m.rs, u, y]
-    ctx = r.entry.alloca(I64, size=len(words))
-    for slot, word in enumerate(words):
-        value = b.ptrtoint(word, I64) if isinstance(word.type, ir.PointerType) else word
-        b.store(value, b.gep(ctx, [i64(slot)]))
+    ctx = r.context([rows, columns, m.ptr, m.rs, u, y])
     with b.if_else(b.icmp_signed(">=", b.mul(rows, columns), i64(PARALLEL))) as (split, alone):
         with split:
-            parallel.call_parallel_for(b, task, b.bitcast(ctx, PTR), i64(0), count, i64(1))
+            parallel.call_parallel_for(b, task, ctx, i64(0), count, i64(1))
         with alone:
-            b.call(task, [b.bitcast(ctx, PTR), i64(0), count])
+            b.call(task, [ctx, i64(0), count])
 
 
 def _unpack(r: Routine, ctx: ir.Value):
-    b, ptr = r.b, r.blk.elem.as_pointer()
-    rows, columns, m, ld, u, y = (b.load(b.gep(ctx, [i64(slot)], source_etype=I64), typ=I64) for slot in range(6))
-    return rows, columns, b.inttoptr(m, ptr), ld, b.inttoptr(u, ptr), b.inttoptr(y, ptr)
+    rows, columns, m, ld, u, y = r.unpack(ctx, 6)
+    return rows, columns, r.element_pointer(m), ld, r.element_pointer(u), r.element_pointer(y)
 
 
 def _matrix_vector_task(module: ir.Module, blk: gemm.Blocking) -> ir.Function:
