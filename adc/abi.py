@@ -92,8 +92,9 @@ def runtime_gemm_symbol(dtype: str) -> str:
 
 
 # The runtime library's blocked factorizations and solves (adc/codegen/native/: triangular.py,
-# cholesky.py, lu.py, householder.py), one per dtype of RUNTIME_GEMM_DTYPES, on row-major matrices
-RUNTIME_FACTORIZATIONS = ("trsm", "potrf", "getrf", "qr")
+# cholesky.py, lu.py, householder.py, symmetric.py, singular.py), one per dtype of
+# RUNTIME_GEMM_DTYPES, on row-major matrices, named as LAPACK's routines whose work they do
+RUNTIME_FACTORIZATIONS = ("trsm", "potrf", "getrf", "geqrf", "syevr", "gesvdx")
 
 
 def runtime_factorization_symbol(routine: str, dtype: str) -> str:

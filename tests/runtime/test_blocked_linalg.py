@@ -1,4 +1,4 @@
-"""The runtime library's blocked factorizations and solves (codegen/native/: cholesky, trsm, getrf, qr) as
+"""The runtime library's blocked factorizations and solves (codegen/native/: cholesky, trsm, getrf, qr, eigh, svd) as
 kernels run them: large matrices by default, any matrix in blocks of a few rows under the test hook
 ADC_LINALG_BLOCK (Target.linalg_block), so the recursion is exercised cheaply — orders 1, not a
 multiple of the block, symbolic, stacked; f32 and f64. Oracles: NumPy, SciPy (LAPACK) and the
@@ -51,12 +51,41 @@ def orthogonal32(a: f32[M, N]) -> (f32[M, N], f32[N, N]):
 def least_squares(a: f64[M, N], b: f64[M]) -> f64[N]:
     return lstsq(a, b)
 
+def spectrum(a: f64[B, N, N]) -> (f64[B, N], f64[B, N, N]):
+    w, v = eigh(a)
+    return w, v
+
+def spectrum32(a: f32[N, N]) -> (f32[N], f32[N, N]):
+    w, v = eigh(a)
+    return w, v
+
+def singular(a: f64[B, M, N]) -> (f64[B, M, N], f64[B, N], f64[B, N, N]):
+    u, s, vh = svd(a)
+    return u, s, vh
+
+def singular32(a: f32[M, N]) -> f32[N]:
+    u, s, vh = svd(a)
+    return s
+
 def nll(a: f64[N, N], y: f64[N]) -> f64:
     l = cholesky(a @ transpose(a) + 1.0)
     return 0.5 * sum(y * cho_solve(l, y)) + sum(log(sum(l * transpose(l), axis=1)))
 
 def newton(a: f64[N, N], y: f64[N]) -> f64:
     return sum(solve(a @ transpose(a) + 3.0, y) ** 2)
+
+def triangular_products(a: f64[N, N], b: f64[N, K]) -> (f64[N, N], f64[N, K], f64[N, K], f64[N, N], f64[N, K], f64[N, K]):
+    l = cholesky(a)
+    q, r = qr(a)
+    return l, l @ b, transpose(l) @ b, r, r @ b, transpose(r) @ b
+
+def rayleigh(a: f64[N, N], y: f64[N]) -> f64:
+    w, v = eigh(a + transpose(a))
+    return sum(w * w) + sum((transpose(v) @ y) ** 2 * w)
+
+def nuclear(a: f64[M, N], y: f64[M]) -> f64:
+    u, s, vh = svd(a)
+    return sum(s * s * s) + sum((transpose(u) @ y) ** 2 * s)
 
 def projection(a: f64[M, N], y: f64[M]) -> f64:
     q, r = qr(a)
@@ -156,6 +185,82 @@ def test_qr_in_blocks_for_tall_and_square_matrices(blocked, block):
     assert np.isnan(q[1]).all() and np.isnan(r[1]).all() and not np.isnan(q[0]).any()
 
 
+def test_products_with_a_triangular_factor_skip_its_zeros():
+    # a cholesky factor or qr's r (and their transposes) times a matrix: row blocks of
+    # matmul.TRIANGLE_ROWS, each reading only the triangle's columns; blocks taken from both ends
+    m = adc.compile(SOURCE, "triangular.adc")
+    rng = np.random.default_rng(45)
+    for n in (1, 5, 255, 256, 257, 600):
+        a, b = spd(rng, n), rng.standard_normal((n, 3))
+        l, lb, ltb, r, rb, rtb = (x.numpy() for x in m.triangular_products(a, b))
+        for got, want in ((lb, l @ b), (ltb, l.T @ b), (rb, r @ b), (rtb, r.T @ b)):
+            np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12 * n * np.abs(want).max())
+
+
+def check_eigh(a: np.ndarray, w: np.ndarray, v: np.ndarray, tolerance: float = 20) -> None:
+    """Eigenvalues against LAPACK's, residual and orthogonality: each within tolerance n eps ‖a‖."""
+    n, eps = a.shape[-1], np.finfo(np.float64).eps
+    scale = tolerance * max(n, 1) * eps * max(np.linalg.norm(a, 2), np.finfo(np.float64).tiny)
+    np.testing.assert_allclose(w, np.linalg.eigvalsh(a), atol=scale)
+    assert np.all(np.diff(w) >= 0)
+    assert np.linalg.norm(a @ v - v * w) <= scale * max(n, 1) ** 0.5
+    assert np.linalg.norm(v.T @ v - np.eye(n)) <= tolerance * max(n, 1) ** 1.5 * eps
+
+
+@pytest.mark.parametrize("block", [3, 1])
+def test_eigh_by_tridiagonal_reduction_for_every_order(blocked, block):
+    m, rng = blocked[block], np.random.default_rng(35 + block)
+    q, _ = np.linalg.qr(rng.standard_normal((29, 29)))
+    g = rng.standard_normal((29, 3))
+    special = [np.eye(29), g @ g.T, np.zeros((29, 29)), np.diag(np.arange(29.0)),
+               (q * np.repeat([1.0, 2.0, 2.0 + 1e-10, 3.0], [7, 7, 7, 8])) @ q.T,      # clusters
+               (q * np.geomspace(1.0, 1e-12, 29)) @ q.T, (q * np.linspace(-1, 1, 29)) @ q.T * 1e-300]
+    for n in ORDERS:
+        g = rng.standard_normal((2, n, n))
+        a = g + np.swapaxes(g, -1, -2)
+        upper = np.triu(rng.standard_normal((n, n)), 1)         # read from the lower triangle only
+        w, v = (x.numpy() for x in m.spectrum(np.stack([a[0], np.tril(a[1]) + upper])))
+        for k in range(2):
+            check_eigh(a[k], w[k], v[k])
+        w32, _ = (x.numpy() for x in m.spectrum32(a[0].astype(np.float32)))
+        np.testing.assert_allclose(w32, np.linalg.eigvalsh(a[0]), atol=1e-5 * n * np.abs(a[0]).max())
+    for a in special:
+        w, v = (x.numpy()[0] for x in m.spectrum(a[None]))
+        check_eigh(a, w, v)
+
+
+def check_svd(a: np.ndarray, u: np.ndarray, s: np.ndarray, vh: np.ndarray, tolerance: float = 20) -> None:
+    """Singular values against LAPACK's, the reconstruction and orthogonality: each within tolerance n eps ‖a‖."""
+    n, eps = a.shape[-1], np.finfo(np.float64).eps
+    scale = tolerance * max(n, 1) * eps * max(np.linalg.norm(a, 2), np.finfo(np.float64).tiny)
+    np.testing.assert_allclose(s, np.linalg.svd(a, compute_uv=False), atol=scale)
+    assert np.all(np.diff(s) <= 0) and np.all(s >= 0)
+    assert np.linalg.norm(a - (u * s) @ vh) <= scale * max(n, 1) ** 0.5
+    assert np.linalg.norm(u.T @ u - np.eye(n)) <= tolerance * max(n, 1) ** 1.5 * eps
+    assert np.linalg.norm(vh @ vh.T - np.eye(n)) <= tolerance * max(n, 1) ** 1.5 * eps
+
+
+@pytest.mark.parametrize("block", [3, 1])
+def test_svd_by_bidiagonalization_for_tall_and_square_matrices(blocked, block):
+    m, rng = blocked[block], np.random.default_rng(55 + block)
+    q1, _ = np.linalg.qr(rng.standard_normal((40, 40)))
+    q2, _ = np.linalg.qr(rng.standard_normal((29, 29)))
+    g = rng.standard_normal((40, 3))
+    special = [np.eye(29), g @ rng.standard_normal((3, 29)), np.zeros((31, 29)),
+               (q1[:, :29] * np.repeat([1.0, 2.0, 2.0 + 1e-10], [10, 10, 9])) @ q2.T,       # clusters
+               (q1[:, :29] * np.geomspace(1.0, 1e-12, 29)) @ q2.T, rng.standard_normal((33, 29)) * 1e-300]
+    for rows, n in ((1, 1), (2, 1), (3, 2), (7, 7), (16, 5), (29, 29), (40, 17)):
+        a = rng.standard_normal((2, rows, n))
+        u, s, vh = (x.numpy() for x in m.singular(a))
+        for k in range(2):
+            check_svd(a[k], u[k], s[k], vh[k])
+        np.testing.assert_allclose(m.singular32(a[0].astype(np.float32)).numpy(), np.linalg.svd(a[0], compute_uv=False),
+                                   atol=1e-5 * n * np.abs(a[0]).max())
+    for a in special:
+        u, s, vh = (x.numpy()[0] for x in m.singular(a[None]))
+        check_svd(a, u, s, vh)
+
+
 def test_a_failed_factorization_is_nan_in_its_matrix_only(blocked):
     rng = np.random.default_rng(30)
     a = spd(rng, 7, (3,))
@@ -167,11 +272,11 @@ def test_a_failed_factorization_is_nan_in_its_matrix_only(blocked):
 
 
 def test_large_orders_cross_to_the_blocked_routines_by_default():
-    # the default thresholds (rules/matrices.py: 32 for cholesky, 48 for lu_factor, 24 for qr, 64 for
-    # solves of a few right-hand sides) decided at run time for symbolic orders, at compile time for a static one
+    # the default thresholds (rules/matrices.py: 32 for cholesky, 48 for lu_factor, 24 for qr and svd,
+    # 12 for eigh, 64 for solves of a few right-hand sides) decided at run time for symbolic orders, at compile time for a static one
     m = adc.compile(SOURCE + "\ndef static(a: f64[65, 65]) -> f64[65, 65]:\n    return cholesky(a)\n", "large.adc")
     rng = np.random.default_rng(40)
-    for n in (23, 24, 31, 32, 47, 63, 64, 100, 129):
+    for n in (11, 12, 23, 24, 31, 32, 47, 63, 64, 100, 129):
         a = spd(rng, n, (1,))
         np.testing.assert_allclose(m.factor(a).numpy(), np.linalg.cholesky(a), rtol=1e-11, atol=1e-11)
         g = rng.standard_normal((n, n))
@@ -184,6 +289,10 @@ def test_large_orders_cross_to_the_blocked_routines_by_default():
         q, r = (x.numpy()[0] for x in m.orthogonal(g[None]))
         np.testing.assert_allclose(q @ r, g, atol=1e-12 * n)
         np.testing.assert_allclose(q.T @ q, np.eye(n), atol=1e-12 * n)
+        w, v = (x.numpy()[0] for x in m.spectrum((g + g.T)[None]))
+        check_eigh(g + g.T, w, v)
+        u, s, vh = (x.numpy()[0] for x in m.singular(g[None]))
+        check_svd(g, u, s, vh)
     a = spd(rng, 65)
     np.testing.assert_allclose(m.static(a).numpy(), np.linalg.cholesky(a), rtol=1e-11, atol=1e-11)
 
@@ -205,7 +314,8 @@ def test_residuals_are_bounded_by_the_condition_number(condition):
 def test_derivatives_through_the_blocked_routines(blocked):
     m, rng = blocked[3], np.random.default_rng(60)
     a, y = rng.standard_normal((7, 7)), rng.standard_normal(7)
-    for kernel, x in ((m.nll, a), (m.newton, a), (m.projection, rng.standard_normal((9, 6)))):
+    for kernel, x in ((m.nll, a), (m.newton, a), (m.rayleigh, a), (m.projection, rng.standard_normal((9, 6))),
+                      (m.nuclear, rng.standard_normal((9, 6)))):
         gradient = adc.grad(kernel, wrt="a")
         target = y if x.shape[0] == 7 else rng.standard_normal(9)
         np.testing.assert_allclose(gradient(x, target).numpy(),
@@ -233,6 +343,11 @@ def test_the_bounds_checked_build_runs_the_blocked_routines(monkeypatch, blocked
         tall = rng.standard_normal((2, n + 3, n))
         for got, want in zip(checked.orthogonal(tall), blocked[3].orthogonal(tall)):
             np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-12, atol=1e-14)
+        w, v = (x.numpy() for x in checked.spectrum(a))
+        u, s, vh = (x.numpy() for x in checked.singular(tall))
+        for k in range(2):
+            check_eigh(a[k], w[k], v[k])
+            check_svd(tall[k], u[k], s[k], vh[k])
 
 
 @pytest.mark.skipif(memcheck.valgrind() is None, reason="valgrind is not installed")
@@ -246,7 +361,7 @@ def test_a_blocked_program_is_clean_under_valgrind(tmp_path):
         "g = rng.standard_normal((n, n))\n"
         "a = g @ g.T + n * np.eye(n)\n"
         "m.factor(a[None]); m.solves(np.linalg.cholesky(a), g[:, :9]); m.lu(g[None]); m.solved(g, g[0])\n"
-        "m.orthogonal(g[None, :, :40])\n"
+        "m.orthogonal(g[None, :, :40]); m.spectrum(a[None]); m.singular(g[None, :, :50])\n"
         "adc.grad(m.newton, wrt='a')(g, g[1])\n"
         "print('blocked ran')\n")
     status, reports, last = memcheck.run_under_valgrind([str(program)], str(tmp_path / "cache"))

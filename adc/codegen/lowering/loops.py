@@ -32,6 +32,7 @@ I32 = ir.IntType(32)
 I64 = ir.IntType(64)
 PTR = ir.PointerType()
 NOWRAP = ("nuw", "nsw")
+TRANSPOSE_TILE = 16     # a transpose's nest walks 16 x 16 blocks: 16 cache lines read, 16 written
 
 
 def i64(n: int) -> ir.Constant:

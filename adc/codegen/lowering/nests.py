@@ -19,7 +19,7 @@ from adc.codegen.native import parallel
 from adc.codegen.lowering import bounds
 from adc.codegen.lowering.fast_then_exact import fast_then_exact
 from adc.codegen.lowering.fusion import MATERIALIZING
-from adc.codegen.lowering.loops import counted_loop, i64, loop_nest, tiled_loop_nest
+from adc.codegen.lowering.loops import TRANSPOSE_TILE, counted_loop, i64, loop_nest, tiled_loop_nest
 from adc.codegen.lowering.rules.table import lower_rules
 from adc.codegen.lowering.strips import Nest, queued_by_rule
 from adc.ir.core import Op, Value
@@ -28,7 +28,6 @@ from adc.ir.types import num_elements
 if TYPE_CHECKING:
     from adc.codegen.lowering.emitter import Emitter
 
-TRANSPOSE_TILE = 16     # a transpose's nest walks 16 x 16 blocks: 16 cache lines read, 16 written
 
 
 def compute_into(em: Emitter, value: Value, dest: ir.Value) -> None:

@@ -21,7 +21,7 @@ import llvmlite.ir as ir
 
 from adc.abi import runtime_factorization_symbol
 from adc.codegen.native import gemm, parallel
-from adc.codegen.lowering.declarations import intrinsic
+from adc.codegen.lowering.declarations import intrinsic, libc
 from adc.codegen.lowering.loops import I64, PTR, for_range, i64
 from adc.ir.types import DType
 
@@ -53,12 +53,14 @@ class Routine:
     """A function of the runtime library being built for one dtype: its builder and helpers."""
 
     def __init__(self, module: ir.Module, blk: gemm.Blocking, name: str, params: list[ir.Type],
-                 result: ir.Type = VOID, exported: bool = False):
+                 result: ir.Type = VOID, exported: bool = False, kernel: bool = False):
         self.module, self.blk, self.elem, self.vector = module, blk, blk.elem, blk.vector
         self.fn = ir.Function(module, ir.FunctionType(result, params), name)
         if not exported:
             self.fn.linkage = "internal"
         self.fn.attributes.add("nounwind")
+        if not kernel:      # drivers and scalar loops: LLVM unrolling them cost the library's build 4 s of CPU
+            self.fn.attributes.add("optsize")
         entry, body = self.fn.append_basic_block("entry"), self.fn.append_basic_block("body")
         self.entry = ir.IRBuilder(entry)        # the stack's tiles: allocated once a call
         self.entry.position_before(self.entry.branch(body))
@@ -123,6 +125,38 @@ class Routine:
             body(whole, [gemm.lanes_below(b, self.blk, b.sub(width, b.add(whole, i64(v * self.blk.vl))))
                          for v in range(vectors)])
 
+    def fill(self, v: View, rows: ir.Value, columns: ir.Value, x: float) -> None:
+        """v[rows, columns] = x."""
+        with for_range(self.b, i64(0), rows) as i:
+            with for_range(self.b, i64(0), columns) as j:
+                self.store(self.constant(x), v, i, j)
+
+    def context(self, words: list[ir.Value]) -> ir.Value:
+        """The arguments of a task for the pool (parallel.call_parallel_for) as an array of i64 words
+        on the stack, pointers as integers; a task reads them back with `unpack`."""
+        ctx = self.entry.alloca(I64, size=len(words))
+        for slot, word in enumerate(words):
+            value = self.b.ptrtoint(word, I64) if isinstance(word.type, ir.PointerType) else word
+            self.b.store(value, self.b.gep(ctx, [i64(slot)]))
+        return self.b.bitcast(ctx, PTR)
+
+    def unpack(self, ctx: ir.Value, count: int) -> list[ir.Value]:
+        """The first `count` words of a task's context, as i64 (inttoptr an element pointer back)."""
+        return [self.b.load(self.b.gep(ctx, [i64(slot)], source_etype=I64), typ=I64) for slot in range(count)]
+
+    def element_pointer(self, word: ir.Value) -> ir.Value:
+        """A pointer to this routine's elements from an integer (a context's word, malloc's result)."""
+        return self.b.inttoptr(word if word.type == I64 else self.b.ptrtoint(word, I64), self.elem.as_pointer())
+
+    def allocate(self, elements: ir.Value) -> tuple[ir.Value, ir.Value]:
+        """A workspace of `elements` elements from malloc: the block (null if there is no memory: the
+        caller checks) and a pointer to its elements. Give it back with `release`."""
+        block = self.b.call(libc(self.module, "malloc", PTR, [I64]), [self.b.mul(elements, i64(self.blk.elem_align))])
+        return block, self.element_pointer(block)
+
+    def release(self, block: ir.Value) -> None:
+        self.b.call(libc(self.module, "free", ir.VoidType(), [PTR]), [block])
+
     def ret_if(self, cond: ir.Value, value: ir.Value | None = None) -> None:
         with self.b.if_then(cond, likely=False):
             if value is None:
@@ -168,12 +202,13 @@ def declare(module: ir.Module, routine: str, dtype: DType, signature: ir.Functio
 
 
 def internal(module: ir.Module, blk: gemm.Blocking, routine: str, params: list[ir.Type],
-             result: ir.Type = VOID) -> tuple[ir.Function, Routine | None]:
-    """The internal `adc_blocked_<routine>_<dtype>`, and its Routine to fill in if it is new (else None)."""
+             result: ir.Type = VOID, kernel: bool = False) -> tuple[ir.Function, Routine | None]:
+    """The internal `adc_blocked_<routine>_<dtype>`, and its Routine to fill in if it is new (else None);
+    a `kernel` (an inner loop of vectors) is optimized for speed, the rest for size."""
     name = f"adc_blocked_{routine}_{blk.dtype}"
     if name in module.globals:
         return module.globals[name], None
-    routine_ = Routine(module, blk, name, params, result)
+    routine_ = Routine(module, blk, name, params, result, kernel=kernel)
     return routine_.fn, routine_
 
 
@@ -215,11 +250,7 @@ def _rows_function(module: ir.Module, blk: gemm.Blocking) -> ir.Function:
     task = _rows_task(module, blk)
     with b.if_else(b.icmp_signed(">=", b.mul(b.mul(m, n), k), i64(PARALLEL_WORK))) as (split, alone):
         with split:
-            ctx = r.entry.alloca(I64, size=len(r.args))
-            for slot, value in enumerate(r.args):
-                word = b.ptrtoint(value, I64) if isinstance(value.type, ir.PointerType) else value
-                b.store(word, b.gep(ctx, [i64(slot)]))
-            parallel.call_parallel_for(b, task, b.bitcast(ctx, PTR), i64(0), m, i64(blk.mr))
+            parallel.call_parallel_for(b, task, r.context(r.args), i64(0), m, i64(blk.mr))
         with alone:
             b.call(gemm.define_subtract(module, blk), r.args)
     b.ret_void()
@@ -233,10 +264,8 @@ def _rows_task(module: ir.Module, blk: gemm.Blocking) -> ir.Function:
         return fn
     ctx, start, end = r.args
     b = r.b
-    ptr = blk.elem.as_pointer()
-    words = [b.load(b.gep(ctx, [i64(slot)], source_etype=I64), typ=I64) for slot in range(11)]
-    m, n, k, a, rsa, csa, b_, rsb, csb, c, ldc = words
-    a, b_, c = (b.inttoptr(w, ptr) for w in (a, b_, c))
+    m, n, k, a, rsa, csa, b_, rsb, csb, c, ldc = r.unpack(ctx, 11)
+    a, b_, c = (r.element_pointer(w) for w in (a, b_, c))
     b.call(gemm.define_subtract(module, blk), [b.sub(end, start), n, k, b.gep(a, [b.mul(start, rsa)]), rsa, csa,
                                                b_, rsb, csb, b.gep(c, [b.mul(start, ldc)]), ldc])
     b.ret_void()

@@ -1,6 +1,6 @@
 """The runtime library's blocked Householder QR (LAPACK's dgeqrf and dorgqr, compact WY).
 
-    void adc_rt_qr_<dtype>(i64 m, i64 n, T* q, i64 ldq, T* r, i64 ldr, i64 nb)
+    void adc_rt_geqrf_<dtype>(i64 m, i64 n, T* q, i64 ldq, T* r, i64 ldr, i64 nb)     (Q formed too)
         q[m, n] (m >= n, row-major, row stride ldq) holds a on entry and Q on exit, r[n, n] gets R:
         the reduced QR, Q R = a, with the reflectors of the unblocked rule (lowering/rules/orthogonal.py):
         H_k = I - 2 v vᵀ, ‖v‖ = 1 (or v = 0: nothing below the diagonal), r[k, k] = -sign(a[k, k]) ‖x‖
@@ -19,7 +19,7 @@ import llvmlite.ir as ir
 from adc.codegen.native import gemm, parallel
 from adc.codegen.native.blocked import (CHUNK_VECTORS, MAX_BLOCK, PARALLEL_WORK, Routine, View, clamp_block, copy,
                                         declare, exported, internal, update)
-from adc.codegen.lowering.declarations import intrinsic, libc
+from adc.codegen.lowering.declarations import intrinsic
 from adc.codegen.lowering.loops import I1, I64, PTR, for_range, i64
 from adc.ir.types import DType
 
@@ -32,23 +32,22 @@ def qr_type(dtype: DType) -> ir.FunctionType:
 
 
 def declare_qr(module: ir.Module, dtype: DType) -> ir.Function:
-    """`adc_rt_qr_<dtype>` declared in a kernel module (lowering's qr)."""
-    return declare(module, "qr", dtype, qr_type(dtype))
+    """`adc_rt_geqrf_<dtype>` declared in a kernel module (lowering's qr)."""
+    return declare(module, "geqrf", dtype, qr_type(dtype))
 
 
 def define_qr(module: ir.Module, blk: gemm.Blocking) -> ir.Function:
-    """Define `adc_rt_qr_<dtype>` (the module docstring) in the runtime library."""
-    r = exported(module, blk, "qr", qr_type(blk.dtype))
+    """Define `adc_rt_geqrf_<dtype>` (the module docstring) in the runtime library."""
+    r = exported(module, blk, "geqrf", qr_type(blk.dtype))
     m, n, q, ldq, r_, ldr, nb = r.args
     b = r.b
     nb = clamp_block(b, nb)
-    with for_range(b, i64(0), n) as i:
+    with for_range(b, i64(0), n) as i:         # R's zeros below the diagonal
         with for_range(b, i64(0), i) as j:
             r.store(r.constant(0.0), View(r_, ldr, i64(1)), i, j)
-    workspace = b.call(libc(module, "malloc", PTR, [I64]), [b.mul(b.mul(m, nb), i64(blk.elem_align))])
-    workspace = b.inttoptr(b.ptrtoint(workspace, I64), blk.elem.as_pointer())     # typed: element pointers
+    block, workspace = r.allocate(b.mul(m, nb))     # panels' copies (or none: in place)
     whole = View(q, ldq, i64(1))
-    block_reflector, gram = r.tile(MAX_BLOCK * MAX_BLOCK), r.tile(MAX_BLOCK * MAX_BLOCK)
+    reflector, gram = r.tile(MAX_BLOCK * MAX_BLOCK), r.tile(MAX_BLOCK * MAX_BLOCK)
     r.ret_if(b.icmp_signed("<=", n, i64(0)))
     with for_range(b, i64(0), n, nb) as j:          # factor, panel by panel
         width = r.min(nb, b.sub(n, j))
@@ -58,8 +57,8 @@ def define_qr(module: ir.Module, blk: gemm.Blocking) -> ir.Function:
                     [b.gep(r_, [b.add(b.mul(j, ldr), j)]), ldr])
         right = b.add(j, width)
         with b.if_then(b.icmp_signed("<", right, n)):
-            _block_reflector(r, rows, width, panel, block_reflector, gram)
-            _apply(r, rows, width, panel, block_reflector, whole.block(b, j, right), b.sub(n, right), True)
+            block_reflector(r, rows, width, panel, reflector, gram)
+            apply_reflectors(r, rows, width, panel, reflector, whole.block(b, j, right), b.sub(n, right), True)
             with for_range(b, j, right) as k:       # rows j.. of R right of the panel are final
                 with for_range(b, right, n) as c:
                     r.store(r.load(whole, k, c), View(r_, ldr, i64(1)), k, c)
@@ -70,13 +69,13 @@ def define_qr(module: ir.Module, blk: gemm.Blocking) -> ir.Function:
         rows = b.sub(m, j)
         panel, right = whole.block(b, j, j), b.add(j, width)
         with b.if_then(b.icmp_signed("<", right, n)):
-            _block_reflector(r, rows, width, panel, block_reflector, gram)
-            _apply(r, rows, width, panel, block_reflector, whole.block(b, j, right), b.sub(n, right), False)
+            block_reflector(r, rows, width, panel, reflector, gram)
+            apply_reflectors(r, rows, width, panel, reflector, whole.block(b, j, right), b.sub(n, right), False)
         _panel_call(r, _form_panel_function(module, blk), rows, width, panel, workspace, [])
         with for_range(b, i64(0), j) as i:
             with for_range(b, j, right) as c:
                 r.store(r.constant(0.0), whole, i, c)
-    b.call(libc(module, "free", ir.VoidType(), [PTR]), [b.inttoptr(b.ptrtoint(workspace, I64), PTR)])
+    r.release(block)
     b.ret_void()
     return r.fn
 
@@ -85,7 +84,7 @@ def _panel_call(r: Routine, fn: ir.Function, rows: ir.Value, width: ir.Value, pa
                 extra: list[ir.Value]) -> None:
     """fn(rows, width, a, lda, *extra) on the panel, through a copy in the workspace when there is one."""
     b = r.b
-    with b.if_else(b.icmp_unsigned("==", workspace, ir.Constant(workspace.type, None))) as (in_place, copied):
+    with b.if_else(b.icmp_unsigned("==", b.ptrtoint(workspace, I64), i64(0))) as (in_place, copied):
         with in_place:
             b.call(fn, [rows, width, panel.ptr, panel.rs, *extra])
         with copied:
@@ -122,42 +121,51 @@ def _factor_panel_function(module: ir.Module, blk: gemm.Blocking) -> ir.Function
     rows, width, a, lda, r_, ldr = r.args
     b, v, out = r.b, View(a, lda, i64(1)), View(r_, ldr, i64(1))
     sums = r.tile(MAX_BLOCK)
-    scale, tail = r.entry.alloca(r.elem), r.entry.alloca(r.elem)
-    zero, one, two = r.constant(0.0), r.constant(1.0), r.constant(2.0)
-    dtype = blk.dtype
-
-    def fabs(x: ir.Value) -> ir.Value:
-        return intrinsic(b, "fabs", [x], dtype)
     with for_range(b, i64(0), width) as k:
-        # x = a[k:, k] scaled by its largest magnitude (no overflow in Σ x²); v = x - alpha e_0, ‖v‖² = 2 ‖x‖ |v_0|
         below = b.add(k, i64(1))
-        b.store(zero, scale)
-        with for_range(b, k, rows) as i:
-            b.store(intrinsic(b, "maxnum", [b.load(scale), fabs(r.load(v, i, k))], dtype), scale)
-        big = b.load(scale)
-        unit = b.select(b.fcmp_ordered(">", big, zero), b.fdiv(one, big), zero)
-        b.store(zero, tail)
-        with for_range(b, below, rows) as i:
-            x = b.fmul(r.load(v, i, k), unit)
-            b.store(b.fadd(b.load(tail), b.fmul(x, x)), tail)
-        x0, rest = r.load(v, k, k), b.load(tail)
-        scaled = b.fmul(x0, unit)
-        norm = b.fmul(big, intrinsic(b, "sqrt", [b.fadd(b.fmul(scaled, scaled), rest)], dtype))
-        reflects = b.fcmp_unordered("!=", rest, zero)   # nothing below the diagonal: H = I, r[k,k] = x0
-        alpha = b.select(reflects, b.fneg(intrinsic(b, "copysign", [norm, x0], dtype)), x0)
-        v0 = b.fsub(x0, alpha)
-        length = b.fmul(intrinsic(b, "sqrt", [b.fmul(two, norm)], dtype), intrinsic(b, "sqrt", [fabs(v0)], dtype))
-        inverse = b.select(reflects, b.fdiv(one, length), zero)
-        r.store(b.fmul(v0, inverse), v, k, k)
-        with for_range(b, below, rows) as i:
-            r.store(b.fmul(r.load(v, i, k), inverse), v, i, k)
+        alpha = householder_vector(r, v, k, rows, k)
         _reflect(r, v, rows, k, below, width, sums)
         r.store(alpha, out, k, k)
         with for_range(b, below, width) as c:       # row k of R in the panel, zeros left in its place
             r.store(r.load(v, k, c), out, k, c)
-            r.store(zero, v, k, c)
+            r.store(r.constant(0.0), v, k, c)
     b.ret_void()
     return fn
+
+
+def householder_vector(r: Routine, v: View, first: ir.Value, last: ir.Value, column: ir.Value) -> ir.Value:
+    """x = v[first:last, column] replaced by the unit u of H = I - 2 u uᵀ with H x = alpha e_0 (u = 0
+    when nothing below x_0 is nonzero: H = I, alpha = x_0, as LAPACK's dlarfg keeps its sign); alpha,
+    -sign(x_0) ‖x‖, returned. x is scaled by its largest magnitude (no overflow in Σ x²), and
+    v_0 = x_0 - alpha has no cancellation, ‖x - alpha e_0‖² = 2 ‖x‖ |v_0|."""
+    b, dtype = r.b, r.blk.dtype
+    zero, one, two = r.constant(0.0), r.constant(1.0), r.constant(2.0)
+    scale, tail = r.entry.alloca(r.elem), r.entry.alloca(r.elem)
+
+    def fabs(x: ir.Value) -> ir.Value:
+        return intrinsic(b, "fabs", [x], dtype)
+    below = b.add(first, i64(1))
+    b.store(zero, scale)
+    with for_range(b, first, last) as i:
+        b.store(intrinsic(b, "maxnum", [b.load(scale), fabs(r.load(v, i, column))], dtype), scale)
+    big = b.load(scale)
+    unit = b.select(b.fcmp_ordered(">", big, zero), b.fdiv(one, big), zero)
+    b.store(zero, tail)
+    with for_range(b, below, last) as i:
+        x = b.fmul(r.load(v, i, column), unit)
+        b.store(b.fadd(b.load(tail), b.fmul(x, x)), tail)
+    x0, rest = r.load(v, first, column), b.load(tail)
+    scaled = b.fmul(x0, unit)
+    norm = b.fmul(big, intrinsic(b, "sqrt", [b.fadd(b.fmul(scaled, scaled), rest)], dtype))
+    reflects = b.fcmp_unordered("!=", rest, zero)
+    alpha = b.select(reflects, b.fneg(intrinsic(b, "copysign", [norm, x0], dtype)), x0)
+    v0 = b.fsub(x0, alpha)
+    length = b.fmul(intrinsic(b, "sqrt", [b.fmul(two, norm)], dtype), intrinsic(b, "sqrt", [fabs(v0)], dtype))
+    inverse = b.select(reflects, b.fdiv(one, length), zero)
+    r.store(b.fmul(v0, inverse), v, first, column)
+    with for_range(b, below, last) as i:
+        r.store(b.fmul(r.load(v, i, column), inverse), v, i, column)
+    return alpha
 
 
 def _form_panel_function(module: ir.Module, blk: gemm.Blocking) -> ir.Function:
@@ -183,15 +191,14 @@ def _form_panel_function(module: ir.Module, blk: gemm.Blocking) -> ir.Function:
     return fn
 
 
-def _block_reflector(r: Routine, rows: ir.Value, width: ir.Value, panel: View, t: ir.Value, gram: ir.Value) -> None:
+def block_reflector(r: Routine, rows: ir.Value, width: ir.Value, panel: View, t: ir.Value, gram: ir.Value) -> None:
     """T (width x width, upper, in tile t of row stride MAX_BLOCK) with H_0 ⋯ H_{width-1} = I - V T Vᵀ, V
-    the panel's reflectors: T[k, k] = 2, T[p, k] = -2 Σ_{p<=q<k} T[p, q] (Vᵀ V)[q, k] (gram: a tile for Vᵀ V)."""
+    the panel's reflectors (unit vectors, or zero, row-major with zeros above the diagonal):
+    T[k, k] = 2, T[p, k] = -2 Σ_{p<=q<k} T[p, q] (Vᵀ V)[q, k] (gram: a tile for Vᵀ V)."""
     b = r.b
     tv, g = View(t, i64(MAX_BLOCK), i64(1)), View(gram, i64(MAX_BLOCK), i64(1))
     total = r.entry.alloca(r.elem)
-    with for_range(b, i64(0), width) as i:
-        with for_range(b, i64(0), width) as j:
-            r.store(r.constant(0.0), g, i, j)
+    r.fill(g, width, width, 0.0)
     update(r, width, width, rows, panel.T, panel, g)             # g = -Vᵀ V
     with for_range(b, i64(0), width) as k:
         r.store(r.constant(2.0), tv, k, k)
@@ -202,46 +209,39 @@ def _block_reflector(r: Routine, rows: ir.Value, width: ir.Value, panel: View, t
             r.store(b.fmul(r.constant(2.0), b.load(total)), tv, p, k)      # T below its diagonal is never read
 
 
-def _apply(r: Routine, rows: ir.Value, width: ir.Value, panel: View, t: ir.Value, c: View, columns: ir.Value,
+def apply_reflectors(r: Routine, rows: ir.Value, width: ir.Value, panel: View, t: ir.Value, c: View, columns: ir.Value,
            transpose: bool) -> None:
     """C[rows, columns] := (I - V T Vᵀ)ᵀ C (`transpose`) or (I - V T Vᵀ) C, chunk by chunk of columns, the
-    chunks split across threads once the update is large."""
+    chunks split across threads once the update is large. V is a row-major panel (zeros above its
+    diagonal), T its block reflector (`block_reflector`), C row- or column-major."""
     b = r.b
     fn = _apply_chunks_function(r.module, r.blk)
-    words = [rows, width, panel.ptr, panel.rs, t, c.ptr, c.rs, columns, ir.Constant(I64, int(transpose))]
-    ctx = r.entry.alloca(I64, size=len(words))
-    for slot, word in enumerate(words):
-        value = b.ptrtoint(word, I64) if isinstance(word.type, ir.PointerType) else word
-        b.store(value, b.gep(ctx, [i64(slot)]))
+    ctx = r.context([rows, width, panel.ptr, panel.rs, t, c.ptr, c.rs, c.cs, columns, ir.Constant(I64, int(transpose))])
     chunks = b.sdiv(b.add(columns, i64(CHUNK_COLUMNS - 1)), i64(CHUNK_COLUMNS))
     with b.if_else(b.icmp_signed(">=", b.mul(b.mul(rows, columns), width), i64(PARALLEL_WORK))) as (split, alone):
         with split:
-            parallel.call_parallel_for(b, fn, b.bitcast(ctx, PTR), i64(0), chunks, i64(1))
+            parallel.call_parallel_for(b, fn, ctx, i64(0), chunks, i64(1))
         with alone:
-            b.call(fn, [b.bitcast(ctx, PTR), i64(0), chunks])
+            b.call(fn, [ctx, i64(0), chunks])
 
 
 def _apply_chunks_function(module: ir.Module, blk: gemm.Blocking) -> ir.Function:
-    """task(ctx, start, end): column chunks [start, end) of `_apply`'s C: W = -Vᵀ C; W = -op(T) W; C -= V W."""
+    """task(ctx, start, end): column chunks [start, end) of `apply_reflectors`'s C: W = -Vᵀ C; W = -op(T) W; C -= V W."""
     fn, r = internal(module, blk, "qr_apply", [PTR, I64, I64])
     if r is None:
         return fn
     ctx, start, end = r.args
     b = r.b
-    ptr = blk.elem.as_pointer()
-    rows, width, v, ldv, t, c, ldc, columns, transpose = (
-        b.load(b.gep(ctx, [i64(slot)], source_etype=I64), typ=I64) for slot in range(9))
-    panel, tv = View(b.inttoptr(v, ptr), ldv, i64(1)), View(b.inttoptr(t, ptr), i64(MAX_BLOCK), i64(1))
+    rows, width, v, ldv, t, c, rsc, csc, columns, transpose = r.unpack(ctx, 10)
+    panel, tv = View(r.element_pointer(v), ldv, i64(1)), View(r.element_pointer(t), i64(MAX_BLOCK), i64(1))
     transpose = b.icmp_signed("!=", transpose, i64(0))
     tile = r.tile(MAX_BLOCK * CHUNK_COLUMNS)
     w = View(tile, i64(CHUNK_COLUMNS), i64(1))
     with for_range(b, start, end) as chunk:
         first = b.mul(chunk, i64(CHUNK_COLUMNS))
         count = r.min(i64(CHUNK_COLUMNS), b.sub(columns, first))
-        block = View(b.inttoptr(c, ptr), ldc, i64(1)).block(b, i64(0), first)
-        with for_range(b, i64(0), width) as i:
-            with for_range(b, i64(0), count) as j:
-                r.store(r.constant(0.0), w, i, j)
+        block = View(r.element_pointer(c), rsc, csc).block(b, i64(0), first)
+        r.fill(w, width, count, 0.0)
         update(r, width, count, rows, panel.T, block, w)
         b.call(_triangular_product_function(module, blk), [width, count, tv.ptr, tile, transpose])
         update(r, rows, count, width, panel, w, block)
@@ -253,7 +253,7 @@ def _triangular_product_function(module: ir.Module, blk: gemm.Blocking) -> ir.Fu
     """(width, count, t, w, i1 transpose): w[width, count] := -op(T) w in place (row strides MAX_BLOCK and
     CHUNK_COLUMNS), op(T) = Tᵀ (lower: rows from the last) or T (upper: rows from the first)."""
     ptr = blk.elem.as_pointer()
-    fn, r = internal(module, blk, "qr_triangular_product", [I64, I64, ptr, ptr, I1])
+    fn, r = internal(module, blk, "qr_triangular_product", [I64, I64, ptr, ptr, I1], kernel=True)
     if r is None:
         return fn
     width, count, t, w, transpose = r.args
@@ -277,3 +277,20 @@ def _triangular_product_function(module: ir.Module, blk: gemm.Blocking) -> ir.Fu
     r.chunks(count, CHUNK_VECTORS, chunk)
     b.ret_void()
     return fn
+
+
+def apply_panels(r: Routine, rows: ir.Value, count: ir.Value, shift: ir.Value, reflectors: View, c: View,
+                 columns: ir.Value, nb: ir.Value, t: ir.Value, gram: ir.Value) -> None:
+    """c[rows, columns] := H_0 ⋯ H_{count-1} c, H_k's unit vector in column k of `reflectors` from row
+    k + shift down (zeros above): panels of nb reflectors, the last first, each a block reflector
+    (t, gram: tiles of MAX_BLOCK x MAX_BLOCK). How eigh and svd form their vectors from the reductions'."""
+    b = r.b
+    panels = b.sdiv(b.add(count, b.sub(nb, i64(1))), nb)
+    with for_range(b, i64(0), panels) as step:
+        j = b.mul(b.sub(b.sub(panels, i64(1)), step), nb)
+        width = r.min(nb, b.sub(count, j))
+        first = b.add(j, shift)
+        height = b.sub(rows, first)
+        panel = reflectors.block(b, first, j)
+        block_reflector(r, height, width, panel, t, gram)
+        apply_reflectors(r, height, width, panel, t, c.block(b, first, i64(0)), columns, False)

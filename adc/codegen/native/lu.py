@@ -21,8 +21,8 @@ import numpy as np
 
 from adc.codegen.native import gemm, triangular
 from adc.codegen.native.blocked import Routine, View, clamp_block, copy, declare, exported, half, internal, update
-from adc.codegen.lowering.declarations import intrinsic, libc
-from adc.codegen.lowering.loops import I64, PTR, for_range, i64
+from adc.codegen.lowering.declarations import intrinsic
+from adc.codegen.lowering.loops import I64, for_range, i64
 from adc.ir.types import DType
 
 
@@ -42,10 +42,9 @@ def define_getrf(module: ir.Module, blk: gemm.Blocking) -> ir.Function:
     b = r.b
     nb = clamp_block(b, nb)
     # the panels are factored in a copy of their own (none if there is no memory for it: in place)
-    bytes_ = b.mul(b.mul(n, nb), i64(blk.elem_align))
-    workspace = b.call(libc(module, "malloc", PTR, [I64]), [bytes_])
-    b.call(_getrf_function(module, blk), [n, n, a, lda, piv, nb, b.bitcast(workspace, blk.elem.as_pointer())])
-    b.call(libc(module, "free", ir.VoidType(), [PTR]), [workspace])
+    block, workspace = r.allocate(b.mul(n, nb))
+    b.call(_getrf_function(module, blk), [n, n, a, lda, piv, nb, workspace])
+    r.release(block)
     b.ret_void()
     return r.fn
 
@@ -126,7 +125,7 @@ def _panel_function(module: ir.Module, blk: gemm.Blocking) -> ir.Function:
     m, n, a, lda, piv, workspace = r.args
     b = r.b
     unblocked = _unblocked_function(module, blk)
-    with b.if_else(b.icmp_unsigned("==", workspace, ir.Constant(ptr, None))) as (in_place, copied):
+    with b.if_else(b.icmp_unsigned("==", b.ptrtoint(workspace, I64), i64(0))) as (in_place, copied):
         with in_place:
             b.call(unblocked, [m, n, a, lda, piv])
         with copied:

@@ -21,7 +21,7 @@ from __future__ import annotations
 import llvmlite.ir as ir
 
 from adc.abi import RUNTIME_GEMM_DTYPES
-from adc.codegen.native import cholesky, gemm, householder, lu, parallel, triangular
+from adc.codegen.native import cholesky, gemm, householder, lu, parallel, singular, symmetric, triangular
 from adc.codegen.lowering import interrupts
 from adc.codegen.toolchain.target import Target
 
@@ -39,5 +39,7 @@ def runtime_module(target: Target) -> ir.Module:
         cholesky.define_potrf(module, blk)
         lu.define_getrf(module, blk)
         householder.define_qr(module, blk)
+        symmetric.define_eigh(module, blk)
+        singular.define_svd(module, blk)
     interrupts.define_runtime(module)
     return module

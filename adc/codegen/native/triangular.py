@@ -120,7 +120,7 @@ def _substitution_function(module: ir.Module, blk: gemm.Blocking) -> ir.Function
     """(n, w, a, rsa, csa, x, ldx, reciprocals, i1 lower): x[n, w] (row-major, row stride ldx) :=
     t⁻¹ x, rows in order (lower) or from the last, t's diagonal given as `reciprocals`."""
     ptr = blk.elem.as_pointer()
-    fn, r = internal(module, blk, "trsm_substitution", [I64, I64, ptr, I64, I64, ptr, I64, ptr, I1])
+    fn, r = internal(module, blk, "trsm_substitution", [I64, I64, ptr, I64, I64, ptr, I64, ptr, I1], kernel=True)
     if r is None:
         return fn
     n, w, a, rsa, csa, x, ldx, reciprocals, lower = r.args

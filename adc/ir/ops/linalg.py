@@ -45,7 +45,8 @@ def cholesky_reference(a: np.ndarray) -> np.ndarray:
 define("cholesky", "the lower Cholesky factor L (L @ Lᵀ = a) of each matrix of `a`, read from its lower "
        "triangle; a matrix that is not positive definite gives NaN",
        example("%a: f64[B,N,N]", "  %0 = cholesky %a : f64[B,N,N]\n  return %0", "f64[B,N,N]"),
-       _cholesky_rule, 1, traits=("materializes", "stacked_matrices"), reference=cholesky_reference)
+       _cholesky_rule, 1, traits=("materializes", "stacked_matrices"), reference=cholesky_reference,
+       triangular=((0, "lower"),))
 
 
 def _triangular_solve_rule(types, attrs, funcs):

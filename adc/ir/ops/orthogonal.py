@@ -58,7 +58,7 @@ define("qr", "the reduced QR factorization of each tall matrix of `a` (M >= N): 
        "columns, r [N, N] upper triangular, q @ r = a (LAPACK's signs: r's diagonal may be negative)",
        example("%a: f64[B,M,N]", "  %0, %1 = qr %a : f64[B,M,N], f64[B,N,N]\n  return %0, %1",
                "(f64[B,M,N], f64[B,N,N])"),
-       _qr_rule, 1, traits=("materializes", "stacked_matrices"), reference=qr_reference)
+       _qr_rule, 1, traits=("materializes", "stacked_matrices"), reference=qr_reference, triangular=((1, "upper"),))
 
 
 def _eigh_rule(types, attrs, funcs):

@@ -82,6 +82,7 @@ class OpDef:
     linear: tuple[int, ...] | str = ()     # operands the op is jointly linear in (ALL: every one)
     products: tuple[int, ...] = ()         # linear in any one of these while the others are held fixed
     buffered: tuple[int, ...] = ()         # operands native code reads from memory (the runtime library's routines)
+    triangular: tuple[tuple[int, str], ...] = ()   # (result, "lower" or "upper"): its matrices are zero past that triangle
     derivative: str | None = None          # the op computing f' (unary f): d f(x) = ct * derivative(x)
     regions: tuple[str, ...] = ()          # control flow: the attributes naming its region functions
     body_leads: int | None = None          # a loop: its body's parameters before the carried values

@@ -19,7 +19,7 @@ from adc.codegen.native import cholesky, triangular
 from adc.codegen.lowering.declarations import intrinsic
 from adc.codegen.lowering.element_types import REGISTER_TYPES
 from adc.codegen.lowering.fusion import unrolled_order
-from adc.codegen.lowering.loops import I1, NOWRAP, counted_loop, i64
+from adc.codegen.lowering.loops import I1, NOWRAP, TRANSPOSE_TILE, counted_loop, i64, tiled_loop_nest
 from adc.codegen.lowering.rules.matrices import (CHOLESKY_BLOCKED, SOLVE_BLOCKED, Lanes, Matrices, block_size,
                                                  by_size, fill, over_matrices, runtime_matrix, subtract_products)
 from adc.ir.core import Op, Value
@@ -93,7 +93,8 @@ def cholesky_lower(kernel: Emitter, op: Op, dest: ir.Value) -> None:
         with b.if_then(b.icmp_signed("!=", info, i64(0)), likely=False):
             fill(em, m, out, n, n, ir.Constant(ty, float("nan")))
     lanes = unrolled_order(a) is not None and not kernel.linalg_block
-    body = by_size(kernel, a.type.shape[-1], 0, CHOLESKY_BLOCKED, factor_blocked, lambda em, t, outs: factor(em, t, outs[0]))
+    unblocked = lambda em, t, outs: factor(em, t, outs[0])                  # noqa: E731
+    body = unblocked if lanes else by_size(kernel, a.type.shape[-1], 0, CHOLESKY_BLOCKED, factor_blocked, unblocked)
     over_matrices(kernel, op, [dest], body, lanes=factor_lanes if lanes else None)
 
 
@@ -142,15 +143,19 @@ def triangular_solve_lower(kernel: Emitter, op: Op, dest: ir.Value) -> None:
         (out,), b = outs, em.b
         ma, mb = Matrices(em, t, a), Matrices(em, t, rhs)
         n, columns = em.dim(a.type.shape[-1]), em.dim(rhs.type.shape[-1])
-        counted_loop(b, i64(0), n, lambda i: counted_loop(b, i64(0), columns, lambda j: mb.store(out, i, j, mb.read(i, j))))
+        # in tiles: a fused transpose (the second solve of a cholesky's VJP) reads across rows
+        tiled_loop_nest(b, [(i64(0), n), (i64(0), columns)], 0, TRANSPOSE_TILE,
+                        lambda axes: mb.store(out, *axes, mb.read(*axes)))
         strides = [i64(1), n] if trans else [n, i64(1)]
         b.call(triangular.declare_trsm(em.llmod, a.type.dtype),
                [n, columns, runtime_matrix(em, ma, em.buffers[a], b.mul(n, n, flags=NOWRAP)), *strides,
                 runtime_matrix(em, mb, out, b.mul(n, columns, flags=NOWRAP)), columns, i64(1),
                 i64(int(lower != trans)), i64(int(unit)), block_size(em)])
     static = unrolled_order(a) is not None and isinstance(rhs.type.shape[-1], int) and not kernel.linalg_block
-    body = by_size(kernel, a.type.shape[-1], rhs.type.shape[-1], SOLVE_BLOCKED, solve_blocked,
-                   lambda em, t, outs: solve(em, t, outs[0]))
+    unblocked = lambda em, t, outs: solve(em, t, outs[0])                   # noqa: E731
+    # a stack over lanes finishes with the same operations on its last matrices
+    body = unblocked if static else by_size(kernel, a.type.shape[-1], rhs.type.shape[-1], SOLVE_BLOCKED, solve_blocked,
+                                            unblocked)
     over_matrices(kernel, op, [dest], body, lanes=solve_lanes if static else None)
 
 

@@ -36,15 +36,21 @@ if TYPE_CHECKING:
 # scalar loops (or Lanes) of the rules. Each threshold is a list of (order, columns) pairs, any of
 # which suffices: measured one thread, CPU time, stacks of f64 matrices (AMD EPYC, znver5): the
 # blocked cholesky is level at order 32 (0.22 ms for 122 of them), lu_factor at 48, qr faster from
-# 24 (289 of them: 1.77 against 1.98 ms; 2.0 against 5.7 ms for 15 of 256 x 64); a triangular
+# 24 (289 of them: 1.77 against 1.98 ms; 2.0 against 5.7 ms for 15 of 256 x 64), eigh (tridiagonal,
+# against one-sided Jacobi) from 12 (578 of them: 7.4 against 9.8 ms; 8 x 8: 11.6 against 10.1), svd
+# (bidiagonal) from 24 (72 of them: 8.6 against 9.7 ms; 16 x 16: 13.4 against 10.3); a triangular
 # solve of n right-hand sides 4x faster from n = 16, of 1 to 4 of them level only at 64.
 # Target.linalg_block, a test hook, sends every matrix there.
 CHOLESKY_BLOCKED = ((32, 0),)
 LU_BLOCKED = ((48, 0),)
 SOLVE_BLOCKED = ((64, 0), (16, 16))
 QR_BLOCKED = ((24, 0),)
+EIGH_BLOCKED = ((12, 0),)
+SVD_BLOCKED = ((24, 0),)
 BLOCK = 16          # level with 32 for cholesky, 5-10% faster for lu_factor and solves (order 1024)
 QR_BLOCK = 32       # qr's panels (order 1024: 51 ms, 62 with 16, 55 with 64)
+EIGH_BLOCK = 32     # eigh's tridiagonal reduction's panels (order 1024: 223 ms, 224 with 16, 251 with 64)
+SVD_BLOCK = 16      # svd's bidiagonal reduction's panels (order 1024: 391 ms, 401 with 32)
 
 Body = Callable[["Emitter", ir.Value, list[ir.Value]], None]
 

@@ -1,5 +1,5 @@
-"""Buffer rules of eigh and svd: one-sided (Hestenes) cyclic Jacobi on each stacked matrix, plain
-scalar loops in the nest of matrices.py, no memory beyond the results' buffers.
+"""Buffer rules of eigh and svd: one-sided (Hestenes) cyclic Jacobi on each stacked small matrix,
+plain scalar loops in the nest of matrices.py, no memory beyond the results' buffers.
 
 Both orthogonalize the columns of a matrix G by plane rotations from the right, pair (i, j) after
 pair, sweep after sweep, until no pair of a sweep has |g_iᵀg_j| > M·eps·‖g_i‖‖g_j‖ (or 30 sweeps
@@ -15,7 +15,10 @@ nothing, measured with a NumPy model of this loop): each rotation zeroes g_iᵀg
   Rayleigh quotient, accurate to eps‖S‖ as LAPACK's), sorted ascending.
 A matrix holding NaN gives NaN. Eigenvector and singular vector signs are those Jacobi reaches.
 Stacks of matrices of a static order ≤ 16 run W at a time over SIMD lanes (jacobi_lanes.py), with
-the same operations, so the same results.
+the same operations, so the same results. Other matrices from order 12 (eigh) and 24 (svd, tall
+matrices) are decomposed by the runtime library instead (codegen/native/symmetric.py, singular.py:
+tridiagonal and bidiagonal reductions; the thresholds in matrices.py), in the results' buffers; a
+decomposition that failed gives NaN.
 
     %w, %v = eigh %a : f64[N], f64[N,N]   ──▶   v = S + cI; sweeps of rotations of column pairs;
                                                 w_k = v_kᵀ S v_k / v_kᵀ v_k, v_k /= ‖v_k‖; sort
@@ -27,12 +30,14 @@ from typing import TYPE_CHECKING
 import llvmlite.ir as ir
 import numpy as np
 
+from adc.codegen.native import singular, symmetric
 from adc.codegen.lowering.declarations import intrinsic
 from adc.codegen.lowering.element_types import REGISTER_TYPES
 from adc.codegen.lowering.fusion import UNROLLED_ORDER, unrolled_order
 from adc.codegen.lowering.loops import I1, NOWRAP, counted_loop, i64
 from adc.codegen.lowering.rules.jacobi_lanes import MAX_SWEEPS, LaneColumns, LaneJacobi, nan_lanes, store_lanes
-from adc.codegen.lowering.rules.matrices import Lanes, Matrices, fill, holds_nan, over_matrices
+from adc.codegen.lowering.rules.matrices import (EIGH_BLOCK, EIGH_BLOCKED, SVD_BLOCK, SVD_BLOCKED, Lanes, Matrices,
+                                                 block_size, by_size, fill, holds_nan, over_matrices, runtime_matrix)
 from adc.codegen.lowering.rules.orthogonal import accumulate, square
 from adc.ir.core import Op
 from adc.ir.types import num_elements
@@ -136,24 +141,38 @@ def eigh_lower(kernel: Emitter, op: Op, dests: list[ir.Value]) -> None:
         def s(i: ir.Value, j: ir.Value) -> ir.Value:      # the symmetric matrix of a's lower triangle
             upper = b.icmp_signed("<", i, j)
             return ma.read(b.select(upper, j, i), b.select(upper, i, j))
-        frobenius = intrinsic(b, "sqrt", [accumulate(em, ty, i64(0), n, lambda i: accumulate(
-            em, ty, i64(0), n, lambda j: square(b, s(i, j))))], dtype)
-        shift = b.fmul(ir.Constant(ty, 2.0), frobenius)
-        shift = b.select(b.fcmp_ordered(">", shift, ir.Constant(ty, 0.0)), shift, ir.Constant(ty, 1.0))
-        counted_loop(b, i64(0), n, lambda i: counted_loop(b, i64(0), n, lambda j: mv.store(
-            vo, i, j, b.select(b.icmp_signed("==", i, j), b.fadd(s(i, j), shift), s(i, j)))))
-        columns = _Columns(em, mv, vo, n, n)
-        columns.sweeps()
 
-        def finish(k: ir.Value) -> None:
-            # v_k = g_k / ‖g_k‖; w_k = v_kᵀ S v_k
-            scale = b.fdiv(ir.Constant(ty, 1.0), intrinsic(b, "sqrt", [columns.dot(k, k)], dtype))
-            counted_loop(b, i64(0), n, lambda r: mv.store(vo, r, k, b.fmul(mv.load(vo, r, k), scale)))
-            quotient = accumulate(em, ty, i64(0), n, lambda i: b.fmul(mv.load(vo, i, k), accumulate(
-                em, ty, i64(0), n, lambda j: b.fmul(s(i, j), mv.load(vo, j, k)))))
-            mw.store(wo, i64(0), k, quotient)
-        counted_loop(b, i64(0), n, finish)
-        columns.sort(mw, wo, descending=False)
+        def jacobi(em: Emitter, t: ir.Value, outs: list[ir.Value]) -> None:
+            frobenius = intrinsic(b, "sqrt", [accumulate(em, ty, i64(0), n, lambda i: accumulate(
+                em, ty, i64(0), n, lambda j: square(b, s(i, j))))], dtype)
+            shift = b.fmul(ir.Constant(ty, 2.0), frobenius)
+            shift = b.select(b.fcmp_ordered(">", shift, ir.Constant(ty, 0.0)), shift, ir.Constant(ty, 1.0))
+            counted_loop(b, i64(0), n, lambda i: counted_loop(b, i64(0), n, lambda j: mv.store(
+                vo, i, j, b.select(b.icmp_signed("==", i, j), b.fadd(s(i, j), shift), s(i, j)))))
+            columns = _Columns(em, mv, vo, n, n)
+            columns.sweeps()
+
+            def finish(k: ir.Value) -> None:
+                # v_k = g_k / ‖g_k‖; w_k = v_kᵀ S v_k
+                scale = b.fdiv(ir.Constant(ty, 1.0), intrinsic(b, "sqrt", [columns.dot(k, k)], dtype))
+                counted_loop(b, i64(0), n, lambda r: mv.store(vo, r, k, b.fmul(mv.load(vo, r, k), scale)))
+                quotient = accumulate(em, ty, i64(0), n, lambda i: b.fmul(mv.load(vo, i, k), accumulate(
+                    em, ty, i64(0), n, lambda j: b.fmul(s(i, j), mv.load(vo, j, k)))))
+                mw.store(wo, i64(0), k, quotient)
+            counted_loop(b, i64(0), n, finish)
+            columns.sort(mw, wo, descending=False)
+
+        def blocked(em: Emitter, t: ir.Value, outs: list[ir.Value]) -> None:
+            # S into v's buffer, both triangles, decomposed there by the runtime library; NaN if it failed
+            counted_loop(b, i64(0), n, lambda i: counted_loop(b, i64(0), n, lambda j: mv.store(vo, i, j, s(i, j))))
+            failed = b.call(symmetric.declare_eigh(em.llmod, dtype),
+                            [n, runtime_matrix(em, mv, vo, b.mul(n, n)), n, runtime_matrix(em, mw, wo, n),
+                             block_size(em, EIGH_BLOCK)])
+            with b.if_then(b.icmp_signed("!=", failed, i64(0)), likely=False):
+                fill(em, mw, wo, i64(1), n, ir.Constant(ty, float("nan")))
+                fill(em, mv, vo, n, n, ir.Constant(ty, float("nan")))
+        # a stack over lanes finishes with Jacobi too: the same operations on every matrix
+        (jacobi if lanes else by_size(kernel, a.type.shape[-1], 0, EIGH_BLOCKED, blocked, jacobi))(em, t, outs)
         with b.if_then(holds_nan(em, ma, n, n), likely=False):
             fill(em, mw, wo, i64(1), n, ir.Constant(ty, float("nan")))
             fill(em, mv, vo, n, n, ir.Constant(ty, float("nan")))
@@ -196,8 +215,8 @@ def eigh_lower(kernel: Emitter, op: Op, dests: list[ir.Value]) -> None:
 
     n = kernel.dim(a.type.shape[-1])
     work = kernel.b.mul(kernel.dim(num_elements(a.type.shape)), kernel.b.mul(n, i64(8)))
-    over_matrices(kernel, op, dests, decompose, work,
-                  lanes=decompose_lanes if a.type.rank >= 3 and unrolled_order(a) is not None else None)
+    lanes = a.type.rank >= 3 and unrolled_order(a) is not None and not kernel.linalg_block
+    over_matrices(kernel, op, dests, decompose, work, lanes=decompose_lanes if lanes else None)
 
 
 lower_rules["eigh"] = eigh_lower
@@ -226,21 +245,36 @@ def svd_lower(kernel: Emitter, op: Op, dests: list[ir.Value]) -> None:
             with tall:
                 counted_loop(b, i64(0), rows, lambda i: counted_loop(
                     b, i64(0), n, lambda j: mu.store(uo, i, j, ma.read(i, j))))
-                counted_loop(b, i64(0), n, lambda i: counted_loop(b, i64(0), n, lambda j: mv.store(
-                    vo, i, j, b.uitofp(b.icmp_signed("==", i, j), ty))))
-                columns = _Columns(em, mu, uo, rows, n, mv, vo)
-                columns.sweeps()
 
-                def finish(k: ir.Value) -> None:
-                    # s_k = ‖g_k‖, u_k = g_k / s_k
-                    norm = intrinsic(b, "sqrt", [columns.dot(k, k)], dtype)
-                    ms.store(so, i64(0), k, norm)
-                    scale = b.fdiv(ir.Constant(ty, 1.0), norm)
-                    counted_loop(b, i64(0), rows, lambda r: mu.store(uo, r, k, b.fmul(mu.load(uo, r, k), scale)))
-                counted_loop(b, i64(0), n, finish)
-                columns.sort(ms, so, descending=True)
-                counted_loop(b, i64(0), n, lambda i: counted_loop(b, b.add(i, i64(1), flags=NOWRAP), n, lambda j: (
-                    transpose_pair(mv, vo, i, j))))
+                def jacobi(em: Emitter, t: ir.Value, outs: list[ir.Value]) -> None:
+                    counted_loop(b, i64(0), n, lambda i: counted_loop(b, i64(0), n, lambda j: mv.store(
+                        vo, i, j, b.uitofp(b.icmp_signed("==", i, j), ty))))
+                    columns = _Columns(em, mu, uo, rows, n, mv, vo)
+                    columns.sweeps()
+
+                    def finish(k: ir.Value) -> None:
+                        # s_k = ‖g_k‖, u_k = g_k / s_k
+                        norm = intrinsic(b, "sqrt", [columns.dot(k, k)], dtype)
+                        ms.store(so, i64(0), k, norm)
+                        scale = b.fdiv(ir.Constant(ty, 1.0), norm)
+                        counted_loop(b, i64(0), rows, lambda r: mu.store(uo, r, k, b.fmul(mu.load(uo, r, k), scale)))
+                    counted_loop(b, i64(0), n, finish)
+                    columns.sort(ms, so, descending=True)
+                    counted_loop(b, i64(0), n, lambda i: counted_loop(b, b.add(i, i64(1), flags=NOWRAP), n, lambda j: (
+                        transpose_pair(mv, vo, i, j))))
+
+                def blocked(em: Emitter, t: ir.Value, outs: list[ir.Value]) -> None:
+                    # decomposed in u's buffer (holding a) by the runtime library; NaN if it failed
+                    failed = b.call(singular.declare_svd(em.llmod, dtype),
+                                    [rows, n, runtime_matrix(em, mu, uo, b.mul(rows, n)), n, runtime_matrix(em, ms, so, n),
+                                     runtime_matrix(em, mv, vo, b.mul(n, n)), n, block_size(em, SVD_BLOCK)])
+                    with b.if_then(b.icmp_signed("!=", failed, i64(0)), likely=False):
+                        nan = ir.Constant(ty, float("nan"))
+                        fill(em, mu, uo, rows, n, nan)
+                        fill(em, ms, so, i64(1), n, nan)
+                        fill(em, mv, vo, n, n, nan)
+                # a stack over lanes finishes with Jacobi too: the same operations on every matrix
+                (jacobi if static else by_size(kernel, a.type.shape[-1], 0, SVD_BLOCKED, blocked, jacobi))(em, t, outs)
                 with b.if_then(holds_nan(em, ma, rows, n), likely=False):
                     nan = ir.Constant(ty, float("nan"))
                     fill(em, mu, uo, rows, n, nan)
@@ -274,7 +308,7 @@ def svd_lower(kernel: Emitter, op: Op, dests: list[ir.Value]) -> None:
     rows, n = (kernel.dim(d) for d in a.type.shape[-2:])
     work = kernel.b.mul(kernel.dim(num_elements(a.type.shape)), kernel.b.mul(n, i64(8)))
     static = (a.type.rank >= 3 and all(isinstance(d, int) and d <= UNROLLED_ORDER for d in a.type.shape[-2:])
-              and a.type.shape[-2] >= a.type.shape[-1])
+              and a.type.shape[-2] >= a.type.shape[-1] and not kernel.linalg_block)
     over_matrices(kernel, op, dests, decompose, work, lanes=decompose_lanes if static else None)
 
 
