@@ -24,7 +24,7 @@ from __future__ import annotations
 import llvmlite.ir as ir
 
 from adc.codegen.native import parallel
-from adc.codegen.lowering import bounds, interrupts, sizes
+from adc.codegen.lowering import bounds, inlining, interrupts, sizes
 from adc.codegen.lowering.emitter import REGION_PREFIX, Emitter
 from adc.codegen.lowering.fusion import CONTROL_FLOW
 from adc.codegen.lowering.loops import I8, I32, PTR, i64
@@ -35,6 +35,7 @@ from adc.codegen.lowering.schedule import as_lowered
 from adc.codegen.lowering.temporaries import allocate_sized_by_scans, place_temporaries, share_scatter_buffers
 from adc.errors import CompileError
 from adc.ir.core import Func, Module
+from adc.ir.ops import OPS
 from adc.ir.shapes import constraints
 
 
@@ -103,22 +104,26 @@ def _lower_kernel(llmod: ir.Module, module: Module, func: Func, vector_bits: int
     temporaries passed by its parent after its outputs (a loop allocates nothing per iteration)."""
     symbol, symbols = ((REGION_PREFIX + func.name, module.region_symbols(func.name)) if region
                        else (f"adc_kernel_{func.name}", func.dim_symbols))
-    fn = ir.Function(llmod, bounds.region_type(checks) if region else ir.FunctionType(I32, [PTR, PTR, PTR]), symbol)
+    def lower_region(name: str) -> ir.Function:
+        return llmod.globals.get(REGION_PREFIX + name) or _lower_checked(llmod, module, module[name], vector_bits,
+                                                                          checks, linalg_block, region=True)
     # The entry is glue (dims, allocations, calls of the outlined nests, once per call): LLVM skips
     # optimizing a kernel's, which took 35 of the mlp_loss VJP's ~95 ms of optimization; a call of
     # an 8-element kernel measured no slower (paired runs, within noise). A region's runs once per
     # iteration: optimized, its layout and pointer arrays shrink and its small nests are inlined
-    # (the RK4 gradient, 10,000 iterations of a reverse body: ~10% faster, paired runs).
-    fn.attributes.add("noinline")
+    # (the RK4 gradient, 10,000 iterations of a reverse body: ~10% faster, paired runs); a small
+    # loop body is inlined into its loop, whose kernel's glue is then optimized (inlining.py).
+    looped = [] if region else [lower_region(str(op.attrs[key])) for op in func.ops if op.name in CARRYING
+                                for key in OPS[op.name].regions]
+    fn = ir.Function(llmod, bounds.region_type(checks) if region else ir.FunctionType(I32, [PTR, PTR, PTR]), symbol)
     if not region:
-        fn.attributes.add("optnone")
+        inlining.settle_kernel(fn, looped)
     dims, inputs, outputs = fn.args[:3]
     func, fusion = as_lowered(func)
     em = Emitter(llmod, module, func, fusion, fn, dims, symbols, {}, vector_bits, linalg_block)
     em.bounds = bounds.function_frame(em, checks)
     em.watch = interrupts.Watch(em.head, dims, len(symbols) if region else None)
-    em.lower_region = lambda name: _lower_checked(llmod, module, module[name], vector_bits, checks, linalg_block,
-                                                  region=True)
+    em.lower_region = lower_region
     em.pass_bound_symbols(func.bound_symbols)
     # A loop body's nests run once per iteration, over a loop's state, mostly small: the bookkeeping
     # of strips there cost the RK4 gradient (a state of one) 10-30% (paired runs).
@@ -168,6 +173,7 @@ def _lower_kernel(llmod: ir.Module, module: Module, func: Func, vector_bits: int
     em.run_queued()
     if region:
         fn.linkage = "internal"
+        inlining.settle_region(fn)
     em.release()
     em.b.ret(bounds.status(em))
     return fn

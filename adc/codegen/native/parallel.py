@@ -8,10 +8,10 @@ on one thread or is split:
     store dims, out, in... into %ctx
     br (%work >= 131072), parallel, serial
     parallel: call @adc_rt_parallel_for(@loop.task, %ctx, 0, %outer, %grain)
-    serial:   call @loop.task(%ctx, 0, %outer)
+    serial:   call @loop.task(%ctx, 0, %outer)        ; in an optimized caller: @loop(0, %outer, dims, out, in...)
 
 - `@loop.task(ptr ctx, i64 start, i64 end)` unpacks the buffer pointers and runs the loop,
-  inlined into it;
+  inlined into it (from an optimized caller, calling it);
 - `adc_rt_parallel_for` lives in the runtime library (`define_runtime`), declared only
   in kernel modules: it cuts [start, end) into at most one chunk per thread
   (`_chunking`: chunk sizes a multiple of `grain`, 64 for flat loops, so vector loops
@@ -82,13 +82,23 @@ def call_loop(b: ir.IRBuilder, head: ir.IRBuilder, loop: ir.Function, outer: ir.
 
     `head` builds in the caller's entry block (for the context's stack slot);
     `buffers` are the loop's arguments after its range: dims, out, in....
-    Both ways call `loop.task`, and `loop` is inlined into it: one function per nest for
-    LLVM to optimize and generate code for, not two (the `noalias` of the loop's buffers
-    survives inlining as alias metadata).
+    From a caller LLVM does not optimize (a kernel's glue, `optnone`), both ways call
+    `loop.task`, and `loop` is inlined into it: one function per nest for LLVM to optimize
+    and generate code for, not two (the `noalias` of the loop's buffers survives inlining
+    as alias metadata). From an optimized caller (a loop's body, run once per iteration)
+    the serial way calls `loop` itself, its buffers in registers rather than stored into
+    a context and loaded back, and LLVM inlines a small one there: a step writing one row
+    of a trajectory then costs its stores, not a call.
     """
     loop.attributes.discard("noinline")
-    loop.attributes.add("alwaysinline")
-    _dispatch(b, _task(loop), _context(b, head, buffers), outer, work, grain)
+    task = _task(loop)
+    if "optnone" in b.function.attributes:
+        loop.attributes.add("alwaysinline")
+        ctx = _context(b, head, buffers)
+        _dispatch(b, task, lambda: ctx, outer, work, grain, lambda: b.call(task, [ctx, i64(0), outer]))
+    else:
+        _dispatch(b, task, lambda: _context(b, head, buffers), outer, work, grain,
+                  lambda: b.call(loop, [i64(0), outer, *buffers]))
 
 
 def call_strip(b: ir.IRBuilder, head: ir.IRBuilder, nests: list[tuple[ir.Function, list[ir.Value]]],
@@ -114,7 +124,8 @@ def call_strip(b: ir.IRBuilder, head: ir.IRBuilder, nests: list[tuple[ir.Functio
     places = [[next((j for j, (ptr, _, _) in enumerate(local) if ptr is buffer), None) for buffer in nest_buffers]
               for _, nest_buffers in nests]
     task = _strip_task(b.module, [loop for loop, _ in nests], places, [slot for _, _, slot in local])
-    _dispatch(b, task, _context(b, head, buffers), outer, work, grain)
+    ctx = _context(b, head, buffers)
+    _dispatch(b, task, lambda: ctx, outer, work, grain, lambda: b.call(task, [ctx, i64(0), outer]))
 
 
 def call_parallel_for(b: ir.IRBuilder, task: ir.Function, ctx: ir.Value, start: ir.Value, end: ir.Value,
@@ -137,13 +148,15 @@ def _context(b: ir.IRBuilder, head: ir.IRBuilder, buffers: list[ir.Value]) -> ir
     return ctx
 
 
-def _dispatch(b: ir.IRBuilder, task: ir.Function, ctx: ir.Value, outer: ir.Value, work: ir.Value, grain: int) -> None:
-    """task(ctx, 0, outer) on this thread, or split across the pool's when `work` reaches THRESHOLD."""
-    with b.if_else(b.icmp_signed(">=", work, i64(THRESHOLD))) as (parallel, serial):
+def _dispatch(b: ir.IRBuilder, task: ir.Function, context: Callable[[], ir.Value], outer: ir.Value, work: ir.Value,
+              grain: int, serial: Callable[[], object]) -> None:
+    """task(context(), 0, outer) split across the pool's threads when `work` reaches THRESHOLD, else
+    serial() on this thread."""
+    with b.if_else(b.icmp_signed(">=", work, i64(THRESHOLD))) as (parallel, on_this_thread):
         with parallel:
-            call_parallel_for(b, task, ctx, i64(0), outer, i64(grain))
-        with serial:
-            b.call(task, [ctx, i64(0), outer])
+            call_parallel_for(b, task, context(), i64(0), outer, i64(grain))
+        with on_this_thread:
+            serial()
 
 
 def define_set_num_threads(module: ir.Module) -> None:

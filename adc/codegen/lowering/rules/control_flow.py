@@ -16,7 +16,8 @@ results' and spares:
            (n iterations end in set n % 2: `out`)
 
 Every pointer array is filled before the loop, so an iteration stores its index,
-selects two arrays, calls the body and polls for an interrupt (interrupts.py).
+selects two arrays, calls the body and polls for an interrupt (interrupts.py); LLVM
+inlines a small body there (inlining.py).
 """
 from __future__ import annotations
 

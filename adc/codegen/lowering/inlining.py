@@ -1,0 +1,57 @@
+"""Which functions of a kernel's module LLVM inlines and optimizes: a small loop body into its loop.
+
+A loop calls its body's function (a region, rules/control_flow.py) once per iteration. For a
+small body the call, the body's prologue and its loading of every buffer pointer from the
+loop's pointer arrays cost as much as its arithmetic (a trajectory's step over a state of two,
+forward and reverse: 626 instructions an iteration called, 527 inlined; callgrind). So a region
+making at most SMALL_BODY_CALLS calls of outlined functions (its nests, its own loops' bodies; a
+small one counted by the calls it makes) may be inlined, and a kernel running a loop of such a
+body has its glue optimized; any other kernel's glue is `optnone` (lower.py). A larger body
+stays a function of its own: with a dozen nests inlined into its loop, LLVM's loop strength
+reduction took the RNN VJP's code generation from 0.5 to 1.8 s, and the call is a small part of
+what such an iteration costs.
+
+    for %n, %x {body = @step}   @step: 2 nests   ──▶  the loop in the kernel's optimized glue, @step inlined
+    for %n, %h {body = @cell}   @cell: 12 nests  ──▶  noinline @cell called from the `optnone` glue
+"""
+from __future__ import annotations
+
+from typing import Iterable
+
+import llvmlite.ir as ir
+
+from adc.codegen.lowering.emitter import REGION_PREFIX
+
+SMALL_BODY_CALLS = 4
+
+
+def calls(fn: ir.Function) -> int:
+    """The calls of outlined functions `fn` makes, an inlinable region's counted by the calls it makes
+    (calls of always-inline vector math and of declarations are none)."""
+    total = 0
+    for block in fn.blocks:
+        for instr in block.instructions:
+            callee = getattr(instr, "callee", None) if isinstance(instr, ir.CallInstr) else None
+            if not isinstance(callee, ir.Function) or not callee.blocks or "alwaysinline" in callee.attributes:
+                continue
+            inlined = callee.name.startswith(REGION_PREFIX) and "noinline" not in callee.attributes
+            total += calls(callee) if inlined else 1
+    return total
+
+
+def is_small(region: ir.Function) -> bool:
+    return calls(region) <= SMALL_BODY_CALLS
+
+
+def settle_region(region: ir.Function) -> None:
+    """Once `region` is lowered: a large one is never inlined."""
+    if not is_small(region):
+        region.attributes.add("noinline")
+
+
+def settle_kernel(kernel: ir.Function, looped: Iterable[ir.Function]) -> None:
+    """Before `kernel`'s glue is lowered, given the regions its loops run each iteration: the glue is
+    optimized only when one of them is small (and so inlined into its loop)."""
+    kernel.attributes.add("noinline")
+    if not any(is_small(region) for region in looped):
+        kernel.attributes.add("optnone")
