@@ -119,7 +119,8 @@ class Kernel:
                 tensors.append(Tensor._wrap(value.view()))
                 lean = False
                 continue
-            elif rank == 0 and kind is want.type:      # a NumPy scalar: a new 0-d array of it
+            elif rank == 0 and (kind is want.type or kind is float and want.type is np.float64):
+                # a NumPy scalar, or a Python float for an f64: a new 0-d array of it
                 tensors.append(Tensor._wrap(np.asarray(value)))
                 lean = False
                 continue

@@ -77,6 +77,14 @@ def test_python_scalars_lists_and_tensors(kernels_module):
     np.testing.assert_allclose(again.numpy(), references.sigmoid_shift(y.numpy().astype(np.float64), -0.5), rtol=1e-6)
 
 
+def test_a_python_float_for_an_f64_scalar_takes_the_lean_path_with_the_same_result(monkeypatch):
+    m = adc.compile("def scaled(x: f64[n], a: f64) -> f64[n]:\n    return a * x\n")
+    x = np.arange(3.0)
+    expected = m.scaled(x, np.float64(0.7)).numpy()
+    monkeypatch.setattr(type(m.scaled), "_checked_inputs", None)     # the checked path would fail
+    np.testing.assert_array_equal(m.scaled(x, 0.7).numpy(), expected)
+
+
 @pytest.mark.parametrize("call, error, words", [
     (lambda m: m.sigmoid_shift(np.zeros(3), 0.0), TypeError, ["sigmoid_shift", "'x'", "f32", "float64"]),
     (lambda m: m.sigmoid_shift(np.zeros((3, 1), np.float32), 0.0), ValueError, ["'x'", "rank 1", "(3, 1)"]),
