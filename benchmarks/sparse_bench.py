@@ -54,6 +54,7 @@ def best(peer: str, routes: dict[str, float]) -> dict[str, float]:
 
 
 CASADI_C_BYTES = 8_000_000    # CasADi's generated C above this is not built: gcc -O3 takes minutes a MB
+CASADI_C_SECONDS = 1200       # nor timed when gcc takes longer (the Brusselator at grid 64 on a loaded machine)
 
 
 def casadi_routes(build, size: int, x: np.ndarray, expected) -> tuple[dict[str, float], str]:
@@ -87,7 +88,9 @@ def _casadi_c(casadi, function, inputs: list[np.ndarray]):
         return f"its generated C is {size / 1e6:.0f} MB, above {CASADI_C_BYTES / 1e6:.0f} MB (gcc -O3 takes minutes a MB)"
     try:
         subprocess.run(["gcc", "-O3", "-march=native", "-shared", "-fPIC", "-o", str(folder / f"{name}.so"),
-                        str(folder / f"{name}.c")], check=True, capture_output=True, timeout=1200)
+                        str(folder / f"{name}.c")], check=True, capture_output=True, timeout=CASADI_C_SECONDS)
+    except subprocess.TimeoutExpired:
+        return f"gcc -O3 did not finish its {size / 1e6:.1f} MB in {CASADI_C_SECONDS} s"
     except (OSError, subprocess.SubprocessError) as error:
         return f"gcc failed: {type(error).__name__}"
     lib = ctypes.CDLL(str(folder / f"{name}.so"))
