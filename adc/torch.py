@@ -40,6 +40,7 @@ from adc.runtime.tensor import Tensor
 
 _TORCH_DTYPES = {np.dtype(np.float32): torch.float32, np.dtype(np.float64): torch.float64,
                  np.dtype(np.int32): torch.int32, np.dtype(np.int64): torch.int64, np.dtype(np.bool_): torch.bool}
+_PLAIN = (torch.Tensor, torch.nn.Parameter)      # what eager code passes (not a subclass wrapping it)
 _names = itertools.count()     # custom ops are registered once per process: each kernel gets a fresh name
 
 
@@ -78,6 +79,7 @@ class KernelOp:
         self.kernel = kernel
         sig = kernel.signature
         self._dtypes = tuple(_TORCH_DTYPES[t.dtype.numpy] for t in sig.param_types)
+        self._ranks = tuple(t.rank for t in sig.param_types)
         self._result_dtypes = tuple(_TORCH_DTYPES[t.dtype.numpy] for t in sig.result_types)
         self._floats = tuple(i for i, t in enumerate(sig.param_types) if t.dtype.is_float)
         self.__name__ = sig.name
@@ -88,7 +90,9 @@ class KernelOp:
         self.op.register_fake(self._fake)
         self.op.register_vmap(self._vmap)
         self.function = _function(self)
-        self.eager = _eager_function(self)
+        # the eager Function's apply without torch's Python wrapper, which only matters under
+        # torch.func's transforms (`dispatch` sends those calls to `function`)
+        self.eager = super(torch.autograd.Function, _eager_function(self)).apply
         self.op.register_autograd(self.function.backward, setup_context=_save_inputs)
 
     def __repr__(self) -> str:
@@ -105,7 +109,19 @@ class KernelOp:
     def __call__(self, *args, **kwargs):
         if kwargs or len(args) != len(self._dtypes):
             args = self.kernel.__signature__.bind(*args, **kwargs).args
-        return self.dispatch(*(self._checked(i, a) for i, a in enumerate(args)))
+        if not self._fits(args):
+            args = tuple(self._checked(i, a) for i, a in enumerate(args))
+        return self.dispatch(*args)
+
+    def _fits(self, args: tuple) -> bool:
+        """Whether every argument is a plain CPU tensor of its parameter's dtype and rank,
+        contiguous: the common call, accepted in one pass (`_checked` converts the others or
+        names the mistake)."""
+        for value, dtype, rank in zip(args, self._dtypes, self._ranks):
+            if (type(value) not in _PLAIN or value.dtype is not dtype or value.dim() != rank
+                    or not value.is_cpu or not value.is_contiguous()):
+                return False
+        return True
 
     def dispatch(self, *args: torch.Tensor):
         """The call on checked arguments, by the cheapest route that keeps every derivative: the op
@@ -119,7 +135,7 @@ class KernelOp:
         if not _plain(args):
             return self.overload(*args)
         if torch.is_grad_enabled() and any(args[i].requires_grad for i in self._floats):
-            return self.eager.apply(*args)
+            return self.eager(*args)
         return _native(self.kernel, args)
 
     def _checked(self, i: int, value: Any) -> torch.Tensor:
@@ -240,13 +256,13 @@ def _eager_function(kernel_op: KernelOp) -> type:
     function = kernel_op.function
     result_types = kernel_op.kernel.signature.result_types
     loss = len(result_types) == 1 and result_types[0].rank == 0 and result_types[0].dtype.is_float
-    fused = {}      # wanted params -> their value-and-gradient kernel
+    fused = {}      # ctx.needs_input_grad -> (the params wanted, their value-and-gradient kernel)
 
     def forward(ctx, *args):
         ctx.save_for_backward(*args)
         if loss:
-            wanted = tuple(i for i in kernel_op._floats if ctx.needs_input_grad[i])
-            kernel = fused.get(wanted) or fused.setdefault(wanted, value_and_grad(kernel_op.kernel, wanted))
+            needs = ctx.needs_input_grad
+            wanted, kernel = fused.get(needs) or fused.setdefault(needs, _fused(kernel_op, needs))
             value, *grads = _native(kernel, args)
             ctx.gradients = dict(zip(wanted, grads))
             return value
@@ -263,6 +279,11 @@ def _eager_function(kernel_op: KernelOp) -> type:
 
     return type(f"{kernel_op.__name__}_eager_function", (torch.autograd.Function,), {
         "forward": staticmethod(forward), "backward": staticmethod(backward)})
+
+
+def _fused(kernel_op: KernelOp, needs: tuple[bool, ...]) -> tuple:
+    wanted = tuple(i for i in kernel_op._floats if needs[i])
+    return wanted, value_and_grad(kernel_op.kernel, wanted)
 
 
 def _save_for_both(ctx, inputs: tuple, output) -> None:
@@ -306,7 +327,7 @@ def _plain(args) -> bool:
     """Whether the kernel may read these tensors itself: none a subclass (fake tensors, tracing
     proxies), and no dispatch mode or TorchScript tracer that must see the op."""
     return (not is_in_torch_dispatch_mode() and torch._C._get_tracing_state() is None
-            and all(type(a) is torch.Tensor or type(a) is torch.nn.Parameter for a in args))
+            and all(type(a) in _PLAIN for a in args))
 
 
 def _view(t: torch.Tensor) -> Tensor:

@@ -82,6 +82,7 @@ class Kernel:
         self._result_plan = tuple((t.dtype.numpy, _static_shape(t), _shape_plan(t, signature.dims), t)
                                   for t in signature.result_types)
         self._constrained = bool(signature.constraints)
+        self._constraint_plan = _constraint_plan(signature)
         self._checks_indices = bool(signature.index_bounds)
         static = tuple((dtype, shape) for dtype, shape, _, _ in self._result_plan if shape is not None)
         self._static_results = static if len(static) == len(self._result_plan) else None
@@ -339,6 +340,16 @@ class Kernel:
         return env
 
     def _check_constraints(self, sizes: list[int]) -> None:
+        for terms in self._constraint_plan:     # (the sizes read in place: no dict on a good call)
+            total = 0
+            for value, slots in terms:
+                for slot in slots:
+                    value *= sizes[slot]
+                total += value
+            if total < 0:
+                self._constraint_error(sizes)
+
+    def _constraint_error(self, sizes: list[int]) -> None:
         sig = self.signature
         env = dict(zip(sig.dims, sizes))
         for constraint in sig.constraints:
@@ -458,6 +469,16 @@ def _dim_plan(sig: KernelSignature) -> tuple | None:
             else:
                 return _SLOW
     return tuple(plan)
+
+
+def _constraint_plan(sig: KernelSignature) -> tuple:
+    """Each shape constraint as its terms (coefficient, slots of the dims multiplied), read
+    against a call's sizes list."""
+    def terms(constraint) -> tuple:
+        if isinstance(constraint, int):
+            return ((constraint, ()),)
+        return tuple((coeff, tuple(sig.dims.index(name) for name in mono)) for mono, coeff in constraint.terms)
+    return tuple(terms(c) for c in sig.constraints)
 
 
 def _static_shape(t: TensorType) -> tuple[int, ...] | None:

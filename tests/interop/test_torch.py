@@ -79,6 +79,25 @@ def test_an_eager_loss_runs_one_kernel_for_its_value_and_gradient(monkeypatch):
     assert called[1:] == ["cross_entropy_value_and_grad", "cross_entropy_vjp"] and grad.requires_grad
 
 
+def test_an_eager_loss_differentiates_the_params_each_call_asks_for():
+    """The value-and-gradient kernel is kept per set of params needing a gradient: calls asking
+    for different ones, in turn, each get theirs and only theirs."""
+    kernel = F64["classifier_loss"]
+    op = adc.torch.op(kernel)
+    for wanted in ({1}, {0, 2}, {1}, {0, 1, 2}):
+        args = tensors(kernel)
+        for i in wanted:
+            args[i].requires_grad_()
+        op(*args).backward()
+        expected = [a.detach().clone().requires_grad_(a.requires_grad) for a in args]
+        x, w, b, labels = expected
+        torch.nn.functional.cross_entropy(x @ w + b, labels).backward()
+        for i, (got, want) in enumerate(zip(args, expected)):
+            assert (got.grad is None) == (i not in wanted)
+            if i in wanted:
+                torch.testing.assert_close(got.grad, want.grad)
+
+
 def test_torch_compile_fullgraph_of_a_module_calling_an_adc_op():
     torch.manual_seed(0)
     model = Classifier(adc.torch.op(F32["cross_entropy"]))
