@@ -36,6 +36,7 @@ from torch.utils._python_dispatch import is_in_torch_dispatch_mode
 from adc.runtime.functional import batched, tangent_derivative, value_and_grad
 from adc.runtime.kernel import Kernel
 from adc.runtime.module import Module
+from adc.runtime.recording import thread_state
 from adc.runtime.tensor import Tensor
 
 _TORCH_DTYPES = {np.dtype(np.float32): torch.float32, np.dtype(np.float64): torch.float64,
@@ -136,7 +137,7 @@ class KernelOp:
             return self.overload(*args)
         if torch.is_grad_enabled() and any(args[i].requires_grad for i in self._floats):
             return self.eager(*args)
-        return _native(self.kernel, args)
+        return _native(self.kernel, args, self._fits(args))
 
     def _checked(self, i: int, value: Any) -> torch.Tensor:
         """The argument for parameter i: a CPU tensor of its dtype and rank, contiguous (a Python
@@ -161,7 +162,7 @@ class KernelOp:
         return value
 
     def _run(self, *args: torch.Tensor):
-        return _native(self.kernel, args)
+        return _native(self.kernel, args, self._fits(args))
 
     def _fake(self, *args: torch.Tensor):
         """Empty results of the shapes and dtypes the signature gives for these inputs."""
@@ -263,10 +264,10 @@ def _eager_function(kernel_op: KernelOp) -> type:
         if loss:
             needs = ctx.needs_input_grad
             wanted, kernel = fused.get(needs) or fused.setdefault(needs, _fused(kernel_op, needs))
-            value, *grads = _native(kernel, args)
+            value, *grads = _native(kernel, args, kernel_op._fits(args))     # (the kernel's params)
             ctx.gradients = dict(zip(wanted, grads))
             return value
-        results = _native(kernel_op.kernel, args)
+        results = _native(kernel_op.kernel, args, kernel_op._fits(args))
         _mark_integers(ctx, results)
         return results
 
@@ -315,8 +316,17 @@ def _size(dim, env: dict) -> Any:
     return dim if isinstance(dim, int) else dim.evaluate(env)
 
 
-def _native(kernel: Kernel, args) -> Any:
-    """The native call: inputs viewed as NumPy arrays, results handed to torch as they are."""
+def _native(kernel: Kernel, args, fits: bool) -> Any:
+    """The native call. On arguments that `fits` the params (KernelOp._fits), results in tensors
+    torch allocates and the kernel given the tensors' addresses (Kernel.run_at), no NumPy array
+    made of either, unless the kernel must read an argument's values first (index bounds) or an
+    adc tape or accumulator records kernel calls; else through adc Tensors over the tensors' memory,
+    whose call checks them."""
+    if fits and not kernel.checks_indices and not thread_state.recording:
+        sizes = kernel.dims_of([a.shape for a in args])
+        results = [torch.empty(shape, dtype=_TORCH_DTYPES[dtype]) for dtype, shape in kernel.result_shapes(sizes)]
+        kernel.run_at(sizes, [a.data_ptr() for a in args] + [r.data_ptr() for r in results])
+        return results[0] if len(results) == 1 else tuple(results)
     results = kernel(*(_view(a) for a in args))
     if type(results) is not tuple:
         return _tensor(results.numpy())

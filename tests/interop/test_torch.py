@@ -49,6 +49,28 @@ def test_results_equal_the_kernels_and_share_no_buffer_with_the_inputs():
     out += 1        # a result is torch's to write to
 
 
+
+def test_an_eager_call_hands_the_kernel_the_tensors_memory(monkeypatch):
+    """Results from torch's allocator and the arguments' data passed by address (Kernel.run_at), no
+    adc Tensor made of either; a kernel that reads index values first takes adc Tensors over them,
+    as does any call the op gets with a wrong dtype (which the kernel's checks then name)."""
+    viewed = []
+    view = adc.torch._view
+    monkeypatch.setattr(adc.torch, "_view", lambda t: viewed.append(t) or view(t))
+    kernel = F32["dense_relu"]
+    args = tensors(kernel)
+    out = adc.torch.op(kernel)(*args)
+    assert viewed == []
+    np.testing.assert_array_equal(out.numpy(), kernel(*(a.numpy() for a in args)).numpy())
+    indexed = F32["embedding_loss"]
+    assert indexed.checks_indices
+    torch.testing.assert_close(adc.torch.op(indexed)(*tensors(indexed)),
+                               torch.from_numpy(indexed(*arguments(indexed, 0)).numpy()))
+    assert len(viewed) == 3
+    with pytest.raises(TypeError, match="parameter 'x' expects dtype"):
+        adc.torch.op(F64["logsumexp_rows"]).op(torch.zeros(3, 4))
+
+
 class Classifier(torch.nn.Module):
     def __init__(self, loss):
         super().__init__()
@@ -67,7 +89,7 @@ def test_an_eager_loss_runs_one_kernel_for_its_value_and_gradient(monkeypatch):
     logits, labels = tensors(kernel, requires_grad=True)
     called = []
     native = adc.torch._native
-    monkeypatch.setattr(adc.torch, "_native", lambda k, args: called.append(k.signature.name) or native(k, args))
+    monkeypatch.setattr(adc.torch, "_native", lambda k, *rest: called.append(k.signature.name) or native(k, *rest))
     loss = op(logits, labels)
     (3.0 * loss).backward()
     assert called == ["cross_entropy_value_and_grad"]
