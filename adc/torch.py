@@ -19,8 +19,9 @@ JVP kernel, also such an operator, so `torch.func.jvp` and `jacfwd` work to any 
 op carries the same backward formula, so `.op` alone is differentiable too (opcheck tests it);
 forward mode goes through the Function only (torch.func's transforms).
 
-CPU tensors cross without copies: adc Tensors over the tensors' memory in (`Tensor.view_of`),
-`torch.from_numpy` out (the result buffers adc allocated). A parameter of the wrong dtype, rank or device, or a non-contiguous one, is a
+CPU tensors cross without copies: an eager call hands the kernel their addresses and results
+torch allocates (`Kernel.run_at`); other calls adc Tensors over the tensors' memory in
+(`Tensor.view_of`), `torch.from_numpy` out (the result buffers adc allocated). A parameter of the wrong dtype, rank or device, or a non-contiguous one, is a
 TypeError or ValueError naming it, before anything runs.
 """
 from __future__ import annotations

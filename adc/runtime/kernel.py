@@ -12,7 +12,8 @@ Calls with Tensors and Variables of the right dtypes and ranks take a lean path
 (precomputed dimension bindings and result shapes); anything else takes the checked
 path, which also writes the errors. Both end in `run_bound`, which fills the C ABI's
 arguments, allocates the results and calls: in C (adc/runtime/native_call.c) where
-setup.py built it, else in Python through ctypes (`_run_in_python`). Every call
+setup.py built it, else in Python through ctypes (`_run_in_python`, which ends in `run_at`: the
+call on memory a caller owns, as a framework bridge's tensors, adc/torch.py). Every call
 is offered to the recorders of its thread (adc/runtime/recording.py: the tapes,
 forward accumulators...), and `derivative()` gives the kernel's VJP as another Kernel,
 compiled on first use (adc/runtime/derivatives.py) and kept in the kernel's
