@@ -277,6 +277,8 @@ def _eager_function(kernel_op: KernelOp) -> type:
         if gradients is None or torch.is_grad_enabled():
             return function.backward(ctx, *cts)
         (ct,) = cts
+        if ct.item() == 1.0:    # loss.backward()'s seed: the gradients as they are, no product made
+            return tuple(gradients.get(i) for i in range(len(ctx.needs_input_grad)))
         return tuple(gradients[i] * ct if i in gradients else None for i in range(len(ctx.needs_input_grad)))
 
     return type(f"{kernel_op.__name__}_eager_function", (torch.autograd.Function,), {

@@ -120,6 +120,21 @@ def test_an_eager_loss_differentiates_the_params_each_call_asks_for():
                 torch.testing.assert_close(got.grad, want.grad)
 
 
+def test_an_eager_loss_seeded_with_one_hands_on_its_gradients_and_they_accumulate():
+    """loss.backward()'s seed of one passes the gradients on unscaled; a second backward over the
+    retained graph adds the same again (autograd keeps its own copy in .grad)."""
+    kernel = F64["cross_entropy"]
+    logits, labels = tensors(kernel, requires_grad=True)
+    loss = adc.torch.op(kernel)(logits, labels)
+    loss.backward(retain_graph=True)
+    first = logits.grad.clone()
+    loss.backward()
+    expected = logits.detach().clone().requires_grad_()
+    torch.nn.functional.cross_entropy(expected, labels).backward()
+    torch.testing.assert_close(first, expected.grad)
+    torch.testing.assert_close(logits.grad, 2 * expected.grad)
+
+
 def test_torch_compile_fullgraph_of_a_module_calling_an_adc_op():
     torch.manual_seed(0)
     model = Classifier(adc.torch.op(F32["cross_entropy"]))
