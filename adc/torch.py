@@ -19,8 +19,9 @@ JVP kernel, also such an operator, so `torch.func.jvp` and `jacfwd` work to any 
 op carries the same backward formula, so `.op` alone is differentiable too (opcheck tests it);
 forward mode goes through the Function only (torch.func's transforms).
 
-CPU tensors cross without copies: adc Tensors over the tensors' memory in (`Tensor.view_of`),
-`torch.from_numpy` out (the result buffers adc allocated). A parameter of the wrong dtype, rank or device, or a non-contiguous one, is a
+CPU tensors cross without copies: an eager call hands the kernel their addresses and results
+torch allocates (`Kernel.run_at`); other calls adc Tensors over the tensors' memory in
+(`Tensor.view_of`), `torch.from_numpy` out (the result buffers adc allocated). A parameter of the wrong dtype, rank or device, or a non-contiguous one, is a
 TypeError or ValueError naming it, before anything runs.
 """
 from __future__ import annotations
@@ -36,10 +37,12 @@ from torch.utils._python_dispatch import is_in_torch_dispatch_mode
 from adc.runtime.functional import batched, tangent_derivative, value_and_grad
 from adc.runtime.kernel import Kernel
 from adc.runtime.module import Module
+from adc.runtime.recording import thread_state
 from adc.runtime.tensor import Tensor
 
 _TORCH_DTYPES = {np.dtype(np.float32): torch.float32, np.dtype(np.float64): torch.float64,
                  np.dtype(np.int32): torch.int32, np.dtype(np.int64): torch.int64, np.dtype(np.bool_): torch.bool}
+_PLAIN = (torch.Tensor, torch.nn.Parameter)      # what eager code passes (not a subclass wrapping it)
 _names = itertools.count()     # custom ops are registered once per process: each kernel gets a fresh name
 
 
@@ -78,6 +81,7 @@ class KernelOp:
         self.kernel = kernel
         sig = kernel.signature
         self._dtypes = tuple(_TORCH_DTYPES[t.dtype.numpy] for t in sig.param_types)
+        self._ranks = tuple(t.rank for t in sig.param_types)
         self._result_dtypes = tuple(_TORCH_DTYPES[t.dtype.numpy] for t in sig.result_types)
         self._floats = tuple(i for i, t in enumerate(sig.param_types) if t.dtype.is_float)
         self.__name__ = sig.name
@@ -88,7 +92,9 @@ class KernelOp:
         self.op.register_fake(self._fake)
         self.op.register_vmap(self._vmap)
         self.function = _function(self)
-        self.eager = _eager_function(self)
+        # the eager Function's apply without torch's Python wrapper, which only matters under
+        # torch.func's transforms (`dispatch` sends those calls to `function`)
+        self.eager = super(torch.autograd.Function, _eager_function(self)).apply
         self.op.register_autograd(self.function.backward, setup_context=_save_inputs)
 
     def __repr__(self) -> str:
@@ -105,7 +111,19 @@ class KernelOp:
     def __call__(self, *args, **kwargs):
         if kwargs or len(args) != len(self._dtypes):
             args = self.kernel.__signature__.bind(*args, **kwargs).args
-        return self.dispatch(*(self._checked(i, a) for i, a in enumerate(args)))
+        if not self._fits(args):
+            args = tuple(self._checked(i, a) for i, a in enumerate(args))
+        return self.dispatch(*args)
+
+    def _fits(self, args: tuple) -> bool:
+        """Whether every argument is a plain CPU tensor of its parameter's dtype and rank,
+        contiguous: the common call, accepted in one pass (`_checked` converts the others or
+        names the mistake)."""
+        for value, dtype, rank in zip(args, self._dtypes, self._ranks):
+            if (type(value) not in _PLAIN or value.dtype is not dtype or value.dim() != rank
+                    or not value.is_cpu or not value.is_contiguous()):
+                return False
+        return True
 
     def dispatch(self, *args: torch.Tensor):
         """The call on checked arguments, by the cheapest route that keeps every derivative: the op
@@ -119,8 +137,8 @@ class KernelOp:
         if not _plain(args):
             return self.overload(*args)
         if torch.is_grad_enabled() and any(args[i].requires_grad for i in self._floats):
-            return self.eager.apply(*args)
-        return _native(self.kernel, args)
+            return self.eager(*args)
+        return _native(self.kernel, args, self._fits(args))
 
     def _checked(self, i: int, value: Any) -> torch.Tensor:
         """The argument for parameter i: a CPU tensor of its dtype and rank, contiguous (a Python
@@ -145,7 +163,7 @@ class KernelOp:
         return value
 
     def _run(self, *args: torch.Tensor):
-        return _native(self.kernel, args)
+        return _native(self.kernel, args, self._fits(args))
 
     def _fake(self, *args: torch.Tensor):
         """Empty results of the shapes and dtypes the signature gives for these inputs."""
@@ -240,17 +258,17 @@ def _eager_function(kernel_op: KernelOp) -> type:
     function = kernel_op.function
     result_types = kernel_op.kernel.signature.result_types
     loss = len(result_types) == 1 and result_types[0].rank == 0 and result_types[0].dtype.is_float
-    fused = {}      # wanted params -> their value-and-gradient kernel
+    fused = {}      # ctx.needs_input_grad -> (the params wanted, their value-and-gradient kernel)
 
     def forward(ctx, *args):
         ctx.save_for_backward(*args)
         if loss:
-            wanted = tuple(i for i in kernel_op._floats if ctx.needs_input_grad[i])
-            kernel = fused.get(wanted) or fused.setdefault(wanted, value_and_grad(kernel_op.kernel, wanted))
-            value, *grads = _native(kernel, args)
+            needs = ctx.needs_input_grad
+            wanted, kernel = fused.get(needs) or fused.setdefault(needs, _fused(kernel_op, needs))
+            value, *grads = _native(kernel, args, kernel_op._fits(args))     # (the kernel's params)
             ctx.gradients = dict(zip(wanted, grads))
             return value
-        results = _native(kernel_op.kernel, args)
+        results = _native(kernel_op.kernel, args, kernel_op._fits(args))
         _mark_integers(ctx, results)
         return results
 
@@ -259,10 +277,17 @@ def _eager_function(kernel_op: KernelOp) -> type:
         if gradients is None or torch.is_grad_enabled():
             return function.backward(ctx, *cts)
         (ct,) = cts
+        if ct.item() == 1.0:    # loss.backward()'s seed: the gradients as they are, no product made
+            return tuple(gradients.get(i) for i in range(len(ctx.needs_input_grad)))
         return tuple(gradients[i] * ct if i in gradients else None for i in range(len(ctx.needs_input_grad)))
 
     return type(f"{kernel_op.__name__}_eager_function", (torch.autograd.Function,), {
         "forward": staticmethod(forward), "backward": staticmethod(backward)})
+
+
+def _fused(kernel_op: KernelOp, needs: tuple[bool, ...]) -> tuple:
+    wanted = tuple(i for i in kernel_op._floats if needs[i])
+    return wanted, value_and_grad(kernel_op.kernel, wanted)
 
 
 def _save_for_both(ctx, inputs: tuple, output) -> None:
@@ -294,8 +319,17 @@ def _size(dim, env: dict) -> Any:
     return dim if isinstance(dim, int) else dim.evaluate(env)
 
 
-def _native(kernel: Kernel, args) -> Any:
-    """The native call: inputs viewed as NumPy arrays, results handed to torch as they are."""
+def _native(kernel: Kernel, args, fits: bool) -> Any:
+    """The native call. On arguments that `fits` the params (KernelOp._fits), results in tensors
+    torch allocates and the kernel given the tensors' addresses (Kernel.run_at), no NumPy array
+    made of either, unless the kernel must read an argument's values first (index bounds) or an
+    adc tape or accumulator records kernel calls; else through adc Tensors over the tensors' memory,
+    whose call checks them."""
+    if fits and not kernel.checks_indices and not thread_state.recording:
+        sizes = kernel.dims_of([a.shape for a in args])
+        results = [torch.empty(shape, dtype=_TORCH_DTYPES[dtype]) for dtype, shape in kernel.result_shapes(sizes)]
+        kernel.run_at(sizes, [a.data_ptr() for a in args] + [r.data_ptr() for r in results])
+        return results[0] if len(results) == 1 else tuple(results)
     results = kernel(*(_view(a) for a in args))
     if type(results) is not tuple:
         return _tensor(results.numpy())
@@ -306,7 +340,7 @@ def _plain(args) -> bool:
     """Whether the kernel may read these tensors itself: none a subclass (fake tensors, tracing
     proxies), and no dispatch mode or TorchScript tracer that must see the op."""
     return (not is_in_torch_dispatch_mode() and torch._C._get_tracing_state() is None
-            and all(type(a) is torch.Tensor or type(a) is torch.nn.Parameter for a in args))
+            and all(type(a) in _PLAIN for a in args))
 
 
 def _view(t: torch.Tensor) -> Tensor:

@@ -12,7 +12,8 @@ Calls with Tensors and Variables of the right dtypes and ranks take a lean path
 (precomputed dimension bindings and result shapes); anything else takes the checked
 path, which also writes the errors. Both end in `run_bound`, which fills the C ABI's
 arguments, allocates the results and calls: in C (adc/runtime/native_call.c) where
-setup.py built it, else in Python through ctypes (`_run_in_python`). Every call
+setup.py built it, else in Python through ctypes (`_run_in_python`, which ends in `run_at`: the
+call on memory a caller owns, as a framework bridge's tensors, adc/torch.py). Every call
 is offered to the recorders of its thread (adc/runtime/recording.py: the tapes,
 forward accumulators...), and `derivative()` gives the kernel's VJP as another Kernel,
 compiled on first use (adc/runtime/derivatives.py) and kept in the kernel's
@@ -82,7 +83,8 @@ class Kernel:
         self._result_plan = tuple((t.dtype.numpy, _static_shape(t), _shape_plan(t, signature.dims), t)
                                   for t in signature.result_types)
         self._constrained = bool(signature.constraints)
-        self._checks_indices = bool(signature.index_bounds)
+        self._constraint_plan = _constraint_plan(signature)
+        self.checks_indices = bool(signature.index_bounds)     # a call reads those params' values first
         static = tuple((dtype, shape) for dtype, shape, _, _ in self._result_plan if shape is not None)
         self._static_results = static if len(static) == len(self._result_plan) else None
         self._result_slot = len(signature.dims) + len(signature.param_types)
@@ -132,16 +134,8 @@ class Kernel:
                 tensors, lean = self._checked_inputs(args), False
                 break
             tensors.append(value)
-        if self._sized:
-            sizes = self._lean_dims(tensors)
-            if sizes is _SLOW:
-                env = self._bind_dims([t._array.shape for t in tensors])
-                sizes = [env[s] for s in self.signature.dims]
-        else:
-            sizes = _NO_SIZES
-        if self._constrained:
-            self._check_constraints(sizes)
-        if self._checks_indices:
+        sizes = self.dims_of([t._array.shape for t in tensors] if self._sized else ())
+        if self.checks_indices:
             self._check_indices(tensors, sizes)
         recording = thread_state.recording
         if recording and self.float_results:
@@ -282,7 +276,26 @@ class Kernel:
             array = array.astype(want)
         return array
 
-    def _lean_dims(self, tensors: list[Tensor]) -> list[int] | None:
+    def dims_of(self, shapes) -> list[int]:
+        """The dimension symbols' sizes (in `signature.dims` order) for arguments of these shapes,
+        of the params' ranks, after the checks a call makes (ValueError naming the parameter and
+        dimension); what `result_shapes` and `run_at` take."""
+        if not self._sized:
+            sizes = _NO_SIZES
+        else:
+            sizes = self._lean_dims(shapes)
+            if sizes is _SLOW:
+                env = self._bind_dims(shapes)
+                sizes = [env[s] for s in self.signature.dims]
+        if self._constrained:
+            self._check_constraints(sizes)
+        return sizes
+
+    def result_shapes(self, sizes: list[int]) -> tuple[tuple[np.dtype, tuple[int, ...]], ...]:
+        """(dtype, shape) of each result for the dims' `sizes`."""
+        return self._static_results or self._result_shapes(sizes)
+
+    def _lean_dims(self, shapes) -> list[int] | None:
         """The dimension symbols' sizes when every parameter dim is a number or a bare symbol
         and the sizes agree; otherwise the checked path binds them and explains the mismatch."""
         plan = self._dim_plan
@@ -290,7 +303,7 @@ class Kernel:
             return _SLOW
         sizes = [0] * len(self.signature.dims)
         for param, axis, slot, fixed in plan:
-            size = tensors[param]._array.shape[axis]
+            size = shapes[param][axis]
             if slot < 0:
                 if size != fixed:
                     return _SLOW
@@ -340,6 +353,16 @@ class Kernel:
         return env
 
     def _check_constraints(self, sizes: list[int]) -> None:
+        for terms in self._constraint_plan:     # (the sizes read in place: no dict on a good call)
+            total = 0
+            for value, slots in terms:
+                for slot in slots:
+                    value *= sizes[slot]
+                total += value
+            if total < 0:
+                self._constraint_error(sizes)
+
+    def _constraint_error(self, sizes: list[int]) -> None:
         sig = self.signature
         env = dict(zip(sig.dims, sizes))
         for constraint in sig.constraints:
@@ -368,30 +391,32 @@ class Kernel:
     def _run_in_python(self, tensors: list[Tensor], sizes: list[int]) -> tuple[Tensor, ...]:
         """run_bound where adc.runtime.native_call is not built: this thread's argument buffer
         filled, the results allocated, the native function called through ctypes."""
+        addresses = [t._ptr or t._pointer() for t in tensors]
+        results = []
+        for dtype, shape in self.result_shapes(sizes):
+            array = _result_array(shape, dtype)
+            pointer = _addressof(_char_at(array)) if array.nbytes else array.ctypes.data
+            addresses.append(pointer)
+            results.append(_wrap(array, pointer))      # read-only for Python; the native code writes it
+        self.run_at(sizes, addresses)
+        return tuple(results)
+
+    def run_at(self, sizes: list[int], addresses: list[int]) -> None:
+        """The native call on memory its caller owns: `addresses` the inputs' and then the results'
+        C-contiguous data, of the params' and results' dtypes and of the shapes the dims' `sizes`
+        give (`dims_of`, `result_shapes`). A framework bridge's tensors (adc/torch.py) cross this
+        way with no NumPy array made of them; the caller keeps the memory alive meanwhile. Through
+        ctypes, this thread's argument buffer reused."""
         plans = self._plans.__dict__
         plan = plans.pop("plan", None) or self._new_plan()
         buffer, call = plan
-        slot = self._result_slot
-        if sizes:
-            buffer[:slot] = sizes + [t._ptr or t._pointer() for t in tensors]
-        else:           # (item by item: a slice assignment costs more for a few)
-            k = 0
-            for t in tensors:
-                buffer[k] = t._ptr or t._pointer()
-                k += 1
-        results = []
-        for dtype, shape in self._static_results or self._result_shapes(sizes):
-            array = _result_array(shape, dtype)
-            buffer[slot] = pointer = _addressof(_char_at(array)) if array.nbytes else array.ctypes.data
-            slot += 1
-            results.append(_wrap(array, pointer))      # read-only for Python; the native code writes it
+        buffer[:len(sizes) + len(addresses)] = sizes + addresses
         if native_call is not None:
             native_call.watch_interrupts()
         status = call()
         plans["plan"] = plan
         if status != STATUS_OK:
             raise self._failure(status, sizes)
-        return tuple(results)
 
     # The native call on Tensors of the params' dtypes, ranks and shapes, the dims' `sizes` bound:
     # results allocated, the C ABI's argument buffer filled, the kernel run. A call checks its
@@ -459,6 +484,16 @@ def _dim_plan(sig: KernelSignature) -> tuple | None:
             else:
                 return _SLOW
     return tuple(plan)
+
+
+def _constraint_plan(sig: KernelSignature) -> tuple:
+    """Each shape constraint as its terms (coefficient, slots of the dims multiplied), read
+    against a call's sizes list."""
+    def terms(constraint) -> tuple:
+        if isinstance(constraint, int):
+            return ((constraint, ()),)
+        return tuple((coeff, tuple(sig.dims.index(name) for name in mono)) for mono, coeff in constraint.terms)
+    return tuple(terms(c) for c in sig.constraints)
 
 
 def _static_shape(t: TensorType) -> tuple[int, ...] | None:

@@ -49,6 +49,28 @@ def test_results_equal_the_kernels_and_share_no_buffer_with_the_inputs():
     out += 1        # a result is torch's to write to
 
 
+
+def test_an_eager_call_hands_the_kernel_the_tensors_memory(monkeypatch):
+    """Results from torch's allocator and the arguments' data passed by address (Kernel.run_at), no
+    adc Tensor made of either; a kernel that reads index values first takes adc Tensors over them,
+    as does any call the op gets with a wrong dtype (which the kernel's checks then name)."""
+    viewed = []
+    view = adc.torch._view
+    monkeypatch.setattr(adc.torch, "_view", lambda t: viewed.append(t) or view(t))
+    kernel = F32["dense_relu"]
+    args = tensors(kernel)
+    out = adc.torch.op(kernel)(*args)
+    assert viewed == []
+    np.testing.assert_array_equal(out.numpy(), kernel(*(a.numpy() for a in args)).numpy())
+    indexed = F32["embedding_loss"]
+    assert indexed.checks_indices
+    torch.testing.assert_close(adc.torch.op(indexed)(*tensors(indexed)),
+                               torch.from_numpy(indexed(*arguments(indexed, 0)).numpy()))
+    assert len(viewed) == 3
+    with pytest.raises(TypeError, match="parameter 'x' expects dtype"):
+        adc.torch.op(F64["logsumexp_rows"]).op(torch.zeros(3, 4))
+
+
 class Classifier(torch.nn.Module):
     def __init__(self, loss):
         super().__init__()
@@ -67,7 +89,7 @@ def test_an_eager_loss_runs_one_kernel_for_its_value_and_gradient(monkeypatch):
     logits, labels = tensors(kernel, requires_grad=True)
     called = []
     native = adc.torch._native
-    monkeypatch.setattr(adc.torch, "_native", lambda k, args: called.append(k.signature.name) or native(k, args))
+    monkeypatch.setattr(adc.torch, "_native", lambda k, *rest: called.append(k.signature.name) or native(k, *rest))
     loss = op(logits, labels)
     (3.0 * loss).backward()
     assert called == ["cross_entropy_value_and_grad"]
@@ -77,6 +99,40 @@ def test_an_eager_loss_runs_one_kernel_for_its_value_and_gradient(monkeypatch):
     torch.testing.assert_close(logits.grad, expected.grad)
     (grad,) = torch.autograd.grad(op(logits, labels), logits, create_graph=True)
     assert called[1:] == ["cross_entropy_value_and_grad", "cross_entropy_vjp"] and grad.requires_grad
+
+
+def test_an_eager_loss_differentiates_the_params_each_call_asks_for():
+    """The value-and-gradient kernel is kept per set of params needing a gradient: calls asking
+    for different ones, in turn, each get theirs and only theirs."""
+    kernel = F64["classifier_loss"]
+    op = adc.torch.op(kernel)
+    for wanted in ({1}, {0, 2}, {1}, {0, 1, 2}):
+        args = tensors(kernel)
+        for i in wanted:
+            args[i].requires_grad_()
+        op(*args).backward()
+        expected = [a.detach().clone().requires_grad_(a.requires_grad) for a in args]
+        x, w, b, labels = expected
+        torch.nn.functional.cross_entropy(x @ w + b, labels).backward()
+        for i, (got, want) in enumerate(zip(args, expected)):
+            assert (got.grad is None) == (i not in wanted)
+            if i in wanted:
+                torch.testing.assert_close(got.grad, want.grad)
+
+
+def test_an_eager_loss_seeded_with_one_hands_on_its_gradients_and_they_accumulate():
+    """loss.backward()'s seed of one passes the gradients on unscaled; a second backward over the
+    retained graph adds the same again (autograd keeps its own copy in .grad)."""
+    kernel = F64["cross_entropy"]
+    logits, labels = tensors(kernel, requires_grad=True)
+    loss = adc.torch.op(kernel)(logits, labels)
+    loss.backward(retain_graph=True)
+    first = logits.grad.clone()
+    loss.backward()
+    expected = logits.detach().clone().requires_grad_()
+    torch.nn.functional.cross_entropy(expected, labels).backward()
+    torch.testing.assert_close(first, expected.grad)
+    torch.testing.assert_close(logits.grad, 2 * expected.grad)
 
 
 def test_torch_compile_fullgraph_of_a_module_calling_an_adc_op():
