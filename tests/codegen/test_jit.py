@@ -70,19 +70,3 @@ def test_a_library_exports_the_global_symbols_its_object_defines():
     assert not any(n.startswith(("adc_rt_", "adc.")) for n in names)     # called, or internal
     lib = compile_module(sigmoid_shift())
     assert lib.address("adc_kernel_sigmoid_shift") != 0 and lib.address("adc_kernel_nope") == 0
-
-
-def test_a_loop_of_a_few_constant_iterations_is_marked_to_unroll_and_computes_the_same():
-    """The last axis of [N, 5] (a stack of columns: a select on the column index per element) is
-    unrolled fully; the loop over the symbolic N is not."""
-    import adc
-    from adc.codegen.lowering.lower import lower_module
-    from adc.codegen.toolchain.target import Target
-    from adc.frontend import compile_source
-    source = ("def columns(x: f64[N, 2]) -> f64[N, 5]:\n"
-              "    return stack([x[:, 0], x[:, 1], x[:, 0] * x[:, 1], x[:, 1], x[:, 0]], axis=1)\n")
-    text = str(lower_module(compile_source(source), '{"abi": 1}', Target.host().vector_bits))
-    assert text.count('"llvm.loop.unroll.full"') == 1
-    x = np.random.default_rng(0).standard_normal((7, 2))
-    a, b = x[:, 0], x[:, 1]
-    np.testing.assert_array_equal(adc.compile(source).columns(x).numpy(), np.stack([a, b, a * b, b, a], axis=1))
