@@ -33,8 +33,6 @@ I64 = ir.IntType(64)
 PTR = ir.PointerType()
 NOWRAP = ("nuw", "nsw")
 TRANSPOSE_TILE = 16     # a transpose's nest walks 16 x 16 blocks: 16 cache lines read, 16 written
-FULLY_UNROLLED = 8      # a loop of at most 8 constant iterations (the last axis of [K, 5]) is unrolled:
-                        # a select on its index (a slice's or a concat's adjoint) then folds away
 
 
 def i64(n: int) -> ir.Constant:
@@ -115,7 +113,7 @@ class Index:
 def for_range(b: ir.IRBuilder, start: ir.Value, end: ir.Value, step: ir.Value | None = None,
               interleave: int = 1) -> Iterator[ir.Value]:
     """for (i = start; i < end; i += step): the `with` block emits the body; leaves `b` after the loop.
-    `interleave` > 1 asks LLVM to vectorize it with that many vectors in flight (`loop_hint`)."""
+    `interleave` > 1 asks LLVM to vectorize it with that many vectors in flight (`interleaved`)."""
     pre = b.block
     header = b.append_basic_block("loop.header")
     block = b.append_basic_block("loop.body")
@@ -131,28 +129,16 @@ def for_range(b: ir.IRBuilder, start: ir.Value, end: ir.Value, step: ir.Value | 
     i.add_incoming(following, b.block)
     latch = b.branch(header)
     if interleave > 1:
-        latch.set_metadata("llvm.loop", loop_hint(b.module, "llvm.loop.interleave.count", interleave))
-    elif step is None and _constant_trips(start, end) <= FULLY_UNROLLED:
-        latch.set_metadata("llvm.loop", loop_hint(b.module, "llvm.loop.unroll.full"))
+        latch.set_metadata("llvm.loop", interleaved(b.module, interleave))
     b.position_at_end(exit_)
 
 
-def _constant_trips(start: ir.Value, end: ir.Value) -> float:
-    """The number of iterations of a loop from `start` to `end` when both are constants, else inf."""
-    if isinstance(start, ir.Constant) and isinstance(end, ir.Constant):
-        return int(end.constant) - int(start.constant)
-    return float("inf")
-
-
-def loop_hint(module: ir.Module, name: str, count: int | None = None) -> ir.values.MDValue:
-    """Loop metadata `name` (with `count`): "llvm.loop.interleave.count" asks LLVM's vectorizer for
-    `count` vectors in flight, which it otherwise never interleaves (Target.optimize): a reduction
-    then keeps `count` independent accumulators, so its loop is not bound by the latency of one
-    chain (a row max: compare, blend, max per vector); "llvm.loop.unroll.full" unrolls a loop of a
-    few constant iterations although Target.optimize unrolls no other. A loop's ID is a node whose
-    first operand is itself, which llvmlite cannot build but by hand."""
-    operands = [ir.MetaDataString(module, name)] + ([] if count is None else [ir.Constant(I32, count)])
-    hint = module.add_metadata(operands)
+def interleaved(module: ir.Module, count: int) -> ir.values.MDValue:
+    """Loop metadata asking LLVM's vectorizer for `count` vectors in flight, which it otherwise never
+    interleaves (Target.optimize): a reduction then keeps `count` independent accumulators, so its
+    loop is not bound by the latency of one chain (a row max: compare, blend, max per vector). A
+    loop's ID is a node whose first operand is itself, which llvmlite cannot build but by hand."""
+    hint = module.add_metadata([ir.MetaDataString(module, "llvm.loop.interleave.count"), ir.Constant(I32, count)])
     loop_id = ir.values.MDValue(module, [], name=str(len(module.metadata)))
     loop_id.operands = (loop_id, hint)
     return loop_id
