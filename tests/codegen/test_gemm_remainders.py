@@ -82,13 +82,15 @@ def test_every_remainder_of_the_blocking(modules, dtype):
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 @pytest.mark.parametrize("count", [1, 2, 3, 5, 8])
 def test_products_split_across_threads(modules, threads, dtype, count):
-    """Past ~4M multiply-adds the rows split across threads in multiples of MR: odd row counts
-    leave each thread's share, and the last, a remainder."""
+    """From 2^19 multiply-adds the rows split across threads in multiples of MR: odd row counts
+    leave each thread's share, and the last, a remainder; products just past the threshold have
+    fewer rows than threads' shares (fewer than MR: one chunk)."""
     m = modules[dtype]
     threads(count)
     blk = gemm.blocking(dtype, host_target().vector_bits)
     rng = np.random.default_rng(count)
-    for rows, depth, columns in ((9 * blk.mr + 5, 2 * blk.kc + 3, blk.nc * 2 + blk.nr + 1), (301, 129, 131)):
+    for rows, depth, columns in ((9 * blk.mr + 5, 2 * blk.kc + 3, blk.nc * 2 + blk.nr + 1), (301, 129, 131),
+                                 (2 * blk.mr + 1, 128, 257), (blk.mr - 3, 1024, 131)):
         a, b = operands(rng, dtype, (rows, depth), (depth, columns))
         assert_product(m.product(a, b), a, b)
     a, b = operands(rng, dtype, (3, 37, 260), (3, 260, 150))      # rows of three products share threads

@@ -29,7 +29,8 @@ VOID = ir.VoidType()
 MAX_BLOCK = 64          # the largest unblocked block: the routines' tiles on the stack are sized by it
 CHUNK_VECTORS = 8       # vectors of a row a substitution (or a triangular product) keeps in registers: 8
                         # independent chains of FMAs hide their latency (4: a trsm of 1024 right-hand sides ~2x slower)
-# An update of fewer multiply-adds than this stays on one thread (as a matmul's: matmul.GEMM_WORK_SHIFT)
+# An update of fewer multiply-adds than this (4M) stays on one thread (a plain matmul splits from
+# 2^19: matmul.GEMM_WORK_SHIFT)
 PARALLEL_WORK = parallel.THRESHOLD << 5
 
 

@@ -30,8 +30,9 @@ if TYPE_CHECKING:
     from adc.codegen.lowering.rules.table import LowerRule
 
 # A matrix product's multiply-adds, shifted right by this, are weighed against
-# parallel.THRESHOLD elements: products under ~4M multiply-adds stay on one thread.
-GEMM_WORK_SHIFT = 5
+# parallel.THRESHOLD elements: products of 2^19 multiply-adds or more split their rows across
+# threads (an RNN step's 32x128x128, Zen 5, two threads: 7.0 -> ~5 us, as OpenBLAS's two).
+GEMM_WORK_SHIFT = 2
 TRIANGLE_ROWS = 256     # rows of C per gemm of a triangular product (2048, one thread: 102 ms; 113 with 128, 106 with 512)
 
 lower_rules: dict[str, LowerRule] = {}      # this family's rows of table.lower_rules
