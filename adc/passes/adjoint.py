@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from typing import Callable, Iterable, Mapping
 
 from adc.errors import CompileError, VerifyError
-from adc.ir.builder import Builder, full
+from adc.ir.builder import Builder
 from adc.ir.core import Func, Module, Op, Value
 from adc.ir.printer import format_func
 from adc.ir.verify import verify_func
@@ -163,9 +163,6 @@ class Cotangents(dict):
         for into, other in ((x, y), (y, x)):
             update = self._update_of_zeros(other)
             if update is not None:
-                padded = self._producer(into)
-                if self._zero_padding(padded):      # both slices': the first into zeros too
-                    into = self._slice_add(full(self.b, 0.0, into.type), padded)
                 return update(into)
         return self.b.op("add", x, y)
 
