@@ -203,13 +203,29 @@ def transpose_eval(args, attrs, ctx):
 eval_rules["transpose"] = transpose_eval
 
 
+def _slices(attrs, ctx) -> tuple[slice, ...]:
+    """A slice's (or slice_add's) start:stop:step per axis, as a NumPy index."""
+    bounds = zip(ctx.shape(attrs["start"]), ctx.shape(attrs["stop"]), attrs["step"])
+    return tuple(slice(lo, hi, st) for lo, hi, st in bounds)
+
+
 def slice_eval(args, attrs, ctx):
     (x,) = args
-    bounds = zip(ctx.shape(attrs["start"]), ctx.shape(attrs["stop"]), attrs["step"])
-    return (x[tuple(slice(lo, hi, st) for lo, hi, st in bounds)],)
+    return (x[_slices(attrs, ctx)],)
 
 
 eval_rules["slice"] = slice_eval
+
+
+def slice_add_eval(args, attrs, ctx):
+    # a copy of base with updates added to its slice (each position once)
+    base, updates = args
+    out = np.array(base, copy=True)
+    out[_slices(attrs, ctx)] += updates
+    return (out,)
+
+
+eval_rules["slice_add"] = slice_add_eval
 
 
 def concat_eval(args, attrs, ctx):

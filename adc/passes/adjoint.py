@@ -23,7 +23,7 @@ the float params connected to a result through a differentiable path.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Iterable, Mapping
+from typing import Callable, Iterable, Mapping
 
 from adc.errors import CompileError, VerifyError
 from adc.ir.builder import Builder
@@ -136,10 +136,13 @@ def _backward(b: Builder, op: Op, cts: "Cotangents") -> None:
 class Cotangents(dict):
     """Value -> the sum of the cotangents given for it so far, built with `b`.
 
-    A cotangent that is a scatter-add into zeros (the adjoint of a gather, maybe reshaped) is not
-    added to the rest as a whole tensor: its updates are scattered into the other term instead, so
-    the sum costs a few updates, not a buffer of zeros and a pass adding it. That adds the terms in
-    another order, which is the adjoint's choice to make (a cotangent sum has no order of its own)."""
+    A cotangent that is an update of zeros — a scatter_add into zeros (the adjoint of a gather,
+    maybe reshaped), a slice's (zeros padded around it, or a slice_add into zeros) — is not added
+    to the rest as a whole tensor: its updates go into the other term instead (scatter_add,
+    slice_add), so the sum costs a few updates, not a buffer of zeros and a pass adding it (a
+    column z[:, j] of z[K, 5] read several times: strided loops over K, not nests over z choosing
+    per element). That adds the terms in another order, which is the adjoint's choice to make (a
+    cotangent sum has no order of its own)."""
 
     def __init__(self, b: Builder):
         super().__init__()
@@ -158,25 +161,48 @@ class Cotangents(dict):
 
     def _sum(self, x: Value, y: Value) -> Value:
         for into, other in ((x, y), (y, x)):
-            scatter = self._scatter_into_zeros(other)
-            if scatter is not None:
-                flat = scatter.result.type
-                base = into if into.type == flat else self.b.op("reshape", into, shape=flat.shape)
-                total = self.b.op("scatter_add", base, *scatter.operands[1:], **scatter.attrs)
-                return total if total.type == into.type else self.b.op("reshape", total, shape=into.type.shape)
+            update = self._update_of_zeros(other)
+            if update is not None:
+                return update(into)
         return self.b.op("add", x, y)
 
-    def _scatter_into_zeros(self, value: Value) -> Op | None:
-        """The scatter_add into a constant 0 that makes `value` (directly or reshaped), else None."""
+    def _update_of_zeros(self, value: Value) -> Callable[[Value], Value] | None:
+        """When `value` is an update of zeros (see the class docstring): the same update applied
+        to another value of its type; else None."""
         op = self._producer(value)
+        if self._zero_padding(op):
+            return lambda into: self._slice_add(into, op)
+        if op is not None and op.name == "slice_add" and self._zeros(op.operands[0]):
+            return lambda into: self.b.op("slice_add", into, op.operands[1], **op.attrs)
         if op is not None and op.name == "reshape":
             op = self._producer(op.operands[0])
-        if op is None or op.name != "scatter_add":
+        if op is None or op.name != "scatter_add" or not self._zeros(op.operands[0]):
             return None
-        base = self._producer(op.operands[0])
-        while base is not None and base.name == "broadcast":
-            base = self._producer(base.operands[0])
-        return op if base is not None and base.name == "constant" and base.attrs["value"] == 0 else None
+        return lambda into: self._scatter_add(into, op)
+
+    def _slice_add(self, into: Value, pad: Op) -> Value:
+        """`into` plus the values `pad` surrounds by zeros, at their place."""
+        x, low = pad.operands[0], pad.attrs["low"]
+        return self.b.op("slice_add", into, x, start=low, stop=[lo + d for lo, d in zip(low, x.type.shape)],
+                         step=[1] * len(low))
+
+    def _scatter_add(self, into: Value, scatter: Op) -> Value:
+        """`into` plus the updates `scatter` (into zeros, maybe of another shape) adds."""
+        flat = scatter.result.type
+        base = into if into.type == flat else self.b.op("reshape", into, shape=flat.shape)
+        total = self.b.op("scatter_add", base, *scatter.operands[1:], **scatter.attrs)
+        return total if total.type == into.type else self.b.op("reshape", total, shape=into.type.shape)
+
+    def _zero_padding(self, op: Op | None) -> bool:
+        """Whether `op` pads a value of rank 1 or more with zeros (a slice's cotangent)."""
+        return op is not None and op.name == "pad" and op.result.type.rank > 0 and self._zeros(op.operands[1])
+
+    def _zeros(self, value: Value) -> bool:
+        """Whether `value` is a constant 0, maybe broadcast."""
+        op = self._producer(value)
+        while op is not None and op.name == "broadcast":
+            op = self._producer(op.operands[0])
+        return op is not None and op.name == "constant" and op.attrs["value"] == 0
 
     def _producer(self, value: Value) -> Op | None:
         ops = self.b.ops

@@ -119,15 +119,27 @@ def transpose_batch(b, op, args, batched):
 batch_rules["transpose"] = transpose_batch
 
 
+def _whole_batch(attrs, size: Dim) -> dict:
+    """A slice's bounds with the whole batch axis of `size` in front."""
+    return {"start": [0, *attrs["start"]], "stop": [size, *attrs["stop"]], "step": [1, *attrs["step"]]}
+
+
 def slice_batch(b, op, args, batched):
     # x[s][lo:hi:st] = x[:, lo:hi:st][s]
     (x,) = args
-    a = op.attrs
-    return [b.op("slice", x, start=[0] + list(a["start"]), stop=[x.type.shape[0]] + list(a["stop"]),
-                 step=[1] + list(a["step"]))], [True]
+    return [b.op("slice", x, **_whole_batch(op.attrs, x.type.shape[0]))], [True]
 
 
 batch_rules["slice"] = slice_batch
+
+
+def slice_add_batch(b, op, args, batched):
+    # slice_add(base[s], u[s]) = slice_add(base, u, the whole batch axis too)[s]
+    base, updates = _all_batched(b, args, batched)
+    return [b.op("slice_add", base, updates, **_whole_batch(op.attrs, base.type.shape[0]))], [True]
+
+
+batch_rules["slice_add"] = slice_add_batch
 
 
 def concat_batch(b, op, args, batched):

@@ -270,6 +270,14 @@ def slice_example_axis(op, states, walk):
     return (Examples(s.axis, inner),)
 
 
+def slice_add_example_axis(op, states, walk):
+    # base's entries keep their state; update entry j lands at start + step*j, in its own example
+    # when that is j along the example axis (start 0, step 1); both must say the same
+    (base, updates), a = states, op.attrs
+    kept = updates is None or (a["start"][updates.axis] == 0 and a["step"][updates.axis] == 1)
+    return (join(base, updates if kept else MIXED),)
+
+
 def pad_example_axis(op, states, walk):
     # kept when nothing is padded before the example axis and the padding value does not depend
     (s, value), a = states, op.attrs
@@ -285,7 +293,8 @@ def concat_example_axis(op, states, walk):
     return (s if all(t is None for t in states[1:]) else MIXED,)
 
 
-example_axis_rules.update(slice=slice_example_axis, pad=pad_example_axis, concat=concat_example_axis)
+example_axis_rules.update(slice=slice_example_axis, slice_add=slice_add_example_axis, pad=pad_example_axis,
+                          concat=concat_example_axis)
 
 
 def reduce_example_axis(op, states, walk):

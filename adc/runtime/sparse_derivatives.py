@@ -42,16 +42,21 @@ from adc.runtime.tensor import Tensor
 
 def argument_key(kernel, args) -> tuple:
     """What a pattern of `kernel` depends on in a call's `args`: their shapes and the bytes of the
-    integer ones (float values are never read). Cheap (no hashing, no array made of a number): an
-    optimizer makes it at every call."""
-    integers = tuple(np.ascontiguousarray(a, t.dtype.numpy).tobytes()
-                     for a, t in zip(args, kernel.signature.param_types) if not t.dtype.is_float)
+    integer ones (float values are never read). Cheap (no hashing, no array made of a number, the
+    integer params found once per kernel): an optimizer makes it at every call."""
+    integers = tuple(np.ascontiguousarray(args[k], dtype).tobytes()
+                     for k, dtype in kernel.derived.get("integer_params", None, lambda: _integer_params(kernel)))
     return tuple(map(_shape, args)), integers
 
 
+def _integer_params(kernel) -> tuple[tuple[int, np.dtype], ...]:
+    return tuple((k, t.dtype.numpy) for k, t in enumerate(kernel.signature.param_types) if not t.dtype.is_float)
+
+
 def _shape(value) -> tuple:
-    if hasattr(value, "shape"):
-        return tuple(value.shape)
+    shape = getattr(value, "shape", None)
+    if shape is not None:
+        return tuple(shape)
     return () if isinstance(value, (int, float)) else np.shape(value)
 
 
@@ -142,7 +147,7 @@ def decompressed(the_plan: Plan, compressed, out: np.ndarray | None = None) -> n
                          f"{out.dtype} {out.shape}")
     # the index is in range by construction; mode "raise" with `out` gathers into a temporary first
     # and checks each index (4x the time of "wrap", which never reads outside `flat` either)
-    return np.take(flat, the_plan.index, out=out, mode="wrap")
+    return flat.take(the_plan.index, out=out, mode="wrap")
 
 
 class SparseJacobian:

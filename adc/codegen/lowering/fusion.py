@@ -13,8 +13,10 @@ consumes it. A value is materialized when it is
   each element read many times, W matrices at once) — but a transpose of the last two axes that
   only they read is neither computed nor stored: the matmul reads its operand's buffer with
   swapped strides, the lanes its element (j, i) (`transposed`);
-- the base of a scatter that nothing else reads: its own (parallel) loop nest writes it straight
-  into the scatter's buffer, and the scatter then only adds or writes its updates (`scattered_into`);
+- the base of a scatter or a slice_add (an op that `updates` its first operand) that nothing else
+  reads: its own (parallel) loop nest writes it straight into the op's buffer, and the op then only
+  adds or writes its updates (`scattered_into`); a chain of them (the cotangent of a value sliced
+  several times, each slice's adding to the rest) shares one buffer;
 - the fused operand of a materialized reshape: its nest runs over its own shape and the reshape is a
   view of its buffer (a nest over the reshape's shape maps every element back through it);
 - a transpose moving its operand's last axis, read through a broadcast: stored once, the nest
@@ -78,6 +80,7 @@ from adc.ir.ops import OPS, with_trait
 
 CONTROL_FLOW = with_trait("control_flow")
 MATERIALIZING = with_trait("materializes")
+UPDATES = with_trait("updates")
 INDEX_MAPS = with_trait("index_map")
 SOURCES = with_trait("source")
 FLAT_SAFE = with_trait("flat")
@@ -105,7 +108,7 @@ class Plan:
     into: dict[Value, Value]        # value -> the returned reshape of it whose output buffer it fills
     transposed: dict[Value, Value]  # matmul (or lanes) operand -> the buffer it is read from, transposed
     stored_by: dict[Value, tuple[Value, ...]]   # loop nest root -> the other values its loop stores, in order
-    scattered_into: dict[Value, Value]  # value -> the scatter_add whose buffer it fills before the updates
+    scattered_into: dict[Value, Value]  # value -> the scatter (slice_add) whose buffer it fills before the updates
 
     def is_fused(self, value: Value) -> bool:
         return value not in self.materialized
@@ -199,21 +202,22 @@ def plan(func: Func) -> Plan:
 
 
 def _scatter_bases(func: Func, producers: dict[Value, Op], uses: Counter, forced: set[Value]) -> dict[Value, Value]:
-    """The scatter_add (and scatter) bases computed straight into the scatter's buffer (by a loop nest of their own,
-    parallel and vectorized), which then only adds the updates: a base read by nothing else (the scatter's
-    own indices and updates included: they would read the buffer the scatter is changing), neither
-    a parameter nor returned, seen through one reshape (a view of it then)."""
+    """The bases of scatters and slice_adds (UPDATES) computed straight into the op's buffer (by a loop nest of
+    their own, parallel and vectorized, or as the result of another such op), which then only adds the
+    updates: a base read by nothing else (the op's own indices and updates included: they would read the
+    buffer the op is changing), neither a parameter nor returned, seen through one reshape (a view of it
+    then)."""
     found: dict[Value, Value] = {}
     for op in func.ops:
-        if not OPS[op.name].has("scatter") or op.operands[0] in op.operands[1:]:
+        if op.name not in UPDATES or op.operands[0] in op.operands[1:]:
             continue
         base = op.operands[0]
         inner = producers.get(base)
         if inner is not None and inner.name == "reshape" and uses[base] == 1:
             base = inner.operands[0]
         inner = producers.get(base)
-        if (inner is None or inner.name in MATERIALIZING or inner.name in SOURCES or uses[base] != 1
-                or base in func.returns or len(inner.results) != 1):
+        if (inner is None or (inner.name in MATERIALIZING and inner.name not in UPDATES) or inner.name in SOURCES
+                or uses[base] != 1 or base in func.returns or len(inner.results) != 1):
             continue
         forced.add(base)
         if base is not op.operands[0]:

@@ -35,10 +35,18 @@ ALIGNMENT = 64
 
 
 def share_scatter_buffers(em: Emitter) -> None:
-    """The scatter bases filled in their scatter's buffer get it (once it has one)."""
-    for value, scatter in em.plan.scattered_into.items():
+    """The scatter bases filled in their scatter's buffer get it (once it has one): the last of a
+    chain of scatters first, whose base is the one before's result."""
+    for value, scatter in reversed(em.plan.scattered_into.items()):
         if scatter in em.buffers:
             em.buffers[value] = em.buffers[scatter]
+
+
+def _filled(plan: Plan, value: Value) -> Value:
+    """The value whose buffer `value` is computed in: the last scatter of the chain it is a base of, or itself."""
+    while value in plan.scattered_into:
+        value = plan.scattered_into[value]
+    return value
 
 
 def allocate_sized_by_scans(em: Emitter, values: Sequence[Value], spares: bool = False) -> None:
@@ -47,7 +55,7 @@ def allocate_sized_by_scans(em: Emitter, values: Sequence[Value], spares: bool =
     allocated here, freed when the function returns."""
     late = [v for v in values if v.type.symbols & em.late]
     for v in late:
-        scatter = em.plan.scattered_into.get(v, v)      # a scatter's base is made in the scatter's buffer
+        scatter = _filled(em.plan, v)      # a scatter's base is made in the scatter's buffer
         if scatter not in em.buffers:
             size = em.bytes_of(scatter)
             em.buffers[scatter] = bounds.track(em, em.allocate(size), size, bounds.describe(em, scatter), "temporary")

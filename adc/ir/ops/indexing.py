@@ -54,10 +54,10 @@ define("scatter_add", "base with each slice of updates added at its index along 
        "(np.add.at; duplicates accumulate; the index rule of adc/ir/ops/indexing.py)",
        example("%b: f32[N,M], %i: i64[B], %u: f32[B,M]",
                "  %0 = scatter_add %b, %i, %u {axis = 0} : f32[N,M]\n  return %0", "f32[N,M]"),
-       _scatter_add_rule, 3, ("axis",), traits=("indexing", "scatter", "materializes"), linear=(0, 2))
+       _scatter_add_rule, 3, ("axis",), traits=("indexing", "scatter", "updates", "materializes"), linear=(0, 2))
 define("scatter", "base with each slice of updates written at its index along `axis`; of duplicate "
        "indices the last in row-major order of the indices wins (the index rule of adc/ir/ops/indexing.py)",
        example("%b: f32[N,M], %i: i64[B], %u: f32[B,M]",
                "  %0 = scatter %b, %i, %u {axis = 0} : f32[N,M]\n  return %0", "f32[N,M]"),
-       _scatter_rule, 3, ("axis",), traits=("indexing", "scatter", "materializes"), linear=(0, 2))
+       _scatter_rule, 3, ("axis",), traits=("indexing", "scatter", "updates", "materializes"), linear=(0, 2))
 

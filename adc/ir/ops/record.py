@@ -47,6 +47,8 @@ TRAITS = {
     "additive": "a signed sum of its operands (each enters with +1 or -1)",
     "indexing": "takes (x, indices, ...) {axis}, indices read by the index rule of adc/ir/ops/indexing.py",
     "scatter": "writes updates into a copy of its first operand at its indices",
+    "updates": "its result is its first operand with some elements written or added to: lowering may compute "
+               "the first operand straight into the result's buffer, then change only those elements",
     "calls": "calls another function of the module",
     "counted": "a loop whose first operand is its trip count",
 }

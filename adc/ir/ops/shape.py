@@ -1,8 +1,8 @@
-"""Shape ops: broadcast, reshape, transpose, slice, concat, pad."""
+"""Shape ops: broadcast, reshape, transpose, slice, slice_add, concat, pad."""
 from __future__ import annotations
 
 from adc.ir.ops.record import ALL, define, example, require
-from adc.ir.types import Dim, TensorType, num_elements
+from adc.ir.types import BOOL, Dim, TensorType, num_elements
 
 
 def _broadcast_rule(types, attrs, funcs):
@@ -77,6 +77,23 @@ define("slice", "elements start:stop:step along every axis (static bounds)",
        example("%x: f32[N]", "  %0 = slice %x {start = [1], step = [1], stop = [N]} : f32[N-1]\n  return %0",
                "f32[N-1]"),
        _slice_rule, 1, ("start", "step", "stop"), traits=("index_map",), linear=(0,))
+
+
+def _slice_add_rule(types, attrs, funcs):
+    base, updates = types
+    require(base.rank >= 1, f"slice_add needs a base of rank 1 or more, got {base}")
+    require(base.dtype is not BOOL, f"cannot add into {base}")
+    (sliced,) = _slice_rule((base,), attrs, funcs)
+    require(updates == sliced, f"updates must be {sliced} (the slice of {base}), got {updates}")
+    return (base,)
+
+
+define("slice_add", "base with updates added to its elements start:stop:step along every axis (static bounds): "
+       "what a slice's cotangent adds to the others, each position written once",
+       example("%b: f32[N,5], %u: f32[N,1]",
+               "  %0 = slice_add %b, %u {start = [0,2], step = [1,1], stop = [N,3]} : f32[N,5]\n  return %0",
+               "f32[N,5]"),
+       _slice_add_rule, 2, ("start", "step", "stop"), traits=("updates", "materializes"), linear=ALL)
 
 
 def _concat_rule(types, attrs, funcs):

@@ -10,7 +10,7 @@ package, and this table gathers them; a new op is a row in its family's table:
     no_contribution.py   piecewise constant ops, constants, stop_gradient
     arithmetic.py        neg add sub mul div mod pow maximum minimum select convert
     functions.py         exp log sin ... erf lgamma atan2 hypot
-    shape.py             broadcast reshape transpose slice concat pad
+    shape.py             broadcast reshape transpose slice slice_add concat pad
     indexing.py          gather scatter_add scatter
     reductions.py        reduce_* argmax argmin cumsum cumprod matmul
     linalg.py            cholesky triangular_solve

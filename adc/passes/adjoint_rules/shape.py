@@ -1,4 +1,4 @@
-"""The VJP rules of the shape ops: broadcast, reshape, transpose, slice, concat, pad.
+"""The VJP rules of the shape ops: broadcast, reshape, transpose, slice, slice_add, concat, pad.
 
 Part of the VJP rule table (adc/passes/adjoint_rules/__init__.py gathers the families' tables).
 Each undoes its op on the cotangent: a broadcast's is a sum over the broadcast axes, a slice's
@@ -72,32 +72,25 @@ def _pad_zeros(b: Builder, v: Value, low, high) -> Value:
     return v
 
 
-def _spread(b: Builder, ct: Value, axis: int, step: int, extent: int) -> Value:
-    """ct[k] moved to position k*step of a length-`extent` axis, zeros between (static sizes)."""
-    shape = list(ct.type.shape)
-    count = shape[axis]
-    split = b.op("reshape", ct, shape=shape[:axis + 1] + [1] + shape[axis + 1:])
-    zero = b.op("constant", dtype=ct.type.dtype, value=0.0)
-    high = [0] * len(split.type.shape)
-    high[axis + 1] = step - 1
-    padded = b.op("pad", split, zero, low=[0] * len(high), high=high)
-    flat = b.op("reshape", padded, shape=shape[:axis] + [count * step] + shape[axis + 1:])
-    stop = list(flat.type.shape)
-    stop[axis] = extent
-    return b.op("slice", flat, start=[0] * len(shape), stop=stop, step=[1] * len(shape))
-
-
 def slice_adjoint(b, op, cts):
-    # d x[lo:hi:st] = ct scattered into zeros shaped like x (every st-th place when st > 1)
-    x, start, stop = op.operands[0], op.attrs["start"], op.attrs["stop"]
-    ct = cts[0]
-    for axis, step in enumerate(op.attrs["step"]):
-        if step > 1:
-            ct = _spread(b, ct, axis, step, stop[axis] - start[axis])
-    return (_pad_zeros(b, ct, start, [size - hi for size, hi in zip(x.type.shape, stop)]),)
+    # d x[lo:hi:st] = ct placed back among zeros shaped like x: padded with zeros (step 1), else
+    # added into zeros at every st-th place (slice_add; a sum of such cotangents adds each into
+    # the rest, adc/passes/adjoint.py)
+    x, a = op.operands[0], op.attrs
+    if any(step > 1 for step in a["step"]):
+        return (b.op("slice_add", full(b, 0.0, x.type), cts[0], **a),)
+    return (_pad_zeros(b, cts[0], a["start"], [size - hi for size, hi in zip(x.type.shape, a["stop"])]),)
 
 
 adjoint_rules["slice"] = slice_adjoint
+
+
+def slice_add_adjoint(b, op, cts):
+    # d slice_add(base, u) = ct, ct[lo:hi:st]
+    return (cts[0], b.op("slice", cts[0], **op.attrs))
+
+
+adjoint_rules["slice_add"] = slice_add_adjoint
 
 
 def concat_adjoint(b, op, cts):

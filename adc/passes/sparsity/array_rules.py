@@ -117,11 +117,25 @@ def scatter_add_sparsity(op, states, ctx):
         return unknown_index_sparsity(op, states, ctx)
     out = result(op, ctx, None)
     (destination,) = eval_rules["gather"]([out.positions(), indices.value], op.attrs, ctx)
+    return (_added(op, ctx, out, base, updates, destination),)
+
+
+def slice_add_sparsity(op, states, ctx):
+    # base[r] plus the update the slice puts at r: the updates' destinations are the result
+    # positions the slice reads
+    base, updates = states
+    out = result(op, ctx, None)
+    (destination,) = eval_rules["slice"]([out.positions()], op.attrs, ctx)
+    return (_added(op, ctx, out, base, updates, destination),)
+
+
+def _added(op, ctx, out: Dependence, base: Dependence, updates: Dependence, destination) -> Dependence:
+    """The result of adding each update into base at its `destination` (a result position)."""
     rows = np.concatenate([np.arange(base.size, dtype=np.int64), np.asarray(destination, np.int64).ravel()])
-    return (result(op, ctx, gathered(stacked([base, updates], columns_of(states)), rows, out.size)),)
+    return result(op, ctx, gathered(stacked([base, updates], columns_of([base, updates])), rows, out.size))
 
 
-sparsity_rules["scatter_add"] = scatter_add_sparsity
+sparsity_rules.update(scatter_add=scatter_add_sparsity, slice_add=slice_add_sparsity)
 
 
 def reduce_sparsity(op, states, ctx):

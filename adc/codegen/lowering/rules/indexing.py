@@ -1,11 +1,13 @@
-"""Rules of indexing by integer tensors: gather reads through its indices, scatter and
-scatter_add write through theirs.
+"""Rules of indexing: gather reads through its indices, scatter and scatter_add write through
+theirs, slice_add adds into a static slice.
 
 An index follows the rule of adc/ir/ops/indexing.py (negative counts from the end once, then clamps), so
 neither reads nor writes out of bounds. A scatter's buffer rule splits the positions along its
-axis between threads, each applying the updates that land in its own, in order.
+axis between threads, each applying the updates that land in its own, in order; a slice_add's
+splits its base's rows, each thread adding the updates that land in its own (each lands once).
 
     %2 = gather %x, %i {axis = 0} : f32[K,M]    ──▶   element (j, m) = x[clamped(i[j]), m]
+    %3 = slice_add %b, %u {start = [0,2], step = [1,1], stop = [K,3]}    ──▶   b[k, 2] += u[k, 0], k < K
 """
 from __future__ import annotations
 
@@ -81,10 +83,8 @@ def scatter_lower(kernel: Emitter, op: Op, dest: ir.Value) -> None:
     out, dtype, axis = fn.args[3], base.type.dtype, op.attrs["axis"]
     copying = op.result not in kernel.plan.scattered_into.values()     # else the base's own loop wrote dest
     if copying:
-        ranges = [(owned_start, owned_end) if d == axis else (i64(0), em.dim(n))
-                  for d, n in enumerate(base.type.shape)]
-        with em.b.if_then(em.b.not_(_in_place(em, base, out))):
-            loop_nest(em.b, ranges, lambda axes: _copy_element(em, base, op.result, out, axes))
+        _copy_base(em, op, out, [(owned_start, owned_end) if d == axis else (i64(0), em.dim(n))
+                                 for d, n in enumerate(base.type.shape)])
     n = em.dim(base.type.shape[axis])
     add = int_or_float("add", "fadd")
 
@@ -127,6 +127,13 @@ def _in_place(em: Emitter, base: Value, out: ir.Value) -> ir.Value:
     return em.b.icmp_unsigned("==", em.buffers[base], out) if base in em.buffers else ir.Constant(I1, 0)
 
 
+def _copy_base(em: Emitter, op: Op, out: ir.Value, ranges: list[tuple[ir.Value, ir.Value]]) -> None:
+    """out = the base (first operand) of `op` over `ranges`, unless a loop body gave its buffer as out."""
+    base = op.operands[0]
+    with em.b.if_then(em.b.not_(_in_place(em, base, out))):
+        loop_nest(em.b, ranges, lambda axes: _copy_element(em, base, op.result, out, axes))
+
+
 def _copy_element(em: Emitter, source: Value, like: Value, out: ir.Value, axes: list[ir.Value]) -> None:
     index = em.index(like, axes=axes)
     em.store(out, like.type.dtype, index, em.value_at(source, em.index(source, axes=axes)))
@@ -134,3 +141,46 @@ def _copy_element(em: Emitter, source: Value, like: Value, out: ir.Value, axes: 
 
 
 lower_rules["scatter_add"] = lower_rules["scatter"] = scatter_lower
+
+
+def slice_add_lower(kernel: Emitter, op: Op, dest: ir.Value) -> None:
+    # dest = base, then dest[start + step*i] += updates[i] for every i of the updates: the threads
+    # split the base's rows, each copying its own (unless the base's own nest wrote dest) and adding
+    # the updates that land in them; a slice holds each position once, so no two writes race
+    base, updates = op.operands
+    leaves = kernel.plan.leaves(op)
+    fn = bounds.outline(kernel, op.name, 1 + len(leaves))
+    em = kernel.nested(fn, fn.args[2], dict(zip(leaves, fn.args[4:])))
+    first, last, out = fn.args[0], fn.args[1], fn.args[3]
+    copying = op.result not in kernel.plan.scattered_into.values()
+    if copying:
+        _copy_base(em, op, out, [(first, last)] + [(i64(0), em.dim(n)) for n in base.type.shape[1:]])
+    start, step, dtype = op.attrs["start"], op.attrs["step"], base.type.dtype
+    rows = [_landing(em, edge, start[0], step[0], updates.type.shape[0]) for edge in (first, last)]
+    add = int_or_float("add", "fadd")
+
+    def accumulate(axes: list[ir.Value]) -> None:
+        target = em.index(op.result, axes=[em.b.add(em.dim(lo), em.b.mul(a, i64(st), flags=NOWRAP), flags=NOWRAP)
+                                           for a, lo, st in zip(axes, start, step)])
+        update = em.value_at(updates, em.index(updates, axes=axes))
+        em.store(out, dtype, target, add(em.b, dtype, em.load(out, dtype, target), update))
+        em.memo.clear()
+    loop_nest(em.b, [tuple(rows)] + [(i64(0), em.dim(n)) for n in updates.type.shape[1:]], accumulate)
+    em.b.ret_void()
+    b = kernel.b
+    work = kernel.dim(num_elements(updates.type.shape))
+    if copying:
+        work = b.add(work, b.select(_in_place(kernel, base, dest), i64(0), kernel.dim(num_elements(base.type.shape))),
+                     flags=NOWRAP)
+    buffers = bounds.nest_arguments(kernel, [kernel.dims_ptr, dest, *[kernel.buffers[v] for v in leaves]])
+    parallel.call_loop(b, kernel.head, fn, kernel.dim(base.type.shape[0]), work, parallel.FLAT_GRAIN, buffers)
+
+
+def _landing(em: Emitter, row: ir.Value, start: Dim, step: int, count: Dim) -> ir.Value:
+    """The first update row i (of `count`) whose base row start + step*i is at `row` or after."""
+    ahead = intrinsic(em.b, "smax", [em.b.sub(row, em.dim(start)), i64(0)], DType.i64)
+    rounded_up = em.b.udiv(em.b.add(ahead, i64(step - 1), flags=NOWRAP), i64(step))
+    return intrinsic(em.b, "smin", [rounded_up, em.dim(count)], DType.i64)
+
+
+lower_rules["slice_add"] = slice_add_lower

@@ -10,7 +10,7 @@ results (qr, eigh, svd, lu_factor) take a list of buffers, one per result.
 
     elementwise.py   arithmetic, comparisons, math functions, convert, constant, dim, iota
     shape.py         broadcast, reshape, transpose, slice, concat, pad
-    indexing.py      gather, scatter, scatter_add
+    indexing.py      gather, scatter, scatter_add, slice_add
     reductions.py    reduce_sum, reduce_max, reduce_min, reduce_prod, argmax, argmin
     scans.py         cumsum, cumprod
     matmul.py        matmul
