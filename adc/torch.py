@@ -43,6 +43,7 @@ from adc.runtime.tensor import Tensor
 _TORCH_DTYPES = {np.dtype(np.float32): torch.float32, np.dtype(np.float64): torch.float64,
                  np.dtype(np.int32): torch.int32, np.dtype(np.int64): torch.int64, np.dtype(np.bool_): torch.bool}
 _PLAIN = (torch.Tensor, torch.nn.Parameter)      # what eager code passes (not a subclass wrapping it)
+ALLOCATIONS_KEPT = 64      # argument shapes per kernel whose sizes and result specs an eager call keeps
 _names = itertools.count()     # custom ops are registered once per process: each kernel gets a fresh name
 
 
@@ -258,15 +259,14 @@ def _eager_function(kernel_op: KernelOp) -> type:
     function = kernel_op.function
     result_types = kernel_op.kernel.signature.result_types
     loss = len(result_types) == 1 and result_types[0].rank == 0 and result_types[0].dtype.is_float
-    fused = {}      # ctx.needs_input_grad -> (the params wanted, their value-and-gradient kernel)
+    fused = {}      # ctx.needs_input_grad -> (its value-and-gradient kernel, each param's gradient's slot)
 
     def forward(ctx, *args):
         ctx.save_for_backward(*args)
         if loss:
             needs = ctx.needs_input_grad
-            wanted, kernel = fused.get(needs) or fused.setdefault(needs, _fused(kernel_op, needs))
-            value, *grads = _native(kernel, args, kernel_op._fits(args))     # (the kernel's params)
-            ctx.gradients = dict(zip(wanted, grads))
+            kernel, ctx.slots = fused.get(needs) or fused.setdefault(needs, _fused(kernel_op, needs))
+            value, *ctx.gradients = _native(kernel, args, kernel_op._fits(args))   # (not the value: a cycle)
             return value
         results = _native(kernel_op.kernel, args, kernel_op._fits(args))
         _mark_integers(ctx, results)
@@ -278,16 +278,19 @@ def _eager_function(kernel_op: KernelOp) -> type:
             return function.backward(ctx, *cts)
         (ct,) = cts
         if ct.item() == 1.0:    # loss.backward()'s seed: the gradients as they are, no product made
-            return tuple(gradients.get(i) for i in range(len(ctx.needs_input_grad)))
-        return tuple(gradients[i] * ct if i in gradients else None for i in range(len(ctx.needs_input_grad)))
+            return tuple(None if k is None else gradients[k] for k in ctx.slots)
+        return tuple(None if k is None else gradients[k] * ct for k in ctx.slots)
 
     return type(f"{kernel_op.__name__}_eager_function", (torch.autograd.Function,), {
         "forward": staticmethod(forward), "backward": staticmethod(backward)})
 
 
 def _fused(kernel_op: KernelOp, needs: tuple[bool, ...]) -> tuple:
+    """The value-and-gradient kernel w.r.t. the float params autograd wants, and per param the
+    place of its gradient among that kernel's gradients (None: no gradient)."""
     wanted = tuple(i for i in kernel_op._floats if needs[i])
-    return wanted, value_and_grad(kernel_op.kernel, wanted)
+    return value_and_grad(kernel_op.kernel, wanted), tuple(wanted.index(i) if i in wanted else None
+                                                           for i in range(len(needs)))
 
 
 def _save_for_both(ctx, inputs: tuple, output) -> None:
@@ -326,14 +329,28 @@ def _native(kernel: Kernel, args, fits: bool) -> Any:
     adc tape or accumulator records kernel calls; else through adc Tensors over the tensors' memory,
     whose call checks them."""
     if fits and not kernel.checks_indices and not thread_state.recording:
-        sizes = kernel.dims_of([a.shape for a in args])
-        results = [torch.empty(shape, dtype=_TORCH_DTYPES[dtype]) for dtype, shape in kernel.result_shapes(sizes)]
+        sizes, specs = _allocation(kernel, tuple(a.shape for a in args))
+        results = [torch.empty(shape, dtype=dtype) for shape, dtype in specs]
         kernel.run_at(sizes, [a.data_ptr() for a in args] + [r.data_ptr() for r in results])
         return results[0] if len(results) == 1 else tuple(results)
     results = kernel(*(_view(a) for a in args))
     if type(results) is not tuple:
         return _tensor(results.numpy())
     return tuple(_tensor(r.numpy()) for r in results)
+
+
+def _allocation(kernel: Kernel, shapes: tuple) -> tuple[list[int], list[tuple]]:
+    """The dims' sizes for arguments of these shapes and each result's (shape, torch dtype), kept
+    per kernel for the shapes last seen (a training loop's are the same at every step; a shape
+    that fails the kernel's checks raises and is not kept)."""
+    seen = kernel.derived.get("torch_allocation", None, dict)
+    found = seen.get(shapes)
+    if found is None:
+        if len(seen) >= ALLOCATIONS_KEPT:
+            seen.clear()
+        sizes = kernel.dims_of(shapes)
+        found = seen[shapes] = sizes, [(shape, _TORCH_DTYPES[dtype]) for dtype, shape in kernel.result_shapes(sizes)]
+    return found
 
 
 def _plain(args) -> bool:

@@ -405,14 +405,18 @@ class Kernel:
         """The native call on memory its caller owns: `addresses` the inputs' and then the results'
         C-contiguous data, of the params' and results' dtypes and of the shapes the dims' `sizes`
         give (`dims_of`, `result_shapes`). A framework bridge's tensors (adc/torch.py) cross this
-        way with no NumPy array made of them; the caller keeps the memory alive meanwhile. Through
+        way with no NumPy array made of them; the caller keeps the memory alive meanwhile. By
+        adc.runtime.native_call where it is built (its buffer on the C stack), else through
         ctypes, this thread's argument buffer reused."""
+        if native_call is not None:
+            status = native_call.run_at(self._address or self.entry_address(), self._arity, sizes, addresses)
+            if status != STATUS_OK:
+                raise self._failure(status, sizes)
+            return
         plans = self._plans.__dict__
         plan = plans.pop("plan", None) or self._new_plan()
         buffer, call = plan
         buffer[:len(sizes) + len(addresses)] = sizes + addresses
-        if native_call is not None:
-            native_call.watch_interrupts()
         status = call()
         plans["plan"] = plan
         if status != STATUS_OK:

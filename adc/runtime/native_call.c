@@ -13,6 +13,9 @@ as the route where this module is not built (setup.py builds it when a C compile
 ints), `tensors` the arguments (a list of Tensors, already checked against the signature),
 `results` a tuple of (dtype, shape) per result. Returns the results as a tuple of new
 Tensors, or the kernel's nonzero status as an int (the caller raises the error it names).
+`run_at(address, inputs, sizes, addresses)`: Kernel.run_at's call on memory the caller owns (a
+framework's tensors, adc/torch.py), the inputs' and then the results' data addresses given as
+ints: the kernel's status.
 A result of `min_bytes` or more comes from `allocate_large(shape, dtype)` (buffers.empty:
 a pooled block), a smaller one from NumPy directly. The argument buffer lives on the C
 stack, so a call made meanwhile (a signal handler's, another thread's) has its own; the
@@ -251,6 +254,56 @@ done:
     return results;
 }
 
+/* run_at(address, inputs, sizes, addresses): Kernel.run_at's call, the argument buffer filled
+   on the C stack from two lists of ints, the dimension sizes and the data addresses (memory the
+   caller owns) of the `inputs` inputs and then of the results; no Tensor made, no ctypes call.
+   Returns the kernel's status as an int. */
+static PyObject *run_at(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 4 || !PyLong_Check(args[1]) || !PyList_Check(args[2]) || !PyList_Check(args[3])) {
+        PyErr_SetString(PyExc_TypeError, "run_at(address, inputs: int, sizes: list, addresses: list)");
+        return NULL;
+    }
+    kernel_fn kernel = (kernel_fn)PyLong_AsVoidPtr(args[0]);
+    if (kernel == NULL) {
+        if (!PyErr_Occurred())
+            PyErr_SetString(PyExc_ValueError, "a kernel address of 0");
+        return NULL;
+    }
+    PyObject *sizes = args[2], *addresses = args[3];
+    Py_ssize_t n_dims = PyList_GET_SIZE(sizes), n_ptrs = PyList_GET_SIZE(addresses);
+    Py_ssize_t n_in = PyLong_AsSsize_t(args[1]);
+    if (n_in < 0 || n_in > n_ptrs) {
+        if (!PyErr_Occurred())
+            PyErr_SetString(PyExc_ValueError, "run_at: more inputs than addresses");
+        return NULL;
+    }
+    int64_t on_stack[STACK_SLOTS];
+    int64_t *slots = on_stack;
+    if (n_dims + n_ptrs > STACK_SLOTS) {
+        slots = PyMem_Malloc(sizeof(int64_t) * (size_t)(n_dims + n_ptrs));
+        if (slots == NULL)
+            return PyErr_NoMemory();
+    }
+    PyObject *result = NULL;
+    for (Py_ssize_t i = 0; i < n_dims + n_ptrs; i++) {
+        PyObject *item = i < n_dims ? PyList_GET_ITEM(sizes, i) : PyList_GET_ITEM(addresses, i - n_dims);
+        slots[i] = PyLong_AsLongLong(item);
+        if (slots[i] == -1 && PyErr_Occurred())
+            goto done;
+    }
+    watch_now_and_then();
+    int32_t status;
+    Py_BEGIN_ALLOW_THREADS
+    status = kernel(slots, (void **)(slots + n_dims), (void **)(slots + n_dims + n_in));
+    Py_END_ALLOW_THREADS
+    result = status == STATUS_INTERRUPTED && PyErr_CheckSignals() < 0 ? NULL : PyLong_FromLong(status);
+done:
+    if (slots != on_stack)
+        PyMem_Free(slots);
+    return result;
+}
+
 static PyObject *setup(PyObject *module, PyObject *args)
 {
     PyObject *tensor, *allocate;
@@ -271,21 +324,15 @@ static PyObject *interrupt_counter(PyObject *module, PyObject *unused)
     return PyLong_FromVoidPtr(&interrupts);
 }
 
-static PyObject *watch_interrupts(PyObject *module, PyObject *unused)
-{
-    watch_now_and_then();
-    Py_RETURN_NONE;
-}
-
 static PyMethodDef methods[] = {
     {"run", (PyCFunction)(void (*)(void))run, METH_FASTCALL,
      "run(address, sizes, tensors, results) -> tuple of Tensors, or the kernel's nonzero status"},
+    {"run_at", (PyCFunction)(void (*)(void))run_at, METH_FASTCALL,
+     "run_at(address, inputs, sizes, addresses) -> the kernel's status: the inputs' then the results' data at caller-owned addresses"},
     {"setup", setup, METH_VARARGS,
      "setup(Tensor, allocate_large, min_bytes): the result type and the allocator of large results"},
     {"interrupt_counter", interrupt_counter, METH_NOARGS,
      "interrupt_counter() -> the address of the int32 counter of SIGINTs, adc's handler put in front of SIGINT's"},
-    {"watch_interrupts", watch_interrupts, METH_NOARGS,
-     "watch_interrupts(): put adc's SIGINT handler back in front if it was displaced (checked every 10 ms at most)"},
     {NULL, NULL, 0, NULL},
 };
 

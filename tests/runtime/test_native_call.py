@@ -84,6 +84,34 @@ def test_a_tape_gradient_through_both_halves_of_a_split_vjp(route):
     assert [float(g) for g in tape.gradient(z, [x, y])] == [4.0, 6.0]
 
 
+@pytest.fixture(params=["c", "ctypes"])
+def run_at_route(request, monkeypatch):
+    """Kernel.run_at's two routes: native_call.run_at, and ctypes where the extension is not built."""
+    if request.param == "ctypes":
+        monkeypatch.setattr(kernel, "native_call", None)
+    return request.param
+
+
+def test_run_at_writes_the_results_into_memory_the_caller_owns(m, run_at_route):
+    x = np.arange(12, dtype=np.float32).reshape(3, 4)
+    results = [np.full(shape, -1.0, dtype) for dtype, shape in m.shapes.result_shapes(m.shapes.dims_of([x.shape]))]
+    m.shapes.run_at(m.shapes.dims_of([x.shape]), [x.ctypes.data] + [r.ctypes.data for r in results])
+    np.testing.assert_array_equal(results[0], x.T)
+    np.testing.assert_array_equal(results[1], x.sum(axis=1))
+    assert float(results[2]) == 66.0
+    wide = adc.compile(WIDE, "wide.adc").wide
+    args, total = [np.array(float(k)) for k in range(MANY)], np.zeros(())     # more slots than the C stack's
+    wide.run_at([], [a.ctypes.data for a in args] + [total.ctypes.data])
+    assert float(total) == MANY * (MANY - 1) / 2
+
+
+def test_run_at_raises_the_error_a_failing_status_names(run_at_route):
+    branch = adc.compile(INDEXED_WHEN_RUN, "indexed.adc").branch
+    x, k, out = np.zeros(0), np.float64(-1.0), np.zeros(())
+    with pytest.raises(ValueError, match=r"branch: .* needs M-1 >= 0, but M = 0"):
+        branch.run_at(branch.dims_of([x.shape, ()]), [x.ctypes.data, np.asarray(k).ctypes.data, out.ctypes.data])
+
+
 def test_the_c_route_refuses_malformed_calls():
     with pytest.raises(ValueError, match="address of 0"):
         kernel.native_call.run(0, [], [], ())
@@ -91,6 +119,12 @@ def test_the_c_route_refuses_malformed_calls():
         kernel.native_call.run(1, (), [], ())
     with pytest.raises(TypeError, match="dtype, shape"):
         kernel.native_call.run(1, [], [], ((np.float32, (2,)),))
+    with pytest.raises(ValueError, match="address of 0"):
+        kernel.native_call.run_at(0, 0, [], [])
+    with pytest.raises(TypeError, match="run_at"):
+        kernel.native_call.run_at(1, 0, (), [])
+    with pytest.raises(ValueError, match="more inputs than addresses"):
+        kernel.native_call.run_at(1, 3, [], [0, 0])
 
 
 def blend(x, y, w):

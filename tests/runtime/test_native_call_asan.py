@@ -1,8 +1,9 @@
 """adc's C extension (adc/runtime/native_call.c) under AddressSanitizer: built with
 `gcc -fsanitize=address` into a temporary folder, imported in a child Python in place of the
 installed build, and driven through every route of a kernel call — every argument kind, more
-arguments than its stack slots hold, empty and pooled results, argument errors, a failing status,
-a bounds error, an interrupt, threads, gradients through a tape. An overflow or a use after free
+arguments than its stack slots hold, empty and pooled results, calls on caller-owned memory
+(run_at), argument errors, a failing status, a bounds error, an interrupt, threads, gradients
+through a tape. An overflow or a use after free
 in the extension is a report on the child's standard error and a non-zero exit.
 
 The child preloads ASan's runtime (the interpreter is not built with it), hands Python's
@@ -116,6 +117,14 @@ assert float(np.asarray(large)[-1]) == 2.0
 wide = adc.compile("def wide({', '.join(f'a{k}: f64' for k in range(MANY))}) -> f64:\\n"
                    "    return {' + '.join(f'a{k}' for k in range(MANY))}\\n", "wide.adc")
 assert float(wide.wide(*map(float, range({MANY})))) == {MANY * (MANY - 1) // 2}
+
+outs = [np.empty(shape, dtype) for dtype, shape in m.shapes.result_shapes(m.shapes.dims_of([x.shape]))]
+m.shapes.run_at(m.shapes.dims_of([x.shape]), [x.ctypes.data] + [o.ctypes.data for o in outs])   # run_at
+np.testing.assert_array_equal(outs[0], x.T)
+slots = [np.array(float(k)) for k in range({MANY})] + [np.zeros(())]
+wide.wide.run_at([], [s.ctypes.data for s in slots])
+assert float(slots[-1]) == {MANY * (MANY - 1) // 2}
+raises(ValueError, m.fourth.run_at, [2], [np.zeros(2).ctypes.data, slots[-1].ctypes.data])   # a failing status
 
 raises(TypeError, m.kinds, a, j, j, t, 2.0, 3, True)                     # a dtype
 raises(ValueError, m.kinds, a, i[:3], j, t, 2.0, 3, True)                # a shape
