@@ -182,6 +182,38 @@ static void watch_now_and_then(void)
     watch();
 }
 
+/* The kernel at `address` (a Python int), or NULL with ValueError for 0 (or the int's error). */
+static kernel_fn kernel_at(PyObject *address)
+{
+    kernel_fn kernel = (kernel_fn)PyLong_AsVoidPtr(address);
+    if (kernel == NULL && !PyErr_Occurred())
+        PyErr_SetString(PyExc_ValueError, "a kernel address of 0");
+    return kernel;
+}
+
+/* slots[0..n) from the ints of `list`: 0, or -1 with the exception set. */
+static int ints_into(PyObject *list, Py_ssize_t n, int64_t *slots)
+{
+    for (Py_ssize_t i = 0; i < n; i++) {
+        slots[i] = PyLong_AsLongLong(PyList_GET_ITEM(list, i));
+        if (slots[i] == -1 && PyErr_Occurred())
+            return -1;
+    }
+    return 0;
+}
+
+/* The kernel run on its filled argument buffer (dims, then n_in inputs, then the outputs), the GIL
+   released meanwhile: its status. */
+static int32_t call_kernel(kernel_fn kernel, int64_t *slots, Py_ssize_t n_dims, Py_ssize_t n_in)
+{
+    watch_now_and_then();
+    int32_t status;
+    Py_BEGIN_ALLOW_THREADS
+    status = kernel(slots, (void **)(slots + n_dims), (void **)(slots + n_dims + n_in));
+    Py_END_ALLOW_THREADS
+    return status;
+}
+
 static PyObject *run(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
     if (nargs != 4 || !PyList_Check(args[1]) || !PyList_Check(args[2]) || !PyTuple_Check(args[3])) {
@@ -192,12 +224,9 @@ static PyObject *run(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         PyErr_SetString(PyExc_RuntimeError, "adc.runtime.native_call.setup() was not called");
         return NULL;
     }
-    kernel_fn kernel = (kernel_fn)PyLong_AsVoidPtr(args[0]);
-    if (kernel == NULL) {
-        if (!PyErr_Occurred())
-            PyErr_SetString(PyExc_ValueError, "a kernel address of 0");
+    kernel_fn kernel = kernel_at(args[0]);
+    if (kernel == NULL)
         return NULL;
-    }
     PyObject *sizes = args[1], *tensors = args[2], *specs = args[3];
     Py_ssize_t n_dims = PyList_GET_SIZE(sizes), n_in = PyList_GET_SIZE(tensors), n_out = PyTuple_GET_SIZE(specs);
     int64_t on_stack[STACK_SLOTS];
@@ -208,11 +237,8 @@ static PyObject *run(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
             return PyErr_NoMemory();
     }
     PyObject *results = NULL;
-    for (Py_ssize_t i = 0; i < n_dims; i++) {
-        slots[i] = PyLong_AsLongLong(PyList_GET_ITEM(sizes, i));
-        if (slots[i] == -1 && PyErr_Occurred())
-            goto done;
-    }
+    if (ints_into(sizes, n_dims, slots) < 0)
+        goto done;
     for (Py_ssize_t i = 0; i < n_in; i++)
         if (pointer_of(PyList_GET_ITEM(tensors, i), &slots[n_dims + i]) < 0)
             goto done;
@@ -236,11 +262,7 @@ static PyObject *run(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
             goto failed;
         PyTuple_SET_ITEM(results, i, tensor);
     }
-    watch_now_and_then();
-    int32_t status;
-    Py_BEGIN_ALLOW_THREADS
-    status = kernel(slots, (void **)(slots + n_dims), (void **)(slots + n_dims + n_in));
-    Py_END_ALLOW_THREADS
+    int32_t status = call_kernel(kernel, slots, n_dims, n_in);
     if (status != 0) {
         Py_DECREF(results);
         results = status == STATUS_INTERRUPTED && PyErr_CheckSignals() < 0 ? NULL : PyLong_FromLong(status);
@@ -264,12 +286,9 @@ static PyObject *run_at(PyObject *module, PyObject *const *args, Py_ssize_t narg
         PyErr_SetString(PyExc_TypeError, "run_at(address, inputs: int, sizes: list, addresses: list)");
         return NULL;
     }
-    kernel_fn kernel = (kernel_fn)PyLong_AsVoidPtr(args[0]);
-    if (kernel == NULL) {
-        if (!PyErr_Occurred())
-            PyErr_SetString(PyExc_ValueError, "a kernel address of 0");
+    kernel_fn kernel = kernel_at(args[0]);
+    if (kernel == NULL)
         return NULL;
-    }
     PyObject *sizes = args[2], *addresses = args[3];
     Py_ssize_t n_dims = PyList_GET_SIZE(sizes), n_ptrs = PyList_GET_SIZE(addresses);
     Py_ssize_t n_in = PyLong_AsSsize_t(args[1]);
@@ -286,17 +305,9 @@ static PyObject *run_at(PyObject *module, PyObject *const *args, Py_ssize_t narg
             return PyErr_NoMemory();
     }
     PyObject *result = NULL;
-    for (Py_ssize_t i = 0; i < n_dims + n_ptrs; i++) {
-        PyObject *item = i < n_dims ? PyList_GET_ITEM(sizes, i) : PyList_GET_ITEM(addresses, i - n_dims);
-        slots[i] = PyLong_AsLongLong(item);
-        if (slots[i] == -1 && PyErr_Occurred())
-            goto done;
-    }
-    watch_now_and_then();
-    int32_t status;
-    Py_BEGIN_ALLOW_THREADS
-    status = kernel(slots, (void **)(slots + n_dims), (void **)(slots + n_dims + n_in));
-    Py_END_ALLOW_THREADS
+    if (ints_into(sizes, n_dims, slots) < 0 || ints_into(addresses, n_ptrs, slots + n_dims) < 0)
+        goto done;
+    int32_t status = call_kernel(kernel, slots, n_dims, n_in);
     result = status == STATUS_INTERRUPTED && PyErr_CheckSignals() < 0 ? NULL : PyLong_FromLong(status);
 done:
     if (slots != on_stack)
