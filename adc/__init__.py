@@ -12,6 +12,7 @@
     adc.grad(m.loss), adc.jacobian(m.f), adc.hessian(m.loss)   # derivative kernels, compiled
     y, dy = adc.jvp(m.f, (x,), (dx,))                 # forward mode
     adc.vmap(m.f, in_axes=(0, None))                  # a kernel over a batch, compiled (jax.vmap)
+    adc.specialize(m.f, N=64)                         # the kernel compiled for N = 64 only
 """
 from __future__ import annotations
 
@@ -36,6 +37,7 @@ from adc.runtime.ops import (abs_ as abs, add, cast, clip, clip_by_norm, clip_by
                              reduce_max, reduce_mean, reduce_min, reduce_prod, reduce_sum, relu, reshape,
                              round_ as round, rsqrt, sigmoid, sign, sin, softplus, sqrt, stack,
                              stop_gradient, subtract, tan, tanh, transpose, where)
+from adc.runtime.specialization import specialize
 from adc.runtime.tape import GradientTape, UnconnectedGradients
 from adc.runtime.tensor import Tensor, constant
 from adc.runtime.threads import set_num_threads
@@ -50,7 +52,7 @@ __all__ = ["__version__", "BoundsError", "CompileError", "ForwardAccumulator", "
            "less", "less_equal", "linalg", "load", "log", "log1p", "math", "matmul", "maximum", "minimum", "multiply",
            "negative", "nn", "norm", "not_equal", "one_hot", "pow", "reduce_logsumexp", "reduce_max", "reduce_mean", "reduce_min",
            "reduce_prod", "reduce_sum", "relu", "reshape", "round", "rsqrt", "set_num_threads", "sigmoid", "sign", "sin",
-           "softplus", "sqrt", "stack", "stop_gradient", "subtract", "take_along_axis", "tan", "tanh", "transpose", "value_and_grad", "vmap", "where"]
+           "softplus", "specialize", "sqrt", "stack", "stop_gradient", "subtract", "take_along_axis", "tan", "tanh", "transpose", "value_and_grad", "vmap", "where"]
 
 
 build_ahead.start()     # a machine's first import: the runtime library built meanwhile, in a child

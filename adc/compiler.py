@@ -39,6 +39,7 @@ from adc.passes.inline import callees, inline_func
 from adc.passes.jvp import jvp
 from adc.passes.pipeline import DEFAULT_PIPELINE, LOWERING, SEPARATE_PIPELINE, Pass, run_pipeline
 from adc.passes.sparsity.fixed_sizes import fixed_sparse
+from adc.passes.specialize import specialize
 from adc.passes.split_vjp import split_vjp
 from adc.passes.vmap import vmap
 
@@ -330,6 +331,12 @@ def _vmap(module: Module, name: str, axes) -> Derivation:
     return Derivation(extended.reachable(func.name), func, tuple(i for i, a in enumerate(in_axes) if a is not None))
 
 
+def _specialize(module: Module, name: str, sizes) -> Derivation:
+    """`sizes`: (symbol, size) pairs; wrt: every param (the kernel itself, at those sizes)."""
+    extended, func = specialize(module, name, dict(sizes))
+    return Derivation(extended.reachable(func.name), func, tuple(range(len(func.params))))
+
+
 def _one_param(compose: Callable, **options) -> Callable[..., Derivation]:
     def rule(module: Module, name: str, wanted) -> Derivation:
         extended, func = compose(module, name, wanted[0], **options)
@@ -337,7 +344,8 @@ def _one_param(compose: Callable, **options) -> Callable[..., Derivation]:
     return rule
 
 
-# name -> rule(module, kernel name, wanted params or None; for "vmap", its axes) -> Derivation
+# name -> rule(module, kernel name, wanted params or None; for "vmap", its axes; for "specialize",
+# its sizes) -> Derivation
 DERIVATIONS: dict[str, Callable[..., Derivation]] = {
     "vjp": _vjp, "split_vjp": _split_vjp, "vjp_batched": _vjp_batched,
     "jvp": _jvp(primals=True), "jvp_tangents": _jvp(primals=False),
@@ -353,7 +361,7 @@ DERIVATIONS: dict[str, Callable[..., Derivation]] = {
     "batch_jacobian": _one_param(compositions.batch_jacobian, mode="auto"),
     "batch_jacfwd": _one_param(compositions.batch_jacobian, mode="forward"),
     "batch_jacrev": _one_param(compositions.batch_jacobian, mode="reverse"),
-    "vmap": _vmap}
+    "vmap": _vmap, "specialize": _specialize}
 
 
 def derive(ir_text: str, module_name: str, derivation: str, kernel: str,

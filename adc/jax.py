@@ -18,7 +18,9 @@ linear in; each of its rules is a kernel adc compiles:
     abstract   result shapes and dtypes from the signature's symbolic dimensions
     lowering   under jit, a custom call of XLA's FFI handler over the kernel's C ABI (adc/jax_ffi.py,
                no Python on the call path; an eager call runs that jitted call), or, on the
-               "callback" route, `jax.pure_callback` running the kernel
+               "callback" route, `jax.pure_callback` running the kernel; either runs the kernel
+               specialized to the call's static shapes (adc.specialize), compiled once per shape
+               as XLA compiles its own code
 
 A primitive rather than `jax.custom_vjp` (no forward mode at all) or `jax.custom_jvp` (its
 reverse mode transposes the JVP rule's computation, which an opaque callback is not): with a JVP
@@ -41,6 +43,7 @@ from jax.interpreters import ad, batching, mlir
 from adc import jax_ffi
 from adc.runtime.functional import batched, tangent_derivative, value_and_grad
 from adc.runtime.kernel import Kernel
+from adc.runtime.specialization import specialize
 
 adc_call = Primitive("adc_call")
 adc_call.multiple_results = True
@@ -132,10 +135,20 @@ def _result_avals(kernel: Kernel, avals) -> list:
 def _lower(ctx, *args, kernel: Kernel, linear: tuple, route: str):
     """Under jit: a custom call of XLA's FFI handler (adc/jax_ffi.py), or a pure_callback (also when
     JAX's persistent compilation cache is on: an executable holding a kernel's address must not
-    outlive the process)."""
+    outlive the process). Either runs the kernel specialized to the call's shapes, which jit fixes."""
+    kernel = _static(kernel, [a.shape for a in ctx.avals_in])
     if route == "ffi" and not jax_ffi.executables_persist():
         return jax_ffi.lowering()(ctx, *args, kernel=kernel)
     return mlir.lower_fun(functools.partial(_callback, kernel), multiple_results=True)(ctx, *args)
+
+
+def _static(kernel: Kernel, shapes) -> Kernel:
+    """The kernel compiled for these shapes (adc.specialize: constant trip counts), or the kernel
+    itself where no compiler can (a module loaded from a shared object without its IR)."""
+    try:
+        return specialize(kernel, **kernel.bind_shapes(shapes))
+    except LookupError:
+        return kernel
 
 
 def _callback(kernel: Kernel, *args):

@@ -21,6 +21,7 @@ Entries are named by a kind and a request, the kind saying which builder made it
     "torch_op" / "jax_function", None   the kernel as a PyTorch operator / JAX function (adc/torch.py, adc/jax.py)
     "grad", "jacobian"..., (mode, wanted)   a transformed kernel (functional.transformed)
     "vmap", (in_axes, out_axes)   the kernel mapped over a batch (functional.vmap)
+    "specialize", sizes      the kernel compiled for some sizes, (symbol, size) pairs (specialization.py)
     "parsed_ir", None        a module's IR, parsed (GradientSource.parsed_ir)
 
     kernel.derived.get("vjp", (0,), lambda: derivatives.derive(kernel, (0,)))

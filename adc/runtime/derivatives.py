@@ -29,6 +29,8 @@ The driver is imported on first use, so loading a shared object needs neither it
 """
 from __future__ import annotations
 
+import functools
+import weakref
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -150,6 +152,19 @@ def compiled(kernel, derivation: str, wanted: tuple[int, ...] | None, why_compil
     if not derived.wrt:
         return NONE
     return Derivative(None if module is None else module[derived.function], derived.wrt, derived.passthrough)
+
+
+def shippable(derivative: Derivative, again: Callable, kernel, *request) -> Derivative:
+    """`derivative`, its kernel pickled as `again(kernel, *request)`. It holds its base kernel
+    weakly: the base kernel's cache (`derived`) holds it, and a strong reference back would make a
+    cycle that only the garbage collector frees (with the native libraries it holds)."""
+    if derivative.kernel is not None:
+        derivative.kernel.recipe = functools.partial(_recipe, again, weakref.ref(kernel), request)
+    return derivative
+
+
+def _recipe(again: Callable, kernel: weakref.ref, request: tuple) -> tuple:
+    return again, (kernel(), *request)
 
 
 def _driver():

@@ -26,13 +26,11 @@ refuses with its LookupError, as a tape would.
 """
 from __future__ import annotations
 
-import functools
-import weakref
 from typing import Callable
 
 import numpy as np
 
-from adc.runtime.derivatives import compiled, embedded_derivative
+from adc.runtime.derivatives import compiled, embedded_derivative, shippable
 from adc.runtime.kernel import Kernel, as_kernel
 from adc.runtime.sparse_derivatives import SparseJacobian, as_matrix, compiled_sparse, kernel_patterns
 from adc.runtime.tensor import Tensor, constant
@@ -211,7 +209,7 @@ def transformed(transform: str, kernel: Kernel, wrt, mode: str | None = None) ->
     _check_result(transform, kernel, wanted)
     embedded_derivative(kernel)     # a --no-gradients module raises its LookupError
     derivation = DERIVATIONS[transform, mode]
-    return kernel.derived.get(transform, (mode, wanted), lambda: _shippable(
+    return kernel.derived.get(transform, (mode, wanted), lambda: shippable(
         compiled(kernel, derivation, wanted), _transformed_again, kernel, transform, wanted, mode)).kernel
 
 
@@ -233,7 +231,7 @@ def vmap(kernel: Kernel, in_axes=0, out_axes=0) -> Kernel:
         raise ValueError(f"adc.vmap: in_axes={in_axes!r} batches no parameter of {sig}; give at least one an axis")
     names = [f"result {j}" for j in range(len(sig.result_types))]
     outs = batch_axes("out_axes", out_axes, names, sig.result_types, "result", shared=False)
-    return kernel.derived.get("vmap", (ins, outs), lambda: _shippable(
+    return kernel.derived.get("vmap", (ins, outs), lambda: shippable(
         compiled(kernel, "vmap", (ins, outs)), vmap, kernel, ins, outs)).kernel
 
 
@@ -257,19 +255,6 @@ def batch_axes(what: str, axes, names, types, noun: str, shared: bool = True) ->
                              f"batched, it has {t.rank + 1} axes")
         checked.append(axis % (t.rank + 1))
     return tuple(checked)
-
-
-def _shippable(derivative, again: Callable[..., Kernel], kernel: Kernel, *request):
-    """`derivative`, its kernel pickled as `again(kernel, *request)`. It holds its base kernel
-    weakly: the base kernel's cache (`derived`) holds it, and a strong reference back would make a
-    cycle that only the garbage collector frees (with the native libraries it holds)."""
-    if derivative.kernel is not None:
-        derivative.kernel.recipe = functools.partial(_recipe, again, weakref.ref(kernel), request)
-    return derivative
-
-
-def _recipe(again: Callable[..., Kernel], kernel: weakref.ref, request: tuple) -> tuple:
-    return again, (kernel(), *request)
 
 
 def parameter_indices(transform: str, kernel: Kernel, wrt) -> tuple[int, ...]:
