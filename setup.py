@@ -3,6 +3,9 @@
 - adc/runtime/native_call.c, a kernel call's Python-side work (Kernel.run_bound). Without a C
   compiler the build skips it (optional=True) and calls take the Python route, the same work in
   kernel.py.
+- adc/runtime/native_substitution.c, the loop recovering a sparse Hessian's entries from an
+  acyclic coloring's products. Without it, sparse Hessians take the star coloring instead (more
+  seeds, the same values).
 - the runtime library (adc/codegen/native/: gemm, thread pool) for this machine, into
   adc/prebuilt/ (adc/driver/runtime_library.py), so the first kernel of a first-ever process does
   not wait seconds for it. It needs llvmlite, lark and platformdirs at build time (pyproject.toml's
@@ -34,6 +37,6 @@ class BuildWithRuntimeLibrary(build_ext):
             self.warn("the runtime library was not compiled at install; adc compiles it at first use")
 
 
-setup(ext_modules=[Extension("adc.runtime.native_call", ["adc/runtime/native_call.c"],
-                             include_dirs=[numpy.get_include()], optional=True)],
+setup(ext_modules=[Extension(f"adc.runtime.{name}", [f"adc/runtime/{name}.c"], include_dirs=[numpy.get_include()],
+                             optional=True) for name in ("native_call", "native_substitution")],
       cmdclass={"build_ext": BuildWithRuntimeLibrary})

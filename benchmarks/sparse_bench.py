@@ -247,7 +247,7 @@ def bench_cartpole(knots: int = 201) -> None:
         others = {f"casadi {name}": seconds for name, seconds in peer.items()}
         theirs = f", CasADi's star coloring {nlp['hessian'].sparsity().star_coloring().size2()}" + theirs
     report(f"Cart-pole Lagrangian Hessian, {knots} knots ({knots * 5} variables): {len(callbacks.lower):,} nonzeros "
-           f"in the lower triangle, {kernel.colors} colors (adc's star coloring{theirs})", routes, others,
+           f"in the lower triangle, {kernel.colors} colors (adc's acyclic or star coloring, the fewer{theirs})", routes, others,
            "<= 1.0x CasADi (casadi/adc >= 1)")
     bench_cartpole_solve(cartpole, callbacks, knots, casadi)
 

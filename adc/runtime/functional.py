@@ -103,8 +103,8 @@ def batch_jacobian(kernel: Kernel, wrt=0, mode: str = "auto") -> Kernel:
 def hessian(kernel: Kernel, wrt=0, mode: str = "auto", sparse: bool = False):
     """The kernel (x...) -> d² result / d x², of shape x.shape + x.shape, for one parameter `wrt`
     of a kernel with one scalar float result: forward-over-reverse, or reverse-over-reverse with
-    mode="reverse". `sparse`: a SparseJacobian of the gradient kernel, star-colored (compressed
-    Hessian-vector products), giving the Hessian as a scipy.sparse CSR matrix; the one its shared
+    mode="reverse". `sparse`: a SparseJacobian of the gradient kernel, star- or acyclically colored
+    (compressed Hessian-vector products), giving the Hessian as a scipy.sparse CSR matrix; the one its shared
     object holds (CSC) when it was compiled with --sparse-hessian."""
     _one_parameter("hessian", wrt)
     if sparse:

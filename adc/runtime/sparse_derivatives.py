@@ -39,6 +39,11 @@ from adc.passes.sparsity.patterns import decode, encode, union
 from adc.runtime.derivatives import CompiledSparse, batched_derivative, batched_tangents
 from adc.runtime.tensor import Tensor
 
+try:    # built by setup.py where there is a C compiler; without it Hessians take the star coloring
+    from adc.runtime import native_substitution
+except ImportError:
+    native_substitution = None
+
 
 def argument_key(kernel, args) -> tuple:
     """What a pattern of `kernel` depends on in a call's `args`: their shapes and the bytes of the
@@ -106,29 +111,37 @@ def as_matrix(pattern: Pattern, data: np.ndarray | None = None):
 @dataclass(frozen=True)
 class Plan:
     """What one pattern costs to fill: the seeds (as a Tensor [colors, ...]), whether they go
-    forward, and where each nonzero lies in the flat compressed products; a bidirectional plan
-    has `reverse_seeds` too, and its index reads the forward products then the reverse ones."""
+    forward, and where each nonzero lies in the flat compressed products (or, an acyclically
+    colored Hessian, the `substitution` recovering them, prepared for adc/runtime/native_substitution.c);
+    a bidirectional plan has `reverse_seeds` too, and its index reads the forward products then
+    the reverse ones."""
 
     pattern: Pattern
     colors: int
     forward: bool
     seeds: Tensor
-    index: np.ndarray
+    index: np.ndarray | None
     reverse_seeds: Tensor | None = None
+    substitution: object | None = None
 
 
 def plan(pattern: Pattern, mode: str, symmetric: bool, wrt, result, bidirectional: bool = False) -> Plan:
     """The coloring of `pattern` for `mode` ("auto", "forward", "reverse"; a symmetric pattern
-    is star-colored, forward), and its seeds and decompression index; `wrt` and `result` are
+    is colored acyclically when that takes fewer seeds than star and the substitution's native
+    loop is built, else star; forward), and its seeds and decompression; `wrt` and `result` are
     the (shape, dtype) of the values the seeds stand for, forward and reverse. `bidirectional`:
     in mode "auto", JVPs and VJPs together when that takes fewer seeds (bicoloring.py)."""
-    chosen = compress(pattern, mode, symmetric)
+    chosen = compress(pattern, mode, symmetric, substitute=native_substitution is not None)
     both = bicolor(pattern) if bidirectional and mode == "auto" and not symmetric else None
     if both is not None and both.count < chosen.count:
         return Plan(pattern, both.count, True, _seed_tensor(both.columns, *wrt), both.index,
                     _seed_tensor(both.rows, *result))
-    return Plan(pattern, chosen.count, chosen.forward, _seed_tensor(chosen.colors, *(wrt if chosen.forward else result)),
-                chosen.index)
+    the_seeds = _seed_tensor(chosen.colors, *(wrt if chosen.forward else result))
+    recovered = chosen.substitution
+    if recovered is not None:
+        recovered = native_substitution.prepare(recovered.gather, recovered.parent, recovered.first,
+                                                recovered.second, the_seeds.size, pattern.nnz)
+    return Plan(pattern, chosen.count, chosen.forward, the_seeds, chosen.index, substitution=recovered)
 
 
 def _seed_tensor(colors: np.ndarray, shape: tuple, dtype) -> Tensor:
@@ -140,11 +153,17 @@ def decompressed(the_plan: Plan, compressed, out: np.ndarray | None = None) -> n
     """The nonzeros of the plan's pattern gathered from the products of its seeds (None: no path
     from the seeded value, an empty pattern), into `out` when given."""
     flat = np.zeros(0) if compressed is None else np.ascontiguousarray(compressed).reshape(-1)
+    recovered = the_plan.substitution
     if out is None:
-        return flat[the_plan.index]
-    if out.shape != the_plan.index.shape or out.dtype != flat.dtype:
-        raise ValueError(f"values: out must be a {flat.dtype} array of shape {the_plan.index.shape}, got "
+        if recovered is None:
+            return flat[the_plan.index]
+        out = np.empty(the_plan.pattern.nnz, flat.dtype)
+    elif out.shape != (the_plan.pattern.nnz,) or out.dtype != flat.dtype:
+        raise ValueError(f"values: out must be a {flat.dtype} array of shape {(the_plan.pattern.nnz,)}, got "
                          f"{out.dtype} {out.shape}")
+    if recovered is not None:
+        native_substitution.substitute(recovered, flat, out)
+        return out
     # the index is in range by construction; mode "raise" with `out` gathers into a temporary first
     # and checks each index (4x the time of "wrap", which never reads outside `flat` either)
     return flat.take(the_plan.index, out=out, mode="wrap")

@@ -6,61 +6,16 @@ arguments than its stack slots hold, empty and pooled results, calls on caller-o
 through a tape. An overflow or a use after free
 in the extension is a report on the child's standard error and a non-zero exit.
 
-The child preloads ASan's runtime (the interpreter is not built with it), hands Python's
-allocations to malloc (PYTHONMALLOC=malloc: ASan then sees the extension's PyMem blocks and the
-objects it makes) and leaves out leak checks (the interpreter does not free everything at exit).
-A self-check shows the harness reports: a tiny extension built and loaded the same way overflows
-a PyMem block by one byte.
+The harness is tests/support/asan.py. A self-check shows it reports: a tiny extension built and
+loaded the same way overflows a PyMem block by one byte.
 """
-import os
-import shutil
-import subprocess
-import sys
-import sysconfig
-from pathlib import Path
-
-import numpy as np
 import pytest
 
+from tests.support.asan import LIBASAN, build, run_with_asan
 from tests.support.interrupts import INTERRUPTED
 from tests.support.repository import ROOT
 
-ASAN_FLAGS = ["-fsanitize=address", "-fno-omit-frame-pointer", "-g", "-O1"]
-
-
-def _libasan() -> str | None:
-    """The path of gcc's ASan runtime, or None when there is no gcc or no ASan runtime."""
-    gcc = shutil.which("gcc")
-    if gcc is None:
-        return None
-    path = subprocess.run([gcc, "-print-file-name=libasan.so"], capture_output=True, text=True).stdout.strip()
-    return path if os.path.isabs(path) and os.path.exists(path) else None
-
-
-LIBASAN = _libasan()
 pytestmark = pytest.mark.skipif(LIBASAN is None, reason="gcc or its AddressSanitizer runtime is not installed")
-
-
-def build(source: Path, name: str, folder: Path) -> Path:
-    """Extension module `name` built from `source` with ASan, as setup.py builds it otherwise."""
-    out = folder / (name + sysconfig.get_config_var("EXT_SUFFIX"))
-    subprocess.run(["gcc", *ASAN_FLAGS, "-shared", "-fPIC", "-I", sysconfig.get_paths()["include"],
-                    "-I", np.get_include(), str(source), "-o", str(out)], check=True, capture_output=True, text=True)
-    return out
-
-
-def run_with_asan(program: str, module: str, path: Path) -> subprocess.CompletedProcess:
-    """Python `program` in a child under ASan, extension `module` loaded from `path` first."""
-    preamble = (f"import importlib.util, sys\n"
-                f"spec = importlib.util.spec_from_file_location({module!r}, {str(path)!r})\n"
-                f"extension = importlib.util.module_from_spec(spec)\n"
-                f"spec.loader.exec_module(extension)\n"
-                f"sys.modules[{module!r}] = extension\n")
-    env = {**os.environ, "LD_PRELOAD": LIBASAN, "ASAN_OPTIONS": "detect_leaks=0", "PYTHONMALLOC": "malloc",
-           "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
-    return subprocess.run([sys.executable, "-c", preamble + program], env=env, capture_output=True, text=True,
-                          timeout=300, cwd=ROOT)
-
 
 KERNELS = """
 def kinds(a: f64[N], i: i32[N], j: i64[N], t: bool[N], s: f64, k: i64, flag: bool) -> (f64[N], i32[N], i64[N], bool[N], f64):

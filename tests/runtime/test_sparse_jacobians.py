@@ -58,11 +58,29 @@ def test_colors_and_patterns_of_the_structured_cases(module):
 
 
 def test_a_sparse_hessian_equals_the_dense_one(module):
+    """Tridiagonal: an acyclic coloring's 2 seeds, the entries recovered by substitution."""
     x = RNG.uniform(-1, 1, 12)
     hessian = adc.hessian(module.loss, sparse=True)
     got = hessian(x)
-    np.testing.assert_allclose(got.toarray(), np.asarray(adc.hessian(module.loss)(x)), rtol=1e-12, atol=1e-14)
-    assert hessian.colors == 3 and got.nnz == 12 + 2 * 11
+    dense = np.asarray(adc.hessian(module.loss)(x))
+    np.testing.assert_allclose(got.toarray(), dense, rtol=1e-12, atol=1e-14)
+    assert hessian.colors == 2 and got.nnz == 12 + 2 * 11
+    out = np.full(got.nnz, np.nan)
+    assert hessian.values(x, out=out) is out
+    np.testing.assert_allclose(out, dense[got.nonzero()], rtol=1e-12, atol=1e-14)
+    with pytest.raises(ValueError, match=r"out must be a float64 array of shape \(34,\)"):
+        hessian.values(x, out=np.empty(33))
+
+
+def test_without_the_substitution_loop_a_hessian_takes_the_star_coloring(module, monkeypatch):
+    from adc.runtime import sparse_derivatives
+
+    monkeypatch.setattr(sparse_derivatives, "native_substitution", None)
+    x = RNG.uniform(-1, 1, 9)
+    hessian = adc.hessian(module.loss, sparse=True)      # (9 elements: no other test's plan)
+    np.testing.assert_allclose(hessian(x).toarray(), np.asarray(adc.hessian(module.loss)(x)), rtol=1e-12,
+                               atol=1e-14)
+    assert hessian.colors == 3
 
 
 def test_the_pattern_follows_the_integer_arguments(module):

@@ -9,7 +9,7 @@ import pytest
 
 import adc
 from adc.runtime.kernel import Kernel
-from tests.conftest import SAMPLES
+from tests.support.repository import SAMPLES
 
 rng = np.random.default_rng(0)
 

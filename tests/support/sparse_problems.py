@@ -5,7 +5,10 @@ import numpy as np
 from hypothesis import strategies as st
 
 from adc.ir.interp import run
+from adc.passes.sparsity.coloring import acyclic_coloring
+from adc.passes.sparsity.compression import seeds
 from adc.passes.sparsity.patterns import Pattern
+from adc.passes.sparsity.substitution import substitution
 
 
 def dense(pattern: Pattern) -> np.ndarray:
@@ -82,3 +85,17 @@ def brusselator_pattern(n: int) -> np.ndarray:
                 for di, dj in ((1, 0), (-1, 0), (0, 1), (0, -1)):
                     want[row, species * n * n + grid[(i + di) % n, (j + dj) % n]] = True
     return want
+
+
+def symmetric_problem(n: int, density: float, seed: int = 0):
+    """A random symmetric matrix of n rows, its pattern, the substitution of its acyclic coloring,
+    and the products of that coloring's seeds (adc/passes/sparsity/substitution.py)."""
+    rng = np.random.default_rng(seed)
+    mask = rng.random((n, n)) < density
+    mask = mask | mask.T | np.eye(n, dtype=bool)
+    h = np.where(mask, rng.uniform(-1, 1, (n, n)), 0.0)
+    h = h + h.T
+    pattern = Pattern.from_pairs(*np.nonzero(mask), (n, n))
+    colors = acyclic_coloring(pattern)
+    products = (h @ seeds(colors, np.float64).T).T.ravel()
+    return h, pattern, substitution(pattern, colors), products

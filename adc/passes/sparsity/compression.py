@@ -6,8 +6,10 @@ pulls one seed per row color through a batched VJP: C[c] = s_c·J holds J[i, j] 
 A star-colored symmetric Hessian pushed forward holds H[i, j] at B[c(j), i] where j is the only
 neighbour of i of its color, else (the coloring guarantees it) at B[c(i), j]. Each is one index
 array into the flat compressed products, computed once per pattern: decompression is one gather,
-values in the pattern's CSR order. `compress` picks the coloring: star for a symmetric pattern,
-else forward mode when the columns need no more colors than the rows.
+values in the pattern's CSR order. An acyclically colored one needs fewer seeds, its entries
+recovered by substitution instead (substitution.py), for a caller that can run that loop.
+`compress` picks the coloring: acyclic for a symmetric pattern when asked and fewer colors than
+star, else star; for others, forward mode when the columns need no more colors than the rows.
 
     seeds(colors)                              [colors, n] one-hot rows
     values = compressed.ravel()[forward_index(pattern, colors)]
@@ -19,8 +21,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from adc.passes.sparsity.coloring import column_coloring, row_coloring, star_coloring
+from adc.passes.sparsity.coloring import acyclic_coloring, column_coloring, row_coloring, star_coloring
 from adc.passes.sparsity.patterns import Pattern
+from adc.passes.sparsity.substitution import Substitution, substitution
 
 MODES = ("auto", "forward", "reverse")
 
@@ -29,11 +32,13 @@ MODES = ("auto", "forward", "reverse")
 class Compression:
     """How one pattern's nonzeros are computed: `colors`, a color per seeded element (the wrt
     input's forward, the result's in reverse); `index`, per nonzero in the pattern's CSR order,
-    its place in the flat products of the seeds."""
+    its place in the flat products of the seeds; or, for an acyclic coloring, no index but the
+    `substitution` that recovers them."""
 
     colors: np.ndarray
     forward: bool
-    index: np.ndarray
+    index: np.ndarray | None
+    substitution: Substitution | None = None
 
     @property
     def count(self) -> int:
@@ -41,11 +46,15 @@ class Compression:
         return int(self.colors.max()) + 1 if len(self.colors) else 0
 
 
-def compress(pattern: Pattern, mode: str = "auto", symmetric: bool = False) -> Compression:
-    """The coloring of `pattern` for `mode` (one of MODES; a symmetric pattern is star-colored and
-    pushed forward) and its decompression index."""
+def compress(pattern: Pattern, mode: str = "auto", symmetric: bool = False, substitute: bool = False) -> Compression:
+    """The coloring of `pattern` for `mode` (one of MODES; a symmetric pattern is star-colored,
+    or with `substitute` acyclically colored when that takes fewer seeds, and pushed forward)
+    and its decompression."""
     if symmetric:
         colors = star_coloring(pattern)
+        fewer = acyclic_coloring(pattern) if substitute else colors
+        if fewer.max(initial=-1) < colors.max(initial=-1):
+            return Compression(fewer, True, None, substitution(pattern, fewer))
         return Compression(colors, True, symmetric_index(pattern, colors))
     by_columns = column_coloring(pattern) if mode != "reverse" else None
     by_rows = row_coloring(pattern) if mode != "forward" else None
