@@ -41,7 +41,7 @@ VALGRIND_CPU = "x86-64-v3"
 HEAP_WALK = "import ctypes; ctypes.CDLL(None).malloc_trim(0)"
 # Frames of adc's native code by symbol or source; JIT-linked code has neither.
 ADC_SYMBOLS = ("adc_", "adc.")
-ADC_SOURCES = ("native_call.c",)
+ADC_SOURCES = ("native_call.c", "native_substitution.c")
 LOADER_OBJECTS = ("ld-linux", "ld-2.", "/ld.so")
 TIMED_OUT = -1      # the status of a run stopped at its time limit
 
