@@ -43,8 +43,8 @@ def kernel_object(symbol: str, ir_text: str, module_name: str, target: Target) -
     from adc.codegen import emit
 
     name = symbol[len(KERNEL_PREFIX):]
-    llvm_module = compiler.lower_kernel(ir_text, module_name, name, target)
-    return emit.emit_object(llvm_module, target, f"{module_name}: {name}")
+    llvm_module, unroll = compiler.lowered_kernel(ir_text, module_name, name, target)
+    return emit.emit_object(llvm_module, target, f"{module_name}: {name}", unroll)
 
 
 def in_process_budget() -> int:

@@ -129,11 +129,13 @@ class Target:
     def optimize(self, module: llvmlite.binding.ModuleRef, unroll: bool = False) -> None:
         """Run the O`opt_level` pipeline with both vectorizers, verifying before and after.
 
-        `unroll` lets LLVM unroll and interleave loops. adc's own loop nests are vectorized but
-        not unrolled: unrolling and interleaving them doubled their optimization and code
-        generation time (mlp_loss VJP: 252 -> 128 ms of CPU) and changed no measured speed
-        beyond noise (sigmoid_shift, mlp_loss forward and gradient, sums of 64K and 4M
-        elements: within 3%). The runtime library's blocked gemm is compiled with it.
+        `unroll` lets LLVM unroll and interleave loops. adc's own loop nests of symbolic sizes
+        are vectorized but not unrolled: unrolling and interleaving them doubled their
+        optimization and code generation time (mlp_loss VJP: 252 -> 128 ms of CPU) and changed no
+        measured speed beyond noise (sigmoid_shift, mlp_loss forward and gradient, sums of 64K
+        and 4M elements: within 3%). The runtime library's blocked gemm is compiled with it, and
+        so is a kernel of fixed sizes, whose short loops of constant trip count it unrolls
+        (compiler.lowered_kernel).
         """
         module.verify()
         self.prepare(module)
