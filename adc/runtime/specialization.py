@@ -4,8 +4,9 @@
 
 Its loops have constant trip counts, which LLVM unrolls when short and vectorizes without
 remainders: what JAX's static shapes give XLA, for a caller whose sizes stay (adc.jax under `jit`,
-whose shapes are static: the softmax cross-entropy's value and gradient over [600, 5] takes 3.8 µs
-specialized, 6.4 symbolic). The kernel comes from passes/specialize.py, derived from the IR its
+whose shapes are static: the softmax cross-entropy's value and gradient over [600, 5] takes 2.4 µs
+specialized, 6.4 symbolic; a kernel of fixed sizes is also compiled with LLVM's loop unrolling,
+compiler.lowered_kernel). The kernel comes from passes/specialize.py, derived from the IR its
 module carries like any derivative (compiled on its first call, cached on disk), and is an
 ordinary Kernel.
 """
