@@ -90,7 +90,7 @@ class _Copies:
                 taken.add(fresh)
                 renamed[length] = SymDim.symbol(fresh)
         values: dict[Value, Value] = {}
-        params = tuple(Value(_substitute_type(p.type, renamed), p.name) for p in region.params)
+        params = tuple(Value(substitute_type(p.type, renamed), p.name) for p in region.params)
         values.update(zip(region.params, params))
         ops = tuple(self.copied(op, tuple(values.get(v, v) for v in op.operands), values, renamed)
                     for op in region.ops)
@@ -99,7 +99,7 @@ class _Copies:
         return copy.name
 
     def copied(self, op: Op, operands: tuple[Value, ...], values: dict[Value, Value], dims: dict[str, Dim]) -> Op:
-        results = tuple(Value(_substitute_type(r.type, dims) if dims else r.type) for r in op.results)
+        results = tuple(Value(substitute_type(r.type, dims) if dims else r.type) for r in op.results)
         values.update(zip(op.results, results))
         attrs = {k: _substitute_attr(v, dims) for k, v in op.attrs.items()} if dims else dict(op.attrs)
         for key in REGION_ATTRS.get(op.name, ()):
@@ -166,7 +166,8 @@ def _substitute(d: Dim, dims: Mapping[str, Dim]) -> Dim:
     return substitute(d, {s: dims.get(s, SymDim.symbol(s)) for s in d.symbols})
 
 
-def _substitute_type(t: TensorType, dims: Mapping[str, Dim]) -> TensorType:
+def substitute_type(t: TensorType, dims: Mapping[str, Dim]) -> TensorType:
+    """`t` with the symbols `dims` binds replaced in its shape; the others kept."""
     return t.with_shape(_substitute(d, dims) for d in t.shape)
 
 

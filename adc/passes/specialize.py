@@ -17,9 +17,7 @@ from typing import Mapping
 
 from adc.errors import CompileError
 from adc.ir.core import Attrs, Func, FuncRef, Module, Op, Value
-from adc.ir.ops import substitute
-from adc.ir.types import SymDim, TensorType
-from adc.passes.inline import inline_func
+from adc.passes.inline import inline_func, substitute_type
 
 
 def specialize(module: Module, name: str, sizes: Mapping[str, int]) -> tuple[Module, Func]:
@@ -34,9 +32,8 @@ def specialize(module: Module, name: str, sizes: Mapping[str, int]) -> tuple[Mod
     if negative:
         raise CompileError(f"@{name}: a size must be non-negative, got "
                            f"{', '.join(f'{s} = {sizes[s]}' for s in negative)}", func.loc)
-    env = {s: sizes.get(s, SymDim.symbol(s)) for s in func.dim_symbols}
-    params = tuple(Value(_bound(p.type, env), p.name) for p in func.params)
-    results = tuple(Value(_bound(t, env)) for t in func.result_types)
+    params = tuple(Value(substitute_type(p.type, sizes), p.name) for p in func.params)
+    results = tuple(Value(substitute_type(t, sizes)) for t in func.result_types)
     call = Op("call", params, Attrs({"callee": FuncRef(name)}), results, func.loc)
     wrapper = Func(_fresh(module, specialized_name(name, sizes)), params, (call,), results, func.loc)
     clones: dict[str, Func] = {}
@@ -53,7 +50,3 @@ def _fresh(module: Module, name: str) -> str:
     while name in module.funcs:
         name += "_"
     return name
-
-
-def _bound(t: TensorType, env: Mapping) -> TensorType:
-    return t.with_shape(substitute(d, env) for d in t.shape)

@@ -83,11 +83,11 @@ def substitution(pattern: Pattern, colors: np.ndarray) -> Substitution:
                 above[p] = max(above.get(p, 0), height[-1] + 1)
                 parent_edge.append((t, p))
     # by height: an edge after its children, and neighbouring steps in other trees (independent)
-    by_height = np.argsort(np.asarray(height, np.int64), kind="stable")
-    position = {(t, v): k for k, (t, v) in enumerate((parent_edge[e][0], child[e]) for e in by_height.tolist())}
-    parent = [position.get(parent_edge[e], -1) for e in by_height.tolist()]      # the root has no edge
-    child = [child[e] for e in by_height.tolist()]
-    parent_vertex = [parent_vertex[e] for e in by_height.tolist()]
+    by_height = np.argsort(np.asarray(height, np.int64), kind="stable").tolist()
+    position = {(parent_edge[e][0], child[e]): k for k, e in enumerate(by_height)}    # (tree, vertex) -> its edge
+    parent = [position.get(parent_edge[e], -1) for e in by_height]      # the root has no edge
+    child = [child[e] for e in by_height]
+    parent_vertex = [parent_vertex[e] for e in by_height]
     child_a, parent_a = np.asarray(child, np.int64), np.asarray(parent_vertex, np.int64)
     diagonal = np.flatnonzero(rows == cols)
     keys = rows * n + cols
