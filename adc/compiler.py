@@ -39,6 +39,7 @@ from adc.passes.inline import callees, inline_func
 from adc.passes.jvp import jvp
 from adc.passes.pipeline import DEFAULT_PIPELINE, LOWERING, SEPARATE_PIPELINE, Pass, run_pipeline
 from adc.passes.sparsity.fixed_sizes import fixed_sparse
+from adc.passes.sparsity.nonzeros import nonzeros
 from adc.passes.specialize import specialize
 from adc.passes.split_vjp import split_vjp
 from adc.passes.vmap import vmap
@@ -347,6 +348,15 @@ def _specialize(module: Module, name: str, sizes) -> Derivation:
     return Derivation(extended.reachable(func.name), func, tuple(range(len(func.params))))
 
 
+def _nonzeros(module: Module, name: str, request) -> Derivation:
+    """`request`: (wrt, (symbol, size) pairs, layers, count): the nonzeros of the Jacobian of the
+    kernel's result w.r.t. param wrt at those sizes, gathered by sources i64[layers, count]
+    (passes/sparsity/nonzeros.py)."""
+    wrt, sizes, layers, count = request
+    extended, func = nonzeros(module, name, wrt, dict(sizes), layers, count)
+    return Derivation(extended.reachable(func.name), func, (wrt,))
+
+
 def _one_param(compose: Callable, **options) -> Callable[..., Derivation]:
     def rule(module: Module, name: str, wanted) -> Derivation:
         extended, func = compose(module, name, wanted[0], **options)
@@ -355,7 +365,7 @@ def _one_param(compose: Callable, **options) -> Callable[..., Derivation]:
 
 
 # name -> rule(module, kernel name, wanted params or None; for "vmap", its axes; for "specialize",
-# its sizes) -> Derivation
+# its sizes; for "nonzeros", its request) -> Derivation
 DERIVATIONS: dict[str, Callable[..., Derivation]] = {
     "vjp": _vjp, "split_vjp": _split_vjp, "vjp_batched": _vjp_batched,
     "jvp": _jvp(primals=True), "jvp_tangents": _jvp(primals=False),
@@ -371,7 +381,7 @@ DERIVATIONS: dict[str, Callable[..., Derivation]] = {
     "batch_jacobian": _one_param(compositions.batch_jacobian, mode="auto"),
     "batch_jacfwd": _one_param(compositions.batch_jacobian, mode="forward"),
     "batch_jacrev": _one_param(compositions.batch_jacobian, mode="reverse"),
-    "vmap": _vmap, "specialize": _specialize}
+    "vmap": _vmap, "specialize": _specialize, "nonzeros": _nonzeros}
 
 
 def derive(ir_text: str, module_name: str, derivation: str, kernel: str,

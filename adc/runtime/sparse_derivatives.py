@@ -27,7 +27,7 @@ gradient kernel, its pattern symmetrized and star-colored, read by symmetric dec
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -35,8 +35,9 @@ from adc.ir.types import evaluate_dim
 from adc.passes.sparsity import Pattern, jacobian_patterns
 from adc.passes.sparsity.bicoloring import bicolor
 from adc.passes.sparsity.compression import compress, seeds
+from adc.passes.sparsity.nonzeros import NotDirect, gather_sources, result_columns
 from adc.passes.sparsity.patterns import decode, encode, union
-from adc.runtime.derivatives import CompiledSparse, batched_derivative, batched_tangents
+from adc.runtime.derivatives import CompiledSparse, batched_derivative, batched_tangents, compiled
 from adc.runtime.tensor import Tensor
 
 try:    # built by setup.py where there is a C compiler; without it Hessians take the star coloring
@@ -109,12 +110,23 @@ def as_matrix(pattern: Pattern, data: np.ndarray | None = None):
 
 
 @dataclass(frozen=True)
+class Direct:
+    """A Jacobian whose nonzeros a kernel computes where they lie (passes/sparsity/nonzeros.py):
+    `kernel` takes the call's arguments and `sources`, and returns the nonzeros; `terms`, the
+    diagonals it computes."""
+
+    kernel: object
+    sources: Tensor
+    terms: int
+
+
+@dataclass(frozen=True)
 class Plan:
     """What one pattern costs to fill: the seeds (as a Tensor [colors, ...]), whether they go
     forward, and where each nonzero lies in the flat compressed products (or, an acyclically
     colored Hessian, the `substitution` recovering them, prepared for adc/runtime/native_substitution.c);
     a bidirectional plan has `reverse_seeds` too, and its index reads the forward products then
-    the reverse ones."""
+    the reverse ones. A `direct` plan computes the nonzeros instead, the seeds left unused."""
 
     pattern: Pattern
     colors: int
@@ -123,6 +135,15 @@ class Plan:
     index: np.ndarray | None
     reverse_seeds: Tensor | None = None
     substitution: object | None = None
+    direct: Direct | None = None
+
+    @property
+    def route(self) -> str:
+        if self.direct is not None:
+            return "direct"
+        if self.reverse_seeds is not None:
+            return "bidirectional"
+        return "forward" if self.forward else "reverse"
 
 
 def plan(pattern: Pattern, mode: str, symmetric: bool, wrt, result, bidirectional: bool = False) -> Plan:
@@ -158,15 +179,43 @@ def decompressed(the_plan: Plan, compressed, out: np.ndarray | None = None) -> n
         if recovered is None:
             return flat[the_plan.index]
         out = np.empty(the_plan.pattern.nnz, flat.dtype)
-    elif out.shape != (the_plan.pattern.nnz,) or out.dtype != flat.dtype:
-        raise ValueError(f"values: out must be a {flat.dtype} array of shape {(the_plan.pattern.nnz,)}, got "
-                         f"{out.dtype} {out.shape}")
+    else:
+        _check_out(out, the_plan.pattern.nnz, flat.dtype)
     if recovered is not None:
         native_substitution.substitute(recovered, flat, out)
         return out
     # the index is in range by construction; mode "raise" with `out` gathers into a temporary first
     # and checks each index (4x the time of "wrap", which never reads outside `flat` either)
     return flat.take(the_plan.index, out=out, mode="wrap")
+
+
+def direct_values(the_plan: Plan, args, out: np.ndarray | None = None) -> np.ndarray:
+    """The nonzeros of a direct plan's pattern for the call's `args`, into `out` when given."""
+    values = the_plan.direct.kernel(*args, the_plan.direct.sources).numpy()
+    if out is None:
+        return values.copy()
+    _check_out(out, the_plan.pattern.nnz, values.dtype)
+    np.copyto(out, values)
+    return out
+
+
+def _check_out(out: np.ndarray, nnz: int, dtype: np.dtype) -> None:
+    if out.shape != (nnz,) or out.dtype != dtype:
+        raise ValueError(f"values: out must be a {dtype} array of shape {(nnz,)}, got {out.dtype} {out.shape}")
+
+
+def direct(kernel, wrt: int, pattern: Pattern, sizes: dict[str, int]) -> Direct | None:
+    """The kernel computing the nonzeros of `pattern` (the Jacobian of `kernel`'s result w.r.t.
+    param `wrt` at these sizes of its symbols) where they lie; None where that Jacobian is not a few
+    index-mapped diagonals (loops, sums, products: the coloring serves it) or no compiler is there."""
+    bound = tuple((s, sizes[s]) for s in kernel.signature.dims)
+    try:
+        columns = result_columns(kernel.gradient_source.parsed_ir(), kernel.signature.name, wrt, dict(bound))
+        sources = gather_sources(columns, pattern)
+        made = compiled(kernel, "nonzeros", (wrt, bound, *sources.shape))
+    except (NotDirect, LookupError):
+        return None
+    return Direct(made.kernel, Tensor._wrap(sources), len(columns))
 
 
 class SparseJacobian:
@@ -186,6 +235,8 @@ class SparseJacobian:
         """The nonzeros in the pattern's (CSR) order, written into `out` when given (of the
         pattern's number of nonzeros and the result's dtype)."""
         the_plan = self._plan(args)
+        if the_plan.direct is not None:
+            return direct_values(the_plan, args, out)
         return decompressed(the_plan, self._compressed(the_plan, args), out)
 
     @property
@@ -195,8 +246,14 @@ class SparseJacobian:
 
     @property
     def colors(self) -> int:
-        """The seeds the last call pushed (or pulled): its number of colors."""
+        """The seeds the coloring of the last call's pattern pushes (or pulls): its number of colors."""
         return self._called().colors
+
+    @property
+    def route(self) -> str:
+        """How the last call filled its nonzeros: "direct" (computed where they lie), or the seeds
+        of the coloring pushed "forward", pulled in "reverse", or both ("bidirectional")."""
+        return self._called().route
 
     def _called(self) -> Plan:
         if self._last is None:
@@ -219,8 +276,14 @@ class SparseJacobian:
         if self.symmetric:
             pattern = union([pattern, pattern.transpose()])
         wrt = (np.shape(args[self.wrt]), sig.param_types[self.wrt].dtype.numpy)
-        return plan(pattern, self.mode, self.symmetric, wrt, (result_shape, sig.result_types[0].dtype.numpy),
-                    bidirectional=True)
+        colored = plan(pattern, self.mode, self.symmetric, wrt, (result_shape, sig.result_types[0].dtype.numpy),
+                       bidirectional=True)
+        if self.symmetric or self.mode != "auto" or not pattern.nnz:
+            return colored
+        computed = direct(self.kernel, self.wrt, pattern, env)
+        if computed is None or computed.terms > colored.colors:
+            return colored
+        return replace(colored, direct=computed)
 
     def _compressed(self, the_plan: Plan, args):
         """The products of the plan's seeds: [colors, *result] forward, [colors, *x] reverse;

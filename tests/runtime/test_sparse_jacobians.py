@@ -57,6 +57,41 @@ def test_colors_and_patterns_of_the_structured_cases(module):
     assert tridiagonal.colors == 3
 
 
+def test_stencils_take_the_direct_route_and_agree_with_the_colored_one(module):
+    """A Jacobian of index-mapped diagonals is computed where its nonzeros lie (passes/sparsity/
+    nonzeros.py); a matmul's, a gather's through an index argument, are colored; a mode asked for
+    is the coloring's."""
+    cases = [(module.f, (RNG.uniform(-1, 1, 11),), "direct"),
+             (module.brusselator, (RNG.uniform(0, 1, (2, 5, 5)),), "direct"),
+             (module.blocks, (RNG.uniform(-1, 1, (4, 3)), RNG.uniform(-1, 1, (3, 3))), "forward"),
+             (module.picked, (RNG.uniform(-1, 1, 6), np.array([5, 0, 5])), "forward")]
+    for kernel, args, route in cases:
+        jac = adc.jacobian(kernel, sparse=True)
+        got = jac(*args)
+        assert jac.route == route
+        colored = adc.jacobian(kernel, mode="forward", sparse=True)
+        np.testing.assert_allclose(got.toarray(), colored(*args).toarray(), rtol=1e-13, atol=1e-15)
+        assert colored.route == "forward"
+        out = np.full(got.nnz, np.nan)
+        assert jac.values(*args, out=out) is out and (out == got.data).all()
+        with pytest.raises(ValueError, match=rf"out must be a float64 array of shape \({got.nnz},\)"):
+            jac.values(*args, out=np.empty(got.nnz, np.float32))
+    x = RNG.uniform(0, 1, (2, 3, 3))
+    jac = adc.jacobian(module.brusselator, sparse=True)
+    values = jac.values(x)
+    values[:] = 0.0                 # the caller's own array
+    assert (jac.values(x) != 0).any()
+
+
+def test_a_direct_f32_jacobian_of_fixed_sizes():
+    m = adc.compile("def g(x: f32[6], s: f32) -> f32[5]:\n    return exp(x[1:] * s) - x[:5] * x[:5]\n")
+    x, s = RNG.uniform(-1, 1, 6).astype(np.float32), np.float32(0.7)
+    jac = adc.jacobian(m.g, sparse=True)
+    got = jac(x, s)
+    assert jac.route == "direct" and got.dtype == np.float32 and got.nnz == 10
+    np.testing.assert_allclose(got.toarray(), np.asarray(adc.jacobian(m.g, wrt=0)(x, s)), rtol=1e-6)
+
+
 def test_a_sparse_hessian_equals_the_dense_one(module):
     """Tridiagonal: an acyclic coloring's 2 seeds, the entries recovered by substitution."""
     x = RNG.uniform(-1, 1, 12)

@@ -1,0 +1,220 @@
+"""Direct nonzeros: a sparse Jacobian computed where its nonzeros lie, no seeds pushed.
+
+Stencils, elementwise physics and boundary slices move each element of x to at most one place
+per op. Then every value v of the kernel has a Jacobian that is a sum of a few index-mapped
+diagonals, J_v = Σ_t diag(w_t) P_t: *terms*, each a weight w_t of v's shape (IR, computed at
+run time) and a column map c_t (NumPy, planned at the call's sizes: element i of v depends
+through the term on x[c_t[i]]; -1: on nothing). An op maps its operands' terms to its result's
+with two tables it already has:
+- which operand element each result element reads: the op's sparsity rule (sparsity_rules)
+  on an identity pattern -- at most one per result element, else the kernel is not direct
+  (sums, products and matmuls read many: `NotDirect`, and the Jacobian is colored instead);
+- the weight: the op's tangent rule (tangent_rules) given the term's weight as that operand's
+  tangent -- the JVP is linear, and with one element read it is exactly ∂y_r/∂a_s · w_s.
+Terms of one map merge (their weights add); the operands of an op whose result elements they
+fill apart (concat, stack, pad) share terms, position by position.
+
+    func @f(%x: f64[N]) -> f64[N-1]            terms (weight, column map)
+      %0 = slice %x [1:N]                        (1, i+1)
+      %1 = slice %x [0:N-1]                      (1, i)
+      %2 = mul %0, %1                            (%1, i+1), (%0, i)
+
+`nonzeros` builds the function returning the nonzeros in the pattern's (CSR) order: the result's
+weights laid end to end, then a zero, gathered by `sources` [layers, nnz] (`gather_sources`:
+the slot of each nonzero, a second layer where two terms land on one nonzero, summed). Where the
+coloring pushes each of its seeds through the whole tangent program, this computes each nonzero
+once: the Brusselator's 12,288 as 6 weights of 2,048 elements, where 12 seeds push 24,576 tangents.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Mapping, Sequence
+
+import numpy as np
+
+from adc.ir.builder import Builder, full
+from adc.ir.core import Func, Module, Op, Value
+from adc.ir.interp import Context
+from adc.ir.ops import OPS
+from adc.ir.types import I64, TensorType
+from adc.ir.verify import verify_func
+from adc.passes.adjoint import cleanup, unique_name
+from adc.passes.sparsity import SPARSITY
+from adc.passes.sparsity.dependence import Dependence
+from adc.passes.sparsity.patterns import Pattern
+from adc.passes.specialize import specialize
+from adc.passes.tangent_rules import tangent_rules
+
+MAX_TERMS = 64      # a value with more is not a few diagonals: its Jacobian is colored instead
+
+
+class NotDirect(Exception):
+    """Why a kernel's Jacobian is not a few index-mapped diagonals (it is then colored)."""
+
+
+@dataclass(frozen=True, eq=False)
+class Term:
+    """One diagonal of a value's Jacobian: its `weight` (a value of the function being built)
+    and, per element of the value (flat, row-major), the column of x it stands for, or -1."""
+
+    weight: Value
+    columns: np.ndarray
+
+
+def result_columns(module: Module, name: str, wrt: int, sizes: Mapping[str, int]) -> tuple[np.ndarray, ...]:
+    """The column maps of the terms of kernel `name`'s result w.r.t. param `wrt` at these sizes
+    of its dimension symbols, in the order `nonzeros` lays their weights (NotDirect if it has none)."""
+    *_, terms = _terms(module, name, wrt, sizes)
+    return tuple(t.columns for t in terms)
+
+
+def nonzeros(module: Module, name: str, wrt: int, sizes: Mapping[str, int], layers: int,
+             count: int) -> tuple[Module, Func]:
+    """`module` plus `{name}_nonzeros`: the kernel's params at these sizes, then `sources`
+    i64[layers, count] (`gather_sources`), returning the `count` nonzeros of the Jacobian of its
+    result w.r.t. param `wrt` in the order the sources give; and that function."""
+    specialized, b, result, terms = _terms(module, name, wrt, sizes)
+    size = int(np.prod(result.type.shape, dtype=np.int64))
+    with b.at(b.loc):
+        laid = [b.op("reshape", t.weight, shape=(size,)) for t in terms]
+        laid.append(full(b, 0.0, TensorType(result.type.dtype, (1,))))       # the slot of no term
+        weights = b.op("concat", *laid, axis=0)
+        sources = b.param("sources", TensorType(I64, (layers, count)))
+        values = b.op("reduce_sum", b.op("gather", weights, sources, axis=0), axes=[0])
+    funcs = dict(specialized.funcs)
+    func = cleanup(b.finish(unique_name(specialized, f"{name}_nonzeros"), [values]), funcs)
+    verify_func(func, funcs, pass_name="nonzeros")
+    return specialized.replace(func), func
+
+
+def gather_sources(columns: Sequence[np.ndarray], pattern: Pattern) -> np.ndarray:
+    """Where each nonzero of `pattern` (CSR order) is in the weights `nonzeros` lays end to end:
+    [layers, nnz] slots, a second layer where two terms land on one nonzero, the zero slot after
+    the weights where none does. NotDirect if a term lies outside the pattern (which covers every
+    nonzero the Jacobian can have, so only a rule disagreeing with the sparsity rules would)."""
+    size, width = pattern.rows, max(pattern.columns, 1)
+    keys = pattern.row_ids() * width + pattern.indices          # sorted: CSR rows, sorted columns
+    slots, positions = [], []
+    for t, cols in enumerate(columns):
+        rows = np.flatnonzero(cols >= 0)
+        wanted = rows * width + cols[rows]
+        at = np.minimum(np.searchsorted(keys, wanted), max(len(keys) - 1, 0))
+        if len(wanted) and (not len(keys) or (keys[at] != wanted).any()):
+            raise NotDirect("a term of the result lies outside its detected pattern")
+        slots.append(t * size + rows)
+        positions.append(at)
+    slot, position = np.concatenate(slots), np.concatenate(positions)
+    order = np.argsort(position, kind="stable")
+    slot, position = slot[order], position[order]
+    layer = np.arange(len(position)) - np.searchsorted(position, position)
+    sources = np.full((int(layer.max(initial=0)) + 1, len(keys)), len(columns) * size, np.int64)
+    sources[layer, position] = slot
+    return sources
+
+
+def _terms(module: Module, name: str, wrt: int,
+           sizes: Mapping[str, int]) -> tuple[Module, Builder, Value, list[Term]]:
+    """The kernel specialized to `sizes`, a builder holding its ops and the terms' weights, its
+    float result, and the terms of that result."""
+    specialized, func = specialize(module, name, sizes)
+    results = [v for v in func.returns if v.type.dtype.is_float]
+    if len(results) != 1 or not func.params[wrt].type.dtype.is_float:
+        raise NotDirect(f"@{name} needs one float result and a float param {wrt}")
+    b = Builder(dict(specialized.funcs), func.loc)
+    b.params = list(func.params)
+    walk = _Walk(b, Context({}, specialized, SPARSITY))
+    x = func.params[wrt]
+    size = int(np.prod(x.type.shape, dtype=np.int64))
+    walk.terms[x] = [Term(full(b, 1.0, x.type), np.arange(size, dtype=np.int64))]
+    walk.states.update({p: Dependence(x.type.shape if p is x else p.type.shape) for p in func.params})
+    for op in func.ops:
+        walk.step(op)
+    terms = walk.terms.get(results[0], [])
+    if not terms:
+        raise NotDirect(f"the result of @{name} does not depend on param {wrt}")
+    return specialized, b, results[0], terms
+
+
+class _Walk:
+    """The terms of each value, op by op, and each value's `Dependence` (its shape, and its
+    elements where the constants fix them: the indices a gather reads)."""
+
+    def __init__(self, b: Builder, ctx: Context):
+        self.b, self.ctx = b, ctx
+        self.terms: dict[Value, list[Term]] = {}
+        self.states: dict[Value, Dependence] = {}
+
+    def step(self, op: Op) -> None:
+        self.b.ops.append(op)
+        states = [self.states[v] for v in op.operands]
+        moving = [k for k, v in enumerate(op.operands) if self.terms.get(v)]
+        if OPS[op.name].regions:
+            if moving:
+                raise NotDirect(f"'{op.name}' runs a region")
+            self.states.update({r: Dependence(self.ctx.shape(r.type.shape)) for r in op.results})
+            return
+        for result, state in zip(op.results, SPARSITY.apply(op, states, self.ctx), strict=True):
+            self.states[result] = SPARSITY.keep(op.name, result, state, self.ctx)
+        if not moving or not op.results[0].type.dtype.is_float:
+            return
+        if len(op.results) != 1:
+            raise NotDirect(f"'{op.name}' has {len(op.results)} results")
+        reads = {k: self._reads(op, states, k) for k in moving}
+        terms = [t for group in self._groups(op, reads) if (t := self._term(op, group, reads)) is not None]
+        self.terms[op.results[0]] = self._merged(terms, op)
+
+    def _reads(self, op: Op, states: list[Dependence], k: int) -> np.ndarray:
+        """Per result element, the element of operand k it reads (-1: none), by the op's
+        sparsity rule on an identity pattern; NotDirect where one reads several."""
+        probe = list(states)
+        probe[k] = Dependence(states[k].shape, Pattern.identity(states[k].size))
+        (state,) = SPARSITY.apply(op, probe, self.ctx)
+        size = int(np.prod(self.ctx.shape(op.results[0].type.shape), dtype=np.int64))
+        read = np.full(size, -1, np.int64)
+        if state.pattern is None:
+            return read
+        counts = np.diff(state.pattern.indptr)
+        if counts.max(initial=0) > 1:
+            raise NotDirect(f"'{op.name}' reads several elements of an operand into one")
+        read[counts == 1] = state.pattern.indices
+        return read
+
+    def _groups(self, op: Op, reads: dict[int, np.ndarray]) -> list[list[tuple[int, Term]]]:
+        """The operands' terms, each alone; or, where the moving operands fill apart elements of
+        the result (concat, stack, pad), the k-th term of each together."""
+        lists = {k: self.terms[op.operands[k]] for k in reads}
+        filled = np.stack([r >= 0 for r in reads.values()])
+        if len(reads) > 1 and (filled.sum(axis=0) <= 1).all():
+            longest = max(map(len, lists.values()))
+            return [[(k, ts[j]) for k, ts in lists.items() if j < len(ts)] for j in range(longest)]
+        return [[(k, t)] for k, ts in lists.items() for t in ts]
+
+    def _term(self, op: Op, group: list[tuple[int, Term]], reads: dict[int, np.ndarray]) -> Term | None:
+        """The result's term of these operand terms: the tangent rule on their weights, the
+        columns of the elements each result element reads."""
+        incoming: list[Value | None] = [None] * len(op.operands)
+        columns = np.full(len(next(iter(reads.values()))), -1, np.int64)
+        for k, term in group:
+            incoming[k] = term.weight
+            read = reads[k]
+            columns = np.where(read >= 0, term.columns[np.maximum(read, 0)], columns)
+        with self.b.at(op.loc):
+            (weight,) = tangent_rules[op.name](self.b, op, tuple(incoming))
+        if weight is None or (columns < 0).all():
+            return None
+        return Term(weight, columns)
+
+    def _merged(self, terms: list[Term], op: Op) -> list[Term]:
+        """Terms of one column map as one, their weights added; NotDirect past MAX_TERMS."""
+        by_columns: dict[bytes, Term] = {}
+        for term in terms:
+            key = term.columns.tobytes()
+            same = by_columns.get(key)
+            if same is None:
+                by_columns[key] = term
+                continue
+            with self.b.at(op.loc):
+                by_columns[key] = Term(self.b.op("add", same.weight, term.weight), same.columns)
+        if len(by_columns) > MAX_TERMS:
+            raise NotDirect(f"a value after '{op.name}' has {len(by_columns)} diagonals (over {MAX_TERMS})")
+        return list(by_columns.values())
