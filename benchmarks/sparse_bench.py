@@ -115,8 +115,7 @@ def bench_brusselator(grid: int) -> None:
     x = np.random.default_rng(0).uniform(0, 1, (2, grid, grid))
     jac = adc.jacobian(m.brusselator, sparse=True)
     reference = jac(x)
-    out = np.empty(reference.nnz)
-    routes = {"sparse values(out=)": timed(lambda: jac.values(x, out=out))}
+    routes = adc_routes(m.brusselator, x)
     others = {}
     jax = optional("jax")
     if jax:
@@ -139,6 +138,17 @@ def bench_brusselator(grid: int) -> None:
            f"{reference.nnz / reference.shape[0]:.0f} per row, {jac.colors} colors{_dense_skipped(grid)}{skipped}",
            routes, others,
            "adc >= 100x dense JAX at grid 64; <= 1.0x CasADi (casadi/adc >= 1)")
+
+
+def adc_routes(kernel, *args) -> dict[str, float]:
+    """adc's sparse Jacobian, values into a preallocated array: the route it takes (the nonzeros
+    computed directly where it can, passes/sparsity/nonzeros.py), and the coloring's forward seeds."""
+    routes = {}
+    for mode in ("auto", "forward"):
+        jac = adc.jacobian(kernel, mode=mode, sparse=True)
+        out = np.empty(jac(*args).nnz)
+        routes[f"sparse values(out=), {jac.route}"] = timed(lambda: jac.values(*args, out=out))
+    return routes
 
 
 def _dense_skipped(grid: int) -> str:
@@ -195,8 +205,7 @@ def bench_burgers() -> None:
     m = adc.compile(BURGERS, "burgers.adc")
     jac = adc.jacobian(m.burgers, sparse=True)
     reference = jac(u)
-    out = np.empty(reference.nnz)
-    routes = {"sparse values(out=)": timed(lambda: jac.values(u, out=out))}
+    routes = adc_routes(m.burgers, u)
     theirs, skipped = casadi_routes(
         lambda casadi, s: (s[:n - 2] - 2.0 * s[1:n - 1] + s[2:]) * 1e4 - s[1:n - 1] * (s[2:] - s[:n - 2]) * 50.0,
         n, u, reference.data.sum())
