@@ -126,7 +126,7 @@ def _terms(module: Module, name: str, wrt: int,
     x = func.params[wrt]
     size = int(np.prod(x.type.shape, dtype=np.int64))
     walk.terms[x] = [Term(full(b, 1.0, x.type), np.arange(size, dtype=np.int64))]
-    walk.states.update({p: Dependence(x.type.shape if p is x else p.type.shape) for p in func.params})
+    walk.states.update({p: Dependence(p.type.shape) for p in func.params})     # integer values unknown
     for op in func.ops:
         walk.step(op)
     terms = walk.terms.get(results[0], [])
