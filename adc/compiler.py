@@ -349,11 +349,10 @@ def _specialize(module: Module, name: str, sizes) -> Derivation:
 
 
 def _nonzeros(module: Module, name: str, request) -> Derivation:
-    """`request`: (wrt, (symbol, size) pairs, layers, count): the nonzeros of the Jacobian of the
-    kernel's result w.r.t. param wrt at those sizes, gathered by sources i64[layers, count]
-    (passes/sparsity/nonzeros.py)."""
-    wrt, sizes, layers, count = request
-    extended, func = nonzeros(module, name, wrt, dict(sizes), layers, count)
+    """`request`: (wrt, (symbol, size) pairs): the weights of the diagonals of the Jacobian of the
+    kernel's result w.r.t. param wrt at those sizes (passes/sparsity/nonzeros.py)."""
+    wrt, sizes = request
+    extended, func = nonzeros(module, name, wrt, dict(sizes))
     return Derivation(extended.reachable(func.name), func, (wrt,))
 
 

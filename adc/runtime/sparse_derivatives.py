@@ -35,7 +35,6 @@ from adc.ir.types import evaluate_dim
 from adc.passes.sparsity import Pattern, jacobian_patterns
 from adc.passes.sparsity.bicoloring import bicolor
 from adc.passes.sparsity.compression import compress, seeds
-from adc.passes.sparsity.nonzeros import NotDirect, gather_sources, result_columns
 from adc.passes.sparsity.patterns import decode, encode, union
 from adc.runtime.derivatives import CompiledSparse, batched_derivative, batched_tangents, compiled
 from adc.runtime.tensor import Tensor
@@ -112,11 +111,11 @@ def as_matrix(pattern: Pattern, data: np.ndarray | None = None):
 @dataclass(frozen=True)
 class Direct:
     """A Jacobian whose nonzeros a kernel computes where they lie (passes/sparsity/nonzeros.py):
-    `kernel` takes the call's arguments and `sources`, and returns the nonzeros; `terms`, the
-    diagonals it computes."""
+    `kernel` takes the call's arguments and returns the weights of its `terms` diagonals, stacked;
+    `sources` says where each nonzero is among them (nonzeros.py `Sources`)."""
 
     kernel: object
-    sources: Tensor
+    sources: object
     terms: int
 
 
@@ -191,12 +190,12 @@ def decompressed(the_plan: Plan, compressed, out: np.ndarray | None = None) -> n
 
 def direct_values(the_plan: Plan, args, out: np.ndarray | None = None) -> np.ndarray:
     """The nonzeros of a direct plan's pattern for the call's `args`, into `out` when given."""
-    values = the_plan.direct.kernel(*args, the_plan.direct.sources).numpy()
+    weights = the_plan.direct.kernel(*args).numpy().reshape(-1)
     if out is None:
-        return values.copy()
-    _check_out(out, the_plan.pattern.nnz, values.dtype)
-    np.copyto(out, values)
-    return out
+        out = np.empty(the_plan.pattern.nnz, weights.dtype)
+    else:
+        _check_out(out, the_plan.pattern.nnz, weights.dtype)
+    return the_plan.direct.sources.gather(weights, out)
 
 
 def _check_out(out: np.ndarray, nnz: int, dtype: np.dtype) -> None:
@@ -208,14 +207,17 @@ def direct(kernel, wrt: int, pattern: Pattern, sizes: dict[str, int]) -> Direct 
     """The kernel computing the nonzeros of `pattern` (the Jacobian of `kernel`'s result w.r.t.
     param `wrt` at these sizes of its symbols) where they lie; None where that Jacobian is not a few
     index-mapped diagonals (loops, sums, products: the coloring serves it) or no compiler is there."""
+    # the pass needs the compiler's passes, which a deployment loading .so files may not import
+    from adc.passes.sparsity.nonzeros import NotDirect, gather_sources, result_columns
+
     bound = tuple((s, sizes[s]) for s in kernel.signature.dims)
     try:
         columns = result_columns(kernel.gradient_source.parsed_ir(), kernel.signature.name, wrt, dict(bound))
         sources = gather_sources(columns, pattern)
-        made = compiled(kernel, "nonzeros", (wrt, bound, *sources.shape))
+        made = compiled(kernel, "nonzeros", (wrt, bound))
     except (NotDirect, LookupError):
         return None
-    return Direct(made.kernel, Tensor._wrap(sources), len(columns))
+    return Direct(made.kernel, sources, len(columns))
 
 
 class SparseJacobian:

@@ -14,7 +14,7 @@ from hypothesis import given
 from adc.frontend import compile_source
 from adc.ir.interp import run
 from adc.passes.jvp import jvp
-from adc.passes.sparsity import jacobian_patterns
+from adc.passes.sparsity import Pattern, jacobian_patterns
 from adc.passes.sparsity.nonzeros import MAX_TERMS, NotDirect, gather_sources, nonzeros, result_columns
 from tests.fuzz.budget import fuzz_settings
 from tests.support.programs import programs
@@ -43,10 +43,10 @@ def direct_jacobian(module, name: str, args, wrt: int, sizes: dict[str, int]) ->
     """The dense Jacobian the pass's function fills (its nonzeros placed at the pattern's positions)."""
     (pattern,) = jacobian_patterns(module, name, args, wrt)
     sources = gather_sources(result_columns(module, name, wrt, sizes), pattern)
-    extended, func = nonzeros(module, name, wrt, sizes, *sources.shape)
-    (values,) = run(extended, func.name, *args, sources)
+    extended, func = nonzeros(module, name, wrt, sizes)
+    (weights,) = run(extended, func.name, *args)
     out = np.zeros((pattern.rows, pattern.columns))
-    out[pattern.row_ids(), pattern.indices] = values
+    out[pattern.row_ids(), pattern.indices] = sources.gather(np.ravel(weights), np.empty(pattern.nnz, weights.dtype))
     return out
 
 
@@ -74,9 +74,19 @@ def test_terms_landing_on_one_nonzero_add_in_a_second_layer():
     x = np.random.default_rng(2).uniform(-1, 1, 5)
     (pattern,) = jacobian_patterns(module, "f", [x], 0)
     sources = gather_sources(result_columns(module, "f", 0, {"N": 5}), pattern)
-    assert sources.shape[0] == 2            # the first element reads x[0] through both factors
+    assert [p.tolist() for p, _ in sources.extra] == [[0]]      # x[0] reads x[0] through both factors
     np.testing.assert_allclose(direct_jacobian(module, "f", [x], 0, {"N": 5}), jvp_jacobian(module, "f", [x], 0),
                                rtol=1e-14, atol=1e-15)
+
+
+def test_a_nonzero_no_term_reaches_is_a_structural_zero_and_terms_outside_are_refused():
+    pattern = Pattern.from_pairs(np.array([0, 0, 1, 2]), np.array([0, 2, 1, 2]), (3, 3))
+    sources = gather_sources([np.array([0, 1, 2]), np.array([-1, -1, 2])], pattern)
+    weights = np.array([10.0, 11.0, 12.0, 20.0, 21.0, 22.0])
+    assert sources.empty.tolist() == [1]                 # (0, 2): in the pattern, on no diagonal
+    assert sources.gather(weights, np.full(4, np.nan)).tolist() == [10.0, 0.0, 11.0, 34.0]
+    with pytest.raises(NotDirect, match="outside"):
+        gather_sources([np.array([1, 1, 2])], pattern)
 
 
 def test_stacks_transposes_broadcasts_reshapes_and_f32():

@@ -19,11 +19,11 @@ fill apart (concat, stack, pad) share terms, position by position.
       %1 = slice %x [0:N-1]                      (1, i)
       %2 = mul %0, %1                            (%1, i+1), (%0, i)
 
-`nonzeros` builds the function returning the nonzeros in the pattern's (CSR) order: the result's
-weights laid end to end, then a zero, gathered by `sources` [layers, nnz] (`gather_sources`:
-the slot of each nonzero, a second layer where two terms land on one nonzero, summed). Where the
-coloring pushes each of its seeds through the whole tangent program, this computes each nonzero
-once: the Brusselator's 12,288 as 6 weights of 2,048 elements, where 12 seeds push 24,576 tangents.
+`nonzeros` builds the function returning the result's weights, stacked; `gather_sources` plans
+where each nonzero of the pattern (CSR order) is among them: one gather (a second, added, where
+two terms land on one nonzero), as a coloring's products are decompressed. Where the coloring pushes each of its seeds through the whole tangent program,
+this computes each nonzero once: the Brusselator's 12,288 as 6 weights of 2,048 elements, where
+12 seeds push 24,576 tangents.
 """
 from __future__ import annotations
 
@@ -36,7 +36,7 @@ from adc.ir.builder import Builder, full
 from adc.ir.core import Func, Module, Op, Value
 from adc.ir.interp import Context
 from adc.ir.ops import OPS
-from adc.ir.types import I64, TensorType
+from adc.ir.types import TensorType
 from adc.ir.verify import verify_func
 from adc.passes.adjoint import cleanup, unique_name
 from adc.passes.sparsity import SPARSITY
@@ -68,30 +68,46 @@ def result_columns(module: Module, name: str, wrt: int, sizes: Mapping[str, int]
     return tuple(t.columns for t in terms)
 
 
-def nonzeros(module: Module, name: str, wrt: int, sizes: Mapping[str, int], layers: int,
-             count: int) -> tuple[Module, Func]:
-    """`module` plus `{name}_nonzeros`: the kernel's params at these sizes, then `sources`
-    i64[layers, count] (`gather_sources`), returning the `count` nonzeros of the Jacobian of its
-    result w.r.t. param `wrt` in the order the sources give; and that function."""
+def nonzeros(module: Module, name: str, wrt: int, sizes: Mapping[str, int]) -> tuple[Module, Func]:
+    """`module` plus `{name}_nonzeros`: the kernel's params at these sizes, returning the weights
+    of the terms of the Jacobian of its result w.r.t. param `wrt`, stacked [terms, *result shape]
+    in the order of `result_columns` (what `gather_sources` indexes, flat); and that function."""
     specialized, b, result, terms = _terms(module, name, wrt, sizes)
-    size = int(np.prod(result.type.shape, dtype=np.int64))
     with b.at(b.loc):
-        laid = [b.op("reshape", t.weight, shape=(size,)) for t in terms]
-        laid.append(full(b, 0.0, TensorType(result.type.dtype, (1,))))       # the slot of no term
-        weights = b.op("concat", *laid, axis=0)
-        sources = b.param("sources", TensorType(I64, (layers, count)))
-        values = b.op("reduce_sum", b.op("gather", weights, sources, axis=0), axes=[0])
+        weights = b.op("concat", *(b.op("reshape", t.weight, shape=(1, *result.type.shape)) for t in terms), axis=0)
     funcs = dict(specialized.funcs)
-    func = cleanup(b.finish(unique_name(specialized, f"{name}_nonzeros"), [values]), funcs)
+    func = cleanup(b.finish(unique_name(specialized, f"{name}_nonzeros"), [weights]), funcs)
     verify_func(func, funcs, pass_name="nonzeros")
     return specialized.replace(func), func
 
 
-def gather_sources(columns: Sequence[np.ndarray], pattern: Pattern) -> np.ndarray:
-    """Where each nonzero of `pattern` (CSR order) is in the weights `nonzeros` lays end to end:
-    [layers, nnz] slots, a second layer where two terms land on one nonzero, the zero slot after
-    the weights where none does. NotDirect if a term lies outside the pattern (which covers every
-    nonzero the Jacobian can have, so only a rule disagreeing with the sparsity rules would)."""
+@dataclass(frozen=True)
+class Sources:
+    """Where each nonzero of a pattern (CSR order) is among the stacked weights, flat: `first[k]`
+    the slot of nonzero k (0 for one no term reaches, listed in `empty`: a structural zero), and
+    per further term landing on nonzeros already reached, their positions and slots (`extra`,
+    added)."""
+
+    first: np.ndarray
+    empty: np.ndarray
+    extra: tuple[tuple[np.ndarray, np.ndarray], ...]
+
+    def gather(self, weights: np.ndarray, out: np.ndarray) -> np.ndarray:
+        """The nonzeros, from the flat weights into `out`."""
+        # every slot is in range by construction; mode "raise" with `out` gathers into a temporary
+        # first and checks each index (4x the time of "wrap", which never reads outside either)
+        weights.take(self.first, out=out, mode="wrap")
+        out[self.empty] = 0
+        for positions, slots in self.extra:
+            out[positions] += weights[slots]
+        return out
+
+
+def gather_sources(columns: Sequence[np.ndarray], pattern: Pattern) -> Sources:
+    """Where each nonzero of `pattern` is among the weights of the terms whose column maps are
+    `columns`, stacked as `nonzeros` returns them. NotDirect if a term lies outside the pattern
+    (which covers every nonzero the Jacobian can have: only a rule disagreeing with the sparsity
+    rules would put one there)."""
     size, width = pattern.rows, max(pattern.columns, 1)
     keys = pattern.row_ids() * width + pattern.indices          # sorted: CSR rows, sorted columns
     slots, positions = [], []
@@ -107,9 +123,10 @@ def gather_sources(columns: Sequence[np.ndarray], pattern: Pattern) -> np.ndarra
     order = np.argsort(position, kind="stable")
     slot, position = slot[order], position[order]
     layer = np.arange(len(position)) - np.searchsorted(position, position)
-    sources = np.full((int(layer.max(initial=0)) + 1, len(keys)), len(columns) * size, np.int64)
-    sources[layer, position] = slot
-    return sources
+    first = np.full(len(keys), -1, np.int64)
+    first[position[layer == 0]] = slot[layer == 0]
+    extra = tuple((position[layer == k], slot[layer == k]) for k in range(1, int(layer.max(initial=0)) + 1))
+    return Sources(np.maximum(first, 0), np.flatnonzero(first < 0), extra)
 
 
 def _terms(module: Module, name: str, wrt: int,
