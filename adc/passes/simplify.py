@@ -6,7 +6,9 @@ the simplified producers of its operands:
 
 - an op whose operands are all scalar `constant`s and whose result is a scalar
   is folded, computing with the interpreter's own rule in the op's dtype;
-  broadcasts of constants stay broadcasts (a constant is a scalar);
+  broadcasts of constants stay broadcasts (a constant is a scalar), and an elementwise op of
+  them, or a slice, reshape, transpose, concat or pad of one constant, is a broadcast of the
+  constant it computes;
 - `simplify_rules[op]` rewrites identities: x*1, 1*x, x/1, x-(+0), x+(-0),
   x+x = x*2, -(-x), identity broadcast/reshape/transpose/convert, and chains of
   broadcasts, reshapes or transposes collapse into one op; a broadcast that only
@@ -27,7 +29,7 @@ from typing import Callable, Mapping, Sequence
 
 import numpy as np
 
-from adc.ir.builder import Builder
+from adc.ir.builder import Builder, full
 from adc.ir.core import Func, Module, Op, Value
 from adc.ir.interp import Context, eval_rules
 from adc.ir.ops import with_trait
@@ -242,20 +244,34 @@ simplify_rules["dim"] = dim_simplify
 
 # calls and control flow run functions of the module
 _NOT_FOLDED = with_trait("calls") | with_trait("control_flow") | {"stop_gradient"}
+_ELEMENTWISE = with_trait("elementwise")
+# ops whose result elements are their operands' elements (not an indexing op's: an empty axis gives 0)
+_SELECTING = (with_trait("index_map") | with_trait("selects")) - with_trait("indexing")
 
 
 def _fold(op: Op, operands: Sequence[Value], rw: Rewriter) -> Value | None:
-    """A scalar op of scalar constants becomes a constant, computed as the interpreter does."""
-    if op.name in _NOT_FOLDED or not operands or len(op.results) != 1 or op.result.type.rank:
+    """An op of constants becomes a constant, computed as the interpreter does: a scalar op of
+    scalars, or an elementwise op of broadcast constants (then a broadcast of it); and what only
+    selects among the elements of operands all holding one constant holds it."""
+    if op.name in _NOT_FOLDED or not operands or len(op.results) != 1:
         return None
     values = [rw.constant(v) for v in operands]
-    if any(v is None or o.type.rank for v, o in zip(values, operands)):
+    if any(v is None for v in values):
+        return None
+    result = op.result.type
+    if op.name in _SELECTING and result.rank:
+        same = all(repr(v) == repr(values[0]) and o.type.dtype == result.dtype for v, o in zip(values, operands))
+        return full(rw.builder, values[0], result) if same and op.name != "broadcast" else None
+    if result.rank and not (op.name in _ELEMENTWISE and all(o.type.shape == result.shape for o in operands)):
+        return None
+    if not result.rank and any(o.type.rank for o in operands):
         return None
     args = [np.asarray(v, o.type.dtype.numpy) for v, o in zip(values, operands)]
     with np.errstate(all="ignore"):
         (out,) = eval_rules[op.name](args, op.attrs, Context({}, Module()))
-    result = np.asarray(out).astype(op.result.type.dtype.numpy)
-    return rw.builder.op("constant", dtype=op.result.type.dtype, value=result.item())
+    folded = np.asarray(out).astype(result.dtype.numpy).item()
+    return full(rw.builder, folded, result) if result.rank else \
+        rw.builder.op("constant", dtype=result.dtype, value=folded)
 
 
 def simplify(module: Module) -> Module:

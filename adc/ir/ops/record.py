@@ -38,6 +38,7 @@ TRAITS = {
     "stacked_matrices": "acts on each matrix (or vector) of a stack on its own: the leading axes of its operands "
                         "and results are stacking axes, which a batch axis joins",
     "index_map": "reads one operand at an index computed from the result's (fused as a load, not a loop)",
+    "selects": "each result element is an element of one of its operands, chosen by its index",
     "transcendental": "computed by vector math: tens of instructions an element, stored once rather than "
                       "recomputed in each loop nest reading it",
     "cheap": "recomputing it costs less than storing it (hoisting leaves it, a split VJP recomputes it)",

@@ -114,7 +114,7 @@ def _concat_rule(types, attrs, funcs):
 define("concat", "join operands along `axis`",
        example("%x: f32[N], %y: f32[M]", "  %0 = concat %x, %y {axis = 0} : f32[M+N]\n  return %0",
                "f32[M+N]"),
-       _concat_rule, None, ("axis",), linear=ALL)
+       _concat_rule, None, ("axis",), traits=("selects",), linear=ALL)
 
 
 def _pad_rule(types, attrs, funcs):
@@ -129,5 +129,5 @@ def _pad_rule(types, attrs, funcs):
 define("pad", "surround with `low`/`high` copies of a scalar value along each axis",
        example("%x: f32[N], %v: f32", "  %0 = pad %x, %v {high = [2], low = [1]} : f32[N+3]\n  return %0",
                "f32[N+3]"),
-       _pad_rule, 2, ("high", "low"), linear=ALL)
+       _pad_rule, 2, ("high", "low"), traits=("selects",), linear=ALL)
 
