@@ -161,6 +161,22 @@ def loop_nest(b: ir.IRBuilder, ranges: Sequence[tuple[ir.Value, ir.Value]],
               for k, (start, end) in enumerate(ranges)])
 
 
+def pieced_loop_nest(b: ir.IRBuilder, ranges: Sequence[tuple[ir.Value, ir.Value]],
+                     pieces: Sequence[tuple[ir.Value, ir.Value]], body: Callable[[list[ir.Value], int], None]) -> None:
+    """loop_nest with the last range walked in `pieces`, one loop after the other: piece k is the
+    part of the last range inside [start_k, end_k), its body told k. An index-set split: the
+    body of each piece can read its own operand unconditionally, where a single loop would branch
+    per element (and vectorize the branch into masked loads of every operand)."""
+    with ExitStack() as loops:
+        outer = [loops.enter_context(for_range(b, start, end)) for start, end in ranges[:-1]]
+        first, last = ranges[-1]
+        for k, (start, end) in enumerate(pieces):
+            low = b.select(b.icmp_signed(">", start, first), start, first)
+            high = b.select(b.icmp_signed("<", end, last), end, last)
+            with for_range(b, low, high) as i:
+                body([*outer, i], k)
+
+
 def tiled_loop_nest(b: ir.IRBuilder, ranges: Sequence[tuple[ir.Value, ir.Value]], tiled: int, tile: int,
                     body: Callable[[list[ir.Value]], None]) -> None:
     """loop_nest with axis `tiled` and the last axis walked in tile x tile blocks (the rest in

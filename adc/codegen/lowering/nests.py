@@ -19,7 +19,9 @@ from adc.codegen.native import parallel
 from adc.codegen.lowering import bounds
 from adc.codegen.lowering.fast_then_exact import fast_then_exact
 from adc.codegen.lowering.fusion import MATERIALIZING
-from adc.codegen.lowering.loops import TRANSPOSE_TILE, counted_loop, i64, loop_nest, tiled_loop_nest
+from adc.codegen.lowering.loops import (TRANSPOSE_TILE, counted_loop, i64, loop_nest, pieced_loop_nest,
+                                        tiled_loop_nest)
+from adc.codegen.lowering.rules.shape import concat_piece, concat_pieces
 from adc.codegen.lowering.rules.table import lower_rules
 from adc.codegen.lowering.strips import Nest, queued_by_rule
 from adc.ir.core import Op, Value
@@ -68,11 +70,13 @@ def emit_loop(kernel: Emitter, value: Value, dest: ir.Value, copy: bool) -> None
     outputs = list(zip([*stored, value], [*fn.args[4:4 + len(stored)], fn.args[3]]))
     extents = [em.dim(d) for d in value.type.shape]
 
-    def body(axes: list[ir.Value]) -> None:
+    def body(axes: list[ir.Value], piece: int | None = None) -> None:
         idx = em.index(value, flat=axes[0]) if flat else em.index(value, axes=axes)
         for v, out in outputs:
             em.op = em.plan.producers.get(v)
-            em.store(out, v.type.dtype, idx, em.value_at(v, idx))
+            element = (em.value_at(v, idx) if piece is None or v is not value else
+                       concat_piece(em, op, piece, pieces[piece][0], idx))
+            em.store(out, v.type.dtype, idx, element)
         em.memo.clear()
 
     buffers = bounds.nest_arguments(kernel, [kernel.dims_ptr, dest] + [kernel.buffers[v] for v in stored + leaves])
@@ -84,8 +88,12 @@ def emit_loop(kernel: Emitter, value: Value, dest: ir.Value, copy: bool) -> None
     else:
         ranges = [(start, end)] + [(i64(0), e) for e in extents[1:]]
         tiled = None if copy else _rows_axis_moved(op)
-        fast_then_exact(em, lambda: loop_nest(em.b, ranges, body) if tiled is None else
-                         tiled_loop_nest(em.b, ranges, tiled, TRANSPOSE_TILE, body))
+        pieces = None if copy or op.name != "concat" else concat_pieces(em, op)
+        if pieces is not None:
+            fast_then_exact(em, lambda: pieced_loop_nest(em.b, ranges, pieces, body))
+        else:
+            fast_then_exact(em, lambda: loop_nest(em.b, ranges, body) if tiled is None else
+                            tiled_loop_nest(em.b, ranges, tiled, TRANSPOSE_TILE, body))
         em.b.ret_void()
         kernel.run_nest(Nest(fn, value.type.shape[0], work, 1, buffers, [value, *stored], written, leaves))
 

@@ -97,6 +97,32 @@ def concat_lower(em: Emitter, op: Op, idx: Index) -> ir.Value:
 lower_rules["concat"] = concat_lower
 
 
+def concat_pieces(em: Emitter, op: Op) -> list[tuple[ir.Value, ir.Value]] | None:
+    """For a concat along its last axis: where each operand starts and ends along it, so that a
+    nest storing the concat walks each operand in a loop of its own (loops.pieced_loop_nest);
+    None for a concat along another axis, where the operand chosen does not change in the
+    innermost loop. One loop choosing per element vectorizes into masked loads of every operand,
+    and the masked-off lanes' addresses, outside their operand, cost a fault assist where they
+    fall on unmapped pages: a concat of three 100,000-element slices took 7.4 ms in one loop
+    (AMD Zen 5), 25 ns an element."""
+    axis = op.attrs["axis"]
+    if axis != op.result.type.rank - 1:
+        return None
+    pieces, start = [], i64(0)
+    for v in op.operands:
+        end = em.b.add(start, em.dim(v.type.shape[axis]), flags=NOWRAP)
+        pieces.append((start, end))
+        start = end
+    return pieces
+
+
+def concat_piece(em: Emitter, op: Op, k: int, start: ir.Value, idx: Index) -> ir.Value:
+    """Element `idx` of the concat, inside operand k's piece, which begins at `start`."""
+    v, axes = op.operands[k], list(idx.axes)
+    axes[-1] = em.b.sub(axes[-1], start, flags=NOWRAP)
+    return em.value_at(v, em.index(v, axes=axes))
+
+
 def pad_lower(em: Emitter, op: Op, idx: Index) -> ir.Value:
     # inside [low, low + size) on every axis: x[idx - low]; elsewhere the padding value
     x, value = op.operands
