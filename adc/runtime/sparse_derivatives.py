@@ -21,8 +21,11 @@ instead of detecting it. The plan (coloring, seeds, decompression) is kept under
 so a call after the first finds it in one lookup (an optimizer's inner loop). Per pattern: a
 column coloring and a row coloring; forward mode (one batched JVP of the kernel,
 adc/runtime/derivatives.py `batched_tangents`) when the columns need no more colors than the
-rows, else reverse (`batched_derivative`); `mode` forces one. A Hessian is the Jacobian of the
-gradient kernel, its pattern symmetrized and star-colored, read by symmetric decompression.
+rows, else reverse (`batched_derivative`); `mode` forces one. In mode "auto", a Jacobian of a few
+index-mapped diagonals (a stencil) is computed where its nonzeros lie instead, when it needs no
+more diagonals than the coloring needs seeds (`direct`, passes/sparsity/nonzeros.py): one kernel
+computing the diagonals' weights, one gather. A Hessian is the Jacobian of the gradient kernel,
+its pattern symmetrized and star-colored, read by symmetric decompression.
 """
 from __future__ import annotations
 
@@ -36,7 +39,8 @@ from adc.passes.sparsity import Pattern, jacobian_patterns
 from adc.passes.sparsity.bicoloring import bicolor
 from adc.passes.sparsity.compression import compress, seeds
 from adc.passes.sparsity.patterns import decode, encode, union
-from adc.runtime.derivatives import CompiledSparse, batched_derivative, batched_tangents, compiled
+from adc.runtime.derivatives import (CompiledSparse, batched_derivative, batched_tangents, compiled,
+                                     embedded_derivative)
 from adc.runtime.tensor import Tensor
 
 try:    # built by setup.py where there is a C compiler; without it Hessians take the star coloring
@@ -212,6 +216,7 @@ def direct(kernel, wrt: int, pattern: Pattern, sizes: dict[str, int]) -> Direct 
 
     bound = tuple((s, sizes[s]) for s in kernel.signature.dims)
     try:
+        embedded_derivative(kernel)     # a --no-gradients module raises its LookupError (the coloring's too)
         columns = result_columns(kernel.gradient_source.parsed_ir(), kernel.signature.name, wrt, dict(bound))
         sources = gather_sources(columns, pattern)
         made = compiled(kernel, "nonzeros", (wrt, bound))

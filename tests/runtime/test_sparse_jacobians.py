@@ -3,6 +3,7 @@ equals the dense Jacobian, forward and reverse, in the default and the bounds-ch
 pattern follows the integer arguments; the tape's sparse Jacobian composes the recorded calls."""
 from __future__ import annotations
 
+import subprocess
 import sys
 
 import numpy as np
@@ -81,6 +82,16 @@ def test_stencils_take_the_direct_route_and_agree_with_the_colored_one(module):
     values = jac.values(x)
     values[:] = 0.0                 # the caller's own array
     assert (jac.values(x) != 0).any()
+
+
+def test_a_no_gradients_module_refuses_the_direct_route_too(tmp_path):
+    src = tmp_path / "stencil.adc"
+    src.write_text("def f(x: f64[N]) -> f64[N]:\n    return sin(x) * 2.0\n")
+    subprocess.run([sys.executable, "-m", "adc", "compile", str(src), "-o", str(tmp_path / "stencil.so"),
+                    "--no-gradients"], check=True)
+    jac = adc.jacobian(adc.load(tmp_path / "stencil.so").f, sparse=True)
+    with pytest.raises(LookupError, match="'f'.*--no-gradients"):
+        jac(np.ones(4))
 
 
 def test_a_direct_f32_jacobian_of_fixed_sizes():
