@@ -115,8 +115,9 @@ def as_matrix(pattern: Pattern, data: np.ndarray | None = None):
 @dataclass(frozen=True)
 class Direct:
     """A Jacobian whose nonzeros a kernel computes where they lie (passes/sparsity/nonzeros.py):
-    `kernel` takes the call's arguments and returns the weights of its `terms` diagonals, stacked;
-    `sources` says where each nonzero is among them (nonzeros.py `Sources`)."""
+    `kernel` takes the call's arguments and returns the weights of its `terms` diagonals, flat (a
+    constant diagonal as one number); `sources` says where each nonzero is among them
+    (nonzeros.py `Sources`)."""
 
     kernel: object
     sources: object
@@ -212,17 +213,17 @@ def direct(kernel, wrt: int, pattern: Pattern, sizes: dict[str, int]) -> Direct 
     param `wrt` at these sizes of its symbols) where they lie; None where that Jacobian is not a few
     index-mapped diagonals (loops, sums, products: the coloring serves it) or no compiler is there."""
     # the pass needs the compiler's passes, which a deployment loading .so files may not import
-    from adc.passes.sparsity.nonzeros import NotDirect, gather_sources, result_columns
+    from adc.passes.sparsity.nonzeros import NotDirect, gather_sources, result_diagonals
 
     bound = tuple((s, sizes[s]) for s in kernel.signature.dims)
     try:
         embedded_derivative(kernel)     # a --no-gradients module raises its LookupError (the coloring's too)
-        columns = result_columns(kernel.gradient_source.parsed_ir(), kernel.signature.name, wrt, dict(bound))
-        sources = gather_sources(columns, pattern)
+        diagonals = result_diagonals(kernel.gradient_source.parsed_ir(), kernel.signature.name, wrt, dict(bound))
+        sources = gather_sources(diagonals, pattern)
         made = compiled(kernel, "nonzeros", (wrt, bound))
     except (NotDirect, LookupError):
         return None
-    return Direct(made.kernel, sources, len(columns))
+    return Direct(made.kernel, sources, len(diagonals.columns))
 
 
 class SparseJacobian:

@@ -15,7 +15,7 @@ from adc.frontend import compile_source
 from adc.ir.interp import run
 from adc.passes.jvp import jvp
 from adc.passes.sparsity import Pattern, jacobian_patterns
-from adc.passes.sparsity.nonzeros import MAX_TERMS, NotDirect, gather_sources, nonzeros, result_columns
+from adc.passes.sparsity.nonzeros import MAX_TERMS, Diagonals, NotDirect, gather_sources, nonzeros, result_diagonals
 from tests.fuzz.budget import fuzz_settings
 from tests.support.programs import programs
 from tests.support.sparse_problems import BRUSSELATOR, TRIDIAGONAL
@@ -42,7 +42,7 @@ def jvp_jacobian(module, name: str, args, wrt: int) -> np.ndarray:
 def direct_jacobian(module, name: str, args, wrt: int, sizes: dict[str, int]) -> np.ndarray:
     """The dense Jacobian the pass's function fills (its nonzeros placed at the pattern's positions)."""
     (pattern,) = jacobian_patterns(module, name, args, wrt)
-    sources = gather_sources(result_columns(module, name, wrt, sizes), pattern)
+    sources = gather_sources(result_diagonals(module, name, wrt, sizes), pattern)
     extended, func = nonzeros(module, name, wrt, sizes)
     (weights,) = run(extended, func.name, *args)
     out = np.zeros((pattern.rows, pattern.columns))
@@ -53,8 +53,9 @@ def direct_jacobian(module, name: str, args, wrt: int, sizes: dict[str, int]) ->
 def test_the_brusselator_is_six_diagonals_of_its_grid():
     module = compile_source(BRUSSELATOR)
     x = np.random.default_rng(0).uniform(0, 1, (2, 5, 5))
-    columns = result_columns(module, "brusselator", 0, {"N": 5})
-    assert len(columns) == 6 and all((c >= 0).all() for c in columns)
+    diagonals = result_diagonals(module, "brusselator", 0, {"N": 5})
+    assert len(diagonals.columns) == 6 and all((c >= 0).all() for c in diagonals.columns)
+    assert sorted(c for c in diagonals.constants if c is not None) == [0.1] * 4      # the laplacian's
     np.testing.assert_allclose(direct_jacobian(module, "brusselator", [x], 0, {"N": 5}),
                                jvp_jacobian(module, "brusselator", [x], 0), rtol=1e-14, atol=1e-15)
 
@@ -62,8 +63,8 @@ def test_the_brusselator_is_six_diagonals_of_its_grid():
 def test_a_tridiagonal_residual_and_its_boundary_rows():
     module = compile_source(TRIDIAGONAL)
     x = np.random.default_rng(1).uniform(-1, 1, 7)
-    columns = result_columns(module, "f", 0, {"N": 7})
-    assert len(columns) == 3
+    diagonals = result_diagonals(module, "f", 0, {"N": 7})
+    assert len(diagonals.columns) == 3
     np.testing.assert_allclose(direct_jacobian(module, "f", [x], 0, {"N": 7}), jvp_jacobian(module, "f", [x], 0),
                                rtol=1e-14, atol=1e-15)
 
@@ -73,7 +74,7 @@ def test_terms_landing_on_one_nonzero_add_in_a_second_layer():
     module = compile_source(source)
     x = np.random.default_rng(2).uniform(-1, 1, 5)
     (pattern,) = jacobian_patterns(module, "f", [x], 0)
-    sources = gather_sources(result_columns(module, "f", 0, {"N": 5}), pattern)
+    sources = gather_sources(result_diagonals(module, "f", 0, {"N": 5}), pattern)
     assert [p.tolist() for p, _ in sources.extra] == [[0]]      # x[0] reads x[0] through both factors
     np.testing.assert_allclose(direct_jacobian(module, "f", [x], 0, {"N": 5}), jvp_jacobian(module, "f", [x], 0),
                                rtol=1e-14, atol=1e-15)
@@ -81,12 +82,13 @@ def test_terms_landing_on_one_nonzero_add_in_a_second_layer():
 
 def test_a_nonzero_no_term_reaches_is_a_structural_zero_and_terms_outside_are_refused():
     pattern = Pattern.from_pairs(np.array([0, 0, 1, 2]), np.array([0, 2, 1, 2]), (3, 3))
-    sources = gather_sources([np.array([0, 1, 2]), np.array([-1, -1, 2])], pattern)
-    weights = np.array([10.0, 11.0, 12.0, 20.0, 21.0, 22.0])
+    diagonals = Diagonals((np.array([0, 1, 2]), np.array([-1, -1, 2]), np.array([-1, 1, -1])), (None, None, 5.0))
+    sources = gather_sources(diagonals, pattern)
+    weights = np.array([10.0, 11.0, 12.0, 20.0, 21.0, 22.0, 5.0])     # two varying diagonals, one constant
     assert sources.empty.tolist() == [1]                 # (0, 2): in the pattern, on no diagonal
-    assert sources.gather(weights, np.full(4, np.nan)).tolist() == [10.0, 0.0, 11.0, 34.0]
+    assert sources.gather(weights, np.full(4, np.nan)).tolist() == [10.0, 0.0, 16.0, 34.0]
     with pytest.raises(NotDirect, match="outside"):
-        gather_sources([np.array([1, 1, 2])], pattern)
+        gather_sources(Diagonals((np.array([1, 1, 2]),), (None,)), pattern)
 
 
 def test_stacks_transposes_broadcasts_reshapes_and_f32():
@@ -110,20 +112,20 @@ def f(x: f32[N, M], s: f32) -> f32[3, N]:
 def test_what_reads_several_elements_into_one_is_refused(body, why):
     module = compile_source(f"def f(x: f64[N, N]) -> f64[N, N]:\n    {body}\n")
     with pytest.raises(NotDirect, match=why):
-        result_columns(module, "f", 0, {"N": 3})
+        result_diagonals(module, "f", 0, {"N": 3})
 
 
 def test_a_gather_through_an_index_argument_is_refused():
     module = compile_source("def f(x: f64[N], idx: i64[K]) -> f64[K]:\n    return take(x, idx) * 2.0\n")
     with pytest.raises(NotDirect, match="reads several"):
-        result_columns(module, "f", 0, {"N": 4, "K": 2})
+        result_diagonals(module, "f", 0, {"N": 4, "K": 2})
 
 
 def test_more_diagonals_than_the_budget_are_refused():
     shifts = " + ".join(f"x[{k}:{k} + 4]" for k in range(MAX_TERMS + 1))
     module = compile_source(f"def f(x: f64[N]) -> f64[4]:\n    return {shifts}\n")
     with pytest.raises(NotDirect, match="diagonals"):
-        result_columns(module, "f", 0, {"N": MAX_TERMS + 4})
+        result_diagonals(module, "f", 0, {"N": MAX_TERMS + 4})
 
 
 @fuzz_settings(40)

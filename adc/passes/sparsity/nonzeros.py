@@ -19,16 +19,18 @@ fill apart (concat, stack, pad) share terms, position by position.
       %1 = slice %x [0:N-1]                      (1, i)
       %2 = mul %0, %1                            (%1, i+1), (%0, i)
 
-`nonzeros` builds the function returning the result's weights, stacked; `gather_sources` plans
-where each nonzero of the pattern (CSR order) is among them: one gather (a second, added, where
-two terms land on one nonzero), as a coloring's products are decompressed. Where the coloring pushes each of its seeds through the whole tangent program,
-this computes each nonzero once: the Brusselator's 12,288 as 6 weights of 2,048 elements, where
-12 seeds push 24,576 tangents.
+`nonzeros` builds the function returning the result's weights, flat: the terms that vary, then
+one number per term that simplification folds into a constant (`Diagonals`); `gather_sources`
+plans where each nonzero of the pattern (CSR order) is among them: one gather (a second, added,
+where two terms land on one nonzero), as a coloring's products are decompressed. Where the
+coloring pushes each of its seeds through the whole tangent program, this computes each nonzero
+once: the Brusselator's 12,288 nonzeros are 2 varying weights of 2,048 elements and 4 constants,
+where 12 seeds push 24,576 tangents.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Mapping, Sequence
+from typing import Mapping
 
 import numpy as np
 
@@ -61,24 +63,61 @@ class Term:
     columns: np.ndarray
 
 
-def result_columns(module: Module, name: str, wrt: int, sizes: Mapping[str, int]) -> tuple[np.ndarray, ...]:
-    """The column maps of the terms of kernel `name`'s result w.r.t. param `wrt` at these sizes
-    of its dimension symbols, in the order `nonzeros` lays their weights (NotDirect if it has none)."""
-    *_, terms = _terms(module, name, wrt, sizes)
-    return tuple(t.columns for t in terms)
+@dataclass(frozen=True)
+class Diagonals:
+    """The terms of a result's Jacobian as `nonzeros` lays them out: per term its column map, and
+    its value where the whole term is one constant (a linear stencil's coefficient, folded by
+    simplification), else None. The varying terms' weights come first, each the result's size,
+    then one slot per constant term: a constant is computed once, not once per element."""
+
+    columns: tuple[np.ndarray, ...]
+    constants: tuple[float | None, ...]
+
+    def slots(self, size: int) -> np.ndarray:
+        """Where each term's weight of row r is: its start (+ r for a varying term)."""
+        varying = [k for k, c in enumerate(self.constants) if c is None]
+        fixed = [k for k, c in enumerate(self.constants) if c is not None]
+        starts = np.zeros(len(self.constants), np.int64)
+        starts[varying] = np.arange(len(varying)) * size
+        starts[fixed] = len(varying) * size + np.arange(len(fixed))
+        return starts
+
+
+def result_diagonals(module: Module, name: str, wrt: int, sizes: Mapping[str, int]) -> Diagonals:
+    """The terms of the Jacobian of kernel `name`'s result w.r.t. param `wrt` at these sizes of
+    its dimension symbols (NotDirect if it has none, or is not a few index-mapped diagonals)."""
+    specialized, b, _, terms = _terms(module, name, wrt, sizes)
+    return Diagonals(tuple(t.columns for t in terms), _constants(specialized, b, terms))
 
 
 def nonzeros(module: Module, name: str, wrt: int, sizes: Mapping[str, int]) -> tuple[Module, Func]:
     """`module` plus `{name}_nonzeros`: the kernel's params at these sizes, returning the weights
-    of the terms of the Jacobian of its result w.r.t. param `wrt`, stacked [terms, *result shape]
-    in the order of `result_columns` (what `gather_sources` indexes, flat); and that function."""
+    of the terms of the Jacobian of its result w.r.t. param `wrt`, flat, laid out as
+    `result_diagonals` says (what `gather_sources` indexes); and that function."""
     specialized, b, result, terms = _terms(module, name, wrt, sizes)
+    constants = _constants(specialized, b, terms)
+    size = int(np.prod(result.type.shape, dtype=np.int64))
     with b.at(b.loc):
-        weights = b.op("concat", *(b.op("reshape", t.weight, shape=(1, *result.type.shape)) for t in terms), axis=0)
+        laid = [b.op("reshape", t.weight, shape=(size,)) for t, c in zip(terms, constants) if c is None]
+        laid += [full(b, c, TensorType(result.type.dtype, (1,))) for c in constants if c is not None]
+        weights = b.op("concat", *laid, axis=0) if len(laid) > 1 else laid[0]
     funcs = dict(specialized.funcs)
     func = cleanup(b.finish(unique_name(specialized, f"{name}_nonzeros"), [weights]), funcs)
     verify_func(func, funcs, pass_name="nonzeros")
     return specialized.replace(func), func
+
+
+def _constants(specialized: Module, b: Builder, terms: list[Term]) -> tuple[float | None, ...]:
+    """Each term's value where simplification folds its whole weight into one constant, else None."""
+    weights = cleanup(b.finish("weights", [t.weight for t in terms]), dict(specialized.funcs))
+    producers = {r: op for op in weights.ops for r in op.results}
+    found = []
+    for v in weights.returns:
+        op = producers.get(v)
+        while op is not None and op.name == "broadcast":
+            op = producers.get(op.operands[0])
+        found.append(op.attrs["value"] if op is not None and op.name == "constant" else None)
+    return tuple(found)
 
 
 @dataclass(frozen=True)
@@ -103,21 +142,21 @@ class Sources:
         return out
 
 
-def gather_sources(columns: Sequence[np.ndarray], pattern: Pattern) -> Sources:
-    """Where each nonzero of `pattern` is among the weights of the terms whose column maps are
-    `columns`, stacked as `nonzeros` returns them. NotDirect if a term lies outside the pattern
-    (which covers every nonzero the Jacobian can have: only a rule disagreeing with the sparsity
-    rules would put one there)."""
+def gather_sources(diagonals: Diagonals, pattern: Pattern) -> Sources:
+    """Where each nonzero of `pattern` is among the weights `nonzeros` returns for these
+    diagonals. NotDirect if a term lies outside the pattern (which covers every nonzero the
+    Jacobian can have: only a rule disagreeing with the sparsity rules would put one there)."""
     size, width = pattern.rows, max(pattern.columns, 1)
     keys = pattern.row_ids() * width + pattern.indices          # sorted: CSR rows, sorted columns
+    starts = diagonals.slots(size)
     slots, positions = [], []
-    for t, cols in enumerate(columns):
+    for t, cols in enumerate(diagonals.columns):
         rows = np.flatnonzero(cols >= 0)
         wanted = rows * width + cols[rows]
         at = np.minimum(np.searchsorted(keys, wanted), max(len(keys) - 1, 0))
         if len(wanted) and (not len(keys) or (keys[at] != wanted).any()):
             raise NotDirect("a term of the result lies outside its detected pattern")
-        slots.append(t * size + rows)
+        slots.append(starts[t] + (rows if diagonals.constants[t] is None else np.zeros_like(rows)))
         positions.append(at)
     slot, position = np.concatenate(slots), np.concatenate(positions)
     order = np.argsort(position, kind="stable")
