@@ -122,7 +122,7 @@ def _constants(specialized: Module, b: Builder, terms: list[Term]) -> tuple[floa
 
 @dataclass(frozen=True)
 class Sources:
-    """Where each nonzero of a pattern (CSR order) is among the stacked weights, flat: `first[k]`
+    """Where each nonzero of a pattern (CSR order) is among the weights `nonzeros` returns: `first[k]`
     the slot of nonzero k (0 for one no term reaches, listed in `empty`: a structural zero), and
     per further term landing on nonzeros already reached, their positions and slots (`extra`,
     added)."""
@@ -136,7 +136,8 @@ class Sources:
         # every slot is in range by construction; mode "raise" with `out` gathers into a temporary
         # first and checks each index (4x the time of "wrap", which never reads outside either)
         weights.take(self.first, out=out, mode="wrap")
-        out[self.empty] = 0
+        if len(self.empty):
+            out[self.empty] = 0
         for positions, slots in self.extra:
             out[positions] += weights[slots]
         return out
