@@ -1,7 +1,8 @@
 """A nest storing a concat along its last axis walks each operand in a loop of its own
 (loops.pieced_loop_nest): values equal NumPy's on every shape — symbolic and static sizes, empty
 operands, one-element operands, ranks 1 to 3, each dtype — on 1 and 2 threads (the thread split
-cuts the pieces), in the default and the bounds-checked build; and the nest has a loop per operand."""
+cuts the pieces), in the default and the bounds-checked build; and the nest has a loop per
+operand, up to MAX_PIECES of them (more would cost LLVM time in proportion)."""
 from __future__ import annotations
 
 import re
@@ -11,6 +12,7 @@ import pytest
 
 import adc
 from adc.codegen.lowering.lower import lower_module
+from adc.codegen.lowering.rules.shape import MAX_PIECES
 from adc.codegen.toolchain.target import Target
 from tests.support.ir_kernels import kernel
 
@@ -55,10 +57,12 @@ def test_concats_along_the_last_axis_equal_numpy(module, threads):
         adc.set_num_threads(0)
 
 
-def test_the_nest_of_a_concat_has_a_loop_per_operand():
+@pytest.mark.parametrize("operands, loops", [(3, 3), (MAX_PIECES, MAX_PIECES), (MAX_PIECES + 1, 1)])
+def test_the_nest_of_a_concat_has_a_loop_per_operand_up_to_max_pieces(operands, loops):
     def body(b, x, y):
-        return b.op("concat", b.op("exp", x), y, x, axis=0)
+        parts = [b.op("exp", x), y, x] * operands
+        return b.op("concat", *parts[:operands], axis=0)
     llvm = str(lower_module(kernel("x: f64[N], y: f64[M]", body), '{"abi": 1}', Target.host().vector_bits))
     start = llvm.index('define internal void @"adc.concat')
     nest = llvm[start:llvm.index("\n}\n", start)]
-    assert len(re.findall(r"^loop\.header[.0-9]*:", nest, re.MULTILINE)) == 3
+    assert len(re.findall(r"^loop\.header[.0-9]*:", nest, re.MULTILINE)) == loops

@@ -97,16 +97,21 @@ def concat_lower(em: Emitter, op: Op, idx: Index) -> ir.Value:
 lower_rules["concat"] = concat_lower
 
 
+# A concat of more operands is stored by one loop choosing per element: LLVM's time grows with
+# the loops it vectorizes (1,000 operands: 5 s to compile in one loop, 26 s in a loop each).
+MAX_PIECES = 16
+
+
 def concat_pieces(em: Emitter, op: Op) -> list[tuple[ir.Value, ir.Value]] | None:
-    """For a concat along its last axis: where each operand starts and ends along it, so that a
-    nest storing the concat walks each operand in a loop of its own (loops.pieced_loop_nest);
-    None for a concat along another axis, where the operand chosen does not change in the
-    innermost loop. One loop choosing per element vectorizes into masked loads of every operand,
-    and the masked-off lanes' addresses, outside their operand, cost a fault assist where they
-    fall on unmapped pages: a concat of three 100,000-element slices took 7.4 ms in one loop
-    (AMD Zen 5), 25 ns an element."""
+    """For a concat along its last axis of at most MAX_PIECES operands: where each operand starts
+    and ends along it, so that a nest storing the concat walks each operand in a loop of its own
+    (loops.pieced_loop_nest); None for a concat along another axis, where the operand chosen does
+    not change in the innermost loop. One loop choosing per element vectorizes into masked loads
+    of every operand, and the masked-off lanes' addresses, outside their operand, cost a fault
+    assist where they fall on unmapped pages: a concat of three 100,000-element slices took 7.4 ms
+    in one loop (AMD Zen 5), 25 ns an element."""
     axis = op.attrs["axis"]
-    if axis != op.result.type.rank - 1:
+    if axis != op.result.type.rank - 1 or len(op.operands) > MAX_PIECES:
         return None
     pieces, start = [], i64(0)
     for v in op.operands:
