@@ -85,9 +85,7 @@ def concat_lower(em: Emitter, op: Op, idx: Index) -> ir.Value:
 
     def part(lo: int, hi: int) -> ir.Value:
         if hi - lo == 1:
-            v, axes = op.operands[lo], list(idx.axes)
-            axes[axis] = em.b.sub(axes[axis], em.dim(offsets[lo]), flags=NOWRAP)
-            return em.value_at(v, em.index(v, axes=axes))
+            return concat_piece(em, op, lo, em.dim(offsets[lo]), idx)
         mid = (lo + hi) // 2
         below = em.b.icmp_signed("<", idx.axes[axis], em.dim(offsets[mid]))
         return em.branch(below, lambda: part(lo, mid), lambda: part(mid, hi))
@@ -122,9 +120,9 @@ def concat_pieces(em: Emitter, op: Op) -> list[tuple[ir.Value, ir.Value]] | None
 
 
 def concat_piece(em: Emitter, op: Op, k: int, start: ir.Value, idx: Index) -> ir.Value:
-    """Element `idx` of the concat, inside operand k's piece, which begins at `start`."""
-    v, axes = op.operands[k], list(idx.axes)
-    axes[-1] = em.b.sub(axes[-1], start, flags=NOWRAP)
+    """Element `idx` of the concat, inside operand k's piece, which begins at `start` along its axis."""
+    v, axes, axis = op.operands[k], list(idx.axes), op.attrs["axis"]
+    axes[axis] = em.b.sub(axes[axis], start, flags=NOWRAP)
     return em.value_at(v, em.index(v, axes=axes))
 
 
