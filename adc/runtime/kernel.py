@@ -136,7 +136,7 @@ class Kernel:
             tensors.append(value)
         sizes = self.dims_of([t._array.shape for t in tensors] if self._sized else ())
         if self.checks_indices:
-            self._check_indices(tensors, sizes)
+            self._check_indices([t._array for t in tensors], sizes)
         recording = thread_state.recording
         if recording and self.float_results:
             results = self._recorded_run(recording, args, tensors, sizes, lean)
@@ -370,11 +370,11 @@ class Kernel:
                 shown = ", ".join(f"{s} = {env[s]}" for s in sorted(constraint.symbols))
                 raise ValueError(f"{sig.name}: the shapes need {constraint} >= 0, but {shown}")
 
-    def _check_indices(self, tensors: list[Tensor], sizes: list[int]) -> None:
+    def _check_indices(self, arrays: list[np.ndarray], sizes: list[int]) -> None:
         """IndexError, as NumPy raises, for an index parameter with an entry outside [-n, n)."""
         env = dict(zip(self.signature.dims, sizes))
         for k, dim in self.signature.index_bounds:
-            values, n = tensors[k]._array, evaluate_dim(dim, env)
+            values, n = arrays[k], evaluate_dim(dim, env)
             if values.size and (values.min() < -n or values.max() >= n):
                 bad = values[(values < -n) | (values >= n)].flat[0]
                 raise IndexError(f"{self._where(self.signature.param_names[k])}: index {bad} is out of "
@@ -421,6 +421,39 @@ class Kernel:
         plans["plan"] = plan
         if status != STATUS_OK:
             raise self._failure(status, sizes)
+
+    def run_into(self, sizes: list[int], arrays: list[np.ndarray]) -> None:
+        """run_at on NumPy arrays its caller owns: the inputs, then the results to write, each
+        C-contiguous (a result writeable) and of the dtype and shape the dims' `sizes` give (the
+        caller checked them: `arrays_of`, `dims_of`, `result_shapes`); an index argument's entries
+        are checked here, as a call checks them. What a caller filling its own buffers on every
+        call uses (an optimizer's sparse Jacobian values, sparse_derivatives.py)."""
+        if self.checks_indices:
+            self._check_indices(arrays, sizes)
+        if native_call is None:
+            for k, array in enumerate(arrays):
+                if not array.flags.c_contiguous or (k >= self._arity and not array.flags.writeable):
+                    raise ValueError(f"{self.signature.name}: run_into takes C-contiguous arrays, the results writeable")
+            self.run_at(sizes, [a.ctypes.data for a in arrays])
+            return
+        status = native_call.run_arrays(self._address or self.entry_address(), self._arity, sizes, arrays)
+        if status != STATUS_OK:
+            raise self._failure(status, sizes)
+
+    def arrays_of(self, args: tuple) -> list[np.ndarray]:
+        """The call's arguments as C-contiguous NumPy arrays of the params' dtypes and ranks, checked
+        and converted as a call does (TypeError or ValueError naming the parameter; their shapes
+        are `dims_of`'s to check); the caller's own arrays where they already are (what run_into
+        takes)."""
+        if len(args) == self._arity:
+            for a, want, rank in zip(args, self._np_dtypes, self._ranks):
+                if type(a) is not np.ndarray or a.dtype is not want or a.ndim != rank or not a.flags.c_contiguous:
+                    break
+            else:
+                return list(args)
+        else:
+            args = self._bind(args, {})
+        return [np.ascontiguousarray(t.numpy()) for t in self._checked_inputs(args)]
 
     # The native call on Tensors of the params' dtypes, ranks and shapes, the dims' `sizes` bound:
     # results allocated, the C ABI's argument buffer filled, the kernel run. A call checks its

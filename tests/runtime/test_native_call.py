@@ -112,6 +112,44 @@ def test_run_at_raises_the_error_a_failing_status_names(run_at_route):
         branch.run_at(branch.dims_of([x.shape, ()]), [x.ctypes.data, np.asarray(k).ctypes.data, out.ctypes.data])
 
 
+def test_run_into_writes_the_results_into_arrays_the_caller_owns(m, run_at_route):
+    x = np.arange(12, dtype=np.float32).reshape(3, 4)
+    sizes = m.shapes.dims_of([x.shape])
+    results = [np.full(shape, -1.0, dtype) for dtype, shape in m.shapes.result_shapes(sizes)]
+    m.shapes.run_into(sizes, [*m.shapes.arrays_of((x,)), *results])
+    np.testing.assert_array_equal(results[0], x.T)
+    np.testing.assert_array_equal(results[1], x.sum(axis=1))
+    assert float(results[2]) == 66.0
+    wide = adc.compile(WIDE, "wide.adc").wide
+    args, total = [np.array(float(k)) for k in range(MANY)], np.zeros(())     # more slots than the C stack's
+    wide.run_into([], [*args, total])
+    assert float(total) == MANY * (MANY - 1) / 2
+    out = np.zeros(3, np.float32)
+    for result, why in ((np.zeros(6, np.float32)[::2], "C-contiguous"), (out.view(), "writeable")):
+        if why == "writeable":
+            result.setflags(write=False)
+        with pytest.raises(ValueError, match="C-contiguous"):
+            m.scaled.run_into([3], [np.ones(3, np.float32), result])
+    assert (out == 0).all()
+
+
+def test_arrays_of_keeps_the_callers_arrays_and_checks_the_rest(m):
+    x = np.ones(4, np.float32)
+    (same,) = m.scaled.arrays_of((x,))
+    assert same is x
+    strided = np.arange(8, dtype=np.float32)[::2]
+    (copied,) = m.scaled.arrays_of((strided,))
+    assert copied.flags.c_contiguous and (copied == strided).all()
+    (converted,) = m.scaled.arrays_of(([1.0, 2.0],))
+    assert converted.dtype == np.float32 and converted.tolist() == [1.0, 2.0]
+    with pytest.raises(TypeError, match=r"scaled: parameter 'x' expects dtype f32 \(float32\), got float64"):
+        m.scaled.arrays_of((np.ones(4),))
+    with pytest.raises(ValueError, match="parameter 'x' expects rank 1"):
+        m.scaled.arrays_of((np.ones((2, 2), np.float32),))
+    with pytest.raises(TypeError, match="missing 1 required positional argument: 'x'"):
+        m.scaled.arrays_of(())
+
+
 def test_the_c_route_refuses_malformed_calls():
     with pytest.raises(ValueError, match="address of 0"):
         kernel.native_call.run(0, [], [], ())
@@ -125,6 +163,12 @@ def test_the_c_route_refuses_malformed_calls():
         kernel.native_call.run_at(1, 0, (), [])
     with pytest.raises(ValueError, match="more inputs than addresses"):
         kernel.native_call.run_at(1, 3, [], [0, 0])
+    with pytest.raises(TypeError, match="run_arrays"):
+        kernel.native_call.run_arrays(1, 0, [], ())
+    with pytest.raises(ValueError, match="more inputs than arrays"):
+        kernel.native_call.run_arrays(1, 3, [], [np.zeros(1)])
+    with pytest.raises(TypeError, match="expected a NumPy array, got int"):
+        kernel.native_call.run_arrays(1, 1, [], [0])
 
 
 def blend(x, y, w):

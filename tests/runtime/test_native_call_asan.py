@@ -80,6 +80,10 @@ slots = [np.array(float(k)) for k in range({MANY})] + [np.zeros(())]
 wide.wide.run_at([], [s.ctypes.data for s in slots])
 assert float(slots[-1]) == {MANY * (MANY - 1) // 2}
 raises(ValueError, m.fourth.run_at, [2], [np.zeros(2).ctypes.data, slots[-1].ctypes.data])   # a failing status
+wide.wide.run_into([], slots)                                            # run_into
+assert float(slots[-1]) == {MANY * (MANY - 1) // 2}
+raises(ValueError, m.scaled.run_into, [4], [np.ones(4, np.float32), np.zeros(8, np.float32)[::2]])
+raises(ValueError, m.fourth.run_into, [2], [np.zeros(2), slots[-1]])      # a failing status
 
 raises(TypeError, m.kinds, a, j, j, t, 2.0, 3, True)                     # a dtype
 raises(ValueError, m.kinds, a, i[:3], j, t, 2.0, 3, True)                # a shape
