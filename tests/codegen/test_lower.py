@@ -15,6 +15,7 @@ import scipy.special
 
 from adc.abi import parse_type
 from adc.codegen.lowering.fusion import MAX_FUSED, RECOMPUTED, plan
+from adc.codegen.lowering.loops import ROLLED_ABOVE
 from adc.codegen.lowering.lower import lower_module
 from adc.codegen.lowering.rules.table import lower_rules
 from adc.codegen.toolchain.target import Target
@@ -324,7 +325,7 @@ def test_a_float_sum_over_rows_keeps_four_vector_accumulators():
 
 @pytest.mark.parametrize("name", ["reduce_max", "reduce_min"])
 def test_a_float_max_or_min_over_rows_keeps_four_vector_accumulators(name):
-    """Interleaved (loops.interleaved): the vector loop runs four independent max (min) chains, in
+    """Interleaved (loops.loop_hints): the vector loop runs four independent max (min) chains, in
     the ordered loop (maxnum under no-NaN flags) and in the exact one that reruns rare rows."""
     target = Target.host()
     module = llvm.parse_assembly(str(lower_module(kernel("x: f32[B,N]", lambda b, x: b.op(name, x, axes=[1])),
@@ -780,3 +781,26 @@ def test_batched_products_split_their_stacked_rows_across_threads(shape):
     (got,) = run(module, a, w)
     assert got.shape == (batches, m, n)
     np.testing.assert_allclose(got, a.astype(np.float64) @ w, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("row", [5, 32])
+def test_a_kernel_of_fixed_sizes_unrolls_its_short_loops_only(row):
+    """loops.ROLLED_ABOVE: a constant trip count of 5 is left to LLVM's unrolling (the loop around it
+    then vectorizes across rows); one of 32 stays rolled, so it vectorizes itself: no scatter, no
+    gather, every store a whole vector."""
+    module = kernel(f"x: f64[2,32,{row}]", lambda b, x: b.op("concat", x, b.op("neg", x), axis=0))
+    lowered = str(lower_module(module, '{"abi": 1}', Target.host().vector_bits))
+    nodes = dict(re.findall(r"^(!\d+) = (?:distinct )?(.*)$", lowered, re.M))
+    rolled = {name for name, node in nodes.items() if '"llvm.loop.unroll.disable"' in node}
+    hinted = re.findall(r"br label \S+, !llvm.loop (!\d+)", lowered)
+    disabled = [h for h in hinted if set(re.findall(r"!\d+", nodes[h])) & rolled]
+    assert len(disabled) == 1 + (row > ROLLED_ABOVE)    # the rows' loop, and the row's (the outer: a task's range)
+    optimized = llvm.parse_assembly(lowered)
+    target = Target.host()
+    target.optimize(optimized, unroll=True)
+    text = str(optimized)
+    if row > ROLLED_ABOVE:
+        assert "scatter" not in text and "gather" not in text
+    x = randn(2, 32, row, dtype=np.float64)
+    (got,) = run(module, x)
+    np.testing.assert_array_equal(got, np.concatenate([x, -x]))

@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     from adc.codegen.lowering.emitter import Emitter
     from adc.codegen.lowering.rules.table import LowerRule
 
-# A float sum, max or min over a row keeps 4 vector accumulators (loops.interleaved), so its loop is
+# A float sum, max or min over a row keeps 4 vector accumulators (loops.loop_hints), so its loop is
 # not bound by one chain's latency: NaN-propagating max was a compare, a blend and a max per vector
 # (a row max over 4096 x 1000 f32: 0.47 -> 0.23 ms); a sum's chain is one add per vector, 3 cycles
 # for 16 elements of a row in L1 (a cross-entropy's row sums: ~0.11 ms of its 0.70, ~0.03 with 4).
