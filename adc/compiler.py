@@ -349,10 +349,11 @@ def _specialize(module: Module, name: str, sizes) -> Derivation:
 
 
 def _nonzeros(module: Module, name: str, request) -> Derivation:
-    """`request`: (wrt, (symbol, size) pairs): the weights of the diagonals of the Jacobian of the
-    kernel's result w.r.t. param wrt at those sizes (passes/sparsity/nonzeros.py)."""
-    wrt, sizes = request
-    extended, func = nonzeros(module, name, wrt, dict(sizes))
+    """`request`: (wrt, (symbol, size) pairs, rows): the weights of the diagonals of the Jacobian
+    of the kernel's result w.r.t. param wrt at those sizes; or, `rows` a RowLayout's (width,
+    sources) rather than None, its nonzeros laid out by the layout (passes/sparsity/nonzeros.py)."""
+    wrt, sizes, rows = request
+    extended, func = nonzeros(module, name, wrt, dict(sizes), rows)
     return Derivation(extended.reachable(func.name), func, (wrt,))
 
 

@@ -14,8 +14,6 @@ Entries are named by a kind and a request, the kind saying which builder made it
     "sparsity", (wrt, key)   its Jacobian patterns for some sizes and integer arguments;
     "sparse_plan", (wrt, mode, symmetric, key)   a pattern's coloring, seeds and decompression
                              (sparse_derivatives.py)
-    "integer_params", None   its integer params and their dtypes, what a pattern's key reads
-                             (sparse_derivatives.argument_key)
     "example_axes", (param, axis)   where a param's examples go (jacobians.py)
     "jvp" / "jvp_tangents", wanted  its JVP, with and without the primal results (functional.py)
     "torch_op" / "jax_function", None   the kernel as a PyTorch operator / JAX function (adc/torch.py, adc/jax.py)

@@ -85,6 +85,9 @@ class Kernel:
         self._constrained = bool(signature.constraints)
         self._constraint_plan = _constraint_plan(signature)
         self.checks_indices = bool(signature.index_bounds)     # a call reads those params' values first
+        # (position, dtype) of each integer param: what a sparse pattern's key reads of a call
+        self.integer_params = tuple((k, t.dtype.numpy) for k, t in enumerate(signature.param_types)
+                                    if not t.dtype.is_float)
         static = tuple((dtype, shape) for dtype, shape, _, _ in self._result_plan if shape is not None)
         self._static_results = static if len(static) == len(self._result_plan) else None
         self._result_slot = len(signature.dims) + len(signature.param_types)

@@ -43,6 +43,8 @@ from adc.runtime.derivatives import (CompiledSparse, batched_derivative, batched
                                      embedded_derivative)
 from adc.runtime.tensor import Tensor
 
+_NO_SIZES: list = []    # the sizes of a kernel specialized to a call's: no symbol (never written)
+
 try:    # built by setup.py where there is a C compiler; without it Hessians take the star coloring
     from adc.runtime import native_substitution
 except ImportError:
@@ -51,15 +53,12 @@ except ImportError:
 
 def argument_key(kernel, args) -> tuple:
     """What a pattern of `kernel` depends on in a call's `args`: their shapes and the bytes of the
-    integer ones (float values are never read). Cheap (no hashing, no array made of a number, the
-    integer params found once per kernel): an optimizer makes it at every call."""
-    integers = tuple(np.ascontiguousarray(args[k], dtype).tobytes()
-                     for k, dtype in kernel.derived.get("integer_params", None, lambda: _integer_params(kernel)))
+    integer ones (float values are never read). Cheap (no hashing, no array made of a number):
+    an optimizer makes it at every call."""
+    if not kernel.integer_params:
+        return tuple(map(_shape, args)), ()
+    integers = tuple(np.ascontiguousarray(args[k], dtype).tobytes() for k, dtype in kernel.integer_params)
     return tuple(map(_shape, args)), integers
-
-
-def _integer_params(kernel) -> tuple[tuple[int, np.dtype], ...]:
-    return tuple((k, t.dtype.numpy) for k, t in enumerate(kernel.signature.param_types) if not t.dtype.is_float)
 
 
 def _shape(value) -> tuple:
@@ -114,14 +113,18 @@ def as_matrix(pattern: Pattern, data: np.ndarray | None = None):
 
 @dataclass(frozen=True)
 class Direct:
-    """A Jacobian whose nonzeros a kernel computes where they lie (passes/sparsity/nonzeros.py):
-    `kernel` takes the call's arguments and returns the weights of its `terms` diagonals, flat (a
-    constant diagonal as one number); `sources` says where each nonzero is among them
+    """A Jacobian whose nonzeros a kernel computes where they lie (passes/sparsity/nonzeros.py),
+    of `terms` diagonals. With a `layout` (nonzeros.py `RowLayout`: rows of one length), `kernel`
+    takes the call's arguments and the layout's source table and writes the nonzeros themselves,
+    in the pattern's order, into the caller's array; else it returns the diagonals' weights, flat
+    (a constant diagonal as one number), and `sources` says where each nonzero is among them
     (nonzeros.py `Sources`)."""
 
     kernel: object
-    sources: object
     terms: int
+    dtype: np.dtype
+    layout: object | None = None
+    sources: object | None = None
 
 
 @dataclass(frozen=True)
@@ -195,12 +198,25 @@ def decompressed(the_plan: Plan, compressed, out: np.ndarray | None = None) -> n
 
 def direct_values(the_plan: Plan, args, out: np.ndarray | None = None) -> np.ndarray:
     """The nonzeros of a direct plan's pattern for the call's `args`, into `out` when given."""
-    weights = the_plan.direct.kernel(*args).numpy().reshape(-1)
+    direct, nnz = the_plan.direct, the_plan.pattern.nnz
+    if direct.layout is None:
+        weights = direct.kernel(*args).numpy().reshape(-1)
+        if out is None:
+            out = np.empty(nnz, weights.dtype)
+        else:
+            _check_out(out, nnz, weights.dtype)
+        return direct.sources.gather(weights, out)
+    kernel = direct.kernel
     if out is None:
-        out = np.empty(the_plan.pattern.nnz, weights.dtype)
+        out = np.empty(nnz, direct.dtype)
     else:
-        _check_out(out, the_plan.pattern.nnz, weights.dtype)
-    return the_plan.direct.sources.gather(weights, out)
+        _check_out(out, nnz, direct.dtype)
+        if not (out.flags.c_contiguous and out.flags.writeable):       # (a strided view, say)
+            out[...] = direct_values(the_plan, args)
+            return out
+    arrays = kernel.arrays_of((*args, direct.layout.source))
+    kernel.run_into(_NO_SIZES, [*arrays, out])     # (specialized to the plan's sizes: no symbol left)
+    return out
 
 
 def _check_out(out: np.ndarray, nnz: int, dtype: np.dtype) -> None:
@@ -213,17 +229,20 @@ def direct(kernel, wrt: int, pattern: Pattern, sizes: dict[str, int]) -> Direct 
     param `wrt` at these sizes of its symbols) where they lie; None where that Jacobian is not a few
     index-mapped diagonals (loops, sums, products: the coloring serves it) or no compiler is there."""
     # the pass needs the compiler's passes, which a deployment loading .so files may not import
-    from adc.passes.sparsity.nonzeros import NotDirect, gather_sources, result_diagonals
+    from adc.passes.sparsity.nonzeros import NotDirect, gather_sources, result_diagonals, row_layout
 
     bound = tuple((s, sizes[s]) for s in kernel.signature.dims)
     try:
         embedded_derivative(kernel)     # a --no-gradients module raises its LookupError (the coloring's too)
         diagonals = result_diagonals(kernel.gradient_source.parsed_ir(), kernel.signature.name, wrt, dict(bound))
-        sources = gather_sources(diagonals, pattern)
-        made = compiled(kernel, "nonzeros", (wrt, bound))
+        layout = row_layout(diagonals, pattern)
+        sources = gather_sources(diagonals, pattern) if layout is None else None
+        rows = None if layout is None else (layout.width, layout.sources)
+        made = compiled(kernel, "nonzeros", (wrt, bound, rows))
     except (NotDirect, LookupError):
         return None
-    return Direct(made.kernel, sources, len(diagonals.columns))
+    dtype = kernel.signature.result_types[0].dtype.numpy
+    return Direct(made.kernel, len(diagonals.columns), dtype, layout, sources)
 
 
 class SparseJacobian:
@@ -233,16 +252,18 @@ class SparseJacobian:
 
     def __init__(self, kernel, wrt: int, mode: str = "auto", symmetric: bool = False):
         self.kernel, self.wrt, self.mode, self.symmetric = kernel, wrt, mode, symmetric
-        self._last: Plan | None = None
+        self._last: tuple[tuple, Plan] | None = None     # the last call's argument_key and plan
 
     def __call__(self, *args):
-        values = self.values(*args)
-        return as_matrix(self._last.pattern, values)
+        the_plan = self._plan(args)
+        return as_matrix(the_plan.pattern, self._filled(the_plan, args))
 
     def values(self, *args, out: np.ndarray | None = None) -> np.ndarray:
         """The nonzeros in the pattern's (CSR) order, written into `out` when given (of the
         pattern's number of nonzeros and the result's dtype)."""
-        the_plan = self._plan(args)
+        return self._filled(self._plan(args), args, out)
+
+    def _filled(self, the_plan: Plan, args, out: np.ndarray | None = None) -> np.ndarray:
         if the_plan.direct is not None:
             return direct_values(the_plan, args, out)
         return decompressed(the_plan, self._compressed(the_plan, args), out)
@@ -267,14 +288,19 @@ class SparseJacobian:
         if self._last is None:
             raise ValueError(f"the sparse derivative of {self.kernel.signature.name} has no pattern yet: the "
                              f"pattern is built for the sizes of its first call; call it first")
-        return self._last
+        return self._last[1]
 
     def _plan(self, args) -> Plan:
-        """The plan of the call's sizes and integer values: one cache lookup once it is built."""
+        """The plan of the call's sizes and integer values: the last call's when they are the same
+        (an optimizer's inner loop), else one cache lookup once it is built."""
         key = argument_key(self.kernel, args)
-        self._last = self.kernel.derived.get("sparse_plan", (self.wrt, self.mode, self.symmetric, key),
-                                             lambda: self._planned(args, key))
-        return self._last
+        last = self._last       # (key, plan), replaced whole: a thread never pairs a key with another's plan
+        if last is not None and last[0] == key:
+            return last[1]
+        the_plan = self.kernel.derived.get("sparse_plan", (self.wrt, self.mode, self.symmetric, key),
+                                           lambda: self._planned(args, key))
+        self._last = key, the_plan
+        return the_plan
 
     def _planned(self, args, key: tuple) -> Plan:
         sig = self.kernel.signature

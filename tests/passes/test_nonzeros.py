@@ -15,7 +15,8 @@ from adc.frontend import compile_source
 from adc.ir.interp import run
 from adc.passes.jvp import jvp
 from adc.passes.sparsity import Pattern, jacobian_patterns
-from adc.passes.sparsity.nonzeros import MAX_TERMS, Diagonals, NotDirect, gather_sources, nonzeros, result_diagonals
+from adc.passes.sparsity.nonzeros import (MAX_SOURCES, MAX_TERMS, Diagonals, NotDirect, gather_sources, nonzeros,
+                                         result_diagonals, row_layout)
 from tests.fuzz.budget import fuzz_settings
 from tests.support.programs import programs
 from tests.support.sparse_problems import BRUSSELATOR, TRIDIAGONAL
@@ -50,14 +51,84 @@ def direct_jacobian(module, name: str, args, wrt: int, sizes: dict[str, int]) ->
     return out
 
 
+def rows_jacobian(module, name: str, args, wrt: int, sizes: dict[str, int]) -> np.ndarray | None:
+    """The dense Jacobian the pass's function fills laid out in rows (its RowLayout's nonzeros,
+    returned in the pattern's order), or None where the pattern has no RowLayout."""
+    (pattern,) = jacobian_patterns(module, name, args, wrt)
+    layout = row_layout(result_diagonals(module, name, wrt, sizes), pattern)
+    if layout is None:
+        return None
+    extended, func = nonzeros(module, name, wrt, sizes, (layout.width, layout.sources))
+    (values,) = run(extended, func.name, *args, layout.source)
+    assert values.shape == (pattern.nnz,)
+    out = np.zeros((pattern.rows, pattern.columns), values.dtype)
+    out[pattern.row_ids(), pattern.indices] = values
+    return out
+
+
 def test_the_brusselator_is_six_diagonals_of_its_grid():
     module = compile_source(BRUSSELATOR)
     x = np.random.default_rng(0).uniform(0, 1, (2, 5, 5))
     diagonals = result_diagonals(module, "brusselator", 0, {"N": 5})
     assert len(diagonals.columns) == 6 and all((c >= 0).all() for c in diagonals.columns)
     assert sorted(c for c in diagonals.constants if c is not None) == [0.1] * 4      # the laplacian's
-    np.testing.assert_allclose(direct_jacobian(module, "brusselator", [x], 0, {"N": 5}),
-                               jvp_jacobian(module, "brusselator", [x], 0), rtol=1e-14, atol=1e-15)
+    want = jvp_jacobian(module, "brusselator", [x], 0)
+    np.testing.assert_allclose(direct_jacobian(module, "brusselator", [x], 0, {"N": 5}), want, rtol=1e-14, atol=1e-15)
+    np.testing.assert_allclose(rows_jacobian(module, "brusselator", [x], 0, {"N": 5}), want, rtol=1e-14, atol=1e-15)
+
+
+def test_the_brusselators_rows_take_three_sources():
+    """Every row has six nonzeros: its own species' diagonal, the other's, and four neighbours
+    whose coefficients are one constant 0.1, so one source, wherever the periodic wrap puts them."""
+    module, n = compile_source(BRUSSELATOR), 6
+    x = np.random.default_rng(4).uniform(0, 1, (2, n, n))
+    (pattern,) = jacobian_patterns(module, "brusselator", [x], 0)
+    diagonals = result_diagonals(module, "brusselator", 0, {"N": n})
+    layout = row_layout(diagonals, pattern)
+    assert layout.width == 6 and layout.source.shape == (2 * n * n, 6) and layout.source.dtype == np.int32
+    constants = [t for t, c in enumerate(diagonals.constants) if c is not None]
+    kinds = sorted((tuple(t for t in ids if t not in constants), len(ids)) for ids in layout.sources)
+    assert kinds == [((), 1), ((0,), 1), ((1,), 1)]         # 0.1 (one of its four terms), each varying one
+    counts = np.stack([(layout.source == k).sum(axis=1) for k in range(3)], axis=1)
+    constant = next(k for k, ids in enumerate(layout.sources) if ids[0] in constants)
+    assert (counts[:, constant] == 4).all() and (counts.sum(axis=1) == 6).all()
+
+
+def test_a_row_layout_sums_terms_landing_together_and_keeps_structural_zeros():
+    pattern = Pattern.from_pairs(np.array([0, 0, 1, 1, 2, 2]), np.array([0, 2, 0, 1, 1, 2]), (3, 3))
+    diagonals = Diagonals((np.array([0, 1, 2]), np.array([-1, 0, 1]), np.array([0, -1, -1]),
+                           np.array([2, -1, -1])), (None, None, 0.5, 0.5))
+    layout = row_layout(diagonals, pattern)
+    assert layout.width == 2
+    table = [[layout.sources[k] for k in row] for row in layout.source.tolist()]
+    # (0, 0): the first diagonal and the constant 0.5 of the third; (0, 2): the fourth's 0.5 alone;
+    # (1, 0) the second, (1, 1) the first; (2, 1) the second, (2, 2) the first
+    assert table == [[(0, 2), (3,)], [(1,), (0,)], [(1,), (0,)]]
+    layout = row_layout(Diagonals((np.array([0, 1, 2]), np.array([2, -1, -1])), (None, None)), pattern)
+    table = [[layout.sources[k] for k in row] for row in layout.source.tolist()]
+    assert table == [[(0,), (1,)], [(), (0,)], [(), (0,)]]    # (1, 0), (2, 1): on no diagonal, zeros
+
+
+def test_constants_of_one_value_share_a_source_and_signed_zeros_do_not():
+    pattern = Pattern.from_pairs(np.repeat(np.arange(2), 3), np.tile(np.arange(3), 2), (2, 3))
+    columns = tuple(np.array([k, k]) for k in range(3))
+    assert len(row_layout(Diagonals(columns, (0.25, 0.25, 0.25)), pattern).sources) == 1
+    assert len(row_layout(Diagonals(columns, (0.0, -0.0, 0.0)), pattern).sources) == 2
+
+
+def test_rows_of_several_lengths_or_too_many_sources_are_gathered_instead():
+    ragged = Pattern.from_pairs(np.array([0, 1, 1]), np.array([0, 0, 1]), (2, 2))
+    assert row_layout(Diagonals((np.array([0, 1]), np.array([-1, 0])), (None, None)), ragged) is None
+    width = MAX_SOURCES + 1
+    wide = Pattern.from_pairs(np.repeat(np.arange(2), width), np.tile(np.arange(width), 2), (2, width))
+    many = Diagonals(tuple(np.array([k, k]) for k in range(width)), (None,) * width)
+    assert row_layout(many, wide) is None
+    assert row_layout(Diagonals(many.columns[:MAX_SOURCES] + (np.array([-1, -1]),), (None,) * width),
+                      Pattern.from_pairs(np.repeat(np.arange(2), MAX_SOURCES), np.tile(np.arange(MAX_SOURCES), 2),
+                                         (2, width))).width == MAX_SOURCES
+    with pytest.raises(NotDirect, match="outside"):
+        row_layout(Diagonals((np.array([1, 1]),), (None,)), Pattern.from_pairs(np.array([0, 1]), np.array([0, 0]),
+                                                                                 (2, 2)))
 
 
 def test_a_tridiagonal_residual_and_its_boundary_rows():
@@ -149,3 +220,6 @@ def test_random_programs_agree_with_the_jvp_or_are_refused(program):
             continue
         want = jvp_jacobian(module, "f", args, wrt)
         np.testing.assert_allclose(got, want.reshape(got.shape), rtol=1e-12, atol=1e-12, err_msg=program.source)
+        laid = rows_jacobian(module, "f", args, wrt, sizes)
+        if laid is not None:        # the same sums, where every row has as many nonzeros
+            np.testing.assert_array_equal(laid, got, err_msg=program.source)

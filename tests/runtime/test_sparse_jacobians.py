@@ -84,6 +84,41 @@ def test_stencils_take_the_direct_route_and_agree_with_the_colored_one(module):
     assert (jac.values(x) != 0).any()
 
 
+def test_rows_of_one_length_are_written_in_place_and_bad_arguments_named(module):
+    """The Brusselator's rows all have six nonzeros: its direct kernel writes them in the pattern's
+    order into the caller's array (nonzeros.py RowLayout); the tridiagonal's boundary rows have
+    two, so its weights are gathered. Either way the arguments are checked before native code."""
+    x = RNG.uniform(0, 1, (2, 4, 4))
+    jac = adc.jacobian(module.brusselator, sparse=True)
+    want = adc.jacobian(module.brusselator, mode="forward", sparse=True)(x)
+    assert jac._plan((x,)).direct.layout is not None
+    assert adc.jacobian(module.f, sparse=True)._plan((np.ones(5),)).direct.layout is None
+    strided = np.full(2 * want.nnz, np.nan)[::2]
+    assert jac.values(x, out=strided) is strided
+    np.testing.assert_allclose(strided, want.data, rtol=1e-13, atol=1e-15)
+    np.testing.assert_allclose(jac.values(x.tolist()), want.data, rtol=1e-13, atol=1e-15)
+    np.testing.assert_allclose(jac.values(np.asfortranarray(x)), want.data, rtol=1e-13, atol=1e-15)
+    with pytest.raises(TypeError, match="parameter 'x' expects dtype f64"):
+        jac.values(x.astype(np.float32))
+    frozen = np.zeros(want.nnz)
+    frozen.setflags(write=False)
+    with pytest.raises(ValueError, match="read-only"):
+        jac.values(x, out=frozen)
+
+
+def test_a_direct_kernel_reading_an_index_argument_checks_it():
+    """The index argument gathers a coefficient, off the path from x: the Jacobian is a diagonal,
+    computed directly by a kernel that takes the index too, and checks it as a call would."""
+    m = adc.compile("def g(x: f64[N], p: f64[M], idx: i64[N]) -> f64[N]:\n    return sin(x) * take(p, idx)\n")
+    x, p = RNG.uniform(-1, 1, 5), RNG.uniform(1, 2, 3)
+    jac = adc.jacobian(m.g, sparse=True)
+    got = jac(x, p, np.array([0, 2, 1, 2, 0]))
+    assert jac.route == "direct"
+    np.testing.assert_allclose(got.toarray(), np.diag(np.cos(x) * p[[0, 2, 1, 2, 0]]), rtol=1e-14)
+    with pytest.raises(IndexError, match="parameter 'idx': index 3 is out of bounds for an axis of size 3"):
+        jac.values(x, p, np.array([0, 3, 1, 2, 0]))
+
+
 def test_a_no_gradients_module_refuses_the_direct_route_too(tmp_path):
     src = tmp_path / "stencil.adc"
     src.write_text("def f(x: f64[N]) -> f64[N]:\n    return sin(x) * 2.0\n")

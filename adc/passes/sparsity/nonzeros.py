@@ -34,11 +34,11 @@ from typing import Mapping
 
 import numpy as np
 
-from adc.ir.builder import Builder, full
+from adc.ir.builder import Builder, full, sum_present
 from adc.ir.core import Func, Module, Op, Value
 from adc.ir.interp import Context
 from adc.ir.ops import OPS
-from adc.ir.types import TensorType
+from adc.ir.types import I32, TensorType
 from adc.ir.verify import verify_func
 from adc.passes.adjoint import cleanup, unique_name
 from adc.passes.sparsity import SPARSITY
@@ -48,6 +48,7 @@ from adc.passes.specialize import specialize
 from adc.passes.tangent_rules import tangent_rules
 
 MAX_TERMS = 64      # a value with more is not a few diagonals: its Jacobian is colored instead
+MAX_SOURCES = 8     # a RowLayout with more takes a select per source per nonzero: gathered instead
 
 
 class NotDirect(Exception):
@@ -90,21 +91,49 @@ def result_diagonals(module: Module, name: str, wrt: int, sizes: Mapping[str, in
     return Diagonals(tuple(t.columns for t in terms), _constants(specialized, b, terms))
 
 
-def nonzeros(module: Module, name: str, wrt: int, sizes: Mapping[str, int]) -> tuple[Module, Func]:
+def nonzeros(module: Module, name: str, wrt: int, sizes: Mapping[str, int],
+             rows: tuple[int, tuple[tuple[int, ...], ...]] | None = None) -> tuple[Module, Func]:
     """`module` plus `{name}_nonzeros`: the kernel's params at these sizes, returning the weights
     of the terms of the Jacobian of its result w.r.t. param `wrt`, flat, laid out as
-    `result_diagonals` says (what `gather_sources` indexes); and that function."""
+    `result_diagonals` says (what `gather_sources` indexes); and that function. With `rows`, a
+    `RowLayout`'s (width, sources): it takes the layout's `source` table after the params and
+    returns the nonzeros themselves, in the pattern's (CSR) order."""
     specialized, b, result, terms = _terms(module, name, wrt, sizes)
-    constants = _constants(specialized, b, terms)
     size = int(np.prod(result.type.shape, dtype=np.int64))
     with b.at(b.loc):
-        laid = [b.op("reshape", t.weight, shape=(size,)) for t, c in zip(terms, constants) if c is None]
-        laid += [full(b, c, TensorType(result.type.dtype, (1,))) for c in constants if c is not None]
-        weights = b.op("concat", *laid, axis=0) if len(laid) > 1 else laid[0]
+        if rows is None:
+            constants = _constants(specialized, b, terms)
+            laid = [b.op("reshape", t.weight, shape=(size,)) for t, c in zip(terms, constants) if c is None]
+            laid += [full(b, c, TensorType(result.type.dtype, (1,))) for c in constants if c is not None]
+            returned = b.op("concat", *laid, axis=0) if len(laid) > 1 else laid[0]
+        else:
+            returned = _laid_in_rows(b, terms, result.type.dtype, size, *rows)
     funcs = dict(specialized.funcs)
-    func = cleanup(b.finish(unique_name(specialized, f"{name}_nonzeros"), [weights]), funcs)
+    func = cleanup(b.finish(unique_name(specialized, f"{name}_nonzeros"), [returned]), funcs)
     verify_func(func, funcs, pass_name="nonzeros")
     return specialized.replace(func), func
+
+
+def _laid_in_rows(b: Builder, terms: list[Term], dtype, size: int, width: int,
+                  sources: tuple[tuple[int, ...], ...]) -> Value:
+    """The nonzeros of a RowLayout: per entry of its source table (a new param), the weight of
+    the source it names at that row, picked by a select per source (vectorized over the rows,
+    where a gather would read each by its address), flattened."""
+    table = TensorType(dtype, (size, width))
+    taken = {p.name for p in b.params}
+    source = b.param(next(n for k in range(len(taken) + 1) if (n := f"source{k or ''}") not in taken),
+                     TensorType(I32, (size, width)))
+
+    def weight(ids: tuple[int, ...]) -> Value:
+        summed = sum_present(b, *(terms[t].weight for t in ids))
+        if summed is None:      # a structural zero
+            return full(b, 0.0, table)
+        return b.op("broadcast", b.op("reshape", summed, shape=(size,)), dims=[0], shape=(size, width))
+    chosen = weight(sources[-1])
+    for k in reversed(range(len(sources) - 1)):
+        picked = b.op("eq", source, full(b, k, source.type))
+        chosen = b.op("select", picked, weight(sources[k]), chosen)
+    return b.op("reshape", chosen, shape=(size * width,))
 
 
 def _constants(specialized: Module, b: Builder, terms: list[Term]) -> tuple[float | None, ...]:
@@ -145,28 +174,79 @@ class Sources:
 
 def gather_sources(diagonals: Diagonals, pattern: Pattern) -> Sources:
     """Where each nonzero of `pattern` is among the weights `nonzeros` returns for these
-    diagonals. NotDirect if a term lies outside the pattern (which covers every nonzero the
-    Jacobian can have: only a rule disagreeing with the sparsity rules would put one there)."""
-    size, width = pattern.rows, max(pattern.columns, 1)
-    keys = pattern.row_ids() * width + pattern.indices          # sorted: CSR rows, sorted columns
-    starts = diagonals.slots(size)
+    diagonals. NotDirect if a term lies outside the pattern (see `_positions`)."""
+    starts = diagonals.slots(pattern.rows)
     slots, positions = [], []
-    for t, cols in enumerate(diagonals.columns):
-        rows = np.flatnonzero(cols >= 0)
-        wanted = rows * width + cols[rows]
-        at = np.minimum(np.searchsorted(keys, wanted), max(len(keys) - 1, 0))
-        if len(wanted) and (not len(keys) or (keys[at] != wanted).any()):
-            raise NotDirect("a term of the result lies outside its detected pattern")
+    for t, (rows, at) in enumerate(_positions(diagonals, pattern)):
         slots.append(starts[t] + (rows if diagonals.constants[t] is None else np.zeros_like(rows)))
         positions.append(at)
     slot, position = np.concatenate(slots), np.concatenate(positions)
     order = np.argsort(position, kind="stable")
     slot, position = slot[order], position[order]
     layer = np.arange(len(position)) - np.searchsorted(position, position)
-    first = np.full(len(keys), -1, np.int64)
+    first = np.full(pattern.nnz, -1, np.int64)
     first[position[layer == 0]] = slot[layer == 0]
     extra = tuple((position[layer == k], slot[layer == k]) for k in range(1, int(layer.max(initial=0)) + 1))
     return Sources(np.maximum(first, 0), np.flatnonzero(first < 0), extra)
+
+
+@dataclass(frozen=True)
+class RowLayout:
+    """The nonzeros as a table [rows, width], where every row of the pattern has `width` of them
+    (a periodic stencil's): entry (r, j), nonzero r * width + j, is the sum of the weights at row
+    r of the terms `sources[source[r, j]]` (none: a structural zero). Sums of the same constants are
+    one source (a stencil's equal coefficients), so a few selects place every nonzero."""
+
+    width: int
+    sources: tuple[tuple[int, ...], ...]
+    source: np.ndarray
+
+
+def row_layout(diagonals: Diagonals, pattern: Pattern) -> RowLayout | None:
+    """The RowLayout of the nonzeros of `pattern` for these diagonals; None when its rows differ
+    in length or their entries need more than MAX_SOURCES sources (`gather_sources` serves those).
+    NotDirect if a term lies outside the pattern (see `_positions`)."""
+    rows = pattern.rows
+    width = pattern.nnz // rows if rows else 0
+    if not width or (np.diff(pattern.indptr) != width).any():
+        return None
+    landing = np.zeros(pattern.nnz, np.uint64)       # per nonzero, a bit per term landing on it
+    for t, (_, at) in enumerate(_positions(diagonals, pattern)):
+        landing[at] |= np.uint64(1) << np.uint64(t)
+    masks, which = np.unique(landing, return_inverse=True)
+    if len(masks) > 4 * MAX_SOURCES:     # each a Python step below; so many are not a few sources
+        return None
+    by_value: dict[tuple, int] = {}         # the sum a source computes -> the source
+    sources: list[tuple[int, ...]] = []
+    chosen = np.empty(len(masks), np.int32)
+    for k, mask in enumerate(masks.tolist()):
+        ids = tuple(t for t in range(len(diagonals.constants)) if mask >> t & 1)
+        # the terms added in order, a constant by its value (-0.0 apart): one sum, to the last bit
+        value = tuple(t if diagonals.constants[t] is None else float(diagonals.constants[t]).hex() for t in ids)
+        if value not in by_value:
+            by_value[value] = len(sources)
+            sources.append(ids)
+        chosen[k] = by_value[value]
+    if len(sources) > MAX_SOURCES:
+        return None
+    return RowLayout(width, tuple(sources), chosen[which].reshape(rows, width))
+
+
+def _positions(diagonals: Diagonals, pattern: Pattern) -> list[tuple[np.ndarray, np.ndarray]]:
+    """Per term, the rows it has a column in and the nonzero (of the pattern's CSR order) each
+    lands on. NotDirect if a term lies outside the pattern (which covers every nonzero the
+    Jacobian can have: only a rule disagreeing with the sparsity rules would put one there)."""
+    width = max(pattern.columns, 1)
+    keys = pattern.row_ids() * width + pattern.indices          # sorted: CSR rows, sorted columns
+    found = []
+    for cols in diagonals.columns:
+        rows = np.flatnonzero(cols >= 0)
+        wanted = rows * width + cols[rows]
+        at = np.minimum(np.searchsorted(keys, wanted), max(len(keys) - 1, 0))
+        if len(wanted) and (not len(keys) or (keys[at] != wanted).any()):
+            raise NotDirect("a term of the result lies outside its detected pattern")
+        found.append((rows, at))
+    return found
 
 
 def _terms(module: Module, name: str, wrt: int,
