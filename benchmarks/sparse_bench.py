@@ -10,6 +10,7 @@ the nonzeros and colors.
 from __future__ import annotations
 
 import ctypes
+import os
 import subprocess
 import sys
 import tempfile
@@ -54,6 +55,11 @@ def best(peer: str, routes: dict[str, float]) -> dict[str, float]:
 
 
 CASADI_C_BYTES = 8_000_000    # CasADi's generated C above this is not built: gcc -O3 takes minutes a MB
+# gcc's memory grows with the generated function: the Brusselator's at grid 64 (3.5 MB of C) took
+# gcc -O3 past 22 GB in 6 minutes, where the cart-pole's Hessian (4.3 MB) builds in 20 s. So gcc
+# runs with its address space capped at this share of the machine's memory: out of it, it stops
+# and says so, rather than the kernel's OOM killer choosing among the machine's processes.
+GCC_MEMORY_SHARE = 0.6
 CASADI_C_SECONDS = 1200       # nor timed when gcc takes longer (the Brusselator at grid 64 on a loaded machine)
 
 
@@ -87,12 +93,19 @@ def _casadi_c(casadi, function, inputs: list[np.ndarray]):
     if size > CASADI_C_BYTES:
         return f"its generated C is {size / 1e6:.0f} MB, above {CASADI_C_BYTES / 1e6:.0f} MB (gcc -O3 takes minutes a MB)"
     try:
-        subprocess.run(["gcc", "-O3", "-march=native", "-shared", "-fPIC", "-o", str(folder / f"{name}.so"),
-                        str(folder / f"{name}.c")], check=True, capture_output=True, timeout=CASADI_C_SECONDS)
+        # the cap set by the shell gcc runs in (a preexec_fn is unsafe in a process with threads: JAX's)
+        subprocess.run(["sh", "-c", f'ulimit -v {_memory_cap() >> 10} && exec gcc "$@"', "gcc", "-O3", "-march=native",
+                        "-shared", "-fPIC", "-o", str(folder / f"{name}.so"), str(folder / f"{name}.c")],
+                       check=True, capture_output=True, timeout=CASADI_C_SECONDS)
     except subprocess.TimeoutExpired:
         return f"gcc -O3 did not finish its {size / 1e6:.1f} MB in {CASADI_C_SECONDS} s"
-    except (OSError, subprocess.SubprocessError) as error:
-        return f"gcc failed: {type(error).__name__}"
+    except subprocess.CalledProcessError as error:
+        stderr = error.stderr.decode(errors="replace")
+        if "Killed signal" in stderr or "memory exhausted" in stderr:
+            return f"gcc -O3 ran out of memory on its {size / 1e6:.1f} MB (capped at {_memory_cap() / 2**30:.0f} GB)"
+        return f"gcc failed: {stderr.strip().splitlines()[-1] if stderr.strip() else error.returncode}"
+    except OSError as error:
+        return f"gcc failed: {error}"
     lib = ctypes.CDLL(str(folder / f"{name}.so"))
     real_p, int_t = ctypes.POINTER(ctypes.c_double), ctypes.c_longlong
     arg, res = (real_p * max(function.sz_arg(), 1))(), (real_p * max(function.sz_res(), 1))()
@@ -108,6 +121,11 @@ def _casadi_c(casadi, function, inputs: list[np.ndarray]):
         call(*buffers[:4], 0)
         return values
     return evaluate
+
+
+def _memory_cap() -> int:
+    """GCC_MEMORY_SHARE of the machine's memory, in bytes."""
+    return int(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") * GCC_MEMORY_SHARE)
 
 
 def bench_brusselator(grid: int) -> None:
