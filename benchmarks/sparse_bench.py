@@ -101,7 +101,7 @@ def _casadi_c(casadi, function, inputs: list[np.ndarray]):
         return f"gcc -O3 did not finish its {size / 1e6:.1f} MB in {CASADI_C_SECONDS} s"
     except subprocess.CalledProcessError as error:
         stderr = error.stderr.decode(errors="replace")
-        if "Killed signal" in stderr or "memory exhausted" in stderr:
+        if any(said in stderr for said in ("Killed signal", "memory exhausted", "out of memory")):
             return f"gcc -O3 ran out of memory on its {size / 1e6:.1f} MB (capped at {_memory_cap() / 2**30:.0f} GB)"
         return f"gcc failed: {stderr.strip().splitlines()[-1] if stderr.strip() else error.returncode}"
     except OSError as error:
