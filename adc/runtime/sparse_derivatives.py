@@ -43,7 +43,7 @@ from adc.runtime.derivatives import (CompiledSparse, batched_derivative, batched
                                      embedded_derivative)
 from adc.runtime.tensor import Tensor
 
-_NO_SIZES: list = []    # the sizes of a kernel specialized to a call's: no symbol (never written)
+_NO_SIZES: list = []    # the dimension sizes of a kernel specialized to a call's: none (never written)
 
 try:    # built by setup.py where there is a C compiler; without it Hessians take the star coloring
     from adc.runtime import native_substitution
@@ -215,7 +215,9 @@ def direct_values(the_plan: Plan, args, out: np.ndarray | None = None) -> np.nda
             out[...] = direct_values(the_plan, args)
             return out
     arrays = kernel.arrays_of((*args, direct.layout.source))
-    kernel.run_into(_NO_SIZES, [*arrays, out])     # (specialized to the plan's sizes: no symbol left)
+    # specialized to the plan's sizes, it has no symbol left to bind
+    sizes = kernel.dims_of([a.shape for a in arrays]) if kernel.signature.dims else _NO_SIZES
+    kernel.run_into(sizes, [*arrays, out])
     return out
 
 
