@@ -29,6 +29,7 @@ from adc.passes.dce import eliminate_dead_code
 from adc.passes.expand import expand_custom_gradients
 from adc.passes.hoist import hoist_invariants
 from adc.passes.inline import inline
+from adc.passes.merge_regions import merged_regions
 from adc.passes.prune_loops import prune_dead_loop_values
 from adc.passes.simplify import simplify
 from adc.passes.sink_sums import sink_sums
@@ -53,8 +54,10 @@ CLEANUP: tuple[Pass, ...] = (
 )
 
 # What code generation runs last: CLEANUP, then the rewrites that pay off only in code, not in IR
-# another transformation reads (a loop differentiated after `sink_sums` would store wider states).
-LOWERING: tuple[Pass, ...] = (*CLEANUP, Pass("sink_sums", sink_sums), Pass("sink_transposes", sink_transposes))
+# another transformation reads (a loop differentiated after `sink_sums` would store wider states),
+# and the region functions of one body merged, each compiled once.
+LOWERING: tuple[Pass, ...] = (*CLEANUP, Pass("sink_sums", sink_sums), Pass("sink_transposes", sink_transposes),
+                              Pass("merge_regions", merged_regions))
 
 DEFAULT_PIPELINE: tuple[Pass, ...] = (Pass("expand", expand_custom_gradients), Pass("inline", inline), *LOWERING)
 SEPARATE_PIPELINE: tuple[Pass, ...] = (Pass("expand", expand_custom_gradients), *CLEANUP)

@@ -27,7 +27,7 @@ FINAL_F = "func @f(%y: f32[M]) -> f32[M] {\n  %0 = mul %y, %y : f32[M]\n  return
 
 def test_default_pipeline_order_and_result():
     assert [p.name for p in DEFAULT_PIPELINE] == ["expand", "inline", "simplify", "cse", "combine_sums", "hoist", "dce", "prune_loops", "sink_sums",
-                                                    "sink_transposes"]
+                                                    "sink_transposes", "merge_regions"]
     out = io.StringIO()
     module = run_pipeline(parse_module(SOURCE), out=out)
     assert out.getvalue() == ""
