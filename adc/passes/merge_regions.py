@@ -28,14 +28,16 @@ def merged_regions(module: Module) -> Module:
     """`module` with each region function of the same text as an earlier one (its own name aside)
     replaced by that one, every reference renamed, until no two are alike."""
     funcs = dict(module.funcs)
+    texts: dict[Func, str] = {}     # each function's text, made once: a round rebuilds only those it renames in
     while True:
         regions = Module(funcs, module.name).regions()
         first: dict[str, str] = {}
         renamed: dict[str, str] = {}
         for name, func in funcs.items():
             if name in regions:
-                text = format_func(func).replace(f"@{name}(", "@(", 1)
-                kept = first.setdefault(text, name)
+                if func not in texts:
+                    texts[func] = format_func(func).replace(f"@{name}(", "@(", 1)
+                kept = first.setdefault(texts[func], name)
                 if kept != name:
                     renamed[name] = kept
         if not renamed:
