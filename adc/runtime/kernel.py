@@ -63,6 +63,12 @@ def _count(n: int, noun: str) -> str:
 class Kernel:
     """One kernel of a compiled module; call it like a Python function."""
 
+    # A call whose arguments are plain arrays (ndarrays or Tensors of the params' dtypes and ranks,
+    # C-contiguous) and which no tape records is checked, bound and run in C (native_call.call):
+    # ~0.7 us, against ~3 us through the Python side. False sends every call through the Python
+    # side, what the tests of its routes (run_bound's C and ctypes) set.
+    call_in_c = True
+
     def __init__(self, signature: KernelSignature, owner: Any, gradient_source: derivatives.GradientSource,
                  recipe: Callable[[], tuple] | None = None):
         self.signature = signature
@@ -92,6 +98,7 @@ class Kernel:
         self._static_results = static if len(static) == len(self._result_plan) else None
         self._result_slot = len(signature.dims) + len(signature.param_types)
         self._plans = threading.local()     # per thread: an argument buffer and the call bound to it
+        self._call_plan = None      # native_call's plan of a whole call; False where a call needs Python
         self.float_results = any(t.dtype.is_float for t in signature.result_types)
         self.__name__ = signature.name
         self.__doc__ = f"adc kernel {signature}"
@@ -111,6 +118,15 @@ class Kernel:
         return self.recipe()
 
     def __call__(self, *args, **kwargs):
+        plan = self._call_plan
+        if plan and self.call_in_c and not kwargs and not thread_state.recording:
+            results = native_call.call(plan, args)     # plain arrays, sizes that agree: all of it in C
+            if type(results) is tuple:
+                return results[0] if len(results) == 1 else results
+            if results is not None:
+                raise self._failure(results, self.dims_of([np.shape(_array_of(a)) for a in args]))
+        elif plan is None:
+            self._call_plan = self._new_call_plan()
         if kwargs or len(args) != self._arity:
             args = self._bind(args, kwargs)
         tensors, lean = [], True
@@ -383,6 +399,21 @@ class Kernel:
                 raise IndexError(f"{self._where(self.signature.param_names[k])}: index {bad} is out of "
                                  f"bounds for an axis of size {n} ({dim})")
 
+    def _new_call_plan(self):
+        """native_call's plan of this kernel's whole call (`native_call.call`), or False where every call
+        needs the Python side: index params to check, shape constraints, a dim given by an
+        expression, or no C extension."""
+        if (native_call is None or self._dim_plan is _SLOW or self.checks_indices or self._constrained
+                or any(shape is None and shape_plan is None for _, shape, shape_plan, _ in self._result_plan)):
+            return False
+        rules = tuple((param, axis, slot, slot >= 0 and bool(fixed), fixed if slot < 0 else 0)
+                      for param, axis, slot, fixed in self._dim_plan)
+        results = tuple((dtype, shape if shape is not None else tuple(-1 - d if symbolic else d
+                                                                       for symbolic, d in shape_plan))
+                        for dtype, shape, shape_plan, _ in self._result_plan)
+        return native_call.plan(self._address or self.entry_address(), self._np_dtypes, self._ranks, rules,
+                                len(self.signature.dims), results)
+
     def _run_native(self, tensors: list[Tensor], sizes: list[int]) -> tuple[Tensor, ...]:
         """run_bound by adc.runtime.native_call: its work in C, the GIL released while native code runs."""
         results = native_call.run(self._address or self.entry_address(), sizes, tensors,
@@ -556,6 +587,11 @@ def _shape_plan(t: TensorType, dims: tuple[str, ...]) -> tuple | None:
 
 _wrap, _result_array = Tensor._wrap, buffers.empty
 _addressof, _char_at = ctypes.addressof, ctypes.c_char.from_buffer    # tensor.data_address, inlined
+
+
+def _array_of(value):
+    """The array a plain argument (an ndarray or a Tensor) holds."""
+    return value._array if type(value) is Tensor else value
 
 
 def _shape(t: TensorType, env: dict[str, int]) -> tuple[int, ...]:

@@ -18,6 +18,9 @@ framework's tensors, adc/torch.py), the inputs' and then the results' data addre
 ints: the kernel's status. `run_arrays(address, inputs, sizes, arrays)`: the same on NumPy arrays
 the caller owns (Kernel.run_into), their addresses read here (NumPy's `ctypes.data` costs ~0.9 us
 an array, the whole call here ~0.3 us).
+`plan(...)` and `call(plan, args)`: a kernel's whole call — argument checks, dims bound, results
+allocated, the kernel run — for arguments that are plain arrays (Kernel.__call__'s first route,
+~0.7 us a call against ~3 us with the checks in Python); see `plan` below.
 A result of `min_bytes` or more comes from `allocate_large(shape, dtype)` (buffers.empty:
 a pooled block), a smaller one from NumPy directly. The argument buffer lives on the C
 stack, so a call made meanwhile (a signal handler's, another thread's) has its own; the
@@ -352,6 +355,275 @@ static PyObject *run_arrays(PyObject *module, PyObject *const *args, Py_ssize_t 
     return run_on(args, nargs, 1);
 }
 
+/* A kernel's whole call in C, for the common case (Kernel.__call__'s first route): every argument
+   an ndarray or Tensor of its param's exact dtype and rank, C-contiguous; every param dim a number
+   or a bare symbol; every result dim a number or a symbol. `plan(...)` checks and packs that once per
+   kernel into a capsule; `call(plan, args)` then binds the dims, allocates the results and runs the
+   kernel with no Python frame in between (~1 us less than the checked route, which is what a small
+   product or a loop's step pays). A call it cannot take as it is returns None: an argument of another
+   kind, or sizes that disagree — the checked route then converts, or raises the error naming the
+   parameter. */
+typedef struct {
+    int32_t param, axis, slot;          /* slot < 0: the size must equal `size` */
+    int32_t bound;                      /* the slot was bound by an earlier dim: compare */
+    int64_t size;
+} dim_rule;
+
+typedef struct {
+    kernel_fn kernel;
+    Py_ssize_t arity, n_dims, n_rules, n_out;
+    PyArray_Descr **dtypes;             /* arity params, then n_out results (references held) */
+    int *ranks;                         /* arity params, then n_out results */
+    dim_rule *rules;
+    int64_t **shapes;                   /* per result: its dims, >= 0 a size, < 0 the slot -1 - d */
+} call_plan;
+
+static const char plan_name[] = "adc.native_call.plan";
+
+static void free_plan(PyObject *capsule)
+{
+    call_plan *p = PyCapsule_GetPointer(capsule, plan_name);
+    if (p == NULL)
+        return;
+    for (Py_ssize_t i = 0; p->dtypes && i < p->arity + p->n_out; i++)
+        Py_XDECREF(p->dtypes[i]);
+    for (Py_ssize_t i = 0; p->shapes && i < p->n_out; i++)
+        PyMem_Free(p->shapes[i]);
+    PyMem_Free(p->dtypes);
+    PyMem_Free(p->ranks);
+    PyMem_Free(p->rules);
+    PyMem_Free(p->shapes);
+    PyMem_Free(p);
+}
+
+/* plan(address, dtypes: tuple, ranks: tuple, rules: tuple of (param, axis, slot, bound, size),
+   n_dims, results: tuple of (dtype, dims tuple)) -> a capsule for `call`. */
+static PyObject *plan(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 6 || !PyTuple_Check(args[1]) || !PyTuple_Check(args[2]) || !PyTuple_Check(args[3])
+            || !PyLong_Check(args[4]) || !PyTuple_Check(args[5])
+            || PyTuple_GET_SIZE(args[1]) != PyTuple_GET_SIZE(args[2])) {
+        PyErr_SetString(PyExc_TypeError, "plan(address, dtypes: tuple, ranks: tuple, rules: tuple, n_dims: int, "
+                                         "results: tuple), dtypes and ranks of one length");
+        return NULL;
+    }
+    kernel_fn kernel = kernel_at(args[0]);
+    if (kernel == NULL)
+        return NULL;
+    call_plan *p = PyMem_Calloc(1, sizeof(call_plan));
+    if (p == NULL)
+        return PyErr_NoMemory();
+    PyObject *capsule = PyCapsule_New(p, plan_name, free_plan);
+    if (capsule == NULL) {
+        PyMem_Free(p);
+        return NULL;
+    }
+    p->kernel = kernel;
+    p->arity = PyTuple_GET_SIZE(args[1]);
+    p->n_rules = PyTuple_GET_SIZE(args[3]);
+    p->n_out = PyTuple_GET_SIZE(args[5]);
+    p->n_dims = PyLong_AsSsize_t(args[4]);
+    Py_ssize_t n_types = p->arity + p->n_out;
+    p->dtypes = PyMem_Calloc((size_t)n_types + 1, sizeof(PyArray_Descr *));
+    p->ranks = PyMem_Calloc((size_t)n_types + 1, sizeof(int));
+    p->rules = PyMem_Calloc((size_t)p->n_rules + 1, sizeof(dim_rule));
+    p->shapes = PyMem_Calloc((size_t)p->n_out + 1, sizeof(int64_t *));
+    if (p->dtypes == NULL || p->ranks == NULL || p->rules == NULL || p->shapes == NULL) {
+        PyErr_NoMemory();
+        goto failed;
+    }
+    if (p->n_dims < 0 || p->n_dims > STACK_SLOTS) {
+        if (!PyErr_Occurred())
+            PyErr_SetString(PyExc_ValueError, "plan: n_dims out of range");
+        goto failed;
+    }
+    for (Py_ssize_t i = 0; i < p->arity; i++) {
+        PyObject *dtype = PyTuple_GET_ITEM(args[1], i);
+        if (!PyArray_DescrCheck(dtype)) {
+            PyErr_SetString(PyExc_TypeError, "plan: a param's dtype must be a numpy.dtype");
+            goto failed;
+        }
+        Py_INCREF(dtype);
+        p->dtypes[i] = (PyArray_Descr *)dtype;
+        p->ranks[i] = (int)PyLong_AsLong(PyTuple_GET_ITEM(args[2], i));
+        if (p->ranks[i] < 0 || p->ranks[i] > NPY_MAXDIMS) {
+            if (!PyErr_Occurred())
+                PyErr_SetString(PyExc_ValueError, "plan: a rank out of range");
+            goto failed;
+        }
+    }
+    for (Py_ssize_t i = 0; i < p->n_rules; i++) {
+        PyObject *rule = PyTuple_GET_ITEM(args[3], i);
+        dim_rule *r = &p->rules[i];
+        long long size;
+        if (!PyTuple_Check(rule) || !PyArg_ParseTuple(rule, "iiipL", &r->param, &r->axis, &r->slot, &r->bound, &size))
+            goto bad_rule;
+        r->size = size;
+        if (r->param < 0 || r->param >= p->arity || r->axis < 0 || r->axis >= p->ranks[r->param]
+                || r->slot >= p->n_dims)
+            goto bad_rule;
+    }
+    for (Py_ssize_t i = 0; i < p->n_out; i++) {
+        PyObject *result = PyTuple_GET_ITEM(args[5], i), *dtype, *dims;
+        if (!PyTuple_Check(result) || !PyArg_ParseTuple(result, "O!O!", &PyArrayDescr_Type, &dtype, &PyTuple_Type, &dims))
+            goto bad_result;
+        Py_INCREF(dtype);
+        p->dtypes[p->arity + i] = (PyArray_Descr *)dtype;
+        Py_ssize_t rank = PyTuple_GET_SIZE(dims);
+        if (rank > NPY_MAXDIMS)
+            goto bad_result;
+        p->ranks[p->arity + i] = (int)rank;
+        p->shapes[i] = PyMem_Calloc((size_t)rank + 1, sizeof(int64_t));
+        if (p->shapes[i] == NULL) {
+            PyErr_NoMemory();
+            goto failed;
+        }
+        for (Py_ssize_t k = 0; k < rank; k++) {
+            long long d = PyLong_AsLongLong(PyTuple_GET_ITEM(dims, k));
+            if ((d == -1 && PyErr_Occurred()) || d < -p->n_dims)
+                goto bad_result;
+            p->shapes[i][k] = d;
+        }
+    }
+    return capsule;
+bad_rule:
+    PyErr_Clear();
+    PyErr_SetString(PyExc_ValueError, "plan: a rule is (param, axis, slot, bound, size) within the params and dims");
+    goto failed;
+bad_result:
+    PyErr_Clear();
+    PyErr_SetString(PyExc_ValueError, "plan: a result is (dtype, dims), each dim a size or -1 - slot");
+failed:
+    Py_DECREF(capsule);
+    return NULL;
+}
+
+/* The C-contiguous array of argument `value` if it is an ndarray or a Tensor over one of `dtype` and
+   `rank` (a new reference), else NULL with no exception set (or with one, on a failed lookup). */
+static PyArrayObject *plain_argument(PyObject *value, PyArray_Descr *dtype, int rank)
+{
+    PyObject *array;
+    if (PyArray_CheckExact(value)) {
+        Py_INCREF(value);
+        array = value;
+    } else if (Py_TYPE(value) == tensor_type) {
+        array = PyObject_GetAttr(value, s_array);
+        if (array == NULL)
+            return NULL;
+        if (!PyArray_Check(array)) {
+            Py_DECREF(array);
+            return NULL;
+        }
+    } else {
+        return NULL;
+    }
+    PyArrayObject *a = (PyArrayObject *)array;
+    if (PyArray_DESCR(a) != dtype || PyArray_NDIM(a) != rank || !PyArray_IS_C_CONTIGUOUS(a)) {
+        Py_DECREF(array);
+        return NULL;
+    }
+    return a;
+}
+
+/* call(plan, args: tuple) -> the results as a tuple of Tensors, the kernel's nonzero status as an
+   int, or None where the call needs the checked route (nothing has run then). */
+static PyObject *call(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 2 || !PyTuple_Check(args[1])) {
+        PyErr_SetString(PyExc_TypeError, "call(plan, args: tuple)");
+        return NULL;
+    }
+    call_plan *p = PyCapsule_GetPointer(args[0], plan_name);
+    if (p == NULL)
+        return NULL;
+    if (tensor_type == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "adc.runtime.native_call.setup() was not called");
+        return NULL;
+    }
+    if (PyTuple_GET_SIZE(args[1]) != p->arity)
+        Py_RETURN_NONE;
+    Py_ssize_t n_slots = p->n_dims + p->arity + p->n_out;
+    int64_t on_stack[STACK_SLOTS];
+    PyArrayObject *held_on_stack[STACK_SLOTS];
+    int64_t *slots = on_stack;
+    PyArrayObject **held = held_on_stack;
+    if (n_slots > STACK_SLOTS) {
+        slots = PyMem_Malloc(sizeof(int64_t) * (size_t)n_slots);
+        held = PyMem_Calloc((size_t)p->arity, sizeof(PyArrayObject *));
+        if (slots == NULL || held == NULL) {
+            PyMem_Free(slots);
+            PyMem_Free(held);
+            return PyErr_NoMemory();
+        }
+    }
+    PyObject *results = NULL;
+    Py_ssize_t n_held = 0;
+    for (; n_held < p->arity; n_held++) {
+        held[n_held] = plain_argument(PyTuple_GET_ITEM(args[1], n_held), p->dtypes[n_held], p->ranks[n_held]);
+        if (held[n_held] == NULL)
+            goto checked_route;
+        slots[p->n_dims + n_held] = (int64_t)(intptr_t)PyArray_DATA(held[n_held]);
+    }
+    for (Py_ssize_t i = 0; i < p->n_rules; i++) {
+        const dim_rule *r = &p->rules[i];
+        int64_t size = PyArray_DIM(held[r->param], r->axis);
+        if (r->slot < 0 ? size != r->size : r->bound && slots[r->slot] != size)
+            goto checked_route;
+        if (r->slot >= 0)
+            slots[r->slot] = size;
+    }
+    results = PyTuple_New(p->n_out);
+    if (results == NULL)
+        goto done;
+    for (Py_ssize_t i = 0; i < p->n_out; i++) {
+        int rank = p->ranks[p->arity + i];
+        PyObject *shape = PyTuple_New(rank);
+        if (shape == NULL)
+            goto failed;
+        for (int k = 0; k < rank; k++) {
+            int64_t d = p->shapes[i][k];
+            PyObject *size = PyLong_FromLongLong(d >= 0 ? d : slots[-1 - d]);
+            if (size == NULL) {
+                Py_DECREF(shape);
+                goto failed;
+            }
+            PyTuple_SET_ITEM(shape, k, size);
+        }
+        PyArrayObject *array = new_array(p->dtypes[p->arity + i], shape);
+        Py_DECREF(shape);
+        if (array == NULL)
+            goto failed;
+        slots[p->n_dims + p->arity + i] = (int64_t)(intptr_t)PyArray_DATA(array);
+        PyObject *tensor = wrap(array);
+        Py_DECREF(array);
+        if (tensor == NULL)
+            goto failed;
+        PyTuple_SET_ITEM(results, i, tensor);
+    }
+    int32_t status = call_kernel(p->kernel, slots, p->n_dims, p->arity);
+    if (status != 0) {
+        Py_DECREF(results);
+        results = status == STATUS_INTERRUPTED && PyErr_CheckSignals() < 0 ? NULL : PyLong_FromLong(status);
+    }
+    goto done;
+checked_route:
+    if (!PyErr_Occurred()) {
+        Py_INCREF(Py_None);
+        results = Py_None;
+    }
+    goto done;
+failed:
+    Py_CLEAR(results);
+done:
+    for (Py_ssize_t i = 0; i < n_held; i++)
+        Py_XDECREF(held[i]);
+    if (slots != on_stack) {
+        PyMem_Free(slots);
+        PyMem_Free(held);
+    }
+    return results;
+}
+
 static PyObject *setup(PyObject *module, PyObject *args)
 {
     PyObject *tensor, *allocate;
@@ -379,6 +651,10 @@ static PyMethodDef methods[] = {
      "run_at(address, inputs, sizes, addresses) -> the kernel's status: the inputs' then the results' data at caller-owned addresses"},
     {"run_arrays", (PyCFunction)(void (*)(void))run_arrays, METH_FASTCALL,
      "run_arrays(address, inputs, sizes, arrays) -> the kernel's status: run_at on C-contiguous NumPy arrays (results writeable)"},
+    {"plan", (PyCFunction)(void (*)(void))plan, METH_FASTCALL,
+     "plan(address, dtypes, ranks, rules, n_dims, results) -> a kernel's call plan for `call`"},
+    {"call", (PyCFunction)(void (*)(void))call, METH_FASTCALL,
+     "call(plan, args) -> tuple of Tensors, the kernel's nonzero status, or None: the call needs the checked route"},
     {"setup", setup, METH_VARARGS,
      "setup(Tensor, allocate_large, min_bytes): the result type and the allocator of large results"},
     {"interrupt_counter", interrupt_counter, METH_NOARGS,

@@ -71,9 +71,12 @@ CASES = {
 }
 
 
-@pytest.fixture(params=["c", "python"])
+@pytest.fixture(params=["call", "c", "python"])
 def route(request, monkeypatch):
-    """Both routes of a native call (native_call.c and Kernel._run_in_python) map its status."""
+    """Every route of a native call (native_call.c's whole call or its run_bound, and
+    Kernel._run_in_python) maps its status."""
+    if request.param != "call":
+        monkeypatch.setattr(Kernel, "call_in_c", False)
     if request.param == "python":
         monkeypatch.setattr(Kernel, "run_bound", Kernel._run_in_python)
     return request.param

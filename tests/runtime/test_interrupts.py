@@ -44,7 +44,10 @@ def spin(x: f64[N]) -> f64[N]:
     return x
 """
 
-ROUTES = {"native": "", "python": "from adc.runtime.kernel import Kernel\nKernel.run_bound = Kernel._run_in_python\n"}
+ROUTES = {"native": "",
+          "run_bound": "from adc.runtime.kernel import Kernel\nKernel.call_in_c = False\n",
+          "python": "from adc.runtime.kernel import Kernel\nKernel.call_in_c = False\n"
+                    "Kernel.run_bound = Kernel._run_in_python\n"}
 
 # After the interrupted call: the kernels run in full again (no interrupt left over), and the
 # blocks of an interrupted call are freed: 30 interrupted calls of a kernel whose carried vector

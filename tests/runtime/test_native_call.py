@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 
 import adc
+from adc.abi import STATUS_SHAPES
 from adc.runtime import buffers, kernel
 from adc.runtime.kernel import Kernel
 from tests.support.indexed_when_run import INDEXED_WHEN_RUN
@@ -22,8 +23,12 @@ WIDE = "def wide({}) -> f64:\n    return {}\n".format(
     ", ".join(f"a{i}: f64" for i in range(MANY)), " + ".join(f"a{i}" for i in range(MANY)))
 
 
-@pytest.fixture(params=["c", "python"])
+@pytest.fixture(params=["call", "c", "python"])
 def route(request, monkeypatch):
+    """The whole call in C (native_call.call), or the Python side's checks with run_bound in C or
+    through ctypes."""
+    if request.param != "call":
+        monkeypatch.setattr(Kernel, "call_in_c", False)
     if request.param == "python":
         monkeypatch.setattr(Kernel, "run_bound", Kernel._run_in_python)
     return request.param
@@ -82,6 +87,101 @@ def test_a_tape_gradient_through_both_halves_of_a_split_vjp(route):
     with adc.GradientTape() as tape:
         z = x * x + y * y
     assert [float(g) for g in tape.gradient(z, [x, y])] == [4.0, 6.0]
+
+
+SIZED = """\
+def pair(a: f64[N, 3], b: f64[N], s: f64) -> (f64[3, N], f64[N], f64[2]):
+    return transpose(a), b * s, stack([s, s + 1.0])
+"""
+
+
+@pytest.fixture
+def c_calls(monkeypatch):
+    """What native_call.call returned for each call it was given."""
+    returned, call = [], kernel.native_call.call
+    monkeypatch.setattr(kernel.native_call, "call", lambda plan, args: returned.append(call(plan, args)) or returned[-1])
+    return returned
+
+
+def test_a_call_of_plain_arrays_runs_whole_in_c(c_calls):
+    pair = adc.compile(SIZED, "sized.adc").pair
+    a, b = np.arange(12.0).reshape(4, 3), np.linspace(0, 1, 4)
+    first = pair(a, b, np.array(2.0))           # the first call plans the rest
+    for args in ((a, b, np.array(2.0)), (adc.Tensor(a), adc.Tensor(b), adc.Tensor(2.0)),
+                 (a[:0], b[:0], np.array(-1.0))):
+        t, scaled, pair_of = pair(*args)
+        a_, b_, s_ = (np.asarray(x) for x in args)
+        np.testing.assert_array_equal(t.numpy(), a_.T)
+        np.testing.assert_array_equal(scaled.numpy(), b_ * s_)
+        assert pair_of.numpy().tolist() == [float(s_), float(s_) + 1.0] and not t.numpy().flags.writeable
+    assert [type(r) for r in c_calls] == [tuple] * 3
+    np.testing.assert_array_equal(first[1].numpy(), b * 2.0)
+
+
+def test_calls_the_c_route_declines_take_the_checked_route(c_calls):
+    """Arguments it would have to convert (lists, strides, Variables, Python floats), sizes that
+    disagree: None, nothing run, and the Python side converts or raises the error naming the
+    parameter."""
+    pair = adc.compile(SIZED, "sized.adc").pair
+    a, b = np.arange(12.0).reshape(4, 3), np.linspace(0, 1, 4)
+    pair(a, b, np.array(2.0))
+    converted = [(a.tolist(), b, np.array(2.0)), (np.asfortranarray(a), b, np.array(2.0)),
+                 (a, np.linspace(0, 1, 8)[::2], np.array(2.0)), (a, b, 2.0), (a, adc.Variable(b), np.array(2.0))]
+    for args in converted:
+        np.testing.assert_array_equal(pair(*args)[1].numpy(), np.asarray(args[1] if not isinstance(args[1], adc.Variable)
+                                                                          else b) * 2.0)
+    with pytest.raises(ValueError, match="parameter 'b'.* N"):
+        pair(a, np.ones(5), np.array(2.0))
+    with pytest.raises(ValueError, match="parameter 'a'"):
+        pair(np.ones((4, 2)), b, np.array(2.0))
+    with pytest.raises(TypeError, match="parameter 'b' expects dtype f64"):
+        pair(a, b.astype(np.float32), np.array(2.0))
+    with pytest.raises(ValueError, match="parameter 'a' expects rank 2"):
+        pair(a.ravel(), b, np.array(2.0))
+    assert c_calls == [None] * (len(converted) + 4)
+
+
+def test_a_failing_status_from_the_c_route_is_the_error_it_names(c_calls):
+    m = adc.compile(INDEXED_WHEN_RUN, "indexed.adc")
+    assert float(m.branch(np.zeros(0), 2.0)) == 2.0
+    for _ in range(2):
+        with pytest.raises(ValueError, match=r"branch: .* needs M-1 >= 0, but M = 0"):
+            m.branch(np.zeros(0), np.array(-1.0))
+    assert c_calls[-2:] == [STATUS_SHAPES] * 2
+
+
+def test_kernels_the_c_route_cannot_plan_keep_the_python_side():
+    """Index params (their values checked first), constraints and dims given by expressions."""
+    m = adc.compile("def pick(x: f64[N], i: i64[K]) -> f64[K]:\n    return x[i]\n"
+                    "def grow(x: f64[N]) -> f64[N + 1]:\n    return concat([x, stack([f64(1.0)])])\n", "unplanned.adc")
+    x = np.arange(4.0)
+    for _ in range(2):
+        np.testing.assert_array_equal(m.pick(x, np.array([3, 0])).numpy(), [3.0, 0.0])
+        np.testing.assert_array_equal(m.grow(x).numpy(), [0.0, 1.0, 2.0, 3.0, 1.0])
+        with pytest.raises(IndexError, match="index 4 is out of bounds"):
+            m.pick(x, np.array([4]))
+    assert m.pick._call_plan is False and m.grow._call_plan is False
+
+
+def test_malformed_plans_and_calls_raise():
+    plan = kernel.native_call.plan
+    dtype = np.dtype(np.float64)
+    with pytest.raises(ValueError, match="address of 0"):
+        plan(0, (dtype,), (1,), (), 0, ())
+    with pytest.raises(TypeError, match="plan"):
+        plan(1, (dtype,), (1, 2), (), 0, ())
+    with pytest.raises(TypeError, match="numpy.dtype"):
+        plan(1, (np.float64,), (1,), (), 0, ())
+    with pytest.raises(ValueError, match="rule"):
+        plan(1, (dtype,), (1,), ((0, 1, -1, False, 3),), 0, ())     # axis 1 of a rank-1 param
+    with pytest.raises(ValueError, match="rule"):
+        plan(1, (dtype,), (1,), ((0, 0, 2, False, 0),), 1, ())      # slot 2 of 1 dim
+    with pytest.raises(ValueError, match="result"):
+        plan(1, (dtype,), (1,), (), 1, ((dtype, (-2,)),))           # the slot of a dim not there
+    with pytest.raises(TypeError, match="call"):
+        kernel.native_call.call(plan(1, (), (), (), 0, ()), [])
+    with pytest.raises(ValueError):
+        kernel.native_call.call(object(), ())
 
 
 @pytest.fixture(params=["c", "ctypes"])

@@ -85,6 +85,14 @@ assert float(slots[-1]) == {MANY * (MANY - 1) // 2}
 raises(ValueError, m.scaled.run_into, [4], [np.ones(4, np.float32), np.zeros(8, np.float32)[::2]])
 raises(ValueError, m.fourth.run_into, [2], [np.zeros(2), slots[-1]])      # a failing status
 
+for _ in range(2):                                                       # the whole call in C
+    got = wide.wide(*slots[:-1])
+    assert float(got) == {MANY * (MANY - 1) // 2}
+    assert float(np.asarray(m.shapes(adc.Tensor(x))[2])) == 66.0
+    raises(ValueError, m.fourth, np.zeros(2))                            # a failing status
+    raises(ValueError, m.scaled, np.ones((2, 2), np.float32))                # a rank: declined
+    raises(ValueError, m.kinds, a, i[:3], j, t, np.array(2.0), np.array(3), np.array(True))  # N disagrees
+    assert m.shapes(np.asfortranarray(x))[0].shape == (4, 3)             # declined: converted
 raises(TypeError, m.kinds, a, j, j, t, 2.0, 3, True)                     # a dtype
 raises(ValueError, m.kinds, a, i[:3], j, t, 2.0, 3, True)                # a shape
 raises(ValueError, m.fourth, np.zeros(2))                                # a failing status
