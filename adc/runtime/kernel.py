@@ -33,13 +33,12 @@ from typing import Any, Callable
 
 import numpy as np
 
-from adc.abi import STATUS_BOUNDS, STATUS_INTERRUPTED, STATUS_OK, STATUS_SHAPES, KernelSignature
+from adc.abi import STATUS_OK, KernelSignature
 from adc.runtime import buffers, derivatives, dlpack, interrupts
-from adc.runtime.bounds_error import bounds_error
-from adc.ir.shapes import constraints, region_constraints
 from adc.ir.types import SymDim, TensorType, evaluate_dim
 from adc.runtime.derivative_cache import DerivativeCache
 from adc.runtime.recording import record, recordable, thread_state
+from adc.runtime.status_errors import status_error
 from adc.runtime.tensor import Tensor
 from adc.runtime.variable import Variable
 
@@ -119,14 +118,14 @@ class Kernel:
 
     def __call__(self, *args, **kwargs):
         plan = self._call_plan
-        if plan and self.call_in_c and not kwargs and not thread_state.recording:
-            results = native_call.call(plan, args)     # plain arrays, sizes that agree: all of it in C
+        if plan is not False and self.call_in_c and not kwargs and not thread_state.recording:
+            if plan is None:    # planned at the first call that runs this kernel itself (not a tape's)
+                plan = self._call_plan = self._new_call_plan()
+            results = native_call.call(plan, args) if plan else None   # plain arrays: all of it in C
             if type(results) is tuple:
                 return results[0] if len(results) == 1 else results
             if results is not None:
                 raise self._failure(results, self.dims_of([np.shape(_array_of(a)) for a in args]))
-        elif plan is None:
-            self._call_plan = self._new_call_plan()
         if kwargs or len(args) != self._arity:
             args = self._bind(args, kwargs)
         tensors, lean = [], True
@@ -497,25 +496,8 @@ class Kernel:
     run_bound = _run_native if native_call is not None else _run_in_python
 
     def _failure(self, status: int, sizes: list[int]) -> BaseException:
-        """The error of a native call that returned `status`: an interrupt (SIGINT, adc/runtime/
-        interrupts.py: a pending signal handler, as Python's own raising KeyboardInterrupt, runs
-        first, as this method is entered), an access out of bounds (a bounds-checked build), sizes
-        that a loop body, a branch or a kernel this one calls cannot take (native code checks those
-        where it reaches them), or no memory for the temporaries."""
-        name = self.signature.name
-        if status == STATUS_INTERRUPTED:
-            return KeyboardInterrupt(f"{name}: interrupted")
-        if status == STATUS_BOUNDS:
-            return bounds_error(self._owner, self.signature)
-        if status != STATUS_SHAPES:
-            return MemoryError(f"{name}: native code could not allocate its temporaries (the system had no "
-                               f"memory for them, or a size passed 2**63 - 1 bytes)")
-        env = dict(zip(self.signature.dims, sizes))
-        shown = ", ".join(f"{s} = {v}" for s, v in env.items())
-        broken = _broken_constraint(self, env)
-        need = f"{broken} >= 0" if broken is not None else "other sizes"
-        return ValueError(f"{name}: a loop body or branch that ran, or a kernel it calls, needs {need}, "
-                          f"but {shown}")
+        """The error of a native call that returned `status` (status_errors.py)."""
+        return status_error(self.signature, status, sizes, self._owner, self.gradient_source)
 
     def _result_shapes(self, sizes: list[int]) -> tuple[tuple[np.dtype, tuple[int, ...]], ...]:
         """(dtype, shape) of each result for `sizes` (`_static_results` when no dim symbol is in them)."""
@@ -596,19 +578,3 @@ def _array_of(value):
 
 def _shape(t: TensorType, env: dict[str, int]) -> tuple[int, ...]:
     return tuple(evaluate_dim(d, env) for d in t.shape)
-
-
-def _broken_constraint(kernel: Kernel, env: dict[str, int]) -> SymDim | None:
-    """A shape constraint of `kernel`'s regions or callees that `env` breaks, found in the IR its
-    module carries (None where it carries none, as for a derived kernel's module)."""
-    # the passes load with the first failure that needs them, not with every program
-    from adc.passes.expand import expand_custom_gradients
-    from adc.passes.inline import inline
-
-    try:
-        module = inline(expand_custom_gradients(kernel.gradient_source.parsed_ir()))
-    except KeyError:
-        return None
-    func = module[kernel.signature.name]
-    wanted = constraints(func) + region_constraints(module, func)
-    return next((c for c in wanted if c.symbols <= env.keys() and evaluate_dim(c, env) < 0), None)
