@@ -24,6 +24,9 @@ def product_of_transpose(at: {t}[K, M], b: {t}[K, N]) -> {t}[M, N]:
 
 def batched(a: {t}[S, M, K], b: {t}[S, K, N]) -> {t}[S, M, N]:
     return a @ b
+
+def product_with_transpose(a: {t}[M, K], bt: {t}[N, K]) -> {t}[M, N]:
+    return a @ transpose(bt)
 """
 DTYPES = (DType.f32, DType.f64)
 
@@ -77,6 +80,23 @@ def test_every_remainder_of_the_blocking(modules, dtype):
     for rows_, columns_, depth in itertools.product(rows, columns[::3], depths[::2]):
         at, b = operands(rng, dtype, (depth, rows_), (depth, columns_))
         assert_product(m.product_of_transpose(at, b), np.ascontiguousarray(at.T), b)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_b_read_in_place_up_to_its_limit_and_packed_past_it(modules, dtype):
+    """A row-major B of at most gemm.DIRECT_BYTES is read in place, its last, narrower panel packed;
+    one element more, or a B read transposed, is packed whole. Widths around NR and the vector
+    width, depths around KC, so both routes meet every remainder."""
+    m = modules[dtype]
+    rng = np.random.default_rng(1)
+    blk = gemm.blocking(dtype, host_target().vector_bits)
+    limit = gemm.DIRECT_BYTES // dtype.numpy.itemsize
+    for columns in around(blk.vl, blk.nr, 3 * blk.nr):
+        for depth in (limit // columns, limit // columns + 1, 1, blk.kc + 1):
+            for rows in (1, blk.mr + 1):
+                a, b = operands(rng, dtype, (rows, depth), (depth, columns))
+                assert_product(m.product(a, b), a, b)
+                assert_product(m.product_with_transpose(a, np.ascontiguousarray(b.T)), a, b)
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)

@@ -25,8 +25,10 @@ left over (M mod MR) use micro-kernels of fewer rows, the last, narrower panel
 a micro-kernel of fewer vectors; its
 padding lanes are zeroed when packed (defined values, no denormal or NaN
 garbage from the stack) and never stored. The packed block lives on the stack
-(64 KiB; 256 KiB for f64 with 256- and 512-bit vectors), so the kernel needs no allocation
-and cannot fail. Only ordinary IEEE
+(512 KiB with 512-bit vectors, 64 KiB for f32 and 256 KiB for f64 with narrower ones), so the
+kernel needs no allocation and cannot fail. A small row-major B (`DIRECT_BYTES`) is not packed:
+the micro-kernels read its whole panels in place, rows `rsb` apart, and only the last, narrower
+panel is packed. Only ordinary IEEE
 arithmetic is used (no fast-math flags), so NaN and inf propagate as in BLAS.
 
 Why not call a BLAS: measured single-threaded on Zen 5 (AVX-512), this kernel
@@ -48,6 +50,9 @@ from adc.codegen.lowering.loops import I1, I32, I64, for_range
 from adc.ir.types import DType
 
 PACK_ALIGN = 64  # one cache line, the widest vector the target may use
+# A row-major B of at most this many bytes is read in place, not packed: it stays in L2 whatever
+# its layout, and packing cost a 32 x 128 @ 128 x 128 product an eighth of its time (Zen 4)
+DIRECT_BYTES = 256 << 10
 ELEMENT_TYPES = {DType.f32: ir.FloatType(), DType.f64: ir.DoubleType()}
 
 
@@ -62,7 +67,10 @@ class Blocking:
     `kc` x `nc` is the packed block of B, kept on the stack (in L2, one panel in L1). Every row
     strip of A is read once per block: f64's 128 columns (256 KiB) stream A a quarter as often as
     32 did (one thread, 2048 x 2048 x 2048: 211 -> 167 ms with AVX-512, 358 -> 311 with AVX2; no
-    size measured slower, 64 x 64 to 4096 x 128 x 4096; f32's 64 -> 256 changed nothing).
+    size measured slower, 64 x 64 to 4096 x 128 x 4096; f32's 64 -> 256 changed nothing on Zen 5).
+    With 512-bit vectors the block is 512 KiB, half the L2 of every AVX-512 CPU (1 MiB and more):
+    on Zen 4, one thread, 2048 x 2048 x 2048 went from 95 to 107 GFLOP/s f32 (nc 64 -> 512) and
+    from 51 to 53 f64 (nc 128 -> 256), level with OpenBLAS; AVX2 CPUs have 256-512 KiB of L2.
     """
 
     dtype: DType
@@ -88,8 +96,8 @@ class Blocking:
 
 # (dtype, vector bits) -> tiles: 8x32 f32 = 16 zmm accumulators; 6x16 f32 = 12 ymm (Haswell..Zen)
 BLOCKINGS = {
-    (DType.f32, 512): Blocking(DType.f32, ir.FloatType(), vl=16, mr=8, nr=32, kc=256, nc=64),
-    (DType.f64, 512): Blocking(DType.f64, ir.DoubleType(), vl=8, mr=8, nr=16, kc=256, nc=128),
+    (DType.f32, 512): Blocking(DType.f32, ir.FloatType(), vl=16, mr=8, nr=32, kc=256, nc=512),
+    (DType.f64, 512): Blocking(DType.f64, ir.DoubleType(), vl=8, mr=8, nr=16, kc=256, nc=256),
     (DType.f32, 256): Blocking(DType.f32, ir.FloatType(), vl=8, mr=6, nr=16, kc=256, nc=64),
     (DType.f64, 256): Blocking(DType.f64, ir.DoubleType(), vl=4, mr=6, nr=8, kc=256, nc=128),
     (DType.f32, 128): Blocking(DType.f32, ir.FloatType(), vl=4, mr=6, nr=8, kc=256, nc=64),
@@ -172,16 +180,24 @@ def _kernel_function(module: ir.Module, blk: Blocking) -> ir.Function:
     builder = ir.IRBuilder(func.append_basic_block("entry"))
     packed = builder.alloca(blk.elem, size=blk.kc * blk.nc)
     packed.align = PACK_ALIGN
+    small = builder.icmp_signed("<=", builder.mul(k, n), _const(DIRECT_BYTES // blk.elem_align))
+    direct = builder.and_(builder.and_(small, builder.icmp_signed("==", csb, _const(1))), builder.not_(subtract))
+    nr = _const(blk.nr)
     with for_range(builder, _const(0), n, _const(blk.nc)) as jc:
         nc = _min(builder, _const(blk.nc), builder.sub(n, jc))
+        # direct: only the last panel, if narrower than NR, is packed (zero padded)
+        packed_from = builder.select(direct, builder.mul(builder.sdiv(nc, nr), nr), _const(0))
         with for_range(builder, _const(0), k, _const(blk.kc)) as pc:
             kc = _min(builder, _const(blk.kc), builder.sub(k, pc))
             b_block = builder.gep(b, [builder.add(builder.mul(pc, rsb), builder.mul(jc, csb))])
-            builder.call(_pack_function(module, blk), [b_block, rsb, csb, kc, nc, packed, subtract])
+            builder.call(_pack_function(module, blk),
+                         [builder.gep(b_block, [builder.mul(packed_from, csb)]), rsb, csb, kc,
+                          builder.sub(nc, packed_from), builder.gep(packed, [builder.mul(packed_from, kc)]), subtract])
             first = builder.and_(_is_zero(builder, pc), builder.not_(subtract))
             a_block = builder.gep(a, [builder.mul(pc, csa)])
             c_block = builder.gep(c, [jc])
-            builder.call(_block_function(module, blk), [m, rsa, csa, ldc, kc, nc, a_block, packed, c_block, first])
+            builder.call(_block_function(module, blk),
+                         [m, rsa, csa, ldc, kc, nc, a_block, packed, c_block, first, b_block, rsb, direct])
     builder.ret_void()
     return func
 
@@ -198,26 +214,57 @@ def _pack_function(module: ir.Module, blk: Blocking) -> ir.Function:
     src, rsb, csb, kc, nc, dst, negate = func.args
     builder = ir.IRBuilder(func.append_basic_block("entry"))
     nr = _const(blk.nr)
+    rows_contiguous = builder.icmp_signed("==", csb, _const(1))
     with for_range(builder, _const(0), nc, nr) as col:
         width = _min(builder, nr, builder.sub(nc, col))
         panel = builder.gep(dst, [builder.mul(col, kc)])
-        with for_range(builder, _const(0), kc, _const(1)) as row:
-            from_row = builder.gep(src, [builder.add(builder.mul(row, rsb), builder.mul(col, csb))])
-            to_row = builder.gep(panel, [builder.mul(row, nr)])
-            with for_range(builder, _const(0), width, _const(1)) as j:
-                x = builder.load(builder.gep(from_row, [builder.mul(j, csb)]))
-                builder.store(builder.select(negate, builder.fneg(x), x), builder.gep(to_row, [j]))
-            with for_range(builder, width, nr, _const(1)) as j:
-                builder.store(ir.Constant(blk.elem, 0.0), builder.gep(to_row, [j]))
+        whole = builder.and_(rows_contiguous, builder.icmp_signed("==", width, nr))
+        with builder.if_else(whole) as (vectors, elements):
+            with vectors:       # a whole panel of a row-major B: NR/VL vectors a row
+                _pack_vectors(builder, blk, src, rsb, col, kc, panel, negate)
+            with elements:      # a transposed B, or the last, narrower panel: zero padded
+                _pack_elements(builder, blk, src, rsb, csb, col, kc, width, panel, negate)
     builder.ret_void()
     return func
 
 
+def _pack_vectors(builder: ir.IRBuilder, blk: Blocking, src, rsb, col, kc, panel, negate) -> None:
+    """A whole panel packed from rows of NR contiguous elements (B row-major), a vector at a time:
+    the elementwise copy cost a 32 x 128 @ 128 x 128 product a tenth of its time."""
+    vptr = blk.vector.as_pointer()
+    bits = ir.IntType(blk.elem_align * 8)
+    lanes = ir.VectorType(bits, blk.vl)
+    # negated by flipping the sign bits, a mask chosen once: a select per vector became a branch
+    sign = builder.select(negate, ir.Constant(bits, 1 << (blk.elem_align * 8 - 1)), ir.Constant(bits, 0))
+    signs = splat(builder, lanes, sign)
+    with for_range(builder, _const(0), kc, _const(1)) as row:
+        from_row = builder.gep(src, [builder.add(builder.mul(row, rsb), col)])
+        to_row = builder.bitcast(builder.gep(panel, [builder.mul(row, _const(blk.nr))]), vptr)
+        for v in range(blk.vectors_per_row):
+            x = builder.load(builder.bitcast(builder.gep(from_row, [_const(v * blk.vl)]), vptr), align=blk.elem_align)
+            signed = builder.bitcast(builder.xor(builder.bitcast(x, lanes), signs), blk.vector)
+            builder.store(signed, builder.gep(to_row, [_const(v)]), align=PACK_ALIGN)
+
+
+def _pack_elements(builder: ir.IRBuilder, blk: Blocking, src, rsb, csb, col, kc, width, panel, negate) -> None:
+    """A panel packed element by element (any strides), its columns past `width` zeroed."""
+    nr = _const(blk.nr)
+    with for_range(builder, _const(0), kc, _const(1)) as row:
+        from_row = builder.gep(src, [builder.add(builder.mul(row, rsb), builder.mul(col, csb))])
+        to_row = builder.gep(panel, [builder.mul(row, nr)])
+        with for_range(builder, _const(0), width, _const(1)) as j:
+            x = builder.load(builder.gep(from_row, [builder.mul(j, csb)]))
+            builder.store(builder.select(negate, builder.fneg(x), x), builder.gep(to_row, [j]))
+        with for_range(builder, width, nr, _const(1)) as j:
+            builder.store(ir.Constant(blk.elem, 0.0), builder.gep(to_row, [j]))
+
+
 def _block_function(module: ir.Module, blk: Blocking) -> ir.Function:
-    """All rows of C times one packed block: full MR-row strips, then the leftover rows."""
+    """All rows of C times one block of B, packed or (`direct`) read in place: full MR-row strips,
+    then the leftover rows."""
     ptr = blk.elem.as_pointer()
     func = _internal_function(module, f"adc_gemm_{blk.dtype}_block",
-                              [I64, I64, I64, I64, I64, I64, ptr, ptr, ptr, I1])
+                              [I64, I64, I64, I64, I64, I64, ptr, ptr, ptr, I1, ptr, I64, I1])
     m = func.args[0]
     builder = ir.IRBuilder(func.append_basic_block("entry"))
     mr = _const(blk.mr)
@@ -242,17 +289,20 @@ def _strip(builder: ir.IRBuilder, module: ir.Module, blk: Blocking, rows: int, r
     """`rows` rows of C starting at `row`, one micro-kernel call per packed panel.
 
     A panel narrower than NR (the last one) gets the micro-kernel with just
-    enough vectors for its width, so e.g. N = 10 does not pay for 32 lanes.
+    enough vectors for its width, so e.g. N = 10 does not pay for 32 lanes. With `direct`, whole
+    panels are read from B in place (rows `rsb` apart) and only the last, narrower one was packed.
     """
-    _, rsa, csa, ldc, kc, nc, a, packed, c, first = args
+    _, rsa, csa, ldc, kc, nc, a, packed, c, first, b, rsb, direct = args
     nr = _const(blk.nr)
     a_rows = builder.gep(a, [builder.mul(row, rsa)])
     c_rows = builder.gep(c, [builder.mul(row, ldc)])
     with for_range(builder, _const(0), nc, nr) as col:
         width = _min(builder, nr, builder.sub(nc, col))
         vectors = builder.sdiv(builder.add(width, _const(blk.vl - 1)), _const(blk.vl))
-        panel = builder.gep(packed, [builder.mul(col, kc)])
-        call_args = [a_rows, rsa, csa, panel, kc, builder.gep(c_rows, [col]), ldc, width, first]
+        in_place = builder.and_(direct, builder.icmp_signed("==", width, nr))
+        panel = builder.select(in_place, builder.gep(b, [col]), builder.gep(packed, [builder.mul(col, kc)]))
+        ldp = builder.select(in_place, rsb, nr)
+        call_args = [a_rows, rsa, csa, panel, ldp, kc, builder.gep(c_rows, [col]), ldc, width, first]
         after = builder.append_basic_block("panel.done")
         switch = builder.switch(vectors, after)
         for count in range(1, blk.vectors_per_row + 1):
@@ -265,17 +315,18 @@ def _strip(builder: ir.IRBuilder, module: ir.Module, blk: Blocking, rows: int, r
 
 
 def _micro_kernel(module: ir.Module, blk: Blocking, rows: int, vectors: int) -> ir.Function:
-    """C[rows, :width] (=|+=) A[rows, :kc] @ panel[:kc, :vectors*VL], accumulated in vector registers."""
+    """C[rows, :width] (=|+=) A[rows, :kc] @ panel[:kc, :vectors*VL], accumulated in vector registers;
+    the panel's rows `ldp` elements apart (NR packed, B's row stride read in place)."""
     ptr = blk.elem.as_pointer()
     name = f"adc_gemm_{blk.dtype}_micro{rows}x{vectors}"
     if name in module.globals:
         return module.globals[name]
-    func = _internal_function(module, name, [ptr, I64, I64, ptr, I64, ptr, I64, I64, I1])
+    func = _internal_function(module, name, [ptr, I64, I64, ptr, I64, I64, ptr, I64, I64, I1])
     # Kept out of the block function: inlined, its 16 micro-kernels made one function whose
     # optimization and code generation cost the library's build 0.5 s of CPU a dtype (Zen 5),
     # for a call per panel that no paired measurement told apart from noise.
     func.attributes.add("noinline")
-    a, rsa, csa, panel, kc, c, ldc, width, first = func.args
+    a, rsa, csa, panel, ldp, kc, c, ldc, width, first = func.args
     builder = ir.IRBuilder(func.append_basic_block("entry"))
     accs = [[builder.alloca(blk.vector) for _ in range(vectors)] for _ in range(rows)]
     for acc in (slot for row in accs for slot in row):
@@ -283,8 +334,8 @@ def _micro_kernel(module: ir.Module, blk: Blocking, rows: int, vectors: int) -> 
     fma = fma_intrinsic(module, blk.vector)
     vptr = blk.vector.as_pointer()
     with for_range(builder, _const(0), kc, _const(1)) as p:
-        b_row = builder.bitcast(builder.gep(panel, [builder.mul(p, _const(blk.nr))]), vptr)
-        bs = [builder.load(builder.gep(b_row, [_const(v)]), align=PACK_ALIGN) for v in range(vectors)]
+        b_row = builder.bitcast(builder.gep(panel, [builder.mul(p, ldp)]), vptr)
+        bs = [builder.load(builder.gep(b_row, [_const(v)]), align=blk.elem_align) for v in range(vectors)]
         for r in range(rows):
             a_elem = builder.load(builder.gep(a, [builder.add(builder.mul(_const(r), rsa), builder.mul(p, csa))]))
             a_vec = splat(builder, blk.vector, a_elem)
