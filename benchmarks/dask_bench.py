@@ -30,11 +30,11 @@ def seconds(fn, repeats: int = 3) -> float:
     return statistics.median(times)
 
 
-def paired_ratios(baseline, other, pairs: int = 0) -> list[float]:
+def paired_ratios(baseline, other, pairs: int = PAIRS) -> list[float]:
     """other's time over baseline's, each pair run back to back (the order alternating): the
     machine's drift between two separate medians (here up to 15% a minute) moves both alike."""
     ratios = []
-    for k in range(pairs or PAIRS):
+    for k in range(pairs):
         times = {}
         for name, fn in ((("baseline", baseline), ("other", other)) if k % 2 == 0 else
                          (("other", other), ("baseline", baseline))):

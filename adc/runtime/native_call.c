@@ -142,6 +142,29 @@ static PyObject *wrap(PyArrayObject *array)
     return tensor;
 }
 
+/* results[i]: a new result array of `dtype` and `shape` as a Tensor, its data address in *slot;
+   -1 with an exception set on failure. */
+static int add_result(PyObject *results, Py_ssize_t i, PyArray_Descr *dtype, PyObject *shape, int64_t *slot)
+{
+    PyArrayObject *array = new_array(dtype, shape);
+    if (array == NULL)
+        return -1;
+    *slot = (int64_t)(intptr_t)PyArray_DATA(array);
+    PyObject *tensor = wrap(array);
+    Py_DECREF(array);
+    if (tensor == NULL)
+        return -1;
+    PyTuple_SET_ITEM(results, i, tensor);
+    return 0;
+}
+
+/* A kernel's nonzero `status` as an int, or NULL where it was interrupted and a pending signal
+   handler raised (Python's own SIGINT handler: KeyboardInterrupt). */
+static PyObject *status_of(int32_t status)
+{
+    return status == STATUS_INTERRUPTED && PyErr_CheckSignals() < 0 ? NULL : PyLong_FromLong(status);
+}
+
 static int32_t interrupts;              /* SIGINTs so far: what loops watch (atomic accesses only) */
 static struct sigaction displaced;      /* the handler adc's runs after counting */
 static int chaining;                    /* a handler running `displaced` (one chaining back is not rerun) */
@@ -257,20 +280,14 @@ static PyObject *run(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
             PyErr_SetString(PyExc_TypeError, "a result is given as (dtype, shape tuple)");
             goto failed;
         }
-        PyArrayObject *array = new_array((PyArray_Descr *)PyTuple_GET_ITEM(spec, 0), PyTuple_GET_ITEM(spec, 1));
-        if (array == NULL)
+        if (add_result(results, i, (PyArray_Descr *)PyTuple_GET_ITEM(spec, 0), PyTuple_GET_ITEM(spec, 1),
+                       &slots[n_dims + n_in + i]) < 0)
             goto failed;
-        slots[n_dims + n_in + i] = (int64_t)(intptr_t)PyArray_DATA(array);
-        PyObject *tensor = wrap(array);
-        Py_DECREF(array);
-        if (tensor == NULL)
-            goto failed;
-        PyTuple_SET_ITEM(results, i, tensor);
     }
     int32_t status = call_kernel(kernel, slots, n_dims, n_in);
     if (status != 0) {
         Py_DECREF(results);
-        results = status == STATUS_INTERRUPTED && PyErr_CheckSignals() < 0 ? NULL : PyLong_FromLong(status);
+        results = status_of(status);
     }
     goto done;
 failed:
@@ -338,7 +355,7 @@ static PyObject *run_on(PyObject *const *args, Py_ssize_t nargs, int arrays)
         if (array_address(PyList_GET_ITEM(data, i), i >= n_in, &slots[n_dims + i]) < 0)
             goto done;
     int32_t status = call_kernel(kernel, slots, n_dims, n_in);
-    result = status == STATUS_INTERRUPTED && PyErr_CheckSignals() < 0 ? NULL : PyLong_FromLong(status);
+    result = status_of(status);
 done:
     if (slots != on_stack)
         PyMem_Free(slots);
@@ -589,21 +606,15 @@ static PyObject *call(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
             }
             PyTuple_SET_ITEM(shape, k, size);
         }
-        PyArrayObject *array = new_array(p->dtypes[p->arity + i], shape);
+        int added = add_result(results, i, p->dtypes[p->arity + i], shape, &slots[p->n_dims + p->arity + i]);
         Py_DECREF(shape);
-        if (array == NULL)
+        if (added < 0)
             goto failed;
-        slots[p->n_dims + p->arity + i] = (int64_t)(intptr_t)PyArray_DATA(array);
-        PyObject *tensor = wrap(array);
-        Py_DECREF(array);
-        if (tensor == NULL)
-            goto failed;
-        PyTuple_SET_ITEM(results, i, tensor);
     }
     int32_t status = call_kernel(p->kernel, slots, p->n_dims, p->arity);
     if (status != 0) {
         Py_DECREF(results);
-        results = status == STATUS_INTERRUPTED && PyErr_CheckSignals() < 0 ? NULL : PyLong_FromLong(status);
+        results = status_of(status);
     }
     goto done;
 checked_route:

@@ -214,49 +214,19 @@ def _pack_function(module: ir.Module, blk: Blocking) -> ir.Function:
     src, rsb, csb, kc, nc, dst, negate = func.args
     builder = ir.IRBuilder(func.append_basic_block("entry"))
     nr = _const(blk.nr)
-    rows_contiguous = builder.icmp_signed("==", csb, _const(1))
     with for_range(builder, _const(0), nc, nr) as col:
         width = _min(builder, nr, builder.sub(nc, col))
         panel = builder.gep(dst, [builder.mul(col, kc)])
-        whole = builder.and_(rows_contiguous, builder.icmp_signed("==", width, nr))
-        with builder.if_else(whole) as (vectors, elements):
-            with vectors:       # a whole panel of a row-major B: NR/VL vectors a row
-                _pack_vectors(builder, blk, src, rsb, col, kc, panel, negate)
-            with elements:      # a transposed B, or the last, narrower panel: zero padded
-                _pack_elements(builder, blk, src, rsb, csb, col, kc, width, panel, negate)
+        with for_range(builder, _const(0), kc, _const(1)) as row:
+            from_row = builder.gep(src, [builder.add(builder.mul(row, rsb), builder.mul(col, csb))])
+            to_row = builder.gep(panel, [builder.mul(row, nr)])
+            with for_range(builder, _const(0), width, _const(1)) as j:
+                x = builder.load(builder.gep(from_row, [builder.mul(j, csb)]))
+                builder.store(builder.select(negate, builder.fneg(x), x), builder.gep(to_row, [j]))
+            with for_range(builder, width, nr, _const(1)) as j:
+                builder.store(ir.Constant(blk.elem, 0.0), builder.gep(to_row, [j]))
     builder.ret_void()
     return func
-
-
-def _pack_vectors(builder: ir.IRBuilder, blk: Blocking, src, rsb, col, kc, panel, negate) -> None:
-    """A whole panel packed from rows of NR contiguous elements (B row-major), a vector at a time:
-    the elementwise copy cost a 32 x 128 @ 128 x 128 product a tenth of its time."""
-    vptr = blk.vector.as_pointer()
-    bits = ir.IntType(blk.elem_align * 8)
-    lanes = ir.VectorType(bits, blk.vl)
-    # negated by flipping the sign bits, a mask chosen once: a select per vector became a branch
-    sign = builder.select(negate, ir.Constant(bits, 1 << (blk.elem_align * 8 - 1)), ir.Constant(bits, 0))
-    signs = splat(builder, lanes, sign)
-    with for_range(builder, _const(0), kc, _const(1)) as row:
-        from_row = builder.gep(src, [builder.add(builder.mul(row, rsb), col)])
-        to_row = builder.bitcast(builder.gep(panel, [builder.mul(row, _const(blk.nr))]), vptr)
-        for v in range(blk.vectors_per_row):
-            x = builder.load(builder.bitcast(builder.gep(from_row, [_const(v * blk.vl)]), vptr), align=blk.elem_align)
-            signed = builder.bitcast(builder.xor(builder.bitcast(x, lanes), signs), blk.vector)
-            builder.store(signed, builder.gep(to_row, [_const(v)]), align=PACK_ALIGN)
-
-
-def _pack_elements(builder: ir.IRBuilder, blk: Blocking, src, rsb, csb, col, kc, width, panel, negate) -> None:
-    """A panel packed element by element (any strides), its columns past `width` zeroed."""
-    nr = _const(blk.nr)
-    with for_range(builder, _const(0), kc, _const(1)) as row:
-        from_row = builder.gep(src, [builder.add(builder.mul(row, rsb), builder.mul(col, csb))])
-        to_row = builder.gep(panel, [builder.mul(row, nr)])
-        with for_range(builder, _const(0), width, _const(1)) as j:
-            x = builder.load(builder.gep(from_row, [builder.mul(j, csb)]))
-            builder.store(builder.select(negate, builder.fneg(x), x), builder.gep(to_row, [j]))
-        with for_range(builder, width, nr, _const(1)) as j:
-            builder.store(ir.Constant(blk.elem, 0.0), builder.gep(to_row, [j]))
 
 
 def _block_function(module: ir.Module, blk: Blocking) -> ir.Function:
