@@ -24,7 +24,7 @@ import pickle
 import signal
 import subprocess
 import sys
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Iterator
 
 from adc import locks
 from adc.abi import KERNEL_PREFIX
@@ -39,12 +39,26 @@ START_AHEAD = 8             # compiles before the budget runs out at which the w
 
 def kernel_object(symbol: str, ir_text: str, module_name: str, target: Target) -> bytes:
     """Compile one kernel, in this process, from its module's `KernelSources.ir` text."""
-    from adc import compiler
     from adc.codegen import emit
+
+    return emit.emit_object(*_lowered(symbol, ir_text, module_name, target))
+
+
+def kernel_tiers(symbol: str, ir_text: str, module_name: str, target: Target) -> Iterator[bytes]:
+    """kernel_object's code for `target.first_tier`, then for `target`, from one optimization
+    (emit.emit_tiers), each as soon as it is made."""
+    from adc.codegen import emit
+
+    yield from emit.emit_tiers(*_lowered(symbol, ir_text, module_name, target))
+
+
+def _lowered(symbol: str, ir_text: str, module_name: str, target: Target) -> tuple:
+    """emit's arguments for one kernel: its LLVM IR, the target, its name in the log, `unroll`."""
+    from adc import compiler
 
     name = symbol[len(KERNEL_PREFIX):]
     llvm_module, unroll = compiler.lowered_kernel(ir_text, module_name, name, target)
-    return emit.emit_object(llvm_module, target, f"{module_name}: {name}", unroll)
+    return llvm_module, target, f"{module_name}: {name}", unroll
 
 
 def in_process_budget() -> int:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -215,6 +216,17 @@ def test_a_kernel_shares_object_code_only_where_all_it_calls_is_the_same(caplog)
     assert caller_cache_lookup(callee_and_caller(2.0, unrelated), 2.0) == "hit"
 
 
+# the gradient of a kernel not compiled yet, in a fresh process (after its imports and setup)
+SCALED_GRADIENT = """
+m = adc.compile("def scaled(x: f64[N], w: f64[N]) -> f64:\\n    return sum(sin(x * w))\\n", "ahead.adc")
+x, w = np.linspace(0, 1, 9), adc.Variable(np.linspace(1, 2, 9))
+
+def gradient():
+    with adc.GradientTape() as tape:
+        y = m.scaled(x, w)
+    return tape.gradient(y, w).numpy()
+"""
+
 COMPILE_AHEAD = """
 import os, sys, threading
 import numpy as np
@@ -228,23 +240,78 @@ if case == "child fails":                   # the child's store fails: the paren
 if case == "another thread":                # a fork could copy a lock that thread holds: no child
     gate = threading.Event()
     threading.Thread(target=gate.wait).start()
-m = adc.compile("def scaled(x: f64[N], w: f64[N]) -> f64:\\n    return sum(sin(x * w))\\n", "ahead.adc")
-x, w = np.linspace(0, 1, 9), adc.Variable(np.linspace(1, 2, 9))
-with adc.GradientTape() as tape:
-    y = m.scaled(x, w)
-np.testing.assert_allclose(tape.gradient(y, w).numpy(), x * np.cos(x * w.numpy()), rtol=1e-12)
+""" + SCALED_GRADIENT + """
+first = gradient()
+np.testing.assert_allclose(first, x * np.cos(x * w.numpy()), rtol=1e-12)
+try:
+    os.wait()                               # the child, done: the next calls load its full code
+except ChildProcessError:
+    pass
+assert np.array_equal(gradient(), first)    # the first tier's bits, which the full code keeps
 if case == "another thread":
     gate.set()
 """
 
 
-@pytest.mark.parametrize("case, bwd_lookup, bwd_compiles", [("alone", "hit", 1), ("another thread", "miss", 1),
-                                                           ("child fails", "miss", 2), ("turned off", "miss", 1)])
-def test_a_recorded_calls_backward_compiles_in_a_child_meanwhile(cache_dir, case, bwd_lookup, bwd_compiles):
-    """The tape's first recorded call of a kernel forks a child compiling its backward into the cache
-    while this process compiles and runs the forward, so the gradient finds it there; not while
-    another Python thread runs, nor with ADC_COMPILE_AHEAD=0, and a child that fails leaves the
-    compile to this process."""
+FIRST_TIER_SERVES = """
+import os, sys, time
+import numpy as np
+import adc
+from adc import compile_worker
+
+gate, tiers = sys.argv[1], compile_worker.kernel_tiers
+
+def held(*args):                            # the child's full code waits for the gate
+    made = tiers(*args)
+    yield next(made)
+    deadline = time.monotonic() + 120
+    while not os.path.exists(gate) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    yield from made
+
+compile_worker.kernel_tiers = held
+""" + SCALED_GRADIENT + """
+try:
+    first = gradient()
+    print("MARK held", file=sys.stderr, flush=True)
+    again = gradient()
+    print("MARK open", file=sys.stderr, flush=True)
+finally:
+    open(gate, "w").close()
+os.wait()
+assert np.array_equal(first, again) and np.array_equal(first, gradient())
+"""
+
+
+def test_first_tier_code_serves_until_the_childs_full_code_is_done(cache_dir, tmp_path):
+    """While the child compiles the full code (held here until a gate opens), both halves run their
+    first-tier code, call after call; the first call after the child is done loads the full code."""
+    result = subprocess.run([sys.executable, "-c", FIRST_TIER_SERVES, str(tmp_path / "gate")], capture_output=True,
+                            text=True, env={**os.environ, "ADC_CACHE_DIR": str(cache_dir), "ADC_LOG": "compile"},
+                            cwd=ROOT, timeout=300)
+    assert result.returncode == 0, result.stderr
+    first, held, done = re.split("MARK held|MARK open", result.stderr)
+    assert "adc_kernel_scaled_bwd: first tier from the child" in first, result.stderr
+    assert "adc_kernel_scaled_fwd: first tier compiled here" in first, result.stderr
+    assert not re.search(r"scaled_\w+: cache hit|scaled_fwd: codegen [0-9]", first + held), result.stderr
+    for half in ("fwd", "bwd"):
+        assert done.count(f"adc_kernel_scaled_{half}: cache hit") == 1, result.stderr
+
+
+# per case: the backward's cache lookup once settled (or at once, where no first tier served),
+# then how many times each half is compiled to first-tier and to full code (the child's and this
+# process's)
+@pytest.mark.parametrize("case, bwd_lookup, codegens", [
+    ("alone", "hit", {"bwd: codegen (first tier) ": 1, "bwd: codegen ": 1, "fwd: codegen (first tier) ": 1, "fwd: codegen ": 1}),
+    ("another thread", "miss", {"bwd: codegen (first tier) ": 0, "bwd: codegen ": 1, "fwd: codegen (first tier) ": 0, "fwd: codegen ": 1}),
+    ("child fails", "miss", {"bwd: codegen (first tier) ": 1, "bwd: codegen ": 1, "fwd: codegen (first tier) ": 1, "fwd: codegen ": 1}),
+    ("turned off", "miss", {"bwd: codegen (first tier) ": 0, "bwd: codegen ": 1, "fwd: codegen (first tier) ": 0, "fwd: codegen ": 1})])
+def test_a_recorded_calls_backward_compiles_in_a_child_meanwhile(cache_dir, case, bwd_lookup, codegens):
+    """The tape's first recorded call of a kernel forks a child compiling its backward's first-tier
+    code, then the full code of both halves, while this process compiles the forward's first tier
+    and runs it; the gradient runs the child's first tier, and once the child is done the next call
+    loads the full code, which computes the same bits. Not while another Python thread runs, nor
+    with ADC_COMPILE_AHEAD=0; a child that fails leaves the compiles to this process."""
     switch = {"ADC_COMPILE_AHEAD": "0" if case == "turned off" else "1"}
     result = subprocess.run([sys.executable, "-c", COMPILE_AHEAD, case], capture_output=True, text=True,
                             env={**os.environ, "ADC_CACHE_DIR": str(cache_dir), "ADC_LOG": "compile", **switch},
@@ -252,4 +319,8 @@ def test_a_recorded_calls_backward_compiles_in_a_child_meanwhile(cache_dir, case
     assert result.returncode == 0, result.stderr
     (lookup,) = [line for line in result.stderr.splitlines() if "adc_kernel_scaled_bwd: cache" in line]
     assert lookup.split()[4] == bwd_lookup, result.stderr
-    assert result.stderr.count("scaled_bwd: codegen") == bwd_compiles     # the child's and this process's
+    for stage, count in codegens.items():
+        assert len(re.findall(f"scaled_{re.escape(stage)}[0-9]", result.stderr)) == count, (stage, result.stderr)
+    # the child's first tier serves unless its full code was cached first (the child ran ahead)
+    if "adc_kernel_scaled_bwd: first tier from the child" in result.stderr:
+        assert case == "alone", result.stderr

@@ -8,6 +8,7 @@ metadata string every module embeds) are uniqued per context and would
 otherwise stay in the global one for the life of the process.
 
     obj = emit_object(lower_module(module, metadata, target), target)   # ELF bytes
+    first, full = emit_tiers(lower_module(module, metadata, target), target)   # the same, fast first
 """
 from __future__ import annotations
 
@@ -42,8 +43,31 @@ def emit_object(llvm_ir: llvmlite.ir.Module | str, target: Target, subject: str 
                 unroll: bool = False) -> bytes:
     """An ELF object of the optimized module (`target.pic` for code linked into a shared object);
     `subject` names it in the compile log."""
-    with optimized(llvm_ir, target, subject, unroll) as module, compile_log.stage(subject, "codegen"):
+    with optimized(llvm_ir, target, subject, unroll) as module, compile_log.stage(subject, _codegen(target)):
         return target.target_machine().emit_object(module)
+
+
+def emit_tiers(llvm_ir: llvmlite.ir.Module | str, target: Target, subject: str = "",
+               unroll: bool = False) -> Iterator[bytes]:
+    """The object code of `target.first_tier`, then of `target`, from one optimization of the
+    module: each as soon as it is made (code generation rewrites the module's IR, so the first
+    tier's runs on a copy)."""
+    with optimized(llvm_ir, target, subject, unroll) as module:
+        with compile_log.stage(subject, _codegen(target.first_tier)):
+            first = module.clone()
+            try:
+                code = target.first_tier.target_machine().emit_object(first)
+            finally:
+                first.close()
+        yield code
+        with compile_log.stage(subject, _codegen(target)):
+            code = target.target_machine().emit_object(module)
+        yield code
+
+
+def _codegen(target: Target) -> str:
+    """The code generation stage's name in the compile log."""
+    return "codegen (first tier)" if target.quick else "codegen"
 
 
 def emit_assembly(llvm_ir: llvmlite.ir.Module | str, target: Target) -> str:

@@ -110,8 +110,9 @@ def _target_for_cpu(cpu: str) -> Target:
 
 def jit_target(check_bounds: bool = False) -> Target:
     """The JIT's target: the host's, bounds-checked when asked, or for every JIT compile of the
-    process under ADC_CHECK_BOUNDS=1; ADC_LINALG_BLOCK=n, a test hook, sends every matrix to the
-    runtime library's blocked factorizations in blocks of order n (Target.linalg_block)."""
+    process under ADC_CHECK_BOUNDS=1. Two test hooks: ADC_LINALG_BLOCK=n sends every matrix to the
+    runtime library's blocked factorizations in blocks of order n (Target.linalg_block), and
+    ADC_FIRST_TIER=1 compiles every kernel to first-tier code only (Target.first_tier)."""
     wanted = check_bounds or os.environ.get("ADC_CHECK_BOUNDS", "0") not in ("", "0")
     target = checked(host_target()) if wanted else host_target()
     block = int(os.environ.get("ADC_LINALG_BLOCK", "0") or 0)
@@ -119,6 +120,8 @@ def jit_target(check_bounds: bool = False) -> Target:
         import dataclasses
 
         target = dataclasses.replace(target, linalg_block=block)
+    if os.environ.get("ADC_FIRST_TIER", "0") not in ("", "0"):
+        target = target.first_tier
     return target
 
 

@@ -22,7 +22,7 @@ from adc import compile_log, locks
 from adc.abi import (BOUNDS_PREFIX, KERNEL_PREFIX, RUNTIME_SET_NUM_THREADS, RUNTIME_WATCH_INTERRUPTS,
                      SET_NUM_THREADS_SYMBOL, WATCH_INTERRUPTS_SYMBOL, with_check_bounds)
 from adc.driver.cache_keys import cached, open_cache
-from adc.driver.kernel_objects import compile_in_child, kernel_key, kernel_object, wait_for
+from adc.driver.kernel_objects import Child, compile_in_child, kernel_key, kernel_object
 from adc.driver.linking import link_later
 from adc.driver.loading import load_object, open_shared
 from adc.driver.runtime_library import require, runtime_library
@@ -60,7 +60,9 @@ class JitModule:
         self._calls_externs = bool(manifest.get("externs"))
         self._loaded: dict[str, JitLibrary | DynamicLibrary] = {}
         self._lock = locks.lock()
-        self._ahead: dict[str, int] = {}     # symbol -> the child process compiling it (compile_ahead)
+        self._ahead: dict[str, Child] = {}          # symbol -> the child compiling it (compile_ahead)
+        self._provisional: dict[str, Child] = {}    # symbol serving first-tier code -> the child compiling its own
+        self._retired: list[JitLibrary] = []        # first-tier code replaced: kept, a thread may still run it
 
     def metadata(self) -> str:
         return self._metadata
@@ -79,37 +81,59 @@ class JitModule:
         with self._lock:
             if symbol not in self._loaded:
                 self._loaded[symbol] = self._load(symbol)
+            elif symbol in self._provisional and self._provisional[symbol].finished():
+                del self._provisional[symbol]
+                self._retired.append(self._loaded[symbol])
+                self._loaded[symbol] = self._load(symbol)
             return self._loaded[symbol].address(symbol)
 
-    def compile_ahead(self, symbol: str) -> None:
+    def settled(self, symbol: str) -> bool:
+        """Whether `address(symbol)` is the kernel's address for good: not while first-tier code
+        serves (compile_ahead), which a later `address` replaces once the full code is compiled."""
+        return symbol not in self._provisional
+
+    def compile_ahead(self, symbol: str, also: tuple[str, ...] = ()) -> None:
         """Start compiling kernel `symbol`, which the caller needs next (the tape: a split VJP's
-        backward, while the forward compiles and runs), in a forked child that leaves its object
-        code in the cache: llvmlite runs one LLVM call at a time in a process, so only another
-        process overlaps two compiles. Only where it is safe and pays: a fork copies the calling
-        thread alone, so this process must run no other Python thread (one may hold a lock the
-        child needs); several cores; the cache on; the code not cached yet; not turned off
-        (`ADC_COMPILE_AHEAD=0`: a process under valgrind, whose forked child would run LLVM under
-        it). `address` waits for the child, and compiles the kernel itself if the child left nothing."""
+        backward), and the kernels `also` it needs at once (the forward), in a forked child that
+        leaves their object code in the cache: llvmlite runs one LLVM call at a time in a process,
+        so only another process overlaps two compiles. Both start on first-tier code
+        (Target.first_tier: the same optimized IR, code generation in a few milliseconds, not
+        tens): the child makes `symbol`'s first, which `address` waits for, while this process
+        makes those of `also` as they are asked for; the child then compiles the full code of
+        each, which a later `address` loads in their place (`settled`).
+
+        Only where it is safe and pays: a fork copies the calling thread alone, so this process
+        must run no other Python thread (one may hold a lock the child needs); several cores; the
+        cache on; the code not cached yet; not turned off (`ADC_COMPILE_AHEAD=0`: a process under
+        valgrind, whose forked child would run LLVM under it). `address` compiles a kernel itself
+        if the child left nothing."""
         if symbol not in self._kernels or symbol in self._loaded or symbol in self._ahead:
             return
         cache = open_cache()
         if cache is None or not sys.platform.startswith("linux") or (os.cpu_count() or 1) < 2 \
                 or threading.active_count() != 1 or os.environ.get("ADC_COMPILE_AHEAD", "1").strip() == "0":
             return
-        target = self.target
-        key = kernel_key(symbol, self._kernels[symbol], target)
-        if not cache.path("modules", key).exists():
-            self._ahead[symbol] = compile_in_child(cache, key, symbol, self._ir, self._name, target)
+        wanted = {s: self._kernels[s] for s in (symbol, *also) if s in self._kernels and s not in self._loaded
+                  and s not in self._ahead and not cache.path("modules", self._key(s)).exists()}
+        if symbol in wanted:
+            child = compile_in_child(cache, wanted, self._ir, self._name, self.target)
+            self._ahead.update(dict.fromkeys(wanted, child))
+
+    def _key(self, symbol: str, target: Target | None = None) -> str:
+        return kernel_key(symbol, self._kernels[symbol], target or self.target)
 
     def _load(self, symbol: str):
         from adc.codegen.toolchain.dynamic import DynamicLibrary
 
-        ahead = self._ahead.pop(symbol, None)
-        if ahead is not None:
-            wait_for(ahead)
         target, subject = self.target, f"{self._name}: {symbol}"
-        key = kernel_key(symbol, self._kernels[symbol], target)
+        key = self._key(symbol)
         cache = open_cache()
+        child = self._ahead.pop(symbol, None)
+        if child is not None and cache is not None and not cache.path("modules", key).exists():
+            first_tier = self._first_tier(symbol, child, cache)
+            if first_tier is not None:
+                self._provisional[symbol] = child
+                return load_object(first_tier, target)
         usable = cache is not None and not self._calls_externs
         path = cache.locate("shared", key) if usable else None
         if path is not None and isinstance(runtime_library(), DynamicLibrary):
@@ -127,3 +151,16 @@ class JitModule:
         if shared:
             link_later(object_code, symbol, key, subject)
         return library
+
+    def _first_tier(self, symbol: str, child: Child, cache) -> bytes | None:
+        """`symbol`'s first-tier code while `child` compiles its full code: the child's own if it
+        makes it first (None if it died before), else compiled here."""
+        subject = f"{self._name}: {symbol}"
+        if child.first_tier != symbol:
+            compile_log.event(subject, "first tier compiled here, the full code in a child")
+            return kernel_object(symbol, self._ir, self._name, self.target.first_tier)
+        child.wait_ready()
+        code = cache.get("modules", self._key(symbol, self.target.first_tier))
+        if code is not None:
+            compile_log.event(subject, "first tier from the child compiling the full code")
+        return code

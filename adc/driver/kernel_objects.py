@@ -8,7 +8,8 @@ time in a process: only other processes overlap compiles, forked only while this
 one Python thread (see compile_kernels).
 
     kernel_object(symbol, ir_text, "k.adc", target)     # bytes, compiled now
-    pid = compile_in_child(cache, key, symbol, ir_text, "k.adc", target); wait_for(pid)
+    child = compile_in_child(cache, {symbol: digest, other: digest2}, ir_text, "k.adc", target)
+    child.wait_ready()          # symbol's first-tier code is cached; the full code of both follows
     compile_kernels(sources, "k.adc", target)           # every kernel's bytes, cached or compiled
 """
 from __future__ import annotations
@@ -26,7 +27,7 @@ if TYPE_CHECKING:
     from adc.codegen.toolchain.cache import Cache
     from adc.codegen.toolchain.target import Target
 
-_children: set[int] = set()    # compile_in_child's children not waited for yet
+_children: set[Child] = set()    # compile_in_child's children not reaped yet
 
 
 def kernel_key(symbol: str, digest: str, target: Target) -> str:
@@ -43,16 +44,56 @@ def kernel_object(symbol: str, ir_text: str, module_name: str, target: Target) -
     return compile_worker.object_code(symbol, ir_text, module_name, target)
 
 
-def compile_in_child(cache: Cache, key: str, symbol: str, ir_text: str, module_name: str, target: Target) -> int:
-    """The id of a forked child that compiles a kernel into `cache` under `key`, then exits
-    without running anything of this process's (os._exit: no atexit handlers, no buffered output).
-    A fork while native threads run draws warnings (Python 3.12's, at any; JAX's, at its own): the
-    child runs only the compile, which takes none of those threads' locks (malloc's are held
-    across a fork), so they are not shown."""
+class Child:
+    """A forked child compiling kernels into the cache (compile_in_child)."""
+
+    def __init__(self, pid: int, ready: int, first_tier: str):
+        self.pid = pid
+        self.first_tier = first_tier    # the kernel whose first-tier code it makes first
+        self._ready = ready             # a pipe's read end: a byte once that code is cached, EOF if it died
+
+    def wait_ready(self) -> None:
+        """Wait until the child has cached `first_tier`'s first-tier code, or is gone."""
+        if self._ready >= 0:
+            try:
+                os.read(self._ready, 1)
+            finally:
+                self._close()
+
+    def finished(self) -> bool:
+        """Whether the child has exited (reaped now if so): all it compiled is in the cache."""
+        if self in _children:
+            try:
+                done, _ = os.waitpid(self.pid, os.WNOHANG)
+            except ChildProcessError:       # reaped already (SIGCHLD ignored, say)
+                done = self.pid
+            if not done:
+                return False
+            _children.discard(self)
+        self._close()
+        return True
+
+    def _close(self) -> None:
+        if self._ready >= 0:
+            os.close(self._ready)
+            self._ready = -1
+
+
+def compile_in_child(cache: Cache, kernels: dict[str, str], ir_text: str, module_name: str,
+                     target: Target) -> Child:
+    """A forked child that compiles `kernels` (symbol -> digest, as `kernel_key` takes) into
+    `cache`: the first one's first-tier code (Target.first_tier), which it reports ready, then
+    the full code of each — at a lower priority, so this process's threads, which may be running
+    that first tier meanwhile, come first — and exits without running anything of this
+    process's (os._exit: no atexit handlers, no buffered output). A fork while native threads run
+    draws warnings (Python 3.12's, at any; JAX's, at its own): the child runs only the compile,
+    which takes none of those threads' locks (malloc's are held across a fork), so they are not
+    shown."""
     import warnings
 
-    for pid in list(_children):     # reap those whose kernels were never asked for
-        wait_for(pid, os.WNOHANG)
+    for child in list(_children):   # reap those whose kernels were never asked for
+        child.finished()
+    ready, report = os.pipe()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", DeprecationWarning)
         warnings.simplefilter("ignore", RuntimeWarning)
@@ -62,25 +103,23 @@ def compile_in_child(cache: Cache, key: str, symbol: str, ir_text: str, module_n
         try:
             from adc import compile_worker
 
-            cache.put("modules", key, compile_worker.kernel_object(symbol, ir_text, module_name, target))
+            os.close(ready)
+            first, *rest = kernels
+            tiers = compile_worker.kernel_tiers(first, ir_text, module_name, target)
+            cache.put("modules", kernel_key(first, kernels[first], target.first_tier), next(tiers))
+            os.write(report, b"1")
+            os.nice(19)
+            cache.put("modules", kernel_key(first, kernels[first], target), next(tiers))
+            for symbol in rest:
+                cache.put("modules", kernel_key(symbol, kernels[symbol], target),
+                          compile_worker.kernel_object(symbol, ir_text, module_name, target))
             status = 0
         finally:
             os._exit(status)
-    _children.add(pid)
-    return pid
-
-
-def wait_for(pid: int, options: int = 0) -> None:
-    """Wait for (or, with WNOHANG, reap if done) a compile_in_child child not reaped yet (a reaped
-    one's id may be another process's by now)."""
-    if pid not in _children:
-        return
-    try:
-        done, _ = os.waitpid(pid, options)
-    except ChildProcessError:       # reaped already (SIGCHLD ignored, say)
-        done = pid
-    if done:
-        _children.discard(pid)
+    os.close(report)
+    child = Child(pid, ready, next(iter(kernels)))
+    _children.add(child)
+    return child
 
 
 def compile_kernels(sources, module_name: str, target: Target) -> list[bytes]:

@@ -237,8 +237,9 @@ def split(kernel, wanted: tuple[int, ...]) -> Split | None:
     n_results = len(kernel.signature.result_types)
     if module is None:
         return Split(kernel, Derivative(None, derived.wrt, derived.passthrough) if derived.wrt else NONE, n_results)
-    backward = module[derived.function]
-    derived.library.compile_ahead(backward.signature.symbol)     # while the forward compiles
-    return Split(module[derived.forward], Derivative(backward, derived.wrt, derived.passthrough), n_results,
+    backward, forward = module[derived.function], module[derived.forward]
+    # the backward compiles in a child while the forward compiles here (both in tiers)
+    derived.library.compile_ahead(backward.signature.symbol, (forward.signature.symbol,))
+    return Split(forward, Derivative(backward, derived.wrt, derived.passthrough), n_results,
                  backward.signature.dims == kernel.signature.dims)
 

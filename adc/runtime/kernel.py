@@ -120,7 +120,9 @@ class Kernel:
         plan = self._call_plan
         if plan is not False and self.call_in_c and not kwargs and not thread_state.recording:
             if plan is None:    # planned at the first call that runs this kernel itself (not a tape's)
-                plan = self._call_plan = self._new_call_plan()
+                plan = self._new_call_plan()
+                if self._address:       # kept once its code is settled (entry_address)
+                    self._call_plan = plan
             results = native_call.call(plan, args) if plan else None   # plain arrays: all of it in C
             if type(results) is tuple:
                 return results[0] if len(results) == 1 else results
@@ -208,7 +210,8 @@ class Kernel:
         if not address:
             raise RuntimeError(f"{self.signature.name}: its library does not define {self.signature.symbol}")
         interrupts.attach(self._owner)      # once the library is loaded (a JIT module's: the runtime's)
-        self._address = address
+        if self._owner.settled(self.signature.symbol):      # first-tier code is asked for again
+            self._address = address
         return address
 
     def _new_plan(self) -> tuple:
@@ -218,9 +221,10 @@ class Kernel:
         sig = self.signature
         buffer = (ctypes.c_int64 * max(1, self._result_slot + len(sig.result_types)))()
         base = ctypes.addressof(buffer)
-        if self._cfunc is None:
-            self._cfunc = _KERNEL_CFUNC(self._address or self.entry_address())
-        call = functools.partial(self._cfunc, base, base + 8 * len(sig.dims), base + 8 * self._result_slot)
+        cfunc = self._cfunc or _KERNEL_CFUNC(self._address or self.entry_address())
+        if self._address:       # kept once its code is settled (entry_address)
+            self._cfunc = cfunc
+        call = functools.partial(cfunc, base, base + 8 * len(sig.dims), base + 8 * self._result_slot)
         return buffer, call
 
     def _bind(self, args: tuple, kwargs: dict) -> tuple:
@@ -451,7 +455,8 @@ class Kernel:
         buffer, call = plan
         buffer[:len(sizes) + len(addresses)] = sizes + addresses
         status = call()
-        plans["plan"] = plan
+        if call.func is self._cfunc:    # bound to settled code (entry_address)
+            plans["plan"] = plan
         if status != STATUS_OK:
             raise self._failure(status, sizes)
 

@@ -64,6 +64,10 @@ class NativeLibrary(Protocol):
     def address(self, symbol: str) -> int:
         """The address of an exported function, 0 when missing (a JIT module may compile it now)."""
 
+    def settled(self, symbol: str) -> bool:
+        """Whether `address(symbol)` stays what it is, so a caller may keep it (a JIT module's
+        first-tier code is replaced by its full code, which a later `address` gives)."""
+
 
 class SharedLibrary:
     """A shared object opened with the system's dynamic loader, once its seal and its target are
@@ -92,6 +96,9 @@ class SharedLibrary:
 
     def defines(self, symbol: str) -> bool:
         return bool(self.address(symbol))
+
+    def settled(self, symbol: str) -> bool:
+        return True
 
     def metadata(self) -> str:
         address = self.address(METADATA_SYMBOL)

@@ -63,6 +63,9 @@ class Target:
     # blocks of this order (0: the measured choice, lowering/rules/matrices.py's BLOCKED_ORDER and BLOCK),
     # so that small matrices exercise the recursion
     linalg_block: int = 0
+    # First-tier code (`first_tier`): the same optimized IR, its instructions selected by LLVM's
+    # fast path (code generation at level 0): 5-7 ms instead of 30-45 for a split VJP's half
+    quick: bool = False
 
     @staticmethod
     @functools.cache
@@ -102,13 +105,27 @@ class Target:
         reloc = "pic" if self.pic else "static"
         checks = f"|bounds{':' + self.misindex if self.misindex else ''}" if self.check_bounds else ""
         block = f"|block{self.linalg_block}" if self.linalg_block else ""
-        return f"{self.triple}|{self.cpu}|{self.features}|O{self.opt_level}|{reloc}{checks}{block}"
+        tier = "|quick" if self.quick else ""
+        return f"{self.triple}|{self.cpu}|{self.features}|O{self.opt_level}|{reloc}{checks}{block}{tier}"
 
     @property
     def unchecked(self) -> "Target":
         """This target without bounds checks and test hooks: what the runtime library, which holds no
         checks and takes its block sizes as arguments, is built for."""
-        return dataclasses.replace(self, check_bounds=False, misindex="", linalg_block=0)
+        return dataclasses.replace(self, check_bounds=False, misindex="", linalg_block=0, quick=False)
+
+    @property
+    def first_tier(self) -> "Target":
+        """Code that serves while this target's is compiled: the IR optimized alike, so it computes
+        the same bits (adc's only fast-math flag, reductions' `reassoc`, is the vectorizer's to use
+        before code generation, and adc fuses multiply-adds only as `llvm.fma`), but its
+        instructions selected and registers allocated by LLVM's fast path, slower to run."""
+        return dataclasses.replace(self, quick=True)
+
+    @property
+    def full_tier(self) -> "Target":
+        """This target's full code: what its IR is optimized for, first tier or not."""
+        return dataclasses.replace(self, quick=False)
 
     def target_machine(self) -> llvmlite.binding.TargetMachine:
         """The shared (cached) target machine; never hand it to an owner such as an execution engine."""
@@ -117,7 +134,7 @@ class Target:
     def new_target_machine(self) -> llvmlite.binding.TargetMachine:
         """A target machine of one's own: a JIT takes ownership of (and frees) its machine."""
         return _llvm().Target.from_triple(self.triple).create_target_machine(
-            cpu=self.cpu, features=self.features, opt=min(self.opt_level, 3),
+            cpu=self.cpu, features=self.features, opt=0 if self.quick else min(self.opt_level, 3),
             reloc="pic" if self.pic else "default", codemodel="default" if self.pic else "jitdefault",
             jit=not self.pic)
 
@@ -144,7 +161,7 @@ class Target:
         tuning.loop_vectorization = True
         tuning.slp_vectorization = True
         tuning.loop_unrolling = tuning.loop_interleaving = unroll
-        builder = llvm.create_pass_builder(self.target_machine(), tuning)
+        builder = llvm.create_pass_builder(self.full_tier.target_machine(), tuning)    # a first tier's IR is the same
         builder.getModulePassManager().run(module, builder)
         module.verify()
 
