@@ -159,8 +159,10 @@ def test_damaged_entries_are_rebuilt(cache_dir):
 
 
 def test_a_truncated_runtime_library_is_rebuilt(cache_dir):
-    found = entries(cache_dir, "runtime")   # the JIT's: its object code and the shared object linked from
-    assert len(found) >= 2                  # it (this session may have built the library for other targets)
+    # the JIT's object code and the shared object linked from it, as far as this session has made
+    # them (copied from the install's, a session may hold only one; it may hold other targets' too)
+    found = entries(cache_dir, "runtime")
+    assert found
     for entry in found:
         path = cache_dir / "runtime" / entry
         path.write_bytes(path.read_bytes()[:1000])
