@@ -345,7 +345,10 @@ eval_rules["cumprod"] = _scan_rule(np.cumprod, 1)
 
 
 def matmul_eval(args, attrs, ctx):
-    a, b = args
+    """NumPy's product of contiguous copies: np.matmul sums a broadcast or strided operand in its own
+    loop and a contiguous one in BLAS, in another order, so two programs differing only in how an
+    operand was laid out (a broadcast where the other has a reshape) would differ in the last bit."""
+    a, b = (np.ascontiguousarray(x) for x in args)
     return (np.matmul(a, b),)
 
 

@@ -152,3 +152,30 @@ def test_arguments_are_checked():
     with pytest.raises(ValueError, match="takes 2 arguments"):
         run(module, "f", f32(3))
     assert run(module, "f", [1.0, 2.0], f32(2))[0].dtype == np.float32
+
+
+LAYOUTS = """
+func @broadcast_operand(%a: f64[1,1,K], %column: f64[K]) -> f64[1,1,3] {
+  %0 = broadcast %column {dims = [1], shape = [1,K,3]} : f64[1,K,3]
+  %1 = matmul %a, %0 : f64[1,1,3]
+  return %1
+}
+
+func @dense_operand(%a: f64[1,1,K], %b: f64[1,K,3]) -> f64[1,1,3] {
+  %0 = matmul %a, %b : f64[1,1,3]
+  return %0
+}
+"""
+
+
+def test_a_products_bits_do_not_depend_on_how_its_operand_is_laid_out():
+    """A broadcast operand (a view with zero strides) and the same values in a dense array give the
+    same product to the last bit: the JVP of a program keeps its primal results bit for bit while
+    rewriting a broadcast as a reshape, and NumPy sums the two layouts in different orders."""
+    module, draws = parse_module(LAYOUTS), np.random.default_rng(11)
+    for depth in [2, 3, 4, 5, 7, 8] * 20:
+        a, column = draws.standard_normal((1, 1, depth)), draws.standard_normal(depth)
+        dense = np.ascontiguousarray(np.broadcast_to(column[None, :, None], (1, depth, 3)))
+        by_view, = run(module, "broadcast_operand", a, column)
+        by_dense, = run(module, "dense_operand", a, dense)
+        assert by_view.tobytes() == by_dense.tobytes(), depth
