@@ -8,7 +8,8 @@ import subprocess
 import sys
 
 from adc.codegen.toolchain.cache import Cache
-from adc.driver.host import cache_key, host_target
+from adc.driver.host import host_target
+from adc.driver.runtime_library import library_key
 from tests.support.repository import ROOT
 
 START = "from adc import build_ahead; print(build_ahead.start() is not None)"
@@ -27,11 +28,12 @@ def run(code: str, cache_dir, **env) -> subprocess.CompletedProcess:
                           check=True, timeout=300)
 
 
-def test_a_fresh_cache_gets_the_runtime_library_from_a_child_of_import(tmp_path):
+def test_a_fresh_cache_gets_the_runtime_library_from_a_child_of_import(tmp_path, monkeypatch):
     assert "runtime library: cache miss" in run("import adc", tmp_path, ADC_LOG="compile").stderr
     with Cache(tmp_path).lock("runtime"):       # free once the child is done
         # the shared object (compiled, or copied from the install's adc/prebuilt/), and the marker
-        assert Cache(tmp_path).locate("runtime", cache_key(host_target(), "runtime", "shared object"))
+        monkeypatch.setenv("ADC_CACHE_DIR", str(tmp_path))      # the gemm blocks the child found or measured
+        assert Cache(tmp_path).locate("runtime", library_key(host_target(), "shared object"))
         assert len(list((tmp_path / "ahead").iterdir())) == 1
     assert run(START, tmp_path).stdout == "False\n"                 # marked: no second child
     used = run(MATMUL, tmp_path, ADC_LOG="compile")

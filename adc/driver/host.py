@@ -108,6 +108,13 @@ def _target_for_cpu(cpu: str) -> Target:
         raise ValueError(f"ADC_CPU={cpu}: {error}") from None
 
 
+def is_this_machine(target: Target) -> bool:
+    """Whether `target` is this machine's own CPU (not one ADC_CPU or --cpu names): code built
+    for it may be timed here for choices that depend on the machine (gemm_tuning.py)."""
+    native = _host().target
+    return (target.triple, target.cpu, target.features) == (native.triple, native.cpu, native.features)
+
+
 def jit_target(check_bounds: bool = False) -> Target:
     """The JIT's target: the host's, bounds-checked when asked, or for every JIT compile of the
     process under ADC_CHECK_BOUNDS=1. Two test hooks: ADC_LINALG_BLOCK=n sends every matrix to the

@@ -16,6 +16,13 @@ key matches — same machine, same adc sources, same llvmlite — and compiles o
 (a wheel built elsewhere, no compiler at install).
 
     build_installed(Path("adc/prebuilt"))    # what setup.py's build step runs
+
+The gemm's packed blocks are measured the first time the library is built on a machine
+(gemm_tuning.py: ~2 s, at install for most users), kept as a record in the cache (and in
+adc/prebuilt/) and named in the library's key, so a library built with other blocks is never
+taken for it:
+
+    gemm_blocks(target)     # b'{"f32": [256, 512], "f64": [512, 256]}'; b"" (the table's) for another CPU
 """
 from __future__ import annotations
 
@@ -26,7 +33,7 @@ from typing import TYPE_CHECKING
 from adc import compile_log, locks
 from adc.abi import runtime_symbols
 from adc.driver.cache_keys import cached, open_cache
-from adc.driver.host import cache_key, host_target
+from adc.driver.host import cache_key, host_target, is_this_machine
 from adc.driver.linking import link
 
 if TYPE_CHECKING:       # imported where the library is made or loaded (see the package docstring)
@@ -35,6 +42,7 @@ if TYPE_CHECKING:       # imported where the library is made or loaded (see the 
     from adc.codegen.toolchain.target import Target
 
 NAMESPACE = "runtime"           # the library's folder in the cache, and the lock its builders share
+TUNING = "gemm-blocks"          # the cache's folder of the gemm's measured blocks, and the lock of who measures them
 INSTALLED = Path(__file__).resolve().parent.parent / "prebuilt"     # adc/prebuilt/, written at install
 _runtime = None                 # this process's runtime library, loaded once (see runtime_library)
 _runtime_lock = locks.lock()
@@ -56,7 +64,7 @@ def build_shared_runtime(locked: bool = False) -> Path | None:
     if cache is None:
         return None
     target = host_target()
-    key = cache_key(target, "runtime", "shared object")
+    key = library_key(target, "shared object")
     path = cache.locate(NAMESPACE, key)
     if path is not None:
         return path
@@ -73,11 +81,16 @@ def build_shared_runtime(locked: bool = False) -> Path | None:
 
 
 def build_installed(folder: Path) -> list[Path]:
-    """This machine's runtime library compiled into `folder` — its object code and, where a C
-    compiler links one, its shared object — each named by the key a cache miss looks for there."""
+    """This machine's runtime library compiled into `folder` — the gemm blocks measured for it, its
+    object code and, where a C compiler links one, its shared object — each named by the key a
+    cache miss looks for there."""
+    from adc.driver import gemm_tuning
+
     target = host_target()
-    code = _compiled(target)
-    entries = {cache_key(target, "runtime"): code, cache_key(target, "runtime", "shared object"): _linked(code)}
+    blocks = gemm_tuning.encode(gemm_tuning.measured(target))
+    code = _compiled(target, blocks)
+    entries = {blocks_key(target): blocks, _library_key(target, blocks): code,
+               _library_key(target, blocks, "shared object"): _linked(code)}
     folder.mkdir(parents=True, exist_ok=True)
     written = []
     for key, data in entries.items():
@@ -87,16 +100,68 @@ def build_installed(folder: Path) -> list[Path]:
     return written
 
 
+def library_key(target: Target, *kind: str) -> str:
+    """The cache key of the runtime library for `target` (`kind`: "shared object" for the linked
+    one): it names the gemm's packed blocks, measured for this machine (see gemm_blocks)."""
+    return _library_key(target, gemm_blocks(target), *kind)
+
+
+def gemm_blocks(target: Target) -> bytes:
+    """The gemm's packed blocks for `target`, as gemm_tuning.encode writes them: for this machine
+    the cache's record, else the install's, else measured now and kept (the measuring process
+    holding the cache's lock of TUNING, so others wait for its record rather than time the gemm
+    while it does); b"" — the table's blocks — for another CPU, or with the cache off and none
+    installed."""
+    if not is_this_machine(target):
+        return b""
+    cache, key = open_cache(), blocks_key(target)
+    if cache is None:
+        return _installed(key) or b""
+    blocks = cache.get(TUNING, key)
+    if blocks is not None:
+        return blocks
+    with cache.lock(TUNING):
+        blocks = cache.get(TUNING, key)      # measured meanwhile, by the process we waited for
+        if blocks is None:
+            blocks = _installed(key)
+            if blocks is None:
+                from adc.driver import gemm_tuning
+
+                compile_log.event("gemm blocks", f"cache miss {key[:12]}")
+                blocks = gemm_tuning.encode(gemm_tuning.measured(target))
+            cache.put(TUNING, key, blocks)
+    return blocks
+
+
+def blocks_key(target: Target) -> str:
+    """The cache key of the record of the gemm blocks measured for `target`."""
+    return cache_key(target, TUNING)
+
+
+def gemm_blockings(target: Target) -> dict:
+    """The gemm tiles (gemm.Blocking by dtype) the runtime library for `target` is built with."""
+    from adc.driver import gemm_tuning     # the code generator's gemm: where it is built or tested
+
+    return gemm_tuning.blockings(target, gemm_blocks(target))
+
+
+def _library_key(target: Target, blocks: bytes, *kind: str) -> str:
+    return cache_key(target, "runtime", blocks.decode(), *kind)
+
+
 def _runtime_object(target: Target) -> bytes:
-    key = cache_key(target, "runtime")
-    return cached(key, "runtime library", lambda: _installed(key) or _compiled(target), namespace=NAMESPACE)
+    blocks = gemm_blocks(target)
+    key = _library_key(target, blocks)
+    return cached(key, "runtime library", lambda: _installed(key) or _compiled(target, blocks), namespace=NAMESPACE)
 
 
-def _compiled(target: Target) -> bytes:
+def _compiled(target: Target, blocks: bytes) -> bytes:
     from adc.codegen import emit    # llvmlite.ir and the code generator: on a miss only
     from adc.codegen.native import runtime_library
+    from adc.driver import gemm_tuning
 
-    return emit.emit_object(runtime_library.runtime_module(target), target, "runtime library", unroll=True)
+    module = runtime_library.runtime_module(target, gemm_tuning.blockings(target, blocks))
+    return emit.emit_object(module, target, "runtime library", unroll=True)
 
 
 def _linked(object_code: bytes) -> bytes | None:

@@ -1,6 +1,6 @@
 """Every tile shape and remainder the gemm's blocking makes, through compiled kernels: sizes 1, just
 under, at and just over each block of this host's blocking (the register tile's MR rows, the vector
-width and NR columns, the packed block's NC columns and KC depth), K = 0, 1xN and Mx1, a transposed
+width and NR columns, the packed block's NC columns and KC depth, as measured for this machine), K = 0, 1xN and Mx1, a transposed
 operand read in place and a batched product; large products split across 1 to 8 threads
 (adc.set_num_threads). Each against NumPy in float64, in the default and the bounds-checked build."""
 from __future__ import annotations
@@ -13,7 +13,9 @@ import pytest
 import adc
 from adc.codegen.native import gemm
 from adc.driver import host_target
+from adc.driver.runtime_library import gemm_blockings
 from adc.ir.types import DType
+from tests.support.products import around, assert_product
 
 SOURCE = """
 def product(a: {t}[M, K], b: {t}[K, N]) -> {t}[M, N]:
@@ -31,14 +33,9 @@ def product_with_transpose(a: {t}[M, K], bt: {t}[N, K]) -> {t}[M, N]:
 DTYPES = (DType.f32, DType.f64)
 
 
-def around(*sizes: int) -> list[int]:
-    """Each size, one less and one more (at least 1), in order."""
-    return sorted({s + d for s in sizes for d in (-1, 0, 1) if s + d >= 1})
-
-
 def edges(dtype: DType) -> tuple[list[int], list[int], list[int]]:
     """Rows, columns and depths at this host's block boundaries."""
-    blk = gemm.blocking(dtype, host_target().vector_bits)
+    blk = gemm_blockings(host_target())[dtype]
     rows = around(1, blk.mr) + [2 * blk.mr + 3]
     columns = around(1, blk.vl, blk.nr, blk.nc) + [2 * blk.nc + blk.nr + 3]
     depths = [0] + around(1, blk.kc) + [2 * blk.kc + 3]
@@ -55,14 +52,6 @@ def modules(request):
 def threads():
     yield adc.set_num_threads
     adc.set_num_threads(0)
-
-
-def assert_product(got, a, b) -> None:
-    """Within a dot product's rounding bound (sqrt(K) growth) of the float64 product."""
-    a64, b64 = a.astype(np.float64), b.astype(np.float64)
-    eps = np.finfo(a.dtype).eps
-    bound = 4 * eps * np.sqrt(max(a.shape[-1], 1)) * (np.abs(a64) @ np.abs(b64)) + 1e-300
-    assert got.shape == (a64 @ b64).shape and np.all(np.abs(np.asarray(got) - a64 @ b64) <= bound)
 
 
 def operands(rng, dtype: DType, *shapes):
@@ -89,7 +78,7 @@ def test_b_read_in_place_up_to_its_limit_and_packed_past_it(modules, dtype):
     width, depths around KC, so both routes meet every remainder."""
     m = modules[dtype]
     rng = np.random.default_rng(1)
-    blk = gemm.blocking(dtype, host_target().vector_bits)
+    blk = gemm_blockings(host_target())[dtype]
     limit = gemm.DIRECT_BYTES // dtype.numpy.itemsize
     for columns in around(blk.vl, blk.nr, 3 * blk.nr):
         for depth in (limit // columns, limit // columns + 1, 1, blk.kc + 1):
@@ -107,7 +96,7 @@ def test_products_split_across_threads(modules, threads, dtype, count):
     fewer rows than threads' shares (fewer than MR: one chunk)."""
     m = modules[dtype]
     threads(count)
-    blk = gemm.blocking(dtype, host_target().vector_bits)
+    blk = gemm_blockings(host_target())[dtype]
     rng = np.random.default_rng(count)
     for rows, depth, columns in ((9 * blk.mr + 5, 2 * blk.kc + 3, blk.nc * 2 + blk.nr + 1), (301, 129, 131),
                                  (2 * blk.mr + 1, 128, 257), (blk.mr - 3, 1024, 131)):

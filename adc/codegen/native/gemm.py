@@ -54,6 +54,9 @@ PACK_ALIGN = 64  # one cache line, the widest vector the target may use
 # its layout, and packing cost a 32 x 128 @ 128 x 128 product an eighth of its time (Zen 4)
 DIRECT_BYTES = 256 << 10
 ELEMENT_TYPES = {DType.f32: ir.FloatType(), DType.f64: ir.DoubleType()}
+# The packed block's stack space at most: an eighth of a thread's default 8 MiB stack, and the L2
+# cache of every AVX-512 CPU (gemm_tuning.py measures blocks up to this size)
+MAX_PACKED_BYTES = 1 << 20
 
 
 @dataclass(frozen=True)
@@ -71,6 +74,8 @@ class Blocking:
     With 512-bit vectors the block is 512 KiB, half the L2 of every AVX-512 CPU (1 MiB and more):
     on Zen 4, one thread, 2048 x 2048 x 2048 went from 95 to 107 GFLOP/s f32 (nc 64 -> 512) and
     from 51 to 53 f64 (nc 128 -> 256), level with OpenBLAS; AVX2 CPUs have 256-512 KiB of L2.
+    The table's `kc` and `nc` are where the search starts: the runtime library's first build on
+    a machine times blocks around them and keeps the fastest (driver/gemm_tuning.py).
     """
 
     dtype: DType
@@ -146,7 +151,20 @@ def define_gemm(module: ir.Module, blk: Blocking) -> ir.Function:
     with builder.if_then(_is_zero(builder, k)):
         _fill_zero(builder, blk, c, builder.mul(m, n))
         builder.ret_void()
-    builder.call(_kernel_function(module, blk), [*func.args, n, ir.Constant(I1, 0)])
+    builder.call(_kernel_function(module, blk), [*func.args, n, ir.Constant(I1, 0), *_block_sizes(blk)])
+    builder.ret_void()
+    return func
+
+
+def define_tunable_gemm(module: ir.Module, blk: Blocking, name: str) -> ir.Function:
+    """Define `void <name>(<adc_rt_gemm_<dtype>'s arguments>, i64 KC, i64 NC)`: C = A @ B with `blk`'s
+    register tile and a packed block of KC x NC elements (NC a multiple of NR, KC * NC at most
+    MAX_PACKED_BYTES), both given at run time, for gemm_tuning.py to time candidate blocks with one
+    compile. M, N, K > 0."""
+    func = ir.Function(module, ir.FunctionType(ir.VoidType(), [*_gemm_type(blk.dtype).args, I64, I64]), name)
+    builder = ir.IRBuilder(func.append_basic_block("entry"))
+    *gemm_args, block_depth, block_width = func.args
+    builder.call(_kernel_function(module, blk), [*gemm_args, gemm_args[1], ir.Constant(I1, 0), block_depth, block_width])
     builder.ret_void()
     return func
 
@@ -164,31 +182,32 @@ def define_subtract(module: ir.Module, blk: Blocking) -> ir.Function:
     m, n, k = func.args[:3]
     builder = ir.IRBuilder(func.append_basic_block("entry"))
     _return_if(builder, builder.or_(builder.or_(_is_zero(builder, m), _is_zero(builder, n)), _is_zero(builder, k)))
-    builder.call(_kernel_function(module, blk), [*func.args, ir.Constant(I1, 1)])
+    builder.call(_kernel_function(module, blk), [*func.args, ir.Constant(I1, 1), *_block_sizes(blk)])
     builder.ret_void()
     return func
 
 
 def _kernel_function(module: ir.Module, blk: Blocking) -> ir.Function:
-    """The blocked loop nest for M, N, K > 0 (adc_rt_gemm_<dtype>'s arguments, then C's row stride
-    and `subtract`: C -= A @ B instead of C = A @ B)."""
+    """The blocked loop nest for M, N, K > 0 (adc_rt_gemm_<dtype>'s arguments, then C's row stride,
+    `subtract`: C -= A @ B instead of C = A @ B, and the packed block's depth KC and width NC, which
+    its callers in the library pass as constants and the optimizer propagates)."""
     name = f"adc_gemm_{blk.dtype}_kernel"
     if name in module.globals:
         return module.globals[name]
-    func = _internal_function(module, name, [*_gemm_type(blk.dtype).args, I64, I1])
-    m, n, k, a, rsa, csa, b, rsb, csb, c, ldc, subtract = func.args
+    func = _internal_function(module, name, [*_gemm_type(blk.dtype).args, I64, I1, I64, I64])
+    m, n, k, a, rsa, csa, b, rsb, csb, c, ldc, subtract, block_depth, block_width = func.args
     builder = ir.IRBuilder(func.append_basic_block("entry"))
-    packed = builder.alloca(blk.elem, size=blk.kc * blk.nc)
+    packed = builder.alloca(blk.elem, size=builder.mul(block_depth, block_width))
     packed.align = PACK_ALIGN
     small = builder.icmp_signed("<=", builder.mul(k, n), _const(DIRECT_BYTES // blk.elem_align))
     direct = builder.and_(builder.and_(small, builder.icmp_signed("==", csb, _const(1))), builder.not_(subtract))
     nr = _const(blk.nr)
-    with for_range(builder, _const(0), n, _const(blk.nc)) as jc:
-        nc = _min(builder, _const(blk.nc), builder.sub(n, jc))
+    with for_range(builder, _const(0), n, block_width) as jc:
+        nc = _min(builder, block_width, builder.sub(n, jc))
         # direct: only the last panel, if narrower than NR, is packed (zero padded)
         packed_from = builder.select(direct, builder.mul(builder.sdiv(nc, nr), nr), _const(0))
-        with for_range(builder, _const(0), k, _const(blk.kc)) as pc:
-            kc = _min(builder, _const(blk.kc), builder.sub(k, pc))
+        with for_range(builder, _const(0), k, block_depth) as pc:
+            kc = _min(builder, block_depth, builder.sub(k, pc))
             b_block = builder.gep(b, [builder.add(builder.mul(pc, rsb), builder.mul(jc, csb))])
             builder.call(_pack_function(module, blk),
                          [builder.gep(b_block, [builder.mul(packed_from, csb)]), rsb, csb, kc,
@@ -200,6 +219,10 @@ def _kernel_function(module: ir.Module, blk: Blocking) -> ir.Function:
                          [m, rsa, csa, ldc, kc, nc, a_block, packed, c_block, first, b_block, rsb, direct])
     builder.ret_void()
     return func
+
+
+def _block_sizes(blk: Blocking) -> tuple[ir.Constant, ir.Constant]:
+    return _const(blk.kc), _const(blk.nc)
 
 
 def _pack_function(module: ir.Module, blk: Blocking) -> ir.Function:

@@ -24,17 +24,21 @@ from adc.abi import RUNTIME_GEMM_DTYPES
 from adc.codegen.native import cholesky, gemm, householder, lu, parallel, singular, symmetric, triangular
 from adc.codegen.lowering import interrupts
 from adc.codegen.toolchain.target import Target
+from adc.ir.types import DType
 
 
-def runtime_module(target: Target) -> ir.Module:
-    """The LLVM module of the runtime library for `target` (its vector width shapes the gemm tiles),
-    defining `abi.runtime_symbols()`."""
+def runtime_module(target: Target, blockings: dict[DType, gemm.Blocking] | None = None) -> ir.Module:
+    """The LLVM module of the runtime library for `target`, defining `abi.runtime_symbols()`; its
+    gemm tiles are `blockings` (driver/gemm_tuning.py), by default the table's for the target's
+    vector width."""
+    if blockings is None:
+        blockings = {dtype: gemm.blocking(dtype, target.vector_bits) for dtype in RUNTIME_GEMM_DTYPES}
     module = ir.Module(name="adc_runtime")
     for dtype in RUNTIME_GEMM_DTYPES:
-        gemm.define_gemm(module, gemm.blocking(dtype, target.vector_bits))
+        gemm.define_gemm(module, blockings[dtype])
     parallel.define_runtime(module)
     for dtype in RUNTIME_GEMM_DTYPES:
-        blk = gemm.blocking(dtype, target.vector_bits)
+        blk = blockings[dtype]
         triangular.define_trsm(module, blk)
         cholesky.define_potrf(module, blk)
         lu.define_getrf(module, blk)
