@@ -228,15 +228,17 @@ class _Plan:
         """`function(*leading, *block arguments)` per block, as one blockwise layer: a Dask array of
         object dtype, chunked like the batch axis, whose blocks are the calls' results."""
         _, da = _dask()
-        indexed = [(sent_once(value), None) for value in leading]
+        indexed = [(function, None), (tuple(len(leading) + i for i in self.dask_positions), None)]
+        indexed += [(sent_once(value), None) for value in leading]
         for i, arg in enumerate(self.args):
             if i in self.dask_positions:    # the batch axis is index "b", every other axis one chunk of its own
                 axis = self._axis(i)
                 indexed.append((arg, tuple("b" if a == axis else f"{i}.{a}" for a in range(arg.ndim))))
             else:
                 indexed.append((self.params[i], None))
-        return da.blockwise(function, ("b",), *(x for pair in indexed for x in pair), align_arrays=False,
-                            concatenate=True, dtype=object, meta=np.empty((0,), dtype=object))
+        # concatenate=False: a block arrives as a list per other axis, not copied by a concatenation
+        return da.blockwise(_on_blocks, ("b",), *(x for pair in indexed for x in pair), align_arrays=False,
+                            concatenate=False, dtype=object, meta=np.empty((0,), dtype=object))
 
     def arrays(self, function, leading: tuple, specs: list, dtypes: list):
         """`function(*leading, *block arguments)` per block, a tuple with one array per spec, as
@@ -267,6 +269,16 @@ def sent_once(value):
 def _as_array(value):
     """A parameter as NumPy sends it (a Tensor's array; scalars and arrays as they are)."""
     return value.numpy() if isinstance(value, Tensor) else value
+
+
+def _on_blocks(function, listed: tuple[int, ...], *args):
+    """`function(*args)`, the arguments at `listed` (Dask arguments) taken out of the lists
+    blockwise wraps them in, one level per axis other than the batch axis (each one chunk)."""
+    args = list(args)
+    for i in listed:
+        while isinstance(args[i], list):
+            args[i], = args[i]
+    return function(*args)
 
 
 def _call(kernel: Kernel, *args) -> tuple[np.ndarray, ...]:
