@@ -66,7 +66,7 @@ def test_candidates_are_whole_panels_within_the_stack_budget_and_the_l2_cache():
 
 
 class FakeClock:
-    """time.perf_counter for the search: each product advances it by its block's cost."""
+    """The search's clock and products at once: each product advances the clock by its block's cost."""
 
     def __init__(self, cost):
         self.now, self.cost = 0.0, cost
@@ -92,9 +92,8 @@ def test_the_search_moves_only_to_a_block_faster_by_the_margin(monkeypatch, widt
         return 1.0 * (width_gain if b.nc == narrower else 1.0) * (depth_gain if b.kc == blk.kc * 2 else 1.0)
 
     clock = FakeClock(cost)
-    monkeypatch.setattr(gemm_tuning.time, "perf_counter", clock.perf_counter)
     monkeypatch.setattr(gemm_tuning, "SIZE", 8)
-    best = gemm_tuning.search(clock, blk, l2_bytes=None)
+    best = gemm_tuning.search(clock, blk, l2_bytes=None, clock=clock.perf_counter)
     wanted = {"table": blk, "width": dataclasses.replace(blk, nc=narrower), "depth": dataclasses.replace(blk, kc=blk.kc * 2),
               "both": dataclasses.replace(blk, kc=blk.kc * 2, nc=narrower)}[expected]
     assert (best.kc, best.nc) == (wanted.kc, wanted.nc)

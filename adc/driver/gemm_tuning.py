@@ -117,30 +117,32 @@ def encode(blocks: dict[str, list[int]]) -> bytes:
     return json.dumps(blocks, sort_keys=True).encode()
 
 
-def search(products: TunableProducts, blk: gemm.Blocking, l2_bytes: int | None) -> gemm.Blocking:
-    """The width, then the depth: each move kept only when it is MARGIN faster than the best so far."""
+def search(products: TunableProducts, blk: gemm.Blocking, l2_bytes: int | None,
+           clock=time.perf_counter) -> gemm.Blocking:
+    """The width, then the depth: each move kept only when it is MARGIN faster than the best so far
+    (`clock`: seconds, as time.perf_counter gives them)."""
     rng = np.random.default_rng(0)
     a, b = (rng.standard_normal((SIZE, SIZE)).astype(blk.dtype.numpy) for _ in range(2))
     c = np.empty((SIZE, SIZE), blk.dtype.numpy)
     best = blk
     for axis in ("nc", "kc"):
         contenders = [best] + [cand for cand in candidates(best, l2_bytes) if getattr(cand, axis) != getattr(best, axis)]
-        times = _best_times(lambda contender: products.multiply(contender, a, b, c), contenders)
+        times = _best_times(lambda contender: products.multiply(contender, a, b, c), contenders, clock)
         fastest = min(range(len(contenders)), key=times.__getitem__)
         if times[fastest] < times[0] * (1 - MARGIN):
             best = contenders[fastest]
     return best
 
 
-def _best_times(multiply, contenders: list[gemm.Blocking]) -> list[float]:
+def _best_times(multiply, contenders: list[gemm.Blocking], clock) -> list[float]:
     """Each contender's best time over ROUNDS, the rounds interleaved so drift affects all alike."""
     multiply(contenders[0])       # a first call: pages and caches warm
     times = [float("inf")] * len(contenders)
     for _ in range(ROUNDS):
         for k, contender in enumerate(contenders):
-            start = time.perf_counter()
+            start = clock()
             multiply(contender)
-            times[k] = min(times[k], time.perf_counter() - start)
+            times[k] = min(times[k], clock() - start)
     return times
 
 
