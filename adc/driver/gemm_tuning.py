@@ -29,7 +29,6 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from adc.abi import RUNTIME_GEMM_DTYPES
 from adc.codegen.native import gemm
 from adc.ir.types import DType
 
@@ -47,7 +46,7 @@ _SIGNATURE = ctypes.CFUNCTYPE(None, *[ctypes.c_int64] * 3, ctypes.c_void_p, ctyp
 
 def table(target: Target) -> dict[DType, gemm.Blocking]:
     """gemm.BLOCKINGS' tiles for `target`: what a target other than this machine is built with."""
-    return {dtype: gemm.blocking(dtype, target.vector_bits) for dtype in RUNTIME_GEMM_DTYPES}
+    return gemm.table(target.vector_bits)
 
 
 def measured(target: Target) -> dict[str, list[int]]:

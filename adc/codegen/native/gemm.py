@@ -45,7 +45,7 @@ from dataclasses import dataclass
 
 import llvmlite.ir as ir
 
-from adc.abi import runtime_gemm_symbol
+from adc.abi import RUNTIME_GEMM_DTYPES, runtime_gemm_symbol
 from adc.codegen.lowering.loops import I1, I32, I64, for_range
 from adc.ir.types import DType
 
@@ -116,6 +116,11 @@ def blocking(dtype: DType, vector_bits: int) -> Blocking:
         raise ValueError(f"matmul is defined for f32 and f64 with 128-, 256- or 512-bit vectors, "
                          f"not {dtype} with {vector_bits}")
     return BLOCKINGS[dtype, vector_bits]
+
+
+def table(vector_bits: int) -> dict[DType, Blocking]:
+    """The tiles of every dtype the runtime library's gemm serves, for `vector_bits` (BLOCKINGS)."""
+    return {dtype: blocking(dtype, vector_bits) for dtype in RUNTIME_GEMM_DTYPES}
 
 
 def _gemm_type(dtype: DType) -> ir.FunctionType:

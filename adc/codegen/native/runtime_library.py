@@ -32,7 +32,7 @@ def runtime_module(target: Target, blockings: dict[DType, gemm.Blocking] | None 
     gemm tiles are `blockings` (driver/gemm_tuning.py), by default the table's for the target's
     vector width."""
     if blockings is None:
-        blockings = {dtype: gemm.blocking(dtype, target.vector_bits) for dtype in RUNTIME_GEMM_DTYPES}
+        blockings = gemm.table(target.vector_bits)
     module = ir.Module(name="adc_runtime")
     for dtype in RUNTIME_GEMM_DTYPES:
         gemm.define_gemm(module, blockings[dtype])
