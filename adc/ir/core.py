@@ -220,7 +220,17 @@ class Module:
     def regions(self) -> set[str]:
         """The region functions of its control-flow ops and the functions they call, transitively:
         run by their parent (sharing its symbols), never called alone."""
-        found, stack = set(), [name for func in self for name in func.regions()]
+        return self._reached(name for func in self for name in func.regions())
+
+    def looped_regions(self) -> set[str]:
+        """The region functions run once per iteration of a loop: the bodies (and a while's
+        condition) of its loops, and what those run or call, transitively."""
+        return self._reached(str(op.attrs[key]) for func in self for op in func.ops
+                             if OPS[op.name].body_leads is not None for key in OPS[op.name].regions)
+
+    def _reached(self, roots: Iterable[str]) -> set[str]:
+        """`roots` and the functions they run (regions) or call, transitively."""
+        found, stack = set(), list(roots)
         while stack:
             name = stack.pop()
             if name not in found:

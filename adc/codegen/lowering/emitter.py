@@ -70,6 +70,9 @@ class Emitter:
         self.watch: interrupts.Watch | None = None  # what its loops poll (a kernel's or region's, not a nest's)
         # A kernel's or region's: lowers region function `name` into llmod (lower.py), for `region`
         self.lower_region: Callable[[str], ir.Function] | None = None
+        # A loop's body, or a region one runs: the values its products read were mostly written on this
+        # thread, by the iteration's nests, so splitting them hands them to another core each iteration
+        self.per_iteration = False
         # In an outlined nest of the default build, whose operands are all computed before it is
         # called: each scalar operand, read once in the entry (None: a function whose scalars may
         # be computed later, or a checked build, whose every load is checked where it is made)

@@ -124,6 +124,7 @@ def _lower_kernel(llmod: ir.Module, module: Module, func: Func, vector_bits: int
     em.bounds = bounds.function_frame(em, checks)
     em.watch = interrupts.Watch(em.head, dims, len(symbols) if region else None)
     em.lower_region = lower_region
+    em.per_iteration = region and func.name in module.looped_regions()
     em.pass_bound_symbols(func.bound_symbols)
     # A loop body's nests run once per iteration, over a loop's state, mostly small: the bookkeeping
     # of strips there cost the RK4 gradient (a state of one) 10-30% (paired runs).

@@ -33,6 +33,13 @@ if TYPE_CHECKING:
 # parallel.THRESHOLD elements: products of 2^19 multiply-adds or more split their rows across
 # threads (an RNN step's 32x128x128, Zen 5, two threads: 7.0 -> ~5 us, as OpenBLAS's two).
 GEMM_WORK_SHIFT = 2
+# In a loop's body (Emitter.per_iteration) a product's operands were written on this thread by the
+# iteration before, so a split hands their rows to the other core, and its result back, every
+# iteration. Two vCPUs on another die (a cache line's round trip 350 ns, not 60) made an RNN's
+# gradient slower on two threads than on one up to 32x512x512 (1.05x; 32x128x128: 1.8x) and faster
+# from 32x1024x1024 and 128x512x512 (0.76-0.80x; on a shared L3 every size: 0.6-0.9x). So there
+# products of 2^24 multiply-adds or more split.
+LOOP_GEMM_WORK_SHIFT = 7
 TRIANGLE_ROWS = 256     # rows of C per gemm of a triangular product (2048, one thread: 102 ms; 113 with 128, 106 with 512)
 
 lower_rules: dict[str, LowerRule] = {}      # this family's rows of table.lower_rules
@@ -51,7 +58,8 @@ def matmul_lower(kernel: Emitter, op: Op, dest: ir.Value) -> None:
     blk = gemm.blocking(dtype, kernel.vector_bits)
     transposed = kernel.plan.transposed
     batches = num_elements(shape[:-2])
-    work = kernel.b.lshr(kernel.dim(batches * m * k * n), i64(GEMM_WORK_SHIFT))
+    shift = LOOP_GEMM_WORK_SHIFT if kernel.per_iteration else GEMM_WORK_SHIFT
+    work = kernel.b.lshr(kernel.dim(batches * m * k * n), i64(shift))
     operands = [kernel.buffers[transposed.get(v, v)] for v in (a, b_)]
     triangle = triangle_of(kernel, a)
     if triangle is not None and batches == 1:
