@@ -308,18 +308,22 @@ def _record(em: Emitter, site: int, buffer: ir.Value, index: ir.Value, extent: i
             b.store(value, b.gep(record, [i64(0), ir.Constant(I32, k)]))
 
 
-def status(em: Emitter) -> ir.Value:
-    """What a kernel or region returns once it released its blocks: 0, or STATUS_BOUNDS when a nest
-    it called, or a redzone it verified, failed; and its way out from a failed check of its own."""
-    if em.bounds is None:
-        return ir.Constant(I32, 0)
-    failed = em.b.icmp_unsigned("!=", em.b.load(em.bounds.failed, typ=I8), ir.Constant(I8, 0))
-    status = em.b.select(failed, ir.Constant(I32, STATUS_BOUNDS), ir.Constant(I32, 0))
-    if em.bounds.exit is not None:
+def leave_from_exit(em: Emitter) -> None:
+    """A kernel's or region's way out from a failed check of its own: it leaves with STATUS_BOUNDS."""
+    if em.bounds is not None and em.bounds.exit is not None:
         with em.b.goto_block(em.bounds.exit):
-            em.release()
-            em.b.ret(ir.Constant(I32, STATUS_BOUNDS))
-    return status
+            em.leave(ir.Constant(I32, STATUS_BOUNDS))
+
+
+def status(em: Emitter, leaving: ir.Value) -> ir.Value:
+    """What a kernel or region returns once it released its blocks: the status it left with, or
+    STATUS_BOUNDS when that is 0 but a nest it called, or a redzone it verified (as late as when
+    the blocks were given back), failed."""
+    if em.bounds is None:
+        return leaving
+    failed = em.b.icmp_unsigned("!=", em.b.load(em.bounds.failed, typ=I8), ir.Constant(I8, 0))
+    ok = em.b.icmp_unsigned("==", leaving, ir.Constant(I32, 0))
+    return em.b.select(em.b.and_(failed, ok), ir.Constant(I32, STATUS_BOUNDS), leaving)
 
 
 # ---------------------------------------------------------------- nests and regions

@@ -175,8 +175,8 @@ def _lower_kernel(llmod: ir.Module, module: Module, func: Func, vector_bits: int
     if region:
         fn.linkage = "internal"
         inlining.settle_region(fn)
-    em.release()
-    em.b.ret(bounds.status(em))
+    em.leave(ir.Constant(I32, 0))
+    em.close()
     return fn
 
 

@@ -79,6 +79,7 @@ def place_temporaries(em: Emitter, given: ir.Value | None) -> None:
     block = given if given is not None else owned
     if owned is not None:
         slot = em.head.alloca(PTR)
+        em.head.store(ir.Constant(PTR, None), slot)     # null until allocated: what leave frees
         em.b.store(owned, slot)
         em.owned.append(slot)
         em.kept[slot] = em.func.name
