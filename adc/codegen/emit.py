@@ -30,7 +30,7 @@ def optimized(llvm_ir: llvmlite.ir.Module | str, target: Target, subject: str = 
     context that ends with the `with` block."""
     context = llvm.create_context()
     with compile_log.stage(subject, "llvm-parse"):
-        module = llvm.parse_assembly(_unnamed_internals(str(llvm_ir)), context=context)
+        module = llvm.parse_assembly(unnamed_internals(str(llvm_ir)), context=context)
     try:
         with compile_log.stage(subject, "llvm-optimize"):
             target.optimize(module, unroll)
@@ -45,7 +45,7 @@ def optimized(llvm_ir: llvmlite.ir.Module | str, target: Target, subject: str = 
 _INTERNAL_DEFINITION = re.compile(r'^(define internal [^\n(]*\([^)\n]*\))(?! unnamed_addr)', re.M)
 
 
-def _unnamed_internals(text: str) -> str:
+def unnamed_internals(text: str) -> str:
     """The module's text with its internal functions `unnamed_addr`: adc never compares their
     addresses, and llvmlite's builder cannot say so. Then LLVM's MergeFunctions (Target.optimize)
     folds identical loop nests' tasks, whose addresses go to the thread pool, into one, not a

@@ -1,0 +1,54 @@
+"""Identical outlined functions are compiled once (Target.optimize runs LLVM's MergeFunctions
+first; emit marks internal functions unnamed_addr, so even the thread tasks whose addresses go to
+the pool fold into one), and every caller still gets its own result."""
+import re
+
+import numpy as np
+
+import adc
+from adc import compiler
+from adc.codegen import emit
+from adc.codegen.toolchain.target import Target
+
+TWO_PRODUCTS = """
+def two(a: f32[M, K], b: f32[M, K], w: f32[K, K]) -> (f32[M, K], f32[M, K]):
+    return tanh(a @ w), tanh(b @ w) * 2.0
+"""
+
+
+def _defined(text: str, pattern: str) -> list[str]:
+    return [name for name in re.findall(r'^define [^@\n]*@"?([\w.]+)', text, re.M) if re.fullmatch(pattern, name)]
+
+
+def test_two_identical_products_leave_one_task():
+    module = compiler.elaborate(TWO_PRODUCTS, "two.adc")
+    llmod = compiler.lower_kernel(compiler.kernel_sources(module).ir, "two.adc", "two", Target.host())
+    assert len(_defined(str(llmod), r"adc\.matmul_rows\.\d+\.task")) == 2
+    optimized = emit.emit_llvm(llmod, Target.host())
+    assert len(_defined(optimized, r"adc\.matmul_rows\.\d+\.task")) == 1
+    assert ' unnamed_addr' in optimized
+
+
+def test_the_merged_products_compute_each_callers_own_result():
+    m = adc.compile(TWO_PRODUCTS, "two.adc")
+    rng = np.random.default_rng(5)
+    a, b = (rng.standard_normal((300, 64)).astype(np.float32) for _ in range(2))
+    w = (rng.standard_normal((64, 64)) / 8).astype(np.float32)
+    for threads in (1, 2):
+        adc.set_num_threads(threads)
+        try:
+            u, v = m.two(a, b, w)
+        finally:
+            adc.set_num_threads(0)
+        np.testing.assert_allclose(u, np.tanh(a.astype(np.float64) @ w), rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(v, np.tanh(b.astype(np.float64) @ w) * 2, rtol=1e-5, atol=1e-6)
+
+
+def test_unnamed_addr_is_added_once_to_internal_definitions_only():
+    text = ('define internal void @"adc.add.3"(i64 %".1", ptr noalias %".2") noinline nounwind\n{\n}\n'
+            'define i32 @"adc_kernel_k"(ptr %".1") noinline\n{\n}\n'
+            'declare void @"free"(ptr %".1")\n')
+    once = emit.unnamed_internals(text)
+    assert once.splitlines()[0] == 'define internal void @"adc.add.3"(i64 %".1", ptr noalias %".2") unnamed_addr ' \
+                                   'noinline nounwind'
+    assert once.count("unnamed_addr") == 1 and emit.unnamed_internals(once) == once
