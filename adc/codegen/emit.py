@@ -49,7 +49,7 @@ def unnamed_internals(text: str) -> str:
     """The module's text with its internal functions `unnamed_addr`: adc never compares their
     addresses, and llvmlite's builder cannot say so. Then LLVM's MergeFunctions (Target.optimize)
     folds identical loop nests' tasks, whose addresses go to the thread pool, into one, not a
-    thunk each: the second-order gradient through a loop (855 functions) kept 275, not 560."""
+    thunk each."""
     return _INTERNAL_DEFINITION.sub(r"\1 unnamed_addr", text)
 
 

@@ -1,6 +1,6 @@
-"""Identical outlined functions are compiled once (Target.optimize runs LLVM's MergeFunctions
-first; emit marks internal functions unnamed_addr, so even the thread tasks whose addresses go to
-the pool fold into one), and every caller still gets its own result."""
+"""Outlined functions that optimize to the same code are generated once (Target.optimize ends
+with LLVM's MergeFunctions; emit marks internal functions unnamed_addr, so even the thread tasks
+whose addresses go to the pool fold into one), and every caller still gets its own result."""
 import re
 
 import numpy as np
