@@ -80,13 +80,14 @@ def lower_kernel(module: Module, name: str, vector_bits: int, check_bounds: bool
 
 
 def _lower_checked(llmod: ir.Module, module: Module, func: Func, vector_bits: int,
-                   checks: bounds.ModuleChecks | None, linalg_block: int, region: bool = False) -> ir.Function:
+                   checks: bounds.ModuleChecks | None, linalg_block: int, region: bool = False,
+                   looped_regions: frozenset[str] = frozenset()) -> ir.Function:
     """The kernel `adc_kernel_<name>`, or the internal function of a region (`Emitter.region`)."""
     for op in func.ops:
         if op.name not in lower_rules:
             raise CompileError(f"codegen has no lowering for op '{op.name}' in @{func.name}"
                                + (" (run the inliner first)" if op.name == "call" else ""), op.loc)
-    return _lower_kernel(llmod, module, func, vector_bits, checks, linalg_block, region)
+    return _lower_kernel(llmod, module, func, vector_bits, checks, linalg_block, region, looped_regions)
 
 
 def _define_metadata(llmod: ir.Module, metadata: str) -> None:
@@ -99,14 +100,19 @@ def _define_metadata(llmod: ir.Module, metadata: str) -> None:
 
 
 def _lower_kernel(llmod: ir.Module, module: Module, func: Func, vector_bits: int,
-                  checks: bounds.ModuleChecks | None, linalg_block: int, region: bool) -> ir.Function:
+                  checks: bounds.ModuleChecks | None, linalg_block: int, region: bool,
+                  looped_regions: frozenset[str]) -> ir.Function:
     """A kernel, or a region function: internal, its dims Module.region_symbols, and its block of
-    temporaries passed by its parent after its outputs (a loop allocates nothing per iteration)."""
+    temporaries passed by its parent after its outputs (a loop allocates nothing per iteration).
+    `looped_regions` (Module.looped_regions) is found once, by the kernel, for all it runs."""
     symbol, symbols = ((REGION_PREFIX + func.name, module.region_symbols(func.name)) if region
                        else (f"adc_kernel_{func.name}", func.dim_symbols))
+    if not region:
+        looped_regions = frozenset(module.looped_regions())
+
     def lower_region(name: str) -> ir.Function:
-        return llmod.globals.get(REGION_PREFIX + name) or _lower_checked(llmod, module, module[name], vector_bits,
-                                                                          checks, linalg_block, region=True)
+        return llmod.globals.get(REGION_PREFIX + name) or _lower_checked(
+            llmod, module, module[name], vector_bits, checks, linalg_block, region=True, looped_regions=looped_regions)
     # The entry is glue (dims, allocations, calls of the outlined nests, once per call): LLVM skips
     # optimizing a kernel's, which took 35 of the mlp_loss VJP's ~95 ms of optimization; a call of
     # an 8-element kernel measured no slower (paired runs, within noise). A region's runs once per
@@ -124,7 +130,7 @@ def _lower_kernel(llmod: ir.Module, module: Module, func: Func, vector_bits: int
     em.bounds = bounds.function_frame(em, checks)
     em.watch = interrupts.Watch(em.head, dims, len(symbols) if region else None)
     em.lower_region = lower_region
-    em.per_iteration = region and func.name in module.looped_regions()
+    em.per_iteration = func.name in looped_regions
     em.pass_bound_symbols(func.bound_symbols)
     # A loop body's nests run once per iteration, over a loop's state, mostly small: the bookkeeping
     # of strips there cost the RK4 gradient (a state of one) 10-30% (paired runs).
