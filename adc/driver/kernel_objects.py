@@ -14,6 +14,7 @@ one Python thread (see compile_kernels).
 """
 from __future__ import annotations
 
+import gc
 import os
 import threading
 from itertools import repeat
@@ -97,7 +98,7 @@ def compile_in_child(cache: Cache, kernels: dict[str, str], ir_text: str, module
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", DeprecationWarning)
         warnings.simplefilter("ignore", RuntimeWarning)
-        pid = os.fork()
+        pid = _fork()
     if pid == 0:
         status = 1
         try:
@@ -120,6 +121,20 @@ def compile_in_child(cache: Cache, kernels: dict[str, str], ir_text: str, module
     child = Child(pid, ready, next(iter(kernels)))
     _children.add(child)
     return child
+
+
+def _fork() -> int:
+    """os.fork, the parent's Python objects of now frozen in the child (gc.freeze): its garbage
+    collections then never walk them, and a walk writes into every object it visits, so each page
+    of the parent's heap it crossed would be copied into the child (copy on write)."""
+    gc.freeze()
+    pid = -1
+    try:
+        pid = os.fork()
+    finally:
+        if pid != 0:
+            gc.unfreeze()
+    return pid
 
 
 def _yield_to_others() -> None:
