@@ -9,7 +9,10 @@ reused) whose ADC_CACHE_DIR is its own folder, in one of three states:
     first-ever  an empty cache folder: the shared runtime library is compiled too, or copied from
                 the one `pip install` compiled into adc/prebuilt/ (runtime_library.py)
     cold        a folder holding only what a machine keeps once adc has run on it, copied from a
-                primed folder: the runtime library (runtime/) and the host's description (host/)
+                primed folder (MACHINE_WIDE): the runtime library (runtime/), the host's description
+                (host/), the gemm's measured blocks (gemm-blocks/), the marker that the library was
+                built ahead (ahead/: without it `import adc` starts a child to build it, a process
+                that takes a core for ~0.1 s) and the digest of adc's sources (sources/)
     warm        the folder a first-ever run of the same measurement left: everything cached
 
 Each process runs with ADC_LOG=compile and its log is checked against the state
@@ -81,6 +84,9 @@ KERNELS = REPO / "samples" / "kernels.adc"
 BATCHES = (256, 1, 7, 1000)
 REPEATS = 3
 STATES = ("first-ever", "cold", "warm")
+# The cache's folders a machine keeps once adc has run on it, whatever the program: what a cold
+# state starts from (the cache's other folders, modules/ and shared/, hold a program's kernels)
+MACHINE_WIDE = ("runtime", "host", "gemm-blocks", "ahead", "sources")
 
 
 # ---------------------------------------------------------------- the fresh processes
@@ -295,8 +301,8 @@ class Session:
                           laps_on_stdout=True, adc=state != "peers")
 
     def folder(self, name: str, runtime_from: Path | None = None, copy_of: Path | None = None) -> Path:
-        """A new cache folder: empty; or holding a copy of `runtime_from`'s runtime/ and host/; or a copy
-        of `copy_of`."""
+        """A new cache folder: empty; or holding a copy of what `runtime_from` holds of every machine
+        (MACHINE_WIDE); or a copy of `copy_of`."""
         self.count += 1
         folder = self.root / f"{self.count:02d}-{name}"
         if copy_of is not None:
@@ -304,13 +310,14 @@ class Session:
         else:
             folder.mkdir()
             if runtime_from is not None:
-                for machine_wide in ("runtime", "host"):
-                    shutil.copytree(runtime_from / machine_wide, folder / machine_wide)
+                for machine_wide in MACHINE_WIDE:
+                    if (runtime_from / machine_wide).is_dir():
+                        shutil.copytree(runtime_from / machine_wide, folder / machine_wide)
         return folder
 
     def three_states(self, name: str, run) -> Runs:
         """`run(cache_dir, state)` REPEATS times in each state. The first first-ever folder, once
-        run, is the warm folder; the cold folders hold a copy of its runtime/ and host/."""
+        run, is the warm folder; the cold folders hold a copy of what it keeps of every machine."""
         first = [self.folder(f"{name}-first-ever") for _ in range(REPEATS)]
         runs = Runs(primed=first[0])
         runs.by_state["first-ever"] = [run(folder, "first-ever") for folder in first]
