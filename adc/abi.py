@@ -103,12 +103,23 @@ def runtime_factorization_symbol(routine: str, dtype: str) -> str:
     return f"{RUNTIME_PREFIX}{routine}_{dtype}"
 
 
+# The steps of a float sum's cascade of block sums (codegen/lowering/summation.py), per float dtype:
+#   void adc_rt_cascade_push_<dtype>(T* levels, i64 width, i64 carries, T* block, T identity)
+#   void adc_rt_cascade_totals_<dtype>(T* levels, i64 width, i64 count, T* sums)
+RUNTIME_CASCADE_STEPS = ("push", "totals")
+
+
+def runtime_cascade_symbol(step: str, dtype: str) -> str:
+    return f"{RUNTIME_PREFIX}cascade_{step}_{dtype}"
+
+
 def runtime_symbols() -> tuple[str, ...]:
     """The runtime library's functions kernel modules may call (what the JIT publishes: known
     without importing the code generator that defines them)."""
     return (*(runtime_gemm_symbol(str(dtype)) for dtype in RUNTIME_GEMM_DTYPES),
             *(runtime_factorization_symbol(routine, str(dtype)) for routine in RUNTIME_FACTORIZATIONS
               for dtype in RUNTIME_GEMM_DTYPES),
+            *(runtime_cascade_symbol(step, str(dtype)) for step in RUNTIME_CASCADE_STEPS for dtype in RUNTIME_GEMM_DTYPES),
             RUNTIME_PARALLEL_FOR, RUNTIME_SET_NUM_THREADS, RUNTIME_GET_NUM_THREADS, RUNTIME_INTERRUPTS,
             RUNTIME_WATCH_INTERRUPTS)
 SEAL_MAGIC = b"ADCSEAL1"

@@ -33,7 +33,7 @@ NAMESPACE = "runtime"       # the library's namespace in the cache, and the lock
 MARKERS = "ahead"           # the cache's folder of markers: one empty entry per library built ahead
 SWITCH = "ADC_BUILD_AHEAD"
 _RUNTIME_SOURCES = ("abi.py", "codegen/native/gemm.py", "codegen/native/parallel.py",
-                    "codegen/native/runtime_library.py", "codegen/lowering/loops.py")
+                    "codegen/native/runtime_library.py", "codegen/lowering/loops.py", "codegen/lowering/summation.py")
 
 
 _child: subprocess.Popen | None = None     # the builder this process started: kept, so it is reaped

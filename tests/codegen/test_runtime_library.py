@@ -1,5 +1,6 @@
-"""What a kernel module keeps and what it calls: the gemm kernels live in the runtime library,
-compiled once per target; the vector math stays inlined in the module's fused loops."""
+"""What a kernel module keeps and what it calls: the gemm kernels and the steps of float sums'
+cascades live in the runtime library, compiled once per target; the vector math stays inlined in
+the module's fused loops."""
 from __future__ import annotations
 
 import re
@@ -7,7 +8,7 @@ import re
 import pytest
 
 from adc import compiler
-from adc.abi import runtime_gemm_symbol, runtime_symbols
+from adc.abi import RUNTIME_CASCADE_STEPS, runtime_cascade_symbol, runtime_gemm_symbol, runtime_symbols
 from adc.codegen import emit
 from adc.codegen.native import runtime_library
 from adc.codegen.toolchain.target import Target
@@ -40,4 +41,17 @@ def test_vector_math_stays_inlined_and_vectorized_in_the_kernel_module(expressio
     start = re.search(rf"^adc\.{nest}\.\d+(\.task)?:", asm, re.MULTILINE).start()   # the fused expression's nest
     loop = asm[start:asm.index(".Lfunc_end", start)]
     assert re.search(r"%[yz]mm\d+", loop)
-    assert not re.search(r"^\s*call", loop, re.MULTILINE)
+    cascade = {runtime_cascade_symbol(step, "f32") for step in RUNTIME_CASCADE_STEPS}    # a sum's, once a block
+    assert set(called(loop)) <= cascade, called(loop)
+
+
+def called(asm: str) -> list[str]:
+    """What each call in `asm` calls: its symbol, or, for a call through a register (the JIT's code
+    model), the symbol last loaded into that register."""
+    loaded, calls = {}, []
+    for line in asm.splitlines():
+        if load := re.match(r"\s*movabsq\s+\$([\w.]+), (%\w+)", line):
+            loaded[load[2]] = load[1]
+        elif call := re.match(r"\s*call\w*\s+\*?(\S+)", line):
+            calls.append(loaded.get(call[1], call[1]))
+    return calls

@@ -9,7 +9,12 @@ import numpy as np
 import pytest
 
 import adc
+from adc import compiler
+from adc.abi import RUNTIME_CASCADE_STEPS, runtime_cascade_symbol
+from adc.codegen.lowering import lower
 from adc.codegen.lowering.summation import BLOCK, ROWS
+from adc.codegen.native import runtime_library
+from adc.codegen.toolchain.target import Target
 from adc.ir.parser import parse_module
 from tests.support import memcheck
 from tests.support.native import jit_module
@@ -274,6 +279,33 @@ def test_a_store_past_the_levels_raises_bounds_error(monkeypatch):
     with pytest.raises(adc.BoundsError, match=r"columns: reduce_sum at levels.adc:3:12: store at index 5 is out of "
                                               r"bounds of the levels of reduce_sum at levels.adc:3:12 \(extent 5\)"):
         m.columns(np.ones((ROWS, 5), np.float32))
+
+
+def test_sums_call_the_runtime_librarys_cascade_steps():
+    """Each float sum's cascade steps are calls of the runtime library's functions for its dtype,
+    not loops of its own that LLVM would optimize again in every sum; the library defines them."""
+    lowered = str(lower.lower_kernel(compiler.elaborate(COLUMNS + SOURCE, "steps.adc"), "columns", 256))
+    for step in RUNTIME_CASCADE_STEPS:
+        symbol = runtime_cascade_symbol(step, "f32")
+        assert f'declare void @"{symbol}"' in lowered and f'call void @"{symbol}"' in lowered
+        assert runtime_cascade_symbol(step, "f64") not in lowered
+    assert "adc.cascade" not in lowered and lowered.count("define ") == 2      # the kernel and its sum's nest
+    total = str(lower.lower_kernel(compiler.elaborate(COLUMNS + SOURCE, "steps.adc"), "total64", 256))
+    assert f'call void @"{runtime_cascade_symbol("push", "f64")}"' in total
+    library = str(runtime_library.runtime_module(Target.host()))
+    for step in RUNTIME_CASCADE_STEPS:
+        for dtype in ("f32", "f64"):
+            assert f'define void @"{runtime_cascade_symbol(step, dtype)}"' in library
+
+
+@pytest.mark.parametrize("rows", [0, 3 * ROWS + 5])
+def test_column_sums_of_no_columns_are_empty_in_the_checked_build(rows):
+    """A cascade of zero columns still counts its blocks; the checks of the rows it hands the runtime
+    library's steps must pass over empty rows, not read element -1 as the last one."""
+    m = adc.compile(COLUMNS, "empty.adc", check_bounds=True)
+    for name, dtype in (("columns", np.float32), ("columns64", np.float64)):
+        out = np.asarray(getattr(m, name)(np.ones((rows, 0), dtype)))
+        assert out.shape == (0,) and out.dtype == dtype
 
 
 OVER_A_SCAN = """

@@ -220,16 +220,38 @@ def access(em: Emitter, base: ir.Value, element_bytes: int, offset: ir.Value, st
     size, buffer = frame.extent(base)
     b = em.b
     n = b.udiv(size, i64(element_bytes))
-    unchecked = ir.Constant(I1, 0)
-    hook = frame.checks.misindex
-    if store and hook:
-        kind = KINDS.index("temporary" if hook == "redzone" else hook)
-        hit = b.icmp_unsigned("==", b.and_(buffer, i64((1 << BOUNDS_KIND_BITS) - 1)), i64(kind))
-        offset = b.add(offset, b.zext(hit, I64))
-        unchecked = hit if hook == "redzone" else unchecked
+    offset, unchecked = _misindexed(em, buffer, offset) if store else (offset, ir.Constant(I1, 0))
     bad = b.and_(b.icmp_unsigned(">=", offset, n), b.not_(unchecked))
     _fail_if(em, bad, frame.checks.site(em.func, em.op, "store" if store else "load"), buffer, offset, n)
     return offset
+
+
+def row(em: Emitter, base: ir.Value, element_bytes: int, first: ir.Value, count: ir.Value, store: bool) -> None:
+    """Check the `count` elements from `first` of `base`'s buffer, when there are any, for a loop
+    outlined into a function that takes a pointer (summation's cascades): as `access` checks each
+    one, the test hook moving stores one on."""
+    frame = em.bounds
+    if frame is None:
+        return
+    size, buffer = frame.extent(base)
+    b = em.b
+    n = b.udiv(size, i64(element_bytes))
+    last = b.add(first, b.sub(count, i64(1)))
+    last, unchecked = _misindexed(em, buffer, last) if store else (last, ir.Constant(I1, 0))
+    outside = b.or_(b.icmp_signed("<", first, i64(0)), b.icmp_unsigned(">=", last, n))
+    bad = b.and_(b.and_(b.icmp_signed(">", count, i64(0)), outside), b.not_(unchecked))
+    _fail_if(em, bad, frame.checks.site(em.func, em.op, "store" if store else "load"), buffer, last, n)
+
+
+def _misindexed(em: Emitter, buffer: ir.Value, offset: ir.Value) -> tuple[ir.Value, ir.Value]:
+    """A store's offset as the test hook (Target.misindex) moves it, one on in buffers of its kind,
+    and whether that store goes unchecked (the "redzone" hook's, which the redzones must catch)."""
+    b, hook = em.b, em.bounds.checks.misindex
+    if not hook:
+        return offset, ir.Constant(I1, 0)
+    kind = KINDS.index("temporary" if hook == "redzone" else hook)
+    hit = b.icmp_unsigned("==", b.and_(buffer, i64((1 << BOUNDS_KIND_BITS) - 1)), i64(kind))
+    return b.add(offset, b.zext(hit, I64)), hit if hook == "redzone" else ir.Constant(I1, 0)
 
 
 def span(em: Emitter, base: ir.Value, element_bytes: int, first: ir.Value, last: ir.Value, nonempty: ir.Value,

@@ -1,7 +1,8 @@
 """The shared native runtime library: what every module needs and no kernel specialises.
 
 The register-blocked matrix-product kernels (gemm.py), the parallel-for with
-its thread pool (parallel.py) and the interrupt counter loops poll (interrupts.py) are compiled once per target into this library,
+its thread pool (parallel.py), the interrupt counter loops poll (interrupts.py) and the steps of
+float sums' cascades of block sums (lowering/summation.py) are compiled once per target into this library,
 instead of being emitted and optimized again in every kernel module; kernel
 modules only declare what they call:
 
@@ -22,7 +23,7 @@ import llvmlite.ir as ir
 
 from adc.abi import RUNTIME_GEMM_DTYPES
 from adc.codegen.native import cholesky, gemm, householder, lu, parallel, singular, symmetric, triangular
-from adc.codegen.lowering import interrupts
+from adc.codegen.lowering import interrupts, summation
 from adc.codegen.toolchain.target import Target
 from adc.ir.types import DType
 
@@ -46,4 +47,5 @@ def runtime_module(target: Target, blockings: dict[DType, gemm.Blocking] | None 
         symmetric.define_eigh(module, blk)
         singular.define_svd(module, blk)
     interrupts.define_runtime(module)
+    summation.define_runtime(module)
     return module

@@ -18,7 +18,7 @@ import llvmlite.ir as ir
 from adc.codegen.native import parallel
 from adc.codegen.lowering import bounds
 from adc.codegen.lowering.declarations import intrinsic
-from adc.codegen.lowering.element_types import REGISTER_TYPES
+from adc.codegen.lowering.element_types import ELEMENT_BYTES, REGISTER_TYPES
 from adc.codegen.lowering.fast_then_exact import fast_then_exact
 from adc.codegen.lowering.fusion import Plan
 from adc.codegen.lowering.loops import I1, I64, Index, counted_loop, i64, loop_nest
@@ -249,8 +249,14 @@ def _sum_columns(em: Emitter, op: Op, out: ir.Value) -> None:
 
 
 def _elements(em: Emitter, base: ir.Value, dtype: DType, index: Callable[[ir.Value], Index]) -> Elements:
-    """The elements of buffer `base`, the i-th at index(i), through the emitter's (checked) loads and stores."""
-    return Elements(lambda i: em.load(base, dtype, index(i)), lambda i, value: em.store(base, dtype, index(i), value))
+    """The elements of buffer `base`, the i-th at index(i) (consecutive i, consecutive elements: a
+    row of the last axis), through the emitter's (checked) loads and stores."""
+    def row(first: ir.Value, count: ir.Value, store: bool) -> ir.Value:
+        offset = index(first).flat
+        bounds.row(em, base, ELEMENT_BYTES[dtype], offset, count, store)
+        return em.element_ptr(base, dtype, offset)
+    return Elements(lambda i: em.load(base, dtype, index(i)), lambda i, value: em.store(base, dtype, index(i), value),
+                    row)
 
 
 for _kind in ("sum", "max", "min", "prod"):
