@@ -110,6 +110,7 @@ RUNTIME_CASCADE_STEPS = ("push", "totals")
 
 
 def runtime_cascade_symbol(step: str, dtype: str) -> str:
+    """`adc_rt_cascade_<step>_<dtype>`: one of RUNTIME_CASCADE_STEPS for f32 or f64 elements."""
     return f"{RUNTIME_PREFIX}cascade_{step}_{dtype}"
 
 

@@ -226,23 +226,6 @@ def access(em: Emitter, base: ir.Value, element_bytes: int, offset: ir.Value, st
     return offset
 
 
-def row(em: Emitter, base: ir.Value, element_bytes: int, first: ir.Value, count: ir.Value, store: bool) -> None:
-    """Check the `count` elements from `first` of `base`'s buffer, when there are any, for a loop
-    outlined into a function that takes a pointer (summation's cascades): as `access` checks each
-    one, the test hook moving stores one on."""
-    frame = em.bounds
-    if frame is None:
-        return
-    size, buffer = frame.extent(base)
-    b = em.b
-    n = b.udiv(size, i64(element_bytes))
-    last = b.add(first, b.sub(count, i64(1)))
-    last, unchecked = _misindexed(em, buffer, last) if store else (last, ir.Constant(I1, 0))
-    outside = b.or_(b.icmp_signed("<", first, i64(0)), b.icmp_unsigned(">=", last, n))
-    bad = b.and_(b.and_(b.icmp_signed(">", count, i64(0)), outside), b.not_(unchecked))
-    _fail_if(em, bad, frame.checks.site(em.func, em.op, "store" if store else "load"), buffer, last, n)
-
-
 def _misindexed(em: Emitter, buffer: ir.Value, offset: ir.Value) -> tuple[ir.Value, ir.Value]:
     """A store's offset as the test hook (Target.misindex) moves it, one on in buffers of its kind,
     and whether that store goes unchecked (the "redzone" hook's, which the redzones must catch)."""
@@ -255,16 +238,19 @@ def _misindexed(em: Emitter, buffer: ir.Value, offset: ir.Value) -> tuple[ir.Val
 
 
 def span(em: Emitter, base: ir.Value, element_bytes: int, first: ir.Value, last: ir.Value, nonempty: ir.Value,
-         what: str) -> None:
-    """Check that elements first..last of `base`'s buffer exist, when `nonempty` (a copy, a gemm operand)."""
+         what: str, store: bool = False) -> None:
+    """Check that elements first..last of `base`'s buffer exist, when `nonempty` (a copy, a gemm operand,
+    a row a runtime function is given); with `store`, the test hook moves `last` one on, as `access` does."""
     frame = em.bounds
     if frame is None:
         return
     size, buffer = frame.extent(base)
     b = em.b
     n = b.udiv(size, i64(element_bytes))
+    last, unchecked = _misindexed(em, buffer, last) if store else (last, ir.Constant(I1, 0))
     outside = b.or_(b.icmp_signed("<", first, i64(0)), b.icmp_unsigned(">=", last, n))
-    _fail_if(em, b.and_(nonempty, outside), frame.checks.site(em.func, em.op, what), buffer, last, n)
+    _fail_if(em, b.and_(b.and_(nonempty, outside), b.not_(unchecked)), frame.checks.site(em.func, em.op, what),
+             buffer, last, n)
 
 
 def gemm_operands(em: Emitter, element_bytes: int, start: ir.Value, end: ir.Value,

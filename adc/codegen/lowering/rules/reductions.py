@@ -253,7 +253,9 @@ def _elements(em: Emitter, base: ir.Value, dtype: DType, index: Callable[[ir.Val
     row of the last axis), through the emitter's (checked) loads and stores."""
     def row(first: ir.Value, count: ir.Value, store: bool) -> ir.Value:
         offset = index(first).flat
-        bounds.row(em, base, ELEMENT_BYTES[dtype], offset, count, store)
+        if em.bounds is not None:       # a bounds-checked build: the whole row, as each access would be
+            bounds.span(em, base, ELEMENT_BYTES[dtype], offset, em.b.add(offset, em.b.sub(count, i64(1))),
+                        em.b.icmp_signed(">", count, i64(0)), "store" if store else "load", store)
         return em.element_ptr(base, dtype, offset)
     return Elements(lambda i: em.load(base, dtype, index(i)), lambda i, value: em.store(base, dtype, index(i), value),
                     row)
