@@ -1,4 +1,5 @@
-"""The on-disk compile cache: sealed entries, atomic writes, damage detected, LRU eviction, settings."""
+"""The on-disk compile cache: sealed entries, atomic writes, damage detected, LRU eviction by a
+running total, settings."""
 from __future__ import annotations
 
 import os
@@ -6,7 +7,8 @@ import os
 import pytest
 
 from adc.abi import SEAL_SIZE
-from adc.codegen.toolchain.cache import DEFAULT_MAX_BYTES, Cache, CacheConfigError
+from adc.codegen.toolchain import cache as cache_module
+from adc.codegen.toolchain.cache import DEFAULT_MAX_BYTES, EVICT_TO, Cache, CacheConfigError
 
 
 def test_an_entry_reads_back_what_was_stored(tmp_path):
@@ -52,6 +54,54 @@ def test_least_recently_used_entries_are_evicted_first(tmp_path):
     assert "k0" in left and "k10" in left
     assert {"k1", "k2", "k3"}.isdisjoint(left)
     assert cache.info().size <= cache.max_bytes
+
+
+def _listings(cache: Cache, monkeypatch) -> list[int]:
+    """A list that grows by one each time `cache` lists its entries."""
+    listed, entries = [], cache._entries
+    monkeypatch.setattr(cache, "_entries", lambda: listed.append(1) or entries())
+    return listed
+
+
+def test_writes_under_the_bound_are_counted_without_listing_the_entries(tmp_path, monkeypatch):
+    cache = Cache(tmp_path)
+    cache.put("modules", "k0", b"x" * 10)                   # this process's first write: listed once
+    listed = _listings(cache, monkeypatch)
+    for k in range(1, 20):
+        cache.put("modules" if k % 2 else "shared", f"k{k}", b"x" * 10)
+    assert listed == []
+    assert cache.info().size == 20 * (10 + SEAL_SIZE)
+
+
+def test_the_write_that_would_pass_the_bound_lists_the_entries_and_evicts(tmp_path, monkeypatch):
+    cache = Cache(tmp_path, max_bytes=10 * (1000 + SEAL_SIZE))
+    cache.put("modules", "k0", b"x" * 1000)
+    listed = _listings(cache, monkeypatch)
+    for k in range(1, 10):
+        cache.put("modules", f"k{k}", b"x" * 1000)
+    assert listed == [] and cache.info().size == cache.max_bytes
+    listed.clear()
+    cache.put("modules", "k10", b"x" * 1000)
+    assert listed == [1] and cache.info().size <= cache.max_bytes * EVICT_TO
+
+
+def test_other_processes_writes_are_seen_at_the_next_recount(tmp_path, monkeypatch):
+    monkeypatch.setattr(cache_module, "RECOUNT_EVERY", 4)
+    cache = Cache(tmp_path / "cache", max_bytes=10 * (1000 + SEAL_SIZE))
+    cache.put("modules", "mine0", b"x")                     # listed
+    entries = tmp_path / "cache" / "modules"
+    other = Cache(tmp_path / "other")                       # another process's writes, moved into this cache
+    for k in range(20):
+        other.put("modules", f"theirs{k}", b"x" * 1000)
+        os.replace(tmp_path / "other" / "modules" / f"theirs{k}", entries / f"theirs{k}")
+        os.utime(entries / f"theirs{k}", (1000 + k, 1000 + k))
+    for k in range(1, 4):
+        cache.put("modules", f"mine{k}", b"x")
+    assert cache.info().size > cache.max_bytes              # not seen yet
+    cache.put("modules", "mine4", b"x")                     # the fourth write since the listing lists again
+    left = {p.name for p in entries.iterdir()}
+    assert cache.info().size <= cache.max_bytes * EVICT_TO
+    assert {f"mine{k}" for k in range(5)} <= left and "theirs0" not in left
 
 
 def test_info_counts_entries_per_namespace_and_clear_empties(tmp_path):

@@ -16,7 +16,13 @@ one file `<root>/<namespace>/<key>`, sealed like a shared object (abi.seal):
 - A truncated or damaged entry fails its seal: it is removed and reported as a miss,
   so the caller rebuilds it. It is never loaded.
 - A hit refreshes the entry's modification time; when a write takes the cache over
-  its size bound, the entries used longest ago are removed first.
+  its size bound, the entries used longest ago are removed first. Listing every entry at each
+  write cost 30 ms a write in a cache of a few thousand, so a process keeps a running total:
+  the bytes its last listing found plus those it wrote since. It lists the entries at its first
+  write, when that total would pass the bound, and every RECOUNT_EVERY writes, which is when
+  it sees other processes' writes: they can take the cache past its bound by what they wrote
+  since their own last listing. No lock and no shared file: a process forked at any moment
+  starts from its parent's total.
 - `lock(namespace)` is held by one process at a time (an flock on `<root>/<namespace>.lock`,
   never an entry): builders of an entry too costly to build twice (the runtime library) wait
   for each other, then find it.
@@ -41,6 +47,10 @@ from adc.abi import MetadataError, seal, unseal
 DEFAULT_MAX_BYTES = 1 << 30
 EVICT_TO = 0.8        # after eviction the cache holds at most this share of its bound
 TEMP_SUFFIX = ".tmp"
+RECOUNT_EVERY = 256     # a process's writes to a cache between two listings of its entries
+
+# cache root -> [bytes of its entries by this process's count, writes since the last listing]
+_tallies: dict[Path, list[int]] = {}
 
 
 class CacheConfigError(ValueError):
@@ -104,19 +114,31 @@ class Cache:
     def put(self, namespace: str, key: str, data: bytes) -> None:
         """Store an entry; a cache that cannot be written (read-only, disk full) is skipped silently."""
         folder = self.root / namespace
+        sealed = seal(data)
         try:
             folder.mkdir(parents=True, exist_ok=True)
             fd, temp = tempfile.mkstemp(dir=folder, prefix=f".{key}.", suffix=TEMP_SUFFIX)
             try:
                 with os.fdopen(fd, "wb") as f:
-                    f.write(seal(data))
+                    f.write(sealed)
                 os.replace(temp, folder / key)
             except BaseException:
                 _remove(Path(temp))
                 raise
         except OSError:
             return
-        self.evict()
+        self._count(len(sealed))
+
+    def _count(self, added: int) -> None:
+        """Count a written entry in this process's running total of the cache; list the entries (and
+        evict) only at the process's first write, when that total passes the bound, and every
+        RECOUNT_EVERY writes (see the module docstring)."""
+        tally = _tallies.get(self.root)
+        if tally is not None and tally[1] + 1 < RECOUNT_EVERY and tally[0] + added <= self.max_bytes:
+            tally[0] += added
+            tally[1] += 1
+        else:
+            _tallies[self.root] = [self.evict(), 0]
 
     @contextmanager
     def lock(self, namespace: str) -> Iterator[None]:
@@ -152,17 +174,19 @@ class Cache:
         except OSError:
             return None
 
-    def evict(self) -> None:
-        """Remove the entries used longest ago until the cache is within EVICT_TO of its bound."""
+    def evict(self) -> int:
+        """Remove the entries used longest ago until the cache is within EVICT_TO of its bound;
+        the bytes of the entries left."""
         entries = self._entries()
         total = sum(size for _, size, _ in entries)
         if total <= self.max_bytes:
-            return
+            return total
         for path, size, _ in sorted(entries, key=lambda e: e[2]):
             if total <= self.max_bytes * EVICT_TO:
                 break
             _remove(path)
             total -= size
+        return total
 
     def info(self) -> CacheInfo:
         entries = self._entries()
@@ -176,6 +200,7 @@ class Cache:
         for child in _listed(self.root):
             if child.is_dir():
                 shutil.rmtree(child.path, ignore_errors=True)
+        _tallies.pop(self.root, None)
 
     def _entries(self) -> list[tuple[Path, int, float]]:
         """(path, bytes, last use) of every entry; files being written are not entries. Another
