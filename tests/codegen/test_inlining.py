@@ -1,6 +1,6 @@
 """Which functions LLVM inlines and optimizes (codegen/lowering/inlining.py): a small loop body is
 inlined into its loop in the kernel's optimized glue; a large one stays a function, called from
-glue LLVM does not optimize; from an optimized caller a nest is called with its buffers as
+glue LLVM does not optimize, and its nests are not inlined into it; from an optimized caller a nest is called with its buffers as
 arguments. Both kinds of body compute what the interpreter does.
 """
 from __future__ import annotations
@@ -100,3 +100,22 @@ def test_an_optimized_caller_passes_a_nests_buffers_as_arguments():
     _, llvm = lowered(LARGE)
     kernel = llvm[llvm.index('define i32 @"adc_kernel_k"'):]
     assert not re.search(r'call void @"adc\.\w+\.\d+"\(i64 0, ', kernel[:kernel.index("\n}\n")])
+
+
+def _body(llvm: str, region: str) -> str:
+    text = llvm[llvm.index(f'define internal i32 @"adc.region.{region}"'):]
+    return text[:text.index("\n}\n")]
+
+
+def _nests_called(llvm: str, region: str) -> set[str]:
+    return set(re.findall(r'call void @"(adc\.\w+\.\d+)"\(i64 0, ', _body(llvm, region)))
+
+
+def test_a_large_bodys_nests_stay_functions_while_a_small_bodys_may_be_inlined():
+    _, llvm = lowered(LARGE)
+    nests = _nests_called(llvm, "cell")
+    assert len(nests) == MATMULS + 1
+    assert all("noinline" in definition(llvm, name) for name in nests)
+    _, llvm = lowered(SMALL)
+    nests = _nests_called(llvm, "step")
+    assert nests and not any("noinline" in definition(llvm, name) for name in nests)
