@@ -1,9 +1,9 @@
 """Shared fixtures: the sample module compiled once per session, in process and as a .so.
 
-The session compiles into a compile cache of its own (ADC_CACHE_DIR, inherited by the
-processes tests start; ADC_TEST_CACHE_DIR names one kept across sessions), so a run neither
-reads nor fills the user's cache, and builds the
-runtime library where it needs it, not ahead (ADC_BUILD_AHEAD=0).
+The session compiles into a compile cache of its own, which its pytest-xdist workers share
+(ADC_CACHE_DIR, inherited by the processes tests start; ADC_TEST_CACHE_DIR names one kept
+across sessions), so a run neither reads nor fills the user's cache, and builds the runtime
+library where it needs it, not ahead (ADC_BUILD_AHEAD=0).
 """
 import os
 import shutil
@@ -16,12 +16,21 @@ import pytest
 from tests.support.repository import ROOT, SAMPLES
 
 
+SESSION_CACHE = "ADC_SESSION_CACHE_DIR"     # the session's cache, as its pytest-xdist workers inherit it
+
+
 def pytest_configure(config):
     # ADC_TEST_CACHE_DIR: a cache that outlives the session, shared by runs that want the same
     # kernels (tests.support.memcheck fills it without valgrind, then runs the tests under it)
     kept = os.environ.get("ADC_TEST_CACHE_DIR")
-    config.adc_cache_dir = kept or tempfile.mkdtemp(prefix="adc-test-cache-")
-    config.adc_cache_kept = bool(kept)
+    if os.environ.get("PYTEST_XDIST_WORKER") and os.environ.get(SESSION_CACHE):
+        # a worker compiles into the cache of the session that started it (which removes it), so
+        # the kernels of samples and shared sources compile once per session, not once per worker
+        config.adc_cache_dir, config.adc_cache_kept = os.environ[SESSION_CACHE], True
+    else:
+        config.adc_cache_dir = kept or tempfile.mkdtemp(prefix="adc-test-cache-")
+        config.adc_cache_kept = bool(kept)
+        os.environ[SESSION_CACHE] = config.adc_cache_dir
     os.environ["ADC_CACHE_DIR"] = config.adc_cache_dir
     os.environ.pop("ADC_CACHE", None)
     # no runtime library built ahead by each process a test starts with a cache of its own (a
