@@ -57,9 +57,14 @@ def test_least_recently_used_entries_are_evicted_first(tmp_path):
 
 
 def _listings(cache: Cache, monkeypatch) -> list[int]:
-    """A list that grows by one each time `cache` lists its entries."""
-    listed, entries = [], cache._entries
-    monkeypatch.setattr(cache, "_entries", lambda: listed.append(1) or entries())
+    """A list that grows by one each time `cache` lists its entries (scans its root folder)."""
+    listed, scan = [], os.scandir
+
+    def counted(path="."):
+        if os.fspath(path) == os.fspath(cache.root):
+            listed.append(1)
+        return scan(path)
+    monkeypatch.setattr(os, "scandir", counted)
     return listed
 
 

@@ -1,7 +1,7 @@
 """Which functions LLVM inlines and optimizes (codegen/lowering/inlining.py): a small loop body is
 inlined into its loop in the kernel's optimized glue; a large one stays a function, called from
-glue LLVM does not optimize, and its nests are not inlined into it; from an optimized caller a nest is called with its buffers as
-arguments. Both kinds of body compute what the interpreter does.
+glue LLVM does not optimize, and its nests stay functions too; from an optimized caller a nest
+is called with its buffers as arguments. Both kinds of body compute what the interpreter does.
 """
 from __future__ import annotations
 

@@ -22,7 +22,7 @@ one file `<root>/<namespace>/<key>`, sealed like a shared object (abi.seal):
   write, when that total would pass the bound, and every RECOUNT_EVERY writes, which is when
   it sees other processes' writes: they can take the cache past its bound by what they wrote
   since their own last listing. No lock and no shared file: a process forked at any moment
-  starts from its parent's total.
+  starts from its parent's total, and an update two threads lose is set right by the next listing.
 - `lock(namespace)` is held by one process at a time (an flock on `<root>/<namespace>.lock`,
   never an entry): builders of an entry too costly to build twice (the runtime library) wait
   for each other, then find it.
