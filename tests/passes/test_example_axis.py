@@ -36,12 +36,13 @@ STEP = 1e-6
 
 # Each step makes {t}: f64[B, N] from earlier values {a} and {b} such that a dependence in the
 # program is a non-zero derivative at random points: none adds to a row a constant (a softmax or a
-# centering would cancel it), sums a row (a softmax's is 1), multiplies into an even function (of
-# centered values, with two examples, odd and even parts would cancel), saturates a tanh or
-# shrinks its values towards 0 (a derivative below the differences' resolution); no
-# condition or argmax is on a tie (a mean of centered rows is 0), where a step of the differences
-# would jump; every step reads all of each operand, so no part of a value where examples mixed is
-# sliced or overwritten away (a loop over the examples overwrites a row with a function of it).
+# centering would cancel it), sums a row (a softmax's is 1) or an odd function of it (of a centered
+# row of two, sin's is 0), multiplies into an even function (of centered values, with two
+# examples, odd and even parts would cancel), saturates a tanh or shrinks its values towards 0 (a
+# derivative below the differences' resolution); no condition or argmax is on a tie (a mean of
+# centered rows is 0), where a step of the differences would jump; every step reads all of each
+# operand, so no part of a value where examples mixed is sliced or overwritten away (a loop over
+# the examples overwrites a row with a function of it).
 KEEPING = (
     "{t} = tanh({a}) * ({b} + 2.0)",
     "{t} = sin({a}) + sigmoid({b})",
@@ -60,7 +61,7 @@ KEEPING = (
     "{t} = {a} * 1.0\nfor i in range(N):\n    {t}[:, i] = sin({t}[:, i] + {b}[:, i])",
     "{t} = tanh({a})\nfor s in range(N):\n    {t} = tanh(reshape({b}[:, s], [B, 1]) * {t} + {t})",
     "{t} = {a}\nwhile max(abs({t})) > 0.5:\n    {t} = {t} * 0.5",
-    "{t} = {a} * 1.0\nfor r in range(B):\n    {t}[r] = tanh({b}[r]) * sum(sin({a}[r]))",
+    "{t} = {a} * 1.0\nfor r in range(B):\n    {t}[r] = tanh({b}[r]) * sum(sin({a}[r] + 0.5))",
     "{t} = {a} * 1.0\nfor r in range(B):\n    if sum({b}[r]) > 0.1:\n        {t}[r] = tanh({a}[r]) * 2.0",
     "if mean({a}) > 0.1:\n    {t} = tanh({a}) * ({b} + 2.0)\nelse:\n    {t} = sin({a}) + {b}",
 )
