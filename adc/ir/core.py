@@ -14,6 +14,7 @@ ones, so an IR object, once built, is never changed.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any, Callable, Iterable, Iterator, Mapping
 
 from adc.errors import Location
@@ -88,7 +89,9 @@ class Op:
 
 @dataclass(eq=False)
 class Func:
-    """A kernel or a region: parameters, a list of ops (loops and branches among them), returned values."""
+    """A kernel or a region: parameters, a list of ops (loops and branches among them), returned values.
+    What is derived from its ops (their symbols, regions, references) is computed once: passes ask for
+    it of every function after every pass, and a function, never changed, has it for good."""
 
     name: str
     params: tuple[Value, ...]
@@ -104,7 +107,7 @@ class Func:
     def result_types(self) -> tuple[TensorType, ...]:
         return tuple(v.type for v in self.returns)
 
-    @property
+    @cached_property
     def dim_symbols(self) -> tuple[str, ...]:
         """The dimension symbols bound by the parameters, in order of first appearance."""
         seen: dict[str, None] = {}
@@ -114,7 +117,7 @@ class Func:
                     seen.setdefault(s, None)
         return tuple(seen)
 
-    @property
+    @cached_property
     def free_symbols(self) -> tuple[str, ...]:
         """Dimension symbols its ops use (in types and attributes) that neither its parameters nor
         its own ops (a scan's length) bind: none in a kernel; in a region function (a loop body, a
@@ -129,7 +132,7 @@ class Func:
                         seen.setdefault(s, None)
         return tuple(seen)
 
-    @property
+    @cached_property
     def bound_symbols(self) -> tuple[str, ...]:
         """The dimension symbols its ops bind: each scan's length (the trip count of its loop)."""
         return tuple(op.attrs["length"] for op in self.ops if op.name == "scan")
@@ -143,12 +146,20 @@ class Func:
     def references(self) -> tuple[str, ...]:
         """The functions its ops name (callees, custom-gradient forwards and backwards, the
         gradients of external functions), in order of appearance."""
-        return tuple(r for op in self.ops for value in op.attrs.values()
-                     for r in (value if isinstance(value, tuple) else (value,)) if isinstance(r, FuncRef))
+        return self._references
 
     def regions(self) -> tuple[str, ...]:
         """The region functions its control-flow ops run (bodies, conditions, branches), each once,
         in order of appearance."""
+        return self._regions
+
+    @cached_property
+    def _references(self) -> tuple[str, ...]:
+        return tuple(r for op in self.ops for value in op.attrs.values()
+                     for r in (value if isinstance(value, tuple) else (value,)) if isinstance(r, FuncRef))
+
+    @cached_property
+    def _regions(self) -> tuple[str, ...]:
         return tuple(dict.fromkeys(str(op.attrs[key]) for op in self.ops for key in REGION_ATTRS.get(op.name, ())))
 
 

@@ -10,12 +10,28 @@
 
 Failures raise `VerifyError` naming the pass (when given), the function, the op
 and what was expected versus found.
+
+A function is checked once for what it reads: IR is never changed, and a function's check reads
+only its own ops and the signatures of the functions its type rules look up (callees, regions).
+After a pass, one the pass left as it was, naming functions of the same signatures, is not
+checked again (a pass rebuilds a few functions of a module; re-checking all of them after each
+of a dozen passes was a third of a second-order derivative's compile).
 """
 from __future__ import annotations
+
+from typing import Iterator, Mapping
+from weakref import WeakKeyDictionary
 
 from adc.errors import VerifyError
 from adc.ir.core import Func, Module
 from adc.ir.ops import TypeRuleError, infer_types
+from adc.ir.types import TensorType
+
+Signature = tuple[tuple[TensorType, ...], tuple[TensorType, ...]]
+# a checked function -> each context it passed in: (region, require_locations, the signature of
+# every function its type rules looked up, by name; None for a name the module lacked)
+_passed: WeakKeyDictionary[Func, list[tuple[bool, bool, tuple[tuple[str, Signature | None], ...]]]] = \
+    WeakKeyDictionary()
 
 
 def verify(module: Module, pass_name: str | None = None, require_locations: bool = False) -> None:
@@ -43,6 +59,42 @@ def _verify_region_symbols(module: Module, func: Func, region: bool, pass_name: 
 def verify_func(func: Func, funcs, pass_name: str | None = None, require_locations: bool = False,
                 region: bool = False) -> None:
     """Check `func`; a `region` (a loop body, a branch) may return types of its parent's symbols."""
+    for passed_region, passed_locations, looked_up in _passed.get(func, ()):
+        if (passed_region, passed_locations) == (region, require_locations) and \
+                all(_signature(funcs.get(name)) == signature for name, signature in looked_up):
+            return
+    lookups = _Lookups(funcs)
+    _check_func(func, lookups, pass_name, require_locations, region)
+    _passed.setdefault(func, []).append((region, require_locations, tuple(lookups.read.items())))
+
+
+def _signature(func: Func | None) -> Signature | None:
+    return None if func is None else (func.param_types, func.result_types)
+
+
+class _Lookups(Mapping[str, Func]):
+    """The module's functions, recording the signature of each one a type rule looks up."""
+
+    def __init__(self, funcs: Mapping[str, Func]):
+        self.funcs = funcs
+        self.read: dict[str, Signature | None] = {}
+
+    def __getitem__(self, name: str) -> Func:
+        func = self.funcs.get(name)
+        self.read[name] = _signature(func)
+        if func is None:
+            raise KeyError(name)
+        return func
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.funcs)
+
+    def __len__(self) -> int:
+        return len(self.funcs)
+
+
+def _check_func(func: Func, funcs: Mapping[str, Func], pass_name: str | None, require_locations: bool,
+                region: bool) -> None:
     where = f"after pass '{pass_name}': " if pass_name else ""
 
     def fail(message: str) -> None:

@@ -112,3 +112,38 @@ def test_invalid_ir_is_rejected(build, options, message):
     with pytest.raises(VerifyError, match="after pass 'unit'") as info:
         verify(build(), pass_name="unit", **options)
     assert message in str(info.value)
+
+
+CALLER = """
+func @g(%x: f32[N]) -> f32[N] {
+  %0 = neg %x : f32[N]
+  return %0
+}
+
+func @f(%x: f32[N]) -> f32[N] {
+  %0 = call %x {callee = @g} : f32[N]
+  return %0
+}
+"""
+
+
+def test_a_function_that_passed_is_checked_again_when_a_function_it_names_changes_signature():
+    # IR is never changed, so a function that passed is not re-checked after a pass that kept it;
+    # its call, though, reads its callee's signature, which a pass may have changed
+    module = parse_module(CALLER)
+    verify(module, pass_name="unit")
+    x = Value(TensorType(F64, (N,)), "x")
+    other = Func("g", (x,), (), (x,))
+    with pytest.raises(VerifyError, match="after pass 'unit': in @f:"):
+        verify(module.replace(other), pass_name="unit")
+    without = Module({"f": module["f"]}, module.name)
+    with pytest.raises(VerifyError, match="unknown function @g"):
+        verify(without, pass_name="unit")
+    verify(module, pass_name="unit")       # the same functions again: still valid
+
+
+def test_a_function_that_passed_without_locations_is_checked_when_they_are_required():
+    module = missing_location()
+    verify(module, pass_name="unit")
+    with pytest.raises(VerifyError, match="'neg' has no location"):
+        verify(module, pass_name="unit", require_locations=True)
