@@ -14,7 +14,6 @@ ones, so an IR object, once built, is never changed.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from functools import cached_property
 from typing import Any, Callable, Iterable, Iterator, Mapping
 
 from adc.errors import Location
@@ -71,6 +70,26 @@ def _frozen(value: Any) -> Any:
     return value
 
 
+class _derived:
+    """A property of an IR object computed at its first use and kept in the object (which is never
+    changed): functools.cached_property without its lock, which Python 3.11 holds for every
+    instance at once, so a process forked while another thread computed one would wait on it
+    forever. Two threads may both compute a value; they find the same."""
+
+    def __init__(self, compute: Callable[[Any], Any]):
+        self.compute = compute
+        self.__doc__ = compute.__doc__
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name = name
+
+    def __get__(self, obj: Any, owner: type | None = None) -> Any:
+        if obj is None:
+            return self
+        value = obj.__dict__[self.name] = self.compute(obj)     # found there first from now on
+        return value
+
+
 @dataclass(eq=False)
 class Op:
     """One operation: `results = name(operands) {attrs}` at `loc`."""
@@ -107,7 +126,7 @@ class Func:
     def result_types(self) -> tuple[TensorType, ...]:
         return tuple(v.type for v in self.returns)
 
-    @cached_property
+    @_derived
     def dim_symbols(self) -> tuple[str, ...]:
         """The dimension symbols bound by the parameters, in order of first appearance."""
         seen: dict[str, None] = {}
@@ -117,7 +136,7 @@ class Func:
                     seen.setdefault(s, None)
         return tuple(seen)
 
-    @cached_property
+    @_derived
     def free_symbols(self) -> tuple[str, ...]:
         """Dimension symbols its ops use (in types and attributes) that neither its parameters nor
         its own ops (a scan's length) bind: none in a kernel; in a region function (a loop body, a
@@ -132,7 +151,7 @@ class Func:
                         seen.setdefault(s, None)
         return tuple(seen)
 
-    @cached_property
+    @_derived
     def bound_symbols(self) -> tuple[str, ...]:
         """The dimension symbols its ops bind: each scan's length (the trip count of its loop)."""
         return tuple(op.attrs["length"] for op in self.ops if op.name == "scan")
@@ -153,12 +172,12 @@ class Func:
         in order of appearance."""
         return self._regions
 
-    @cached_property
+    @_derived
     def _references(self) -> tuple[str, ...]:
         return tuple(r for op in self.ops for value in op.attrs.values()
                      for r in (value if isinstance(value, tuple) else (value,)) if isinstance(r, FuncRef))
 
-    @cached_property
+    @_derived
     def _regions(self) -> tuple[str, ...]:
         return tuple(dict.fromkeys(str(op.attrs[key]) for op in self.ops for key in REGION_ATTRS.get(op.name, ())))
 
