@@ -28,7 +28,6 @@ from typing import Callable, Iterable, Mapping
 from adc.errors import CompileError, VerifyError
 from adc.ir.builder import Builder
 from adc.ir.core import Func, Module, Op, Value
-from adc.ir.printer import format_func
 from adc.ir.verify import verify_func
 from adc.passes.adjoint_rules import adjoint_rules
 from adc.passes.cse import cse_func
@@ -109,14 +108,21 @@ def region_vjp(funcs: dict[str, Func], name: str, wanted: Iterable[int]) -> Grad
 
 def cleanup(func: Func, funcs: dict[str, Func]) -> Func:
     """simplify, cse, dce and the pruning of loops, repeated until the function stops changing
-    (`funcs`, the calling pass's own copy, gets the pruned loops' bodies)."""
-    text = format_func(func)
+    (`funcs`, the calling pass's own copy, gets the pruned loops' bodies). A round changed
+    nothing when it kept every op, parameter and returned value: each pass keeps the ops it does
+    not rewrite (comparing the printed text instead found the same rounds, at a tenth of a
+    second-order derivative's compile)."""
     for _ in range(CLEANUP_ROUNDS):
+        previous = func
         func = prune_loops(eliminate_dead_code_func(cse_func(simplify_func(func, funcs)), funcs), funcs)
-        text, previous = format_func(func), text
-        if text == previous:
+        if _same_parts(func, previous):
             break
     return func
+
+
+def _same_parts(func: Func, other: Func) -> bool:
+    return all(len(a) == len(b) and all(x is y for x, y in zip(a, b))
+               for a, b in ((func.params, other.params), (func.ops, other.ops), (func.returns, other.returns)))
 
 
 def _backward(b: Builder, op: Op, cts: "Cotangents") -> None:
