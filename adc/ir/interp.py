@@ -256,7 +256,10 @@ def gather_eval(args, attrs, ctx):
     axis = attrs["axis"]
     if x.shape[axis] == 0:
         return (np.zeros(x.shape[:axis] + indices.shape + x.shape[axis + 1:], x.dtype),)
-    return (np.take(x, clamped_indices(indices, x.shape[axis]), axis=axis),)
+    where = clamped_indices(indices, x.shape[axis])
+    if where.ndim == 0:     # one index (a loop's step reading its row): a copy of that slice alone, where
+        return (x[(slice(None),) * axis + (int(where),)].copy(),)   # np.take first copies a strided x whole
+    return (np.take(x, where, axis=axis),)
 
 
 eval_rules["gather"] = gather_eval
