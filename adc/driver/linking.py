@@ -12,7 +12,6 @@ from __future__ import annotations
 import os
 import sys
 import threading
-from pathlib import Path
 
 from adc import compile_log
 from adc.abi import BOUNDS_PREFIX
@@ -22,13 +21,12 @@ from adc.driver.cache_keys import open_cache
 def link(objects: list[bytes], exports, subject: str, runtime_loaded: bool = True) -> bytes | None:
     """A shared object linked from `objects` (see aot.link_shared_object), or None when this
     machine cannot link one (no C compiler): the JIT then keeps to object code."""
-    import tempfile
-
     from adc.codegen.toolchain import aot
+    from adc.codegen.toolchain.scratch import scratch_folder
     from adc.errors import ToolchainError
 
-    with tempfile.TemporaryDirectory(prefix="adc-") as folder:
-        out = Path(folder) / "library.so"
+    with scratch_folder() as folder:
+        out = folder / "library.so"
         try:
             with compile_log.stage(subject, "link"):
                 aot.link_shared_object(objects, out, exports=exports, runtime_loaded=runtime_loaded)

@@ -24,11 +24,11 @@ import os
 import shlex
 import shutil
 import subprocess
-import tempfile
 from pathlib import Path
 from typing import Sequence
 
 from adc.abi import BOUNDS_PREFIX, KERNEL_PREFIX, METADATA_SYMBOL, SET_NUM_THREADS_SYMBOL, WATCH_INTERRUPTS_SYMBOL
+from adc.codegen.toolchain.scratch import scratch_folder
 from adc.errors import ToolchainError
 
 MODULE_EXPORTS = (f"{KERNEL_PREFIX}*", f"{BOUNDS_PREFIX}*", METADATA_SYMBOL, SET_NUM_THREADS_SYMBOL,
@@ -56,12 +56,12 @@ def link_shared_object(objects: Sequence[bytes], out_path: str | os.PathLike, li
     resolve (--no-undefined), except with `runtime_loaded`: the code calls the runtime library
     the loading process has already loaded (with its symbols global) and leaves those calls to it."""
     cc = c_compiler()
-    with tempfile.TemporaryDirectory(prefix="adc-") as tmp:
+    with scratch_folder() as tmp:
         paths = []
         for k, data in enumerate(objects):
-            paths.append(Path(tmp) / f"part{k}.o")
+            paths.append(tmp / f"part{k}.o")
             paths[-1].write_bytes(data)
-        script = Path(tmp) / "exports.map"
+        script = tmp / "exports.map"
         script.write_text(f"{{ global: {'; '.join(exports)}; local: *; }};\n")
         resolution = [] if runtime_loaded else ["-Wl,--no-undefined"]
         result = subprocess.run([*cc, "-shared", *resolution, f"-Wl,-soname,{Path(out_path).name}",
