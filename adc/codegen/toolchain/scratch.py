@@ -50,10 +50,11 @@ def sweep(root: Path, now: float | None = None) -> None:
         if found is None or _running(int(found.group(1))):
             continue
         try:
-            old = now - entry.stat(follow_symlinks=False).st_mtime >= STALE_AFTER and entry.is_dir(follow_symlinks=False)
+            stale = entry.is_dir(follow_symlinks=False) and \
+                now - entry.stat(follow_symlinks=False).st_mtime >= STALE_AFTER
         except OSError:
             continue
-        if old:
+        if stale:
             shutil.rmtree(entry.path, ignore_errors=True)
 
 
