@@ -34,6 +34,7 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
+import threading
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -152,17 +153,18 @@ class Cache:
             return None
 
     def _record_total(self, total: int) -> None:
-        """Write the running total atomically; an unwritable root leaves the next write to list."""
+        """Write the running total atomically (a temporary of this thread's, renamed); an
+        unwritable root leaves the next write to list."""
+        temp = self.root / f".{TOTAL_FILE}.{os.getpid()}.{threading.get_ident()}{TEMP_SUFFIX}"
         try:
-            fd, temp = tempfile.mkstemp(dir=self.root, prefix=f".{TOTAL_FILE}.", suffix=TEMP_SUFFIX)
-        except OSError:
-            return
-        try:
-            with os.fdopen(fd, "w") as f:
-                f.write(str(total))
+            fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+            try:
+                os.write(fd, str(total).encode())
+            finally:
+                os.close(fd)
             os.replace(temp, self.root / TOTAL_FILE)
         except OSError:
-            _remove(Path(temp))
+            _remove(temp)
 
     @contextmanager
     def lock(self, namespace: str) -> Iterator[None]:
