@@ -34,7 +34,6 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
-import threading
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -121,14 +120,7 @@ class Cache:
         sealed = seal(data)
         try:
             folder.mkdir(parents=True, exist_ok=True)
-            fd, temp = tempfile.mkstemp(dir=folder, prefix=f".{key}.", suffix=TEMP_SUFFIX)
-            try:
-                with os.fdopen(fd, "wb") as f:
-                    f.write(sealed)
-                os.replace(temp, folder / key)
-            except BaseException:
-                _remove(Path(temp))
-                raise
+            _write_atomically(folder / key, sealed)
         except OSError:
             return
         self._count(len(sealed))
@@ -153,18 +145,10 @@ class Cache:
             return None
 
     def _record_total(self, total: int) -> None:
-        """Write the running total atomically (a temporary of this thread's, renamed); an
-        unwritable root leaves the next write to list."""
-        temp = self.root / f".{TOTAL_FILE}.{os.getpid()}.{threading.get_ident()}{TEMP_SUFFIX}"
         try:
-            fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-            try:
-                os.write(fd, str(total).encode())
-            finally:
-                os.close(fd)
-            os.replace(temp, self.root / TOTAL_FILE)
+            _write_atomically(self.root / TOTAL_FILE, str(total).encode())
         except OSError:
-            _remove(temp)
+            pass            # unwritable: the next write lists the entries
 
     @contextmanager
     def lock(self, namespace: str) -> Iterator[None]:
@@ -246,6 +230,18 @@ class Cache:
                     continue
                 found.append((Path(entry.path), stat.st_size, stat.st_mtime))
         return found
+
+
+def _write_atomically(path: Path, data: bytes) -> None:
+    """`path` holds `data` whole or is as it was: written to a temporary beside it, then renamed."""
+    fd, temp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=TEMP_SUFFIX)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.replace(temp, path)
+    except BaseException:
+        _remove(Path(temp))
+        raise
 
 
 def _listed(folder: os.PathLike) -> list[os.DirEntry]:
