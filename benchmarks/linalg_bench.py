@@ -79,10 +79,11 @@ class Sizes:
     points: tuple[int, ...]         # (b) GP training points
     single: int                     # (c) the one matrix's n
     stack: int                      # (d) 8×8 matrices per call
+    min_time: float                 # seconds of calls behind each figure (quick: enough to run each route)
 
 
-FULL = Sizes(100_000, (3, 4, 8, 16), (1024, 2048), 1024, 10_000)
-QUICK = Sizes(500, (3, 8), (64,), 48, 200)
+FULL = Sizes(100_000, (3, 4, 8, 16), (1024, 2048), 1024, 10_000, 0.25)
+QUICK = Sizes(500, (3, 8), (64,), 48, 200, 0.02)
 PEERS = ("numpy/scipy", "jax", "torch")
 
 
@@ -95,17 +96,18 @@ def bench_linalg(quick: bool = False) -> None:
     print(f"\nlinear algebra, f64, median wall time per call in ms; adc/best < 1: adc is faster\n"
           f"{'case':44s} {'adc':>10s}" + "".join(f" {p:>11s}" for p in PEERS) + f" {'adc/best':>9s}")
     for n in sizes.orders:
-        spd_rows(adc.compile(SPD_SOURCE.format(n=n), f"linalg_bench_spd{n}.adc"), sizes.systems, n, jax, torch)
+        spd_rows(adc.compile(SPD_SOURCE.format(n=n), f"linalg_bench_spd{n}.adc"), sizes.systems, n, jax, torch,
+                 sizes.min_time)
     gp = adc.compile_file(SAMPLES / "gaussian_process.adc")
     for n in sizes.points:
-        gp_row(gp, n, jax, torch, scipy_linalg)
-    single_rows(m, sizes.single, jax, torch, scipy_linalg)
-    stack_rows(m, sizes.stack, jax, torch)
+        gp_row(gp, n, jax, torch, scipy_linalg, sizes.min_time)
+    single_rows(m, sizes.single, jax, torch, scipy_linalg, sizes.min_time)
+    stack_rows(m, sizes.stack, jax, torch, sizes.min_time)
     print("targets (issue 37): (a) <= 0.5 up to n = 8, <= 1.0 at n = 16; (b) <= 1.0; (c) <= 1.2 against "
           "NumPy/SciPy for cholesky, solve, qr, <= 2 for eigh, svd; (d) <= 1.0")
 
 
-def row(case: str, adc_call, peers: dict[str, dict], check) -> None:
+def row(case: str, adc_call, peers: dict[str, dict], check, min_time: float) -> None:
     """Check every route against adc's result, then time each and print one line: a peer's
     figure is its fastest route."""
     want = adc_call()
@@ -114,8 +116,8 @@ def row(case: str, adc_call, peers: dict[str, dict], check) -> None:
         for call in routes.values():
             check(call(), want)
         if routes:
-            times[peer] = min(timed(call, repeats=5) for call in routes.values())
-    mine = timed(adc_call, repeats=5)
+            times[peer] = min(timed(call, min_time=min_time, repeats=5) for call in routes.values())
+    mine = timed(adc_call, min_time=min_time, repeats=5)
     best = min(times.values(), default=float("nan"))
     cells = "".join(f" {times[p] * 1e3:11.3f}" if p in times else f" {'-':>11s}" for p in PEERS)
     print(f"{case:44s} {mine * 1e3:10.3f}{cells} {mine / best:9.2f}", flush=True)
@@ -127,7 +129,7 @@ def close(got, want, rtol=1e-8) -> None:
         np.testing.assert_allclose(np.asarray(g), w, rtol=rtol, atol=rtol * np.abs(w).max())
 
 
-def spd_rows(m, count: int, n: int, jax, torch) -> None:
+def spd_rows(m, count: int, n: int, jax, torch, min_time: float) -> None:
     """(a): Cholesky + solve + log det of `count` SPD systems of order n, and the gradient."""
     rng = np.random.default_rng(n)
     y = rng.standard_normal((count, n, n))
@@ -147,9 +149,9 @@ def spd_rows(m, count: int, n: int, jax, torch) -> None:
         forward["torch"] = {"linalg": lambda: torch_spd(torch, ta, tb)}
         backward["torch"] = {"autograd": lambda: torch_spd_grad(torch, ta, tb)}
     row(f"(a) {count:,} SPD n={n}: chol+solve+logdet", lambda: [t.numpy() for t in m.spd_solve(a, b)],
-        forward, close)
+        forward, close, min_time)
     row(f"(a) {count:,} SPD n={n}: its gradient", lambda: [t.numpy() for t in gradient(a, b)], backward,
-        same_gradient)
+        same_gradient, min_time)
 
 
 def numpy_spd(a, b):
@@ -198,7 +200,7 @@ def same_gradient(got, want) -> None:
     close([ga + ga.transpose(0, 2, 1), gb], [wa + wa.transpose(0, 2, 1), wb])
 
 
-def gp_row(gp, n: int, jax, torch, scipy_linalg) -> None:
+def gp_row(gp, n: int, jax, torch, scipy_linalg, min_time: float) -> None:
     """(b): the GP's negative log marginal likelihood and its gradient at n points."""
     rng = np.random.default_rng(n)
     x = np.sort(rng.uniform(-4.0, 4.0, n))
@@ -213,7 +215,7 @@ def gp_row(gp, n: int, jax, torch, scipy_linalg) -> None:
     if torch:
         peers["torch"] = {"autograd": lambda: torch_gp(torch, *(torch.from_numpy(v) for v in (x, y, p)))}
     row(f"(b) GP NLL + gradient, n={n:,}", lambda: [t.numpy() for t in both(x, y, p)], peers,
-        lambda got, want: close(got, want, rtol=1e-6))
+        lambda got, want: close(got, want, rtol=1e-6), min_time)
 
 
 def sq_exp(lib, x, p):
@@ -248,7 +250,7 @@ def torch_gp(torch, x, y, p):
     return value.detach().numpy(), torch.autograd.grad(value, p)[0].numpy()
 
 
-def single_rows(m, n: int, jax, torch, sl) -> None:
+def single_rows(m, n: int, jax, torch, sl, min_time: float) -> None:
     """(c): cholesky, solve, qr, eigh, svd of one n×n matrix, checked by what each convention shares."""
     rng = np.random.default_rng(1)
     g = rng.standard_normal((n, n))
@@ -270,7 +272,7 @@ def single_rows(m, n: int, jax, torch, sl) -> None:
         if torch:
             peers["torch"] = {"linalg": library_route(torch, name, args)}
         row(f"(c) {name} {n}x{n}", lambda k=kernel: unpacked(k(*args)), peers,
-            lambda got, want, part=part: close([part(unpacked(got))], [part(want)], rtol=1e-6))
+            lambda got, want, part=part: close([part(unpacked(got))], [part(want)], rtol=1e-6), min_time)
 
 
 def library_route(lib, name: str, args):
@@ -294,7 +296,7 @@ def unpacked(result):
     return np.asarray(result)
 
 
-def stack_rows(m, count: int, jax, torch) -> None:
+def stack_rows(m, count: int, jax, torch, min_time: float) -> None:
     """(d): eigh and svd of `count` 8×8 matrices, compared by eigenvalues and singular values."""
     g = np.random.default_rng(2).standard_normal((count, 8, 8))
     sym = g + g.transpose(0, 2, 1)
@@ -305,4 +307,4 @@ def stack_rows(m, count: int, jax, torch) -> None:
         if torch:
             peers["torch"] = {"linalg": library_route(torch, name, (a,))}
         row(f"(d) {name} of {count:,} 8x8", lambda k=kernel, a=a: unpacked(k(a)), peers,
-            lambda got, want, part=part: close([unpacked(got)[part]], [want[part]], rtol=1e-8))
+            lambda got, want, part=part: close([unpacked(got)[part]], [want[part]], rtol=1e-8), min_time)
