@@ -41,6 +41,19 @@ def pytest_configure(config):
 def pytest_unconfigure(config):
     if not getattr(config, "adc_cache_kept", True):
         shutil.rmtree(config.adc_cache_dir, ignore_errors=True)
+        shutil.rmtree(_valgrind_cache_dir(config), ignore_errors=True)
+
+
+def _valgrind_cache_dir(config) -> str:
+    return config.adc_cache_dir + "-valgrind"
+
+
+@pytest.fixture(scope="session")
+def valgrind_cache(request) -> str:
+    """The compile cache the session's runs under valgrind share (tests.support.memcheck): their
+    code is for another CPU, and the runtime library and kernels they have in common compile once,
+    not once per test (~3.5 s each for the runtime library alone)."""
+    return _valgrind_cache_dir(request.config)
 
 
 @pytest.fixture(scope="session")

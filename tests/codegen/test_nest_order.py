@@ -104,7 +104,7 @@ def test_the_jacobian_of_a_gradient_through_checkpointed_loops_reads_only_writte
 
 
 @pytest.mark.skipif(memcheck.valgrind() is None, reason="valgrind is not installed")
-def test_the_jacobian_of_a_gradient_through_a_checkpointed_loop_is_clean_under_valgrind(tmp_path):
+def test_the_jacobian_of_a_gradient_through_a_checkpointed_loop_is_clean_under_valgrind(tmp_path, valgrind_cache):
     memcheck.assert_clean_under_valgrind(
         "import numpy as np, adc\n"
         f"m = adc.compile({LOOP.format(checkpoint=3, after='')!r}, 'loops.adc')\n"
@@ -113,4 +113,4 @@ def test_the_jacobian_of_a_gradient_through_a_checkpointed_loop_is_clean_under_v
         "    with adc.GradientTape() as inner:\n"
         f"        y = m.loss(x, w, {ARGS[2]})\n"
         "    g = inner.gradient(y, x)\n"
-        "print(outer.jacobian(g, x).numpy().sum())\n", tmp_path)
+        "print(outer.jacobian(g, x).numpy().sum())\n", tmp_path, valgrind_cache)

@@ -101,14 +101,14 @@ def test_the_oscillator_gradient_stays_in_bounds_in_the_checked_build():
 
 
 @pytest.mark.skipif(memcheck.valgrind() is None, reason="valgrind is not installed")
-def test_the_oscillator_gradient_is_clean_under_valgrind(tmp_path):
+def test_the_oscillator_gradient_is_clean_under_valgrind(tmp_path, valgrind_cache):
     memcheck.assert_clean_under_valgrind(
         "import numpy as np, adc\n"
         f"m = adc.compile({OSCILLATOR.format(checkpoint='', first='-', second='-')!r})\n"
         "x = adc.Variable(np.random.default_rng(0).standard_normal(40))\n"
         "with adc.GradientTape() as t:\n"
         "    y = m.f(0.3, 0.05, x)\n"
-        "t.gradient(y, x, output_gradients=np.ones(40))\n", tmp_path)
+        "t.gradient(y, x, output_gradients=np.ones(40))\n", tmp_path, valgrind_cache)
 
 
 def _oscillator(q0, dt, force, first, second):

@@ -351,7 +351,7 @@ def test_the_bounds_checked_build_runs_the_blocked_routines(monkeypatch, blocked
 
 
 @pytest.mark.skipif(memcheck.valgrind() is None, reason="valgrind is not installed")
-def test_a_blocked_program_is_clean_under_valgrind(tmp_path):
+def test_a_blocked_program_is_clean_under_valgrind(tmp_path, valgrind_cache):
     program = tmp_path / "blocked.py"
     program.write_text(
         "import numpy as np, adc\n"
@@ -364,5 +364,5 @@ def test_a_blocked_program_is_clean_under_valgrind(tmp_path):
         "m.orthogonal(g[None, :, :40]); m.spectrum(a[None]); m.singular(g[None, :, :50])\n"
         "adc.grad(m.newton, wrt='a')(g, g[1])\n"
         "print('blocked ran')\n")
-    status, reports, last = memcheck.run_under_valgrind([str(program)], str(tmp_path / "cache"))
+    status, reports, last = memcheck.run_under_valgrind([str(program)], valgrind_cache)
     assert status == 0 and not reports and last == "blocked ran", "\n\n".join(map(str, reports))
