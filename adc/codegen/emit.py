@@ -30,7 +30,7 @@ def optimized(llvm_ir: llvmlite.ir.Module | str, target: Target, subject: str = 
     context that ends with the `with` block."""
     context = llvm.create_context()
     with compile_log.stage(subject, "llvm-parse"):
-        module = llvm.parse_assembly(unnamed_internals(str(llvm_ir)), context=context)
+        module = llvm.parse_assembly(prepared_for_merging(str(llvm_ir)), context=context)
     try:
         with compile_log.stage(subject, "llvm-optimize"):
             target.optimize(module, unroll)
@@ -40,17 +40,35 @@ def optimized(llvm_ir: llvmlite.ir.Module | str, target: Target, subject: str = 
         context.close()
 
 
-# An internal function's definition line, up to its parameters' closing parenthesis (adc gives
-# parameters no attribute with parentheses), unless already unnamed_addr
-_INTERNAL_DEFINITION = re.compile(r'^(define internal [^\n(]*\([^)\n]*\))(?! unnamed_addr)', re.M)
+# An internal function's definition line: its name, its parameters up to their closing parenthesis
+# (adc gives parameters no attribute with parentheses), then its attributes
+_INTERNAL_DEFINITION = re.compile(r'^(define internal [^\n(@]*@(?:"([^"]+)"|([\w.$]+))\([^)\n]*\))([^\n]*)$', re.M)
+_FOLDED_FIRST = ("noinline", "alwaysinline")    # an internal function with one of these may fold before the pipeline
+OWN_ATTRIBUTE = '"adc.own"'                     # any other carries this, with its name as value
 
 
-def unnamed_internals(text: str) -> str:
-    """The module's text with its internal functions `unnamed_addr`: adc never compares their
-    addresses, and llvmlite's builder cannot say so. Then LLVM's MergeFunctions (Target.optimize)
-    folds identical loop nests' tasks, whose addresses go to the thread pool, into one, not a
-    thunk each."""
-    return _INTERNAL_DEFINITION.sub(r"\1 unnamed_addr", text)
+def prepared_for_merging(text: str) -> str:
+    """The module's text ready for LLVM's MergeFunctions, before and after the pipeline
+    (Target.optimize):
+
+    - internal functions `unnamed_addr`: adc never compares their addresses (llvmlite's builder
+      cannot say so), so identical loop nests' tasks, whose addresses go to the thread pool, fold
+      into one, not a thunk each;
+    - an internal function LLVM may inline (neither `noinline` nor `alwaysinline`) gets a string
+      attribute naming it, which MergeFunctions compares, so that it is never folded into its twin:
+      with a second caller LLVM inlines it less readily (folding every identical function first
+      made the batch Jacobian benchmark ~10% slower). Those never inlined, and those always
+      inlined, fold before the pipeline: each is optimized once, not once per copy."""
+    def prepared(definition: re.Match) -> str:
+        head, name, attributes = definition.group(1), definition.group(2) or definition.group(3), definition.group(4)
+        if "unnamed_addr" not in attributes:
+            attributes = " unnamed_addr" + attributes
+        words = attributes.split()
+        if not any(word in words for word in _FOLDED_FIRST) and OWN_ATTRIBUTE not in attributes:
+            attributes += f' {OWN_ATTRIBUTE}="{name}"'
+        return head + attributes
+
+    return _INTERNAL_DEFINITION.sub(prepared, text)
 
 
 def emit_object(llvm_ir: llvmlite.ir.Module | str, target: Target, subject: str = "",

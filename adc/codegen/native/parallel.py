@@ -431,11 +431,15 @@ def _pause(b: ir.IRBuilder) -> None:
 
 
 def _task(loop: ir.Function) -> ir.Function:
-    """`void loop.task(ptr ctx, i64 start, i64 end)`: loop(start, end, ctx[0], ctx[1], ...)."""
+    """`void loop.task(ptr ctx, i64 start, i64 end)`: loop(start, end, ctx[0], ctx[1], ...).
+
+    `noinline` says what holds anyway: the pool calls it through its address, and glue LLVM does
+    not optimize calls it directly (`call_loop`); so identical tasks fold before the pipeline."""
     name = f"{loop.name}.task"
     if name in loop.module.globals:
         return loop.module.globals[name]
     fn = _internal(loop.module, TASK, name)
+    fn.attributes.add("noinline")
     ctx, start, end = fn.args
     b = ir.IRBuilder(fn.append_basic_block("entry"))
     n = len(loop.args) - 2
