@@ -2,7 +2,8 @@
 per second, by direct kernel calls in one process, and through adc.dask on Dask's synchronous
 and threaded schedulers and on a LocalCluster of two worker processes; the Dask path's overhead
 over direct calls at 100,000-example chunks is the synchronous route's time over the direct one's
-(same work, same thread), the median of runs made in pairs side by side."""
+(same work, same thread), the median of runs made in pairs side by side; and its floor, what
+Dask alone adds: the same norms through Dask over per-example gradients computed beforehand."""
 from __future__ import annotations
 
 import statistics
@@ -30,10 +31,10 @@ def seconds(fn, repeats: int = 3) -> float:
     return statistics.median(times)
 
 
-def paired_ratios(baseline, other, pairs: int = PAIRS) -> list[float]:
-    """other's time over baseline's, each pair run back to back (the order alternating): the
+def paired_times(baseline, other, pairs: int = PAIRS) -> list[tuple[float, float]]:
+    """(baseline's time, other's time) of each pair, run back to back (the order alternating): the
     machine's drift between two separate medians (here up to 15% a minute) moves both alike."""
-    ratios = []
+    timed = []
     for k in range(pairs):
         times = {}
         for name, fn in ((("baseline", baseline), ("other", other)) if k % 2 == 0 else
@@ -41,8 +42,13 @@ def paired_ratios(baseline, other, pairs: int = PAIRS) -> list[float]:
             start = time.perf_counter()
             fn()
             times[name] = time.perf_counter() - start
-        ratios.append(times["other"] / times["baseline"])
-    return ratios
+        timed.append((times["baseline"], times["other"]))
+    return timed
+
+
+def paired_ratios(baseline, other, pairs: int = PAIRS) -> list[float]:
+    """other's time over baseline's, in pairs run side by side (paired_times)."""
+    return [b / a for a, b in paired_times(baseline, other, pairs)]
 
 
 def norms_of(grads) -> np.ndarray:
@@ -89,4 +95,30 @@ def bench_dask() -> None:
     ratios = paired_ratios(direct, lambda: dask_norms(dx, dt).compute(scheduler="synchronous"))
     print(f"  Dask path overhead over direct calls (synchronous / direct, median of {PAIRS} runs side by side): "
           f"{statistics.median(ratios):.3f}x  [{min(ratios):.3f} - {max(ratios):.3f}]")
+    floor = dask_floor(da, [np.asarray(g) for g in jacobian(x, t, *params)], seconds(direct))
+    print(f"  its floor, Dask's own part: the norms of precomputed per-example gradients through Dask "
+          f"take {floor['added'] * 1e3:.1f} ms more than through NumPy (the gradients' blocks as tasks); "
+          f"a path whose kernel calls cost nothing more than direct ones would print {floor['ratio']:.3f}x")
     print("  target: overhead <= 1.2x")
+
+
+def dask_floor(da, grads: list[np.ndarray], direct: float) -> dict[str, float]:
+    """What Dask alone adds to the benchmark's route: its norms over per-example gradients computed
+    beforehand, each block a task that returns it (as adc.dask's call of a block does), against
+    NumPy's norms of the same blocks; paired runs, as the overhead's."""
+    import dask
+
+    blocks = [[g[k:k + CHUNK] for g in grads] for k in range(0, EXAMPLES, CHUNK)]
+    lazy = [da.concatenate([da.from_delayed(dask.delayed(lambda b=b, j=j: b[j])(), shape=b[j].shape, dtype=b[j].dtype)
+                            for b in blocks]) for j in range(len(grads))]
+
+    def through_numpy():
+        return np.concatenate([norms_of(b) for b in blocks])
+
+    def through_dask():
+        return norms_of(lazy).compute(scheduler="synchronous")
+
+    assert np.allclose(through_dask(), through_numpy())
+    pairs = [b - a for a, b in paired_times(through_numpy, through_dask)]
+    added = statistics.median(pairs)
+    return {"added": added, "ratio": (direct + added) / direct}
