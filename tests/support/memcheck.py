@@ -90,10 +90,11 @@ def run_under_valgrind(argv: list[str], cache_dir: str, timeout: float = 3600) -
            "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
     env.pop("ADC_CACHE", None)
     # the first run leaves the modules' bytecode for the second: compiling Python source under
-    # valgrind took 4 of the 11 s `import adc` took there
+    # valgrind took 4 of the 11 s `import adc` took there (a test session's bytecode cache, if it
+    # has one, already holds it)
     env.pop("PYTHONDONTWRITEBYTECODE", None)
     with tempfile.TemporaryDirectory(prefix="adc-memcheck-") as logs:
-        env["PYTHONPYCACHEPREFIX"] = f"{logs}/bytecode"
+        env.setdefault("PYTHONPYCACHEPREFIX", f"{logs}/bytecode")
         try:
             subprocess.run([sys.executable, *argv], env=env, cwd=ROOT, capture_output=True, timeout=timeout)
         except subprocess.TimeoutExpired:       # what it did not compile, the run under valgrind will
