@@ -46,11 +46,6 @@ def paired_times(baseline, other, pairs: int = PAIRS) -> list[tuple[float, float
     return timed
 
 
-def paired_ratios(baseline, other, pairs: int = PAIRS) -> list[float]:
-    """other's time over baseline's, in pairs run side by side (paired_times)."""
-    return [b / a for a, b in paired_times(baseline, other, pairs)]
-
-
 def norms_of(grads) -> np.ndarray:
     """Each example's gradient norm over every parameter, from per-example gradients (NumPy or Dask)."""
     total = sum((g ** 2).sum(axis=tuple(range(1, g.ndim))) for g in grads)
@@ -92,10 +87,12 @@ def bench_dask() -> None:
           f"in {CHUNK:,}-example chunks: examples/s")
     for name, s in routes.items():
         print(f"  {name:38s} {EXAMPLES / s:12,.0f} examples/s   {s * 1e3:8.1f} ms")
-    ratios = paired_ratios(direct, lambda: dask_norms(dx, dt).compute(scheduler="synchronous"))
+    pairs = paired_times(direct, lambda: dask_norms(dx, dt).compute(scheduler="synchronous"))
+    ratios = [through_dask / alone for alone, through_dask in pairs]
     print(f"  Dask path overhead over direct calls (synchronous / direct, median of {PAIRS} runs side by side): "
           f"{statistics.median(ratios):.3f}x  [{min(ratios):.3f} - {max(ratios):.3f}]")
-    floor = dask_floor(da, [np.asarray(g) for g in jacobian(x, t, *params)], seconds(direct))
+    grads = [np.asarray(g) for g in jacobian(x, t, *params)]
+    floor = dask_floor(da, grads, statistics.median(alone for alone, _ in pairs))
     print(f"  its floor, Dask's own part: the norms of precomputed per-example gradients through Dask "
           f"take {floor['added'] * 1e3:.1f} ms more than through NumPy (the gradients' blocks as tasks); "
           f"a path whose kernel calls cost nothing more than direct ones would print {floor['ratio']:.3f}x")
@@ -119,6 +116,5 @@ def dask_floor(da, grads: list[np.ndarray], direct: float) -> dict[str, float]:
         return norms_of(lazy).compute(scheduler="synchronous")
 
     assert np.allclose(through_dask(), through_numpy())
-    pairs = [b - a for a, b in paired_times(through_numpy, through_dask)]
-    added = statistics.median(pairs)
+    added = statistics.median(b - a for a, b in paired_times(through_numpy, through_dask))
     return {"added": added, "ratio": (direct + added) / direct}
