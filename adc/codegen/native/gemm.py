@@ -235,14 +235,32 @@ def _pack_function(module: ir.Module, blk: Blocking) -> ir.Function:
     element negated when `negate`.
 
     Panel p holds columns p*NR .. p*NR+NR-1 as kc rows of NR contiguous
-    elements, so the micro-kernel reads whole aligned vectors.
+    elements, so the micro-kernel reads whole aligned vectors. A row-major B's whole panels are
+    copied a row of the block at a time, in vectors: its rows are read in order, as they lie in
+    memory (a block of 256 x 2048 @ 2048 x 2048 f64: 43.1 -> 41.5 ms, one thread, Zen 4; 8 x 784 @
+    784 x 512, mostly packing: 0.28 -> 0.24 ms). The rest, a B read transposed or the last, narrower
+    panel, is copied element by element.
     """
     ptr = blk.elem.as_pointer()
     func = _internal_function(module, f"adc_gemm_{blk.dtype}_pack", [ptr, I64, I64, I64, I64, ptr, I1])
     src, rsb, csb, kc, nc, dst, negate = func.args
     builder = ir.IRBuilder(func.append_basic_block("entry"))
     nr = _const(blk.nr)
-    with for_range(builder, _const(0), nc, nr) as col:
+    row_major = builder.icmp_signed("==", csb, _const(1))
+    whole = builder.select(row_major, builder.mul(builder.sdiv(nc, nr), nr), _const(0))
+    vector_pointer = blk.vector.as_pointer()
+    with for_range(builder, _const(0), kc, _const(1)) as row:
+        from_row = builder.gep(src, [builder.mul(row, rsb)])
+        to_row = builder.gep(dst, [builder.mul(row, nr)])
+        with for_range(builder, _const(0), whole, nr) as col:
+            panel_row = builder.gep(to_row, [builder.mul(col, kc)])
+            for v in range(blk.vectors_per_row):
+                x = builder.load(builder.bitcast(builder.gep(from_row, [builder.add(col, _const(v * blk.vl))]),
+                                                 vector_pointer), align=blk.elem_align)
+                builder.store(builder.select(negate, builder.fneg(x), x),
+                              builder.bitcast(builder.gep(panel_row, [_const(v * blk.vl)]), vector_pointer),
+                              align=blk.vl * blk.elem_align)     # panel rows are whole vectors apart
+    with for_range(builder, whole, nc, nr) as col:
         width = _min(builder, nr, builder.sub(nc, col))
         panel = builder.gep(dst, [builder.mul(col, kc)])
         with for_range(builder, _const(0), kc, _const(1)) as row:
