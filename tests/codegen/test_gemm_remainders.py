@@ -89,6 +89,28 @@ def test_b_read_in_place_up_to_its_limit_and_packed_past_it(modules, dtype):
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_a_few_rows_stream_b_and_give_the_blocked_products_bits(modules, dtype):
+    """Up to MR rows times a row-major B past gemm.DIRECT_BYTES stream B row by row
+    (gemm._stream_function): over several KC blocks and column chunks, with a partial vector at the
+    end, each row equals, bit for bit, that row of a product with one more strip of rows, which
+    the blocked nest computes; a B read transposed is packed as before."""
+    m = modules[dtype]
+    rng = np.random.default_rng(2)
+    blk = gemm_blockings(host_target())[dtype]
+    chunk = gemm.STREAM_BYTES // (blk.mr * dtype.numpy.itemsize) // blk.vl * blk.vl
+    for depth, columns in ((2 * blk.kc + 3, chunk + blk.vl + 3), (blk.kc - 1, 2 * chunk), (gemm.STREAM_ROWS + 1, 8000),
+                           (3, gemm.DIRECT_BYTES // dtype.numpy.itemsize // 3 + 1)):
+        assert depth * columns * dtype.numpy.itemsize > gemm.DIRECT_BYTES
+        a, b = operands(rng, dtype, (blk.mr + 1, depth), (depth, columns))
+        blocked = np.asarray(m.product(a, b))
+        assert_product(blocked, a, b)
+        for rows in (1, 2, blk.mr - 1, blk.mr):
+            streamed = np.asarray(m.product(a[:rows], b))
+            assert np.array_equal(streamed, blocked[:rows]), (rows, depth, columns)
+        assert np.array_equal(np.asarray(m.product_with_transpose(a[:3], np.ascontiguousarray(b.T))), blocked[:3])
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
 @pytest.mark.parametrize("count", [1, 2, 3, 5, 8])
 def test_products_split_across_threads(modules, threads, dtype, count):
     """From 2^19 multiply-adds the rows split across threads in multiples of MR: odd row counts
