@@ -28,7 +28,9 @@ garbage from the stack) and never stored. The packed block lives on the stack
 (512 KiB with 512-bit vectors, 64 KiB for f32 and 256 KiB for f64 with narrower ones), so the
 kernel needs no allocation and cannot fail. A small row-major B (`DIRECT_BYTES`) is not packed:
 the micro-kernels read its whole panels in place, rows `rsb` apart, and only the last, narrower
-panel is packed. Only ordinary IEEE
+panel is packed. A larger row-major B times at most MR rows (a vector-matrix product, a small
+batch) is streamed instead, row by row in memory order, into the same block sums
+(`_stream_function`). Only ordinary IEEE
 arithmetic is used (no fast-math flags), so NaN and inf propagate as in BLAS.
 
 Why not call a BLAS: measured single-threaded on Zen 5 (AVX-512), this kernel
