@@ -101,6 +101,11 @@ class Blocking:
         return 4 if isinstance(self.elem, ir.FloatType) else 8
 
     @property
+    def vector_align(self) -> int:
+        """A vector's bytes: the alignment of vectors a whole number of vectors into an aligned block."""
+        return self.vl * self.elem_align
+
+    @property
     def vectors_per_row(self) -> int:
         return self.nr // self.vl
 
@@ -216,7 +221,7 @@ def _kernel_function(module: ir.Module, blk: Blocking) -> ir.Function:
         builder.ret_void()
     packed = builder.alloca(blk.elem, size=builder.mul(block_depth, block_width))
     packed.align = PACK_ALIGN
-    direct = builder.and_(builder.and_(small, builder.icmp_signed("==", csb, _const(1))), builder.not_(subtract))
+    direct = builder.and_(builder.and_(small, row_major), builder.not_(subtract))
     nr = _const(blk.nr)
     with for_range(builder, _const(0), n, block_width) as jc:
         nc = _min(builder, block_width, builder.sub(n, jc))
@@ -254,7 +259,7 @@ def _stream_function(module: ir.Module, blk: Blocking) -> ir.Function:
     func = _internal_function(module, name, [I64, I64, I64, ptr, I64, I64, ptr, I64, ptr, I64, I64])
     m, n, k, a, rsa, csa, b, rsb, c, ldc, block_depth = func.args
     builder = ir.IRBuilder(func.append_basic_block("entry"))
-    vl, chunk = blk.vl, STREAM_BYTES // (blk.mr * blk.elem_align) // blk.vl * blk.vl
+    vl, chunk = blk.vl, STREAM_BYTES // (blk.mr * blk.elem_align) // blk.vl * blk.vl     # rows whole vectors apart
     sums = builder.alloca(blk.elem, size=_const(blk.mr * chunk))
     sums.align = PACK_ALIGN
     vector_pointer = blk.vector.as_pointer()
@@ -277,7 +282,7 @@ def _stream_function(module: ir.Module, blk: Blocking) -> ir.Function:
             with for_range(builder, _const(0), m, _const(1)) as row:
                 row_sums = builder.gep(sums, [builder.mul(row, _const(chunk))])
                 columns(width, lambda column, mask: builder.store(
-                    ir.Constant(blk.vector, None), vector_at(row_sums, column), align=PACK_ALIGN))
+                    ir.Constant(blk.vector, None), vector_at(row_sums, column), align=blk.vector_align))
             grouped = builder.mul(builder.sdiv(kc, _const(STREAM_ROWS)), _const(STREAM_ROWS))
             for start, end, rows in ((_const(0), grouped, STREAM_ROWS), (grouped, kc, 1)):
                 with for_range(builder, start, end, _const(rows)) as p:
@@ -292,7 +297,7 @@ def _stream_function(module: ir.Module, blk: Blocking) -> ir.Function:
                 c_row = builder.gep(c, [builder.add(builder.mul(row, ldc), jc)])
 
                 def store(column, mask, row_sums=row_sums, c_row=c_row):
-                    value = builder.load(vector_at(row_sums, column), align=PACK_ALIGN)
+                    value = builder.load(vector_at(row_sums, column), align=blk.vector_align)
                     dst = vector_at(c_row, column)
                     if mask is None:
                         _store_or_add(builder, first, value, dst, blk.elem_align)
@@ -319,11 +324,11 @@ def _stream_rows(builder: ir.IRBuilder, blk: Blocking, rows: int, m: ir.Value, a
             [src, ir.Constant(I32, blk.elem_align), mask, ir.Constant(blk.vector, None)]))
     with for_range(builder, _const(0), m, _const(1)) as r:
         dst = builder.bitcast(builder.gep(row_sums, [builder.add(builder.mul(r, _const(chunk)), column)]), vector_pointer)
-        acc = builder.load(dst, align=PACK_ALIGN)
+        acc = builder.load(dst, align=blk.vector_align)
         for i, b_vector in enumerate(b_vectors):
             x = builder.load(builder.gep(a, [builder.add(builder.mul(r, rsa), builder.mul(_const(i), csa))]))
             acc = builder.call(fma, [splat(builder, blk.vector, x), b_vector, acc])
-        builder.store(acc, dst, align=PACK_ALIGN)
+        builder.store(acc, dst, align=blk.vector_align)
 
 
 def _block_sizes(blk: Blocking) -> tuple[ir.Constant, ir.Constant]:
@@ -359,7 +364,7 @@ def _pack_function(module: ir.Module, blk: Blocking) -> ir.Function:
                                                  vector_pointer), align=blk.elem_align)
                 builder.store(builder.select(negate, builder.fneg(x), x),
                               builder.bitcast(builder.gep(panel_row, [_const(v * blk.vl)]), vector_pointer),
-                              align=blk.vl * blk.elem_align)     # panel rows are whole vectors apart
+                              align=blk.vector_align)     # panel rows are whole vectors apart
     with for_range(builder, whole, nc, nr) as col:
         width = _min(builder, nr, builder.sub(nc, col))
         panel = builder.gep(dst, [builder.mul(col, kc)])
