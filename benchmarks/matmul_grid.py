@@ -7,7 +7,7 @@ each timed in adc (`adc.set_num_threads`), NumPy's BLAS and PyTorch at the same 
 NumPy's threads set through threadpoolctl (`pip install threadpoolctl`; without it NumPy runs at
 its own default, and the row says so). The six routes of a row (three libraries, one and two
 threads) are timed in interleaved rounds (timing.interleaved), so the machine's drift moves them
-alike. A cell prints adc's time, the best peer's and their ratio adc/best (target <= 1.0), and
+alike. Products of a few rows (FEW_ROWS: a vector-matrix product, a small batch) follow the grid. A cell prints adc's time, the best peer's and their ratio adc/best (target <= 1.0), and
 each shape's last column compares adc's two threads with its one, round by round (target: never
 slower): two threads count as slower when they took longer in every round but at most one. A
 product too small to split runs the same code at both counts, and half its rounds go either way.
@@ -23,6 +23,7 @@ from timing import Route, interleaved, optional
 
 SHAPES = ((64, 64, 64), (32, 128, 128), (256, 784, 512), (512, 512, 512), (1024, 1024, 1024),
           (2048, 2048, 2048))
+FEW_ROWS = ((1, 4096, 4096), (8, 4096, 4096))    # printed after the grid, outside its target
 THREADS = (1, 2)
 SETTLE = 0.1    # seconds a multithreaded route runs before each batch (timing.interleaved)
 
@@ -39,27 +40,35 @@ def bench_matmul_grid() -> None:
     torch_threads = torch.get_num_threads() if torch else None
     blas_limits = threadpoolctl.threadpool_limits(limits=None, user_api="blas") if threadpoolctl else None
     for m, k, n in SHAPES:
-        for dtype in (np.float32, np.float64):
-            a, b = rng.standard_normal((m, k)).astype(dtype), rng.standard_normal((k, n)).astype(dtype)
-            kernel = getattr(kernels, f"product_f{np.dtype(dtype).itemsize * 8}")
-            np.testing.assert_allclose(kernel(a, b).numpy(), a.astype(np.float64) @ b, rtol=1e-3, atol=1e-2)
-            budget = dict(min_time=0.3, repeats=9) if m * n * k < 1 << 27 else {}
-            seconds = interleaved(_routes(kernel, a, b, torch, threadpoolctl), **budget)
-            cells = []
-            for threads in THREADS:
-                adc_time = statistics.median(seconds[f"adc {threads}"])
-                peers = {peer: statistics.median(seconds[f"{peer} {threads}"]) for peer in ("numpy", "torch")
-                         if f"{peer} {threads}" in seconds}
-                best = min(peers, key=peers.get)
-                cells.append(f" | {_ms(adc_time)} / {best} {_ms(peers[best])} ({adc_time / peers[best]:4.2f})")
-            print(f"  {m:>4d} x {k:>4d} x {n:>4d} {np.dtype(dtype).name:7s}" + "".join(cells)
-                  + f" | {_two_versus_one(seconds['adc 1'], seconds['adc 2'])}")
+        _row(kernels, rng, m, k, n, torch, threadpoolctl)
+    print("  target: adc / best <= 1.0 in every cell; 2 threads never slower than 1")
+    print("  a few rows (a vector-matrix product, a small batch: B streamed row by row):")
+    for m, k, n in FEW_ROWS:
+        _row(kernels, rng, m, k, n, torch, threadpoolctl)
     adc.set_num_threads(0)
     if torch:
         torch.set_num_threads(torch_threads)
     if blas_limits:
         blas_limits.restore_original_limits()
-    print("  target: adc / best <= 1.0 in every cell; 2 threads never slower than 1")
+
+
+def _row(kernels, rng, m: int, k: int, n: int, torch, threadpoolctl) -> None:
+    """One shape's line per dtype: adc against the best peer at each of THREADS, and 2 vs 1."""
+    for dtype in (np.float32, np.float64):
+        a, b = rng.standard_normal((m, k)).astype(dtype), rng.standard_normal((k, n)).astype(dtype)
+        kernel = getattr(kernels, f"product_f{np.dtype(dtype).itemsize * 8}")
+        np.testing.assert_allclose(kernel(a, b).numpy(), a.astype(np.float64) @ b, rtol=1e-3, atol=1e-2)
+        budget = dict(min_time=0.3, repeats=9) if m * n * k < 1 << 27 else {}
+        seconds = interleaved(_routes(kernel, a, b, torch, threadpoolctl), **budget)
+        cells = []
+        for threads in THREADS:
+            adc_time = statistics.median(seconds[f"adc {threads}"])
+            peers = {peer: statistics.median(seconds[f"{peer} {threads}"]) for peer in ("numpy", "torch")
+                     if f"{peer} {threads}" in seconds}
+            best = min(peers, key=peers.get)
+            cells.append(f" | {_ms(adc_time)} / {best} {_ms(peers[best])} ({adc_time / peers[best]:4.2f})")
+        print(f"  {m:>4d} x {k:>4d} x {n:>4d} {np.dtype(dtype).name:7s}" + "".join(cells)
+              + f" | {_two_versus_one(seconds['adc 1'], seconds['adc 2'])}")
 
 
 def _routes(kernel, a, b, torch, threadpoolctl) -> dict[str, Route]:
