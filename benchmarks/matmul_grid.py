@@ -7,10 +7,11 @@ each timed in adc (`adc.set_num_threads`), NumPy's BLAS and PyTorch at the same 
 NumPy's threads set through threadpoolctl (`pip install threadpoolctl`; without it NumPy runs at
 its own default, and the row says so). The six routes of a row (three libraries, one and two
 threads) are timed in interleaved rounds (timing.interleaved), so the machine's drift moves them
-alike. Products of a few rows (FEW_ROWS: a vector-matrix product, a small batch) follow the grid. A cell prints adc's time, the best peer's and their ratio adc/best (target <= 1.0), and
+alike. A cell prints adc's time, the best peer's and their ratio adc/best (target <= 1.0), and
 each shape's last column compares adc's two threads with its one, round by round (target: never
 slower): two threads count as slower when they took longer in every round but at most one. A
 product too small to split runs the same code at both counts, and half its rounds go either way.
+Products of a few rows (FEW_ROWS: a vector-matrix product, a small batch) follow the grid.
 """
 from __future__ import annotations
 
