@@ -323,7 +323,8 @@ def _stream_rows(builder: ir.IRBuilder, blk: Blocking, rows: int, m: ir.Value, a
             masked_intrinsic(builder.module, blk, "load"),
             [src, ir.Constant(I32, blk.elem_align), mask, ir.Constant(blk.vector, None)]))
     with for_range(builder, _const(0), m, _const(1)) as r:
-        dst = builder.bitcast(builder.gep(row_sums, [builder.add(builder.mul(r, _const(chunk)), column)]), vector_pointer)
+        offset = builder.add(builder.mul(r, _const(chunk)), column)
+        dst = builder.bitcast(builder.gep(row_sums, [offset]), vector_pointer)
         acc = builder.load(dst, align=blk.vector_align)
         for i, b_vector in enumerate(b_vectors):
             x = builder.load(builder.gep(a, [builder.add(builder.mul(r, rsa), builder.mul(_const(i), csa))]))
