@@ -86,8 +86,8 @@ RUNTIME_GEMM_DTYPES = (DType.f32, DType.f64)
 
 
 def runtime_gemm_symbol(dtype: str) -> str:
-    """`void adc_rt_gemm_<dtype>(i64 M, i64 N, i64 K, T* A, i64 rsa, i64 csa, T* B, i64 rsb, i64 csb, T* C)`:
-    C = A @ B with A[i, p] at A[i*rsa + p*csa], B[p, j] at B[p*rsb + j*csb]; C row-major."""
+    """`void adc_rt_gemm_<dtype>(i64 M, i64 N, i64 K, T* A, i64 rsa, i64 csa, T* B, i64 rsb, i64 csb, T* C,
+    i64 ldc)`: C = A @ B with A[i, p] at A[i*rsa + p*csa], B[p, j] at B[p*rsb + j*csb], C[i, j] at C[i*ldc + j]."""
     return f"{RUNTIME_PREFIX}gemm_{dtype}"
 
 

@@ -41,7 +41,7 @@ MARGIN = 0.01
 L2_SIZE = Path("/sys/devices/system/cpu/cpu0/cache/index2/size")
 _SIGNATURE = ctypes.CFUNCTYPE(None, *[ctypes.c_int64] * 3, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64,
                               ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64, ctypes.c_void_p,
-                              ctypes.c_int64, ctypes.c_int64)
+                              *[ctypes.c_int64] * 3)
 
 
 def table(target: Target) -> dict[DType, gemm.Blocking]:
@@ -79,7 +79,7 @@ class TunableProducts:
     def multiply(self, blk: gemm.Blocking, a: np.ndarray, b: np.ndarray, c: np.ndarray) -> None:
         """c = a @ b in `blk`'s blocks: row-major contiguous arrays of blk.dtype, none of them empty."""
         (m, k), n = a.shape, b.shape[1]
-        self._functions[blk.dtype](m, n, k, a.ctypes.data, k, 1, b.ctypes.data, n, 1, c.ctypes.data, blk.kc, blk.nc)
+        self._functions[blk.dtype](m, n, k, a.ctypes.data, k, 1, b.ctypes.data, n, 1, c.ctypes.data, n, blk.kc, blk.nc)
 
 
 def candidates(blk: gemm.Blocking, l2_bytes: int | None) -> list[gemm.Blocking]:

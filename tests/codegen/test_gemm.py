@@ -22,7 +22,7 @@ VECTOR_BITS = (128, 256, 512)
 
 _GEMM_PROTOTYPE = ctypes.CFUNCTYPE(None, ctypes.c_int64, ctypes.c_int64, ctypes.c_int64,
                                    ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64,
-                                   ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64, ctypes.c_void_p)
+                                   ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64, ctypes.c_void_p, ctypes.c_int64)
 
 
 class GemmModule:
@@ -48,14 +48,15 @@ class GemmModule:
     def gemm(self, dtype: DType, a: np.ndarray, b: np.ndarray, c: np.ndarray | None = None,
              transposed_a: bool = False, transposed_b: bool = False) -> np.ndarray:
         """C = A @ B; with `transposed_a`, A is passed as its row-major transpose and read with swapped
-        strides (likewise B)."""
+        strides (likewise B). A given C may be a band of columns of a wider matrix (its row stride ldc)."""
         (m, k), (_, n) = a.shape, b.shape
         a = np.ascontiguousarray(a.T if transposed_a else a, dtype.numpy)
         b = np.ascontiguousarray(b.T if transposed_b else b, dtype.numpy)
         rsa, csa = (1, m) if transposed_a else (k, 1)
         rsb, csb = (1, k) if transposed_b else (n, 1)
         c = np.full((m, n), np.nan, dtype.numpy) if c is None else c
-        self.functions[dtype](m, n, k, a.ctypes.data, rsa, csa, b.ctypes.data, rsb, csb, c.ctypes.data)
+        ldc = c.strides[0] // c.itemsize if c.size else n
+        self.functions[dtype](m, n, k, a.ctypes.data, rsa, csa, b.ctypes.data, rsb, csb, c.ctypes.data, ldc)
         return c
 
 
@@ -137,6 +138,23 @@ def test_writes_stay_inside_c(jit, dtype):
     jit.gemm(dtype, a, b, c)
     assert np.all(padded[:32] == 3.0) and np.all(padded[32 + m * n:] == 3.0)
     np.testing.assert_allclose(c, a @ b, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("shape", [(13, 31, 29), (37, 130, 513), (6, 260, 300), (5, 9, 0)],
+                         ids=("direct", "packed", "streamed", "K=0"))
+def test_c_may_be_a_band_of_columns_of_a_wider_matrix(jit, dtype, shape):
+    """With ldc > N, C's rows are written ldc elements apart and only within the band: the columns
+    either side keep their values, on every path of the kernel (B read in place, packed, streamed)."""
+    m, n, k = shape
+    rng = np.random.default_rng(m + n + k)
+    a, b = rng.standard_normal((m, k)).astype(dtype.numpy), rng.standard_normal((k, n)).astype(dtype.numpy)
+    wide = np.full((m, n + 21), 5.0, dtype.numpy)
+    band = jit.gemm(dtype, a, b, wide[:, 8:8 + n])
+    expected = a.astype(np.float64) @ b.astype(np.float64)
+    scale = np.abs(a).astype(np.float64) @ np.abs(b).astype(np.float64)
+    assert np.all(np.abs(band - expected) <= _tolerance(dtype, k) * scale + 1e-30)
+    assert np.all(wide[:, :8] == 5.0) and np.all(wide[:, 8 + n:] == 5.0)
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 import adc
+from adc.codegen.lowering.rules.matmul import WIDE_RATIO
 from adc.codegen.native import gemm
 from adc.driver import host_target
 from adc.driver.runtime_library import gemm_blockings
@@ -115,12 +116,13 @@ def test_a_few_rows_stream_b_and_give_the_blocked_products_bits(modules, dtype):
 def test_products_split_across_threads(modules, threads, dtype, count):
     """From 2^19 multiply-adds the rows split across threads in multiples of MR: odd row counts
     leave each thread's share, and the last, a remainder; products just past the threshold have
-    fewer rows than threads' shares (fewer than MR: one chunk)."""
+    fewer rows than threads' shares (those of fewer than two strips, and wide ones, split their
+    columns: the next test)."""
     m = modules[dtype]
     threads(count)
     blk = gemm_blockings(host_target())[dtype]
     rng = np.random.default_rng(count)
-    for rows, depth, columns in ((9 * blk.mr + 5, 2 * blk.kc + 3, blk.nc * 2 + blk.nr + 1), (301, 129, 131),
+    for rows, depth, columns in ((40 * blk.mr + 5, 2 * blk.kc + 3, blk.nc * 2 + blk.nr + 1), (301, 129, 131),
                                  (2 * blk.mr + 1, 128, 257), (blk.mr - 3, 1024, 131)):
         a, b = operands(rng, dtype, (rows, depth), (depth, columns))
         assert_product(m.product(a, b), a, b)
@@ -128,3 +130,30 @@ def test_products_split_across_threads(modules, threads, dtype, count):
     got = np.asarray(m.batched(a, b))
     for s in range(3):
         assert_product(got[s], a[s], b[s])
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("count", [2, 3, 8])
+def test_a_few_rows_split_their_columns_across_threads(modules, threads, dtype, count):
+    """Fewer rows than two strips of MR, or C more than WIDE_RATIO times wider than tall, split C's
+    columns across threads instead, in panels of NR: each thread's band (the last narrower, ending in
+    a partial vector) streamed (up to MR rows) or packed (more rows, or B read transposed), A read
+    whole, C's rows written a band at a time. Every entry has the bits of the product on one thread,
+    whose sums run in the same order."""
+    m = modules[dtype]
+    blk = gemm_blockings(host_target())[dtype]
+    rng = np.random.default_rng(3 + count)
+    for rows in (1, blk.mr - 1, blk.mr, 2 * blk.mr - 1, 2 * blk.mr + 1, 4 * blk.mr):
+        for depth, columns in ((1024, 40 * blk.nr + 3), (2 * blk.kc + 1, 4 * blk.nc + blk.vl - 1)):
+            assert rows * depth * columns >= 1 << 19 and columns > WIDE_RATIO * rows    # split, by columns
+            a, b = operands(rng, dtype, (rows, depth), (depth, columns))
+            bt, at = np.ascontiguousarray(b.T), np.ascontiguousarray(a.T)
+            threads(1)
+            alone = [np.asarray(m.product(a, b)), np.asarray(m.product_with_transpose(a, bt)),
+                     np.asarray(m.product_of_transpose(at, b))]
+            threads(count)
+            shared = [np.asarray(m.product(a, b)), np.asarray(m.product_with_transpose(a, bt)),
+                      np.asarray(m.product_of_transpose(at, b))]
+            for one, many in zip(alone, shared):
+                assert_product(many, a, b)
+                assert np.array_equal(one, many), (rows, depth, columns)

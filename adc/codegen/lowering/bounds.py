@@ -253,17 +253,19 @@ def span(em: Emitter, base: ir.Value, element_bytes: int, first: ir.Value, last:
              buffer, last, n)
 
 
-def gemm_operands(em: Emitter, element_bytes: int, start: ir.Value, end: ir.Value,
-                  sizes: tuple[ir.Value, ir.Value, ir.Value], a: tuple[ir.Value, ir.Value, ir.Value],
-                  b_: tuple[ir.Value, ir.Value, ir.Value], c: ir.Value) -> None:
-    """Check what the gemm call will read and write: rows [start, end) of A (m x k, strided) and of
-    C (m x n, row-major), and all of B (k x n, strided)."""
+def gemm_operands(em: Emitter, element_bytes: int, rows: tuple[ir.Value, ir.Value],
+                  columns: tuple[ir.Value, ir.Value], depth: tuple[ir.Value, ir.Value],
+                  a: tuple[ir.Value, ir.Value, ir.Value], b_: tuple[ir.Value, ir.Value, ir.Value],
+                  c: tuple[ir.Value, ir.Value]) -> None:
+    """Check what a gemm call of a block of C = A @ B will read and write, its `rows`, `columns` and
+    `depth` half-open ranges: A[rows, depth] and B[depth, columns] (each a base and its row and
+    column strides), and C[rows, columns] (row-major: a base and its row stride)."""
     if em.bounds is None:
         return
     b = em.b
-    _, k, n = sizes
-    rows = b.sub(end, start)
-    last_row = b.sub(end, i64(1))
+    (r0, r1), (c0, c1), (p0, p1) = rows, columns, depth
+    heights, widths, depths = b.sub(r1, r0), b.sub(c1, c0), b.sub(p1, p0)
+    last_row, last_column, last_depth = b.sub(r1, i64(1)), b.sub(c1, i64(1)), b.sub(p1, i64(1))
 
     def positive(*values: ir.Value) -> ir.Value:
         every = ir.Constant(I1, 1)
@@ -275,12 +277,13 @@ def gemm_operands(em: Emitter, element_bytes: int, start: ir.Value, end: ir.Valu
         return b.add(b.mul(row, strides[0]), b.mul(col, strides[1]))
     base_a, *strides_a = a
     base_b, *strides_b = b_
-    span(em, base_a, element_bytes, corner(start, i64(0), strides_a),
-         corner(last_row, b.sub(k, i64(1)), strides_a), positive(rows, k), "gemm reads A")
-    span(em, base_b, element_bytes, i64(0), corner(b.sub(k, i64(1)), b.sub(n, i64(1)), strides_b),
-         positive(rows, k, n), "gemm reads B")
-    span(em, c, element_bytes, corner(start, i64(0), (n, i64(1))), corner(last_row, b.sub(n, i64(1)), (n, i64(1))),
-         positive(rows, n), "gemm writes C")
+    base_c, ldc = c
+    span(em, base_a, element_bytes, corner(r0, p0, strides_a), corner(last_row, last_depth, strides_a),
+         positive(heights, widths, depths), "gemm reads A")
+    span(em, base_b, element_bytes, corner(p0, c0, strides_b), corner(last_depth, last_column, strides_b),
+         positive(heights, widths, depths), "gemm reads B")
+    span(em, base_c, element_bytes, corner(r0, c0, (ldc, i64(1))), corner(last_row, last_column, (ldc, i64(1))),
+         positive(heights, widths), "gemm writes C")
 
 
 def copy(em: Emitter, dest: ir.Value, source: ir.Value, size: ir.Value) -> None:

@@ -4,9 +4,10 @@ Lowering turns each IR `matmul` into calls of one function per dtype, defined
 once per target in the shared runtime library (runtime_library.py) and only
 declared in kernel modules, so no module re-optimizes it:
 
-    void adc_rt_gemm_f32(i64 M, i64 N, i64 K, float* A, i64 rsa, i64 csa, float* B, i64 rsb, i64 csb, float* C)
+    void adc_rt_gemm_f32(i64 M, i64 N, i64 K, float* A, i64 rsa, i64 csa, float* B, i64 rsb, i64 csb,
+                         float* C, i64 ldc)
         ; C[M,N] = A[M,K] @ B[K,N]; A[i,p] at A[i*rsa + p*csa], B[p,j] at B[p*rsb + j*csb]
-        ; (a transposed operand is read in place); C row-major, contiguous, overwritten
+        ; (a transposed operand is read in place); C[i,j] at C[i*ldc + j], overwritten
 
 The kernel is the classic Goto/BLIS loop nest, shaped for row-major C
 with SIMD vectors along N:
@@ -136,7 +137,7 @@ def table(vector_bits: int) -> dict[DType, Blocking]:
 
 def _gemm_type(dtype: DType) -> ir.FunctionType:
     ptr = ELEMENT_TYPES[dtype].as_pointer()
-    return ir.FunctionType(ir.VoidType(), [I64, I64, I64, ptr, I64, I64, ptr, I64, I64, ptr])
+    return ir.FunctionType(ir.VoidType(), [I64, I64, I64, ptr, I64, I64, ptr, I64, I64, ptr, I64])
 
 
 def declare_gemm(module: ir.Module, dtype: DType) -> ir.Function:
@@ -149,25 +150,27 @@ def declare_gemm(module: ir.Module, dtype: DType) -> ir.Function:
 
 def define_gemm(module: ir.Module, blk: Blocking) -> ir.Function:
     """Define `void adc_rt_gemm_<dtype>(i64 M, i64 N, i64 K, T* A, i64 rsa, i64 csa, T* B, i64 rsb,
-    i64 csb, T* C)` in the runtime library (runtime_library.py), with the tiles of `blk`; the
+    i64 csb, T* C, i64 ldc)` in the runtime library (runtime_library.py), with the tiles of `blk`; the
     blocked nest stays internal. A[i, p] is A[i*rsa + p*csa] and B[p, j] is B[p*rsb + j*csb], so
     either operand may be read transposed (rsa = 1, csa = M: A stored as its M-column transpose)
-    without a copy; C is row-major and contiguous.
+    without a copy; C[i, j] is C[i*ldc + j] (ldc >= N), so C may be a band of columns of a larger
+    row-major matrix, which is how lowering splits a product of a few rows across threads.
 
     A and B may be the same buffer; C must overlap neither (noalias).
     """
     func = declare_gemm(module, blk.dtype)
-    m, n, k, a, rsa, csa, b, rsb, csb, c = func.args
-    for arg, arg_name in zip(func.args, ("M", "N", "K", "A", "rsa", "csa", "B", "rsb", "csb", "C")):
+    m, n, k, a, rsa, csa, b, rsb, csb, c, ldc = func.args
+    for arg, arg_name in zip(func.args, ("M", "N", "K", "A", "rsa", "csa", "B", "rsb", "csb", "C", "ldc")):
         arg.name = arg_name
     for pointer in (a, b, c):
         pointer.add_attribute("noalias")
     builder = ir.IRBuilder(func.append_basic_block("entry"))
     _return_if(builder, builder.or_(_is_zero(builder, m), _is_zero(builder, n)))
     with builder.if_then(_is_zero(builder, k)):
-        _fill_zero(builder, blk, c, builder.mul(m, n))
+        with for_range(builder, _const(0), m, _const(1)) as row:
+            _fill_zero(builder, blk, builder.gep(c, [builder.mul(row, ldc)]), n)
         builder.ret_void()
-    builder.call(_kernel_function(module, blk), [*func.args, n, ir.Constant(I1, 0), *_block_sizes(blk)])
+    builder.call(_kernel_function(module, blk), [*func.args, ir.Constant(I1, 0), *_block_sizes(blk)])
     builder.ret_void()
     return func
 
@@ -180,7 +183,7 @@ def define_tunable_gemm(module: ir.Module, blk: Blocking, name: str) -> ir.Funct
     func = ir.Function(module, ir.FunctionType(ir.VoidType(), [*_gemm_type(blk.dtype).args, I64, I64]), name)
     builder = ir.IRBuilder(func.append_basic_block("entry"))
     *gemm_args, block_depth, block_width = func.args
-    builder.call(_kernel_function(module, blk), [*gemm_args, gemm_args[1], ir.Constant(I1, 0), block_depth, block_width])
+    builder.call(_kernel_function(module, blk), [*gemm_args, ir.Constant(I1, 0), block_depth, block_width])
     builder.ret_void()
     return func
 
@@ -204,13 +207,13 @@ def define_subtract(module: ir.Module, blk: Blocking) -> ir.Function:
 
 
 def _kernel_function(module: ir.Module, blk: Blocking) -> ir.Function:
-    """The blocked loop nest for M, N, K > 0 (adc_rt_gemm_<dtype>'s arguments, then C's row stride,
-    `subtract`: C -= A @ B instead of C = A @ B, and the packed block's depth KC and width NC, which
-    its callers in the library pass as constants and the optimizer propagates)."""
+    """The blocked loop nest for M, N, K > 0 (adc_rt_gemm_<dtype>'s arguments, C's row stride last,
+    then `subtract`: C -= A @ B instead of C = A @ B, and the packed block's depth KC and width NC,
+    which its callers in the library pass as constants and the optimizer propagates)."""
     name = f"adc_gemm_{blk.dtype}_kernel"
     if name in module.globals:
         return module.globals[name]
-    func = _internal_function(module, name, [*_gemm_type(blk.dtype).args, I64, I1, I64, I64])
+    func = _internal_function(module, name, [*_gemm_type(blk.dtype).args, I1, I64, I64])
     m, n, k, a, rsa, csa, b, rsb, csb, c, ldc, subtract, block_depth, block_width = func.args
     builder = ir.IRBuilder(func.append_basic_block("entry"))
     small = builder.icmp_signed("<=", builder.mul(k, n), _const(DIRECT_BYTES // blk.elem_align))

@@ -77,8 +77,9 @@ _POOL_LIBC = {  # libc functions the pool calls: name -> (result, parameters)
 
 
 def call_loop(b: ir.IRBuilder, head: ir.IRBuilder, loop: ir.Function, outer: ir.Value, work: ir.Value,
-              grain: int, buffers: list[ir.Value]) -> None:
-    """loop(0, outer, *buffers), split across threads when `work` elements reach THRESHOLD.
+              grain: int | ir.Value, buffers: list[ir.Value]) -> None:
+    """loop(0, outer, *buffers), split across threads when `work` elements reach THRESHOLD, each
+    thread's share a multiple of `grain` (a constant, or a value the caller chose at run time).
 
     `head` builds in the caller's entry block (for the context's stack slot);
     `buffers` are the loop's arguments after its range: dims, out, in....
@@ -149,12 +150,12 @@ def _context(b: ir.IRBuilder, head: ir.IRBuilder, buffers: list[ir.Value]) -> ir
 
 
 def _dispatch(b: ir.IRBuilder, task: ir.Function, context: Callable[[], ir.Value], outer: ir.Value, work: ir.Value,
-              grain: int, serial: Callable[[], object]) -> None:
+              grain: int | ir.Value, serial: Callable[[], object]) -> None:
     """task(context(), 0, outer) split across the pool's threads when `work` reaches THRESHOLD, else
     serial() on this thread."""
     with b.if_else(b.icmp_signed(">=", work, i64(THRESHOLD))) as (parallel, on_this_thread):
         with parallel:
-            call_parallel_for(b, task, context(), i64(0), outer, i64(grain))
+            call_parallel_for(b, task, context(), i64(0), outer, i64(grain) if isinstance(grain, int) else grain)
         with on_this_thread:
             serial()
 

@@ -1,11 +1,12 @@
-"""Buffer rule of matmul: the rows of every batch's product split across threads, each thread's
-share computed by the runtime library's gemm (gemm.py); a stack of products of small static
-matrices in the nest over stacked matrices (matrices.py) instead, W products at a time in SIMD
-lanes, joining the row strips around it (a VJP's products per system). A product of one triangular
-matrix (by its op's record: a cholesky factor, qr's r, their transposes) and any other skips the
-triangle's zeros.
+"""Buffer rule of matmul: the rows of every batch's product split across threads (the columns of a
+single product of few rows, or a wide one), each thread's share computed by the runtime library's
+gemm (gemm.py); a stack of products of small static matrices in the nest over stacked matrices
+(matrices.py) instead, W products at a time in SIMD lanes, joining the row strips around it (a
+VJP's products per system). A product of one triangular matrix (by its op's record: a cholesky
+factor, qr's r, their transposes) and any other skips the triangle's zeros.
 
     %2 = matmul %a, %b : f32[B,M,N]    ──▶   parallel for rows [s, e) of B*M: gemm(C[s:e] = A[s:e] @ B)
+    %2 = matmul %a, %b : f32[8,4096]   ──▶   parallel for columns [s, e): gemm(C[:, s:e] = A @ B[:, s:e])
     %2 = matmul %a, %b : f64[B,8,8]    ──▶   for t in [s, e) by W: C[t:t+W] = A[t:t+W] @ B[t:t+W], unrolled
 """
 from __future__ import annotations
@@ -40,6 +41,11 @@ GEMM_WORK_SHIFT = 2
 # from 32x1024x1024 and 128x512x512 (0.76-0.80x; on a shared L3 every size: 0.6-0.9x). So there
 # products of 2^24 multiply-adds or more split.
 LOOP_GEMM_WORK_SHIFT = 7
+# A product whose C is more than this many times wider than tall splits its columns across threads,
+# not its rows (Zen 4, two threads, f64: 32 x 4096 x 4096 27.0 -> 19.7 ms, NumPy 18.0; 32 x 256 x 2048
+# 0.50 -> 0.39 ms, NumPy 0.38); at 2 and 4 (256 and 128 x 784 x 512) the column split was as fast
+# or, in some runs, 1.3-1.8x slower.
+WIDE_RATIO = 4
 TRIANGLE_ROWS = 256     # rows of C per gemm of a triangular product (2048, one thread: 102 ms; 113 with 128, 106 with 512)
 
 lower_rules: dict[str, LowerRule] = {}      # this family's rows of table.lower_rules
@@ -68,9 +74,16 @@ def matmul_lower(kernel: Emitter, op: Op, dest: ir.Value) -> None:
         parallel.call_loop(kernel.b, kernel.head, loop, blocks, work, 1,
                            bounds.nest_arguments(kernel, [kernel.dims_ptr, dest, *operands]))
         return
-    rows = _matmul_rows(kernel, blk, m, k, n, a in transposed, b_ in transposed)
-    loop = rows if batches == 1 else _batched_rows(kernel, rows, dtype, m, k, n)
-    parallel.call_loop(kernel.b, kernel.head, loop, kernel.dim(batches * m), work, blk.mr,
+    if batches == 1:
+        # rows split across threads in strips of MR, or columns in panels of NR (`_split_columns`)
+        loop = _matmul_part(kernel, blk, m, k, n, a in transposed, b_ in transposed, split_columns=True)
+        by_columns = _split_columns(kernel.b, blk, kernel.dim(m), kernel.dim(n))
+        outer = kernel.b.select(by_columns, kernel.dim(n), kernel.dim(m))
+        grain = kernel.b.select(by_columns, i64(blk.nr), i64(blk.mr))
+    else:
+        rows = _matmul_part(kernel, blk, m, k, n, a in transposed, b_ in transposed, split_columns=False)
+        loop, outer, grain = _batched_rows(kernel, rows, dtype, m, k, n), kernel.dim(batches * m), blk.mr
+    parallel.call_loop(kernel.b, kernel.head, loop, outer, work, grain,
                        bounds.nest_arguments(kernel, [kernel.dims_ptr, dest, *operands]))
 
 
@@ -97,10 +110,9 @@ def _triangular_rows(kernel: Emitter, blk: gemm.Blocking, m: Dim, k: Dim, n: Dim
     fn = bounds.outline(kernel, "matmul_triangular", 3)
     em = kernel.nested(fn, fn.args[2], {})
     start, end, _, c, a, b_ = fn.args[:6]
-    m_, k_, n_ = em.dim(m), em.dim(k), em.dim(n)
-    rsa, csa = (i64(1), m_) if transposed_a else (k_, i64(1))
-    rsb, csb = (i64(1), k_) if transposed_b else (n_, i64(1))
-    b, dtype = em.b, blk.dtype
+    product = _Product(em, blk.dtype, (m, k, n), (a, transposed_a), (b_, transposed_b), c)
+    m_, k_, n_ = product.sizes
+    b = em.b
     blocks = b.sdiv(b.add(m_, i64(TRIANGLE_ROWS - 1)), i64(TRIANGLE_ROWS))
 
     def block(v: ir.Value) -> None:
@@ -112,11 +124,7 @@ def _triangular_rows(kernel: Emitter, blk: gemm.Blocking, m: Dim, k: Dim, n: Dim
             low, high = i64(0), intrinsic(b, "smin", [last, k_], DType.i64)
         else:
             low, high = intrinsic(b, "smin", [first, k_], DType.i64), k_
-        bounds.gemm_operands(em, ELEMENT_BYTES[dtype], first, last, (m_, k_, n_), (a, rsa, csa), (b_, rsb, csb), c)
-        offset_a = b.add(b.mul(first, rsa), b.mul(low, csa))
-        b.call(gemm.declare_gemm(kernel.llmod, dtype),
-               [b.sub(last, first), n_, b.sub(high, low), em.element_ptr(a, dtype, offset_a), rsa, csa,
-                em.element_ptr(b_, dtype, b.mul(low, rsb)), rsb, csb, em.element_ptr(c, dtype, b.mul(first, n_))])
+        product.gemm((first, last), (i64(0), n_), (low, high))
     counted_loop(b, start, end, block)
     b.ret_void()
     return fn
@@ -187,23 +195,65 @@ def _batched_rows(kernel: Emitter, rows: ir.Function, dtype: DType, m: Dim, k: D
     return fn
 
 
-def _matmul_rows(kernel: Emitter, blk: gemm.Blocking, m: Dim, k: Dim, n: Dim, transposed_a: bool,
-                 transposed_b: bool) -> ir.Function:
-    """rows(start, end, dims, C, A, B): C[start:end] = A[start:end] @ B, by the runtime library's gemm;
-    a transposed operand is its transpose's buffer, read with swapped strides."""
+def _matmul_part(kernel: Emitter, blk: gemm.Blocking, m: Dim, k: Dim, n: Dim, transposed_a: bool,
+                 transposed_b: bool, split_columns: bool) -> ir.Function:
+    """part(start, end, dims, C, A, B): C[start:end] = A[start:end] @ B, by the runtime library's gemm;
+    with `split_columns`, a product that `_split_columns` picks takes columns [start, end) instead:
+    C[:, start:end] = A @ B[:, start:end]. A transposed operand is its transpose's buffer, read with
+    swapped strides."""
     fn = bounds.outline(kernel, "matmul_rows", 3)
     em = kernel.nested(fn, fn.args[2], {})
     start, end, _, c, a, b_ = fn.args[:6]
-    m_, k_, n_ = em.dim(m), em.dim(k), em.dim(n)
-    rsa, csa = (i64(1), m_) if transposed_a else (k_, i64(1))
-    rsb, csb = (i64(1), k_) if transposed_b else (n_, i64(1))
-    dtype = blk.dtype
-    bounds.gemm_operands(em, ELEMENT_BYTES[dtype], start, end, (m_, k_, n_), (a, rsa, csa), (b_, rsb, csb), c)
-    em.b.call(gemm.declare_gemm(kernel.llmod, dtype),
-              [em.b.sub(end, start), n_, k_, em.element_ptr(a, dtype, em.b.mul(start, rsa, flags=NOWRAP)), rsa, csa,
-               b_, rsb, csb, em.element_ptr(c, dtype, em.b.mul(start, n_, flags=NOWRAP))])
+    product = _Product(em, blk.dtype, (m, k, n), (a, transposed_a), (b_, transposed_b), c)
+    m_, k_, n_ = product.sizes
+    if split_columns:
+        with em.b.if_else(_split_columns(em.b, blk, m_, n_)) as (columns, rows):
+            with columns:
+                product.gemm((i64(0), m_), (start, end), (i64(0), k_))
+            with rows:
+                product.gemm((start, end), (i64(0), n_), (i64(0), k_))
+    else:
+        product.gemm((start, end), (i64(0), n_), (i64(0), k_))
     em.b.ret_void()
     return fn
+
+
+def _split_columns(b: ir.IRBuilder, blk: gemm.Blocking, m: ir.Value, n: ir.Value) -> ir.Value:
+    """Whether a product of `m` x `n` splits C's columns across threads rather than its rows: too few
+    rows for two strips of MR (which would leave a thread nothing, or a whole strip against a few
+    rows), or C more than WIDE_RATIO times wider than tall, where each thread packing all of B for
+    its rows costs more than each reading all of A."""
+    few_rows = b.icmp_signed("<", m, i64(2 * blk.mr))
+    return b.or_(few_rows, b.icmp_signed(">", n, b.mul(m, i64(WIDE_RATIO))))
+
+
+class _Product:
+    """C = A @ B of an outlined nest: its sizes, and `gemm` of a block of it."""
+
+    def __init__(self, em: Emitter, dtype: DType, sizes: tuple[Dim, Dim, Dim], a: tuple[ir.Value, bool],
+                 b_: tuple[ir.Value, bool], c: ir.Value):
+        self.em, self.dtype = em, dtype
+        self.sizes = m_, k_, n_ = tuple(em.dim(d) for d in sizes)
+        (self.a, transposed_a), (self.b_, transposed_b), self.c = a, b_, c
+        self.a_strides = (i64(1), m_) if transposed_a else (k_, i64(1))
+        self.b_strides = (i64(1), k_) if transposed_b else (n_, i64(1))
+
+    def gemm(self, rows: tuple[ir.Value, ir.Value], columns: tuple[ir.Value, ir.Value],
+             depth: tuple[ir.Value, ir.Value]) -> None:
+        """C[rows, columns] = A[rows, depth] @ B[depth, columns] (half-open ranges), checked in the
+        bounds-checked build."""
+        em, dtype, b = self.em, self.dtype, self.em.b
+        (rsa, csa), (rsb, csb), n_ = self.a_strides, self.b_strides, self.sizes[2]
+        bounds.gemm_operands(em, ELEMENT_BYTES[dtype], rows, columns, depth, (self.a, rsa, csa),
+                             (self.b_, rsb, csb), (self.c, n_))
+        (r0, r1), (c0, c1), (p0, p1) = rows, columns, depth
+
+        def at(base: ir.Value, row: ir.Value, column: ir.Value, strides: tuple[ir.Value, ir.Value]) -> ir.Value:
+            offset = b.add(b.mul(row, strides[0], flags=NOWRAP), b.mul(column, strides[1], flags=NOWRAP), flags=NOWRAP)
+            return em.element_ptr(base, dtype, offset)
+        b.call(gemm.declare_gemm(em.llmod, dtype),
+               [b.sub(r1, r0), b.sub(c1, c0), b.sub(p1, p0), at(self.a, r0, p0, self.a_strides), rsa, csa,
+                at(self.b_, p0, c0, self.b_strides), rsb, csb, at(self.c, r0, c0, (n_, i64(1))), n_])
 
 
 lower_rules["matmul"] = matmul_lower
