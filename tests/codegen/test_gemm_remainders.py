@@ -133,7 +133,7 @@ def test_products_split_across_threads(modules, threads, dtype, count):
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
-@pytest.mark.parametrize("count", [2, 3, 8])
+@pytest.mark.parametrize("count", [2, 8])
 def test_a_few_rows_split_their_columns_across_threads(modules, threads, dtype, count):
     """Fewer rows than two strips of MR, or C more than WIDE_RATIO times wider than tall, split C's
     columns across threads instead, in panels of NR: each thread's band (the last narrower, ending in
@@ -143,7 +143,7 @@ def test_a_few_rows_split_their_columns_across_threads(modules, threads, dtype, 
     m = modules[dtype]
     blk = gemm_blockings(host_target())[dtype]
     rng = np.random.default_rng(3 + count)
-    for rows in (1, blk.mr - 1, blk.mr, 2 * blk.mr - 1, 2 * blk.mr + 1, 4 * blk.mr):
+    for rows in (1, blk.mr, 2 * blk.mr - 1, 4 * blk.mr):
         for depth, columns in ((1024, 40 * blk.nr + 3), (2 * blk.kc + 1, 4 * blk.nc + blk.vl - 1)):
             assert rows * depth * columns >= 1 << 19 and columns > WIDE_RATIO * rows    # split, by columns
             a, b = operands(rng, dtype, (rows, depth), (depth, columns))
