@@ -29,6 +29,7 @@ class GemmModule:
     """The JIT-compiled test module; `gemm(dtype, a, b)` returns a fresh C."""
 
     def __init__(self, vector_bits: int) -> None:
+        self.vector_bits = vector_bits
         llvm.initialize_native_target()
         llvm.initialize_native_asmprinter()
         target = llvm.Target.from_default_triple()
@@ -155,6 +156,28 @@ def test_c_may_be_a_band_of_columns_of_a_wider_matrix(jit, dtype, shape):
     scale = np.abs(a).astype(np.float64) @ np.abs(b).astype(np.float64)
     assert np.all(np.abs(band - expected) <= _tolerance(dtype, k) * scale + 1e-30)
     assert np.all(wide[:, :8] == 5.0) and np.all(wide[:, 8 + n:] == 5.0)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("transposed_a", [False, True], ids=("A", "Ta"))
+def test_a_matrix_vector_product_has_the_bits_of_a_wider_products_column(jit, dtype, transposed_a):
+    """One column of B gives, bit for bit, the first column of the product with a second one, which
+    the micro-kernels compute: a row-major A by gemm._matrix_vector_function (rows in a vector's
+    lanes, tiles transposed in registers), a transposed one as a row times a row-major matrix
+    (gemm._stream_function); rows around the lanes' count, depths around KC, each sum down its row
+    in the same order. A C band (ldc > 1) is written at its stride only."""
+    blk = gemm.blocking(dtype, jit.vector_bits)
+    lanes = gemm.MATRIX_VECTOR_ROWS
+    rng = np.random.default_rng(7)
+    for m in (1, lanes - 1, lanes, lanes + 1, 3 * lanes + 5, 1000):
+        for k in (1, lanes - 1, lanes + 1, blk.kc, blk.kc + lanes + 3, 2 * blk.kc + 1):
+            a, b = rng.standard_normal((m, k)).astype(dtype.numpy), rng.standard_normal((k, 2)).astype(dtype.numpy)
+            both = jit.gemm(dtype, a, b, transposed_a=transposed_a)
+            assert np.array_equal(jit.gemm(dtype, a, b[:, :1], transposed_a=transposed_a), both[:, :1]), (m, k)
+            wide = np.full((m, 3), 9.0, dtype.numpy)
+            band = jit.gemm(dtype, a, b[:, :1], wide[:, 1:2], transposed_a=transposed_a)
+            assert np.array_equal(band, both[:, :1]), (m, k)
+            assert np.all(wide[:, 0] == 9.0) and np.all(wide[:, 2] == 9.0)
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)

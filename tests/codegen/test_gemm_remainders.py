@@ -30,6 +30,12 @@ def batched(a: {t}[S, M, K], b: {t}[S, K, N]) -> {t}[S, M, N]:
 
 def product_with_transpose(a: {t}[M, K], bt: {t}[N, K]) -> {t}[M, N]:
     return a @ transpose(bt)
+
+def matrix_vector(a: {t}[M, K], x: {t}[K]) -> {t}[M]:
+    return a @ x
+
+def transpose_vector(at: {t}[K, M], x: {t}[K]) -> {t}[M]:
+    return transpose(at) @ x
 """
 DTYPES = (DType.f32, DType.f64)
 
@@ -157,3 +163,22 @@ def test_a_few_rows_split_their_columns_across_threads(modules, threads, dtype, 
             for one, many in zip(alone, shared):
                 assert_product(many, a, b)
                 assert np.array_equal(one, many), (rows, depth, columns)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("count", [1, 2, 8])
+def test_matrix_vector_products_have_the_bits_of_a_wider_products_column(modules, threads, dtype, count):
+    """A @ x and transpose(A) @ x (a matrix-vector path each: rows in lanes, or a row times a
+    row-major matrix) equal, bit for bit, the first column of A @ [x, y], on any number of threads:
+    rows around the 8 summed at a time and past the threshold where rows split, depths around KC."""
+    m = modules[dtype]
+    threads(count)
+    blk = gemm_blockings(host_target())[dtype]
+    rng = np.random.default_rng(11 + count)
+    for rows in (1, gemm.MATRIX_VECTOR_ROWS + 1, 1001):
+        for depth in (gemm.MATRIX_VECTOR_ROWS - 1, blk.kc + 3, 3 * blk.kc + 5):
+            a, b = operands(rng, dtype, (rows, depth), (depth, 2))
+            column = np.asarray(m.product(a, b))[:, 0]
+            x = np.ascontiguousarray(b[:, 0])
+            assert np.array_equal(np.asarray(m.matrix_vector(a, x)), column), (rows, depth)
+            assert np.array_equal(np.asarray(m.transpose_vector(np.ascontiguousarray(a.T), x)), column), (rows, depth)

@@ -23,6 +23,7 @@ from adc.codegen.native import parallel
 from adc.codegen.lowering import bounds
 from adc.codegen.lowering.element_types import ELEMENT_BYTES, MEMORY_TYPES, REGISTER_TYPES
 from adc.codegen.lowering.loops import NOWRAP, counted_loop, for_range, i64
+from adc.codegen.lowering.shuffles import transposed
 from adc.codegen.lowering.strips import Nest
 from adc.ir.core import Op, Value
 from adc.ir.types import Dim, num_elements
@@ -217,24 +218,6 @@ class Lanes:
             for lane, m in enumerate(self.matrices):
                 m.store(out, i64(e // self.columns), i64(e % self.columns), b.extract_element(x, i64(lane)))
         self.em.memo.clear()
-
-
-def transposed(b: ir.IRBuilder, rows: list[ir.Value]) -> list[ir.Value]:
-    """The columns of a square matrix of vectors (a power of two of them): for each bit h of the
-    index, the row and column bits h are exchanged by one shuffle of each pair of rows."""
-    width, rows = len(rows), list(rows)
-    h = width // 2
-    while h:
-        for r in (r for r in range(width) if not r & h):
-            x, y = rows[r], rows[r + h]
-            rows[r] = b.shuffle_vector(x, y, shuffle_mask([c if not c & h else width + c - h for c in range(width)]))
-            rows[r + h] = b.shuffle_vector(x, y, shuffle_mask([c + h if not c & h else width + c for c in range(width)]))
-        h //= 2
-    return rows
-
-
-def shuffle_mask(indices: list[int]) -> ir.Constant:
-    return ir.Constant(ir.VectorType(ir.IntType(32), len(indices)), indices)
 
 
 def subtract_products(em: Emitter, acc: ir.Value, start: ir.Value, end: ir.Value,
