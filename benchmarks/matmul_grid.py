@@ -11,7 +11,8 @@ alike. A cell prints adc's time, the best peer's and their ratio adc/best (targe
 each shape's last column compares adc's two threads with its one, round by round (target: never
 slower): two threads count as slower when they took longer in every round but at most one. A
 product too small to split runs the same code at both counts, and half its rounds go either way.
-Products of a few rows (FEW_ROWS: a vector-matrix product, a small batch) follow the grid.
+Products of a few rows or one column (BESIDE_THE_GRID: a vector-matrix product, a small batch, a
+matrix-vector product) follow the grid.
 """
 from __future__ import annotations
 
@@ -24,7 +25,8 @@ from timing import Route, interleaved, optional
 
 SHAPES = ((64, 64, 64), (32, 128, 128), (256, 784, 512), (512, 512, 512), (1024, 1024, 1024),
           (2048, 2048, 2048))
-FEW_ROWS = ((1, 4096, 4096), (8, 4096, 4096))    # printed after the grid, outside its target
+# printed after the grid, outside its target: x @ W, a small batch, W @ x
+BESIDE_THE_GRID = ((1, 4096, 4096), (8, 4096, 4096), (4096, 4096, 1))
 THREADS = (1, 2)
 SETTLE = 0.1    # seconds a multithreaded route runs before each batch (timing.interleaved)
 
@@ -43,8 +45,8 @@ def bench_matmul_grid() -> None:
     for m, k, n in SHAPES:
         _row(kernels, rng, m, k, n, torch, threadpoolctl)
     print("  target: adc / best <= 1.0 in every cell; 2 threads never slower than 1")
-    print("  a few rows (a vector-matrix product, a small batch: B streamed row by row):")
-    for m, k, n in FEW_ROWS:
+    print("  a few rows (x @ W, a small batch: B streamed row by row) and one column (W @ x: rows in lanes):")
+    for m, k, n in BESIDE_THE_GRID:
         _row(kernels, rng, m, k, n, torch, threadpoolctl)
     adc.set_num_threads(0)
     if torch:
