@@ -23,6 +23,7 @@ from adc.abi import runtime_factorization_symbol
 from adc.codegen.native import gemm, parallel
 from adc.codegen.lowering.declarations import intrinsic, libc
 from adc.codegen.lowering.loops import I64, PTR, for_range, i64
+from adc.codegen.native.simd import fma_intrinsic, lanes_below, masked_intrinsic, splat
 from adc.ir.types import DType
 
 VOID = ir.VoidType()
@@ -90,11 +91,11 @@ class Routine:
         self.b.store(x, self.at(v, i, j))
 
     def splat(self, x: ir.Value) -> ir.Value:
-        return gemm.splat(self.b, self.vector, x)
+        return splat(self.b, self.vector, x)
 
     def fma(self, x: ir.Value, y: ir.Value, z: ir.Value) -> ir.Value:
         """x * y + z of vectors, rounded once."""
-        return self.b.call(gemm.fma_intrinsic(self.module, self.vector), [x, y, z])
+        return self.b.call(fma_intrinsic(self.module, self.vector), [x, y, z])
 
     def scalar_fma(self, x: ir.Value, y: ir.Value, z: ir.Value) -> ir.Value:
         """x * y + z of scalars, rounded once."""
@@ -104,7 +105,7 @@ class Routine:
         vptr = self.b.bitcast(p, self.vector.as_pointer())
         if mask is None:
             return self.b.load(vptr, align=self.blk.elem_align)
-        return self.b.call(gemm.masked_intrinsic(self.module, self.blk, "load"),
+        return self.b.call(masked_intrinsic(self.module, self.vector, "load"),
                            [vptr, ir.Constant(ir.IntType(32), self.blk.elem_align), mask, ir.Constant(self.vector, None)])
 
     def vstore(self, x: ir.Value, p: ir.Value, mask: ir.Value | None) -> None:
@@ -112,7 +113,7 @@ class Routine:
         if mask is None:
             self.b.store(x, vptr, align=self.blk.elem_align)
         else:
-            self.b.call(gemm.masked_intrinsic(self.module, self.blk, "store"),
+            self.b.call(masked_intrinsic(self.module, self.vector, "store"),
                         [x, vptr, ir.Constant(ir.IntType(32), self.blk.elem_align), mask])
 
     def chunks(self, width: ir.Value, vectors: int, body: Callable[[ir.Value, list[ir.Value | None]], None]) -> None:
@@ -123,7 +124,7 @@ class Routine:
         with for_range(b, i64(0), whole, i64(lanes)) as j:
             body(j, [None] * vectors)
         with b.if_then(b.icmp_signed("<", whole, width)):
-            body(whole, [gemm.lanes_below(b, self.blk, b.sub(width, b.add(whole, i64(v * self.blk.vl))))
+            body(whole, [lanes_below(b, self.blk.vl, b.sub(width, b.add(whole, i64(v * self.blk.vl))))
                          for v in range(vectors)])
 
     def fill(self, v: View, rows: ir.Value, columns: ir.Value, x: float) -> None:

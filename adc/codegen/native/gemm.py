@@ -51,6 +51,8 @@ import llvmlite.ir as ir
 from adc.abi import RUNTIME_GEMM_DTYPES, runtime_gemm_symbol
 from adc.codegen.lowering.loops import I1, I32, I64, for_range
 from adc.codegen.lowering.shuffles import transposed
+from adc.codegen.native.simd import (const, fma_intrinsic, internal_function, is_zero, lanes_below,
+                                     masked_intrinsic, masked_store_or_add, minimum, splat, store_or_add)
 from adc.ir.types import DType
 
 PACK_ALIGN = 64  # one cache line, the widest vector the target may use
@@ -171,9 +173,9 @@ def define_gemm(module: ir.Module, blk: Blocking) -> ir.Function:
     for pointer in (a, b, c):
         pointer.add_attribute("noalias")
     builder = ir.IRBuilder(func.append_basic_block("entry"))
-    _return_if(builder, builder.or_(_is_zero(builder, m), _is_zero(builder, n)))
-    with builder.if_then(_is_zero(builder, k)):
-        with for_range(builder, _const(0), m, _const(1)) as row:
+    _return_if(builder, builder.or_(is_zero(builder, m), is_zero(builder, n)))
+    with builder.if_then(is_zero(builder, k)):
+        with for_range(builder, const(0), m, const(1)) as row:
             _fill_zero(builder, blk, builder.gep(c, [builder.mul(row, ldc)]), n)
         builder.ret_void()
     builder.call(_kernel_function(module, blk), [*func.args, ir.Constant(I1, 0), *_block_sizes(blk)])
@@ -203,10 +205,10 @@ def define_subtract(module: ir.Module, blk: Blocking) -> ir.Function:
     if name in module.globals:
         return module.globals[name]
     ptr = ELEMENT_TYPES[blk.dtype].as_pointer()
-    func = _internal_function(module, name, [I64, I64, I64, ptr, I64, I64, ptr, I64, I64, ptr, I64])
+    func = internal_function(module, name, [I64, I64, I64, ptr, I64, I64, ptr, I64, I64, ptr, I64])
     m, n, k = func.args[:3]
     builder = ir.IRBuilder(func.append_basic_block("entry"))
-    _return_if(builder, builder.or_(builder.or_(_is_zero(builder, m), _is_zero(builder, n)), _is_zero(builder, k)))
+    _return_if(builder, builder.or_(builder.or_(is_zero(builder, m), is_zero(builder, n)), is_zero(builder, k)))
     builder.call(_kernel_function(module, blk), [*func.args, ir.Constant(I1, 1), *_block_sizes(blk)])
     builder.ret_void()
     return func
@@ -219,39 +221,39 @@ def _kernel_function(module: ir.Module, blk: Blocking) -> ir.Function:
     name = f"adc_gemm_{blk.dtype}_kernel"
     if name in module.globals:
         return module.globals[name]
-    func = _internal_function(module, name, [*_gemm_type(blk.dtype).args, I1, I64, I64])
+    func = internal_function(module, name, [*_gemm_type(blk.dtype).args, I1, I64, I64])
     m, n, k, a, rsa, csa, b, rsb, csb, c, ldc, subtract, block_depth, block_width = func.args
     builder = ir.IRBuilder(func.append_basic_block("entry"))
-    small = builder.icmp_signed("<=", builder.mul(k, n), _const(DIRECT_BYTES // blk.elem_align))
-    row_major = builder.icmp_signed("==", csb, _const(1))
-    few_rows = builder.icmp_signed("<=", m, _const(blk.mr))
+    small = builder.icmp_signed("<=", builder.mul(k, n), const(DIRECT_BYTES // blk.elem_align))
+    row_major = builder.icmp_signed("==", csb, const(1))
+    few_rows = builder.icmp_signed("<=", m, const(blk.mr))
     with builder.if_then(builder.and_(builder.and_(few_rows, row_major), builder.not_(builder.or_(small, subtract)))):
         builder.call(_stream_function(module, blk), [m, n, k, a, rsa, csa, b, rsb, c, ldc, block_depth])
         builder.ret_void()
-    one_column = builder.and_(builder.icmp_signed("==", n, _const(1)), builder.not_(subtract))
+    one_column = builder.and_(builder.icmp_signed("==", n, const(1)), builder.not_(subtract))
     # A @ x with A stored as its transpose, and C contiguous: xᵀ @ Aᵀ, a row times a row-major matrix
-    c_contiguous = builder.and_(builder.icmp_signed("==", ldc, _const(1)), builder.icmp_signed("==", rsa, _const(1)))
+    c_contiguous = builder.and_(builder.icmp_signed("==", ldc, const(1)), builder.icmp_signed("==", rsa, const(1)))
     with builder.if_then(builder.and_(one_column, c_contiguous)):
-        builder.call(_stream_function(module, blk), [_const(1), m, k, b, _const(0), rsb, a, csa, c, m, block_depth])
+        builder.call(_stream_function(module, blk), [const(1), m, k, b, const(0), rsb, a, csa, c, m, block_depth])
         builder.ret_void()
-    with builder.if_then(builder.and_(one_column, builder.icmp_signed("==", csa, _const(1)))):
+    with builder.if_then(builder.and_(one_column, builder.icmp_signed("==", csa, const(1)))):
         builder.call(_matrix_vector_function(module, blk), [m, k, a, rsa, b, rsb, c, ldc, block_depth])
         builder.ret_void()
     packed = builder.alloca(blk.elem, size=builder.mul(block_depth, block_width))
     packed.align = PACK_ALIGN
     direct = builder.and_(builder.and_(small, row_major), builder.not_(subtract))
-    nr = _const(blk.nr)
-    with for_range(builder, _const(0), n, block_width) as jc:
-        nc = _min(builder, block_width, builder.sub(n, jc))
+    nr = const(blk.nr)
+    with for_range(builder, const(0), n, block_width) as jc:
+        nc = minimum(builder, block_width, builder.sub(n, jc))
         # direct: only the last panel, if narrower than NR, is packed (zero padded)
-        packed_from = builder.select(direct, builder.mul(builder.sdiv(nc, nr), nr), _const(0))
-        with for_range(builder, _const(0), k, block_depth) as pc:
-            kc = _min(builder, block_depth, builder.sub(k, pc))
+        packed_from = builder.select(direct, builder.mul(builder.sdiv(nc, nr), nr), const(0))
+        with for_range(builder, const(0), k, block_depth) as pc:
+            kc = minimum(builder, block_depth, builder.sub(k, pc))
             b_block = builder.gep(b, [builder.add(builder.mul(pc, rsb), builder.mul(jc, csb))])
             builder.call(_pack_function(module, blk),
                          [builder.gep(b_block, [builder.mul(packed_from, csb)]), rsb, csb, kc,
                           builder.sub(nc, packed_from), builder.gep(packed, [builder.mul(packed_from, kc)]), subtract])
-            first = builder.and_(_is_zero(builder, pc), builder.not_(subtract))
+            first = builder.and_(is_zero(builder, pc), builder.not_(subtract))
             a_block = builder.gep(a, [builder.mul(pc, csa)])
             c_block = builder.gep(c, [jc])
             builder.call(_block_function(module, blk),
@@ -274,11 +276,11 @@ def _stream_function(module: ir.Module, blk: Blocking) -> ir.Function:
     if name in module.globals:
         return module.globals[name]
     ptr = blk.elem.as_pointer()
-    func = _internal_function(module, name, [I64, I64, I64, ptr, I64, I64, ptr, I64, ptr, I64, I64])
+    func = internal_function(module, name, [I64, I64, I64, ptr, I64, I64, ptr, I64, ptr, I64, I64])
     m, n, k, a, rsa, csa, b, rsb, c, ldc, block_depth = func.args
     builder = ir.IRBuilder(func.append_basic_block("entry"))
     vl, chunk = blk.vl, STREAM_BYTES // (blk.mr * blk.elem_align) // blk.vl * blk.vl     # rows whole vectors apart
-    sums = builder.alloca(blk.elem, size=_const(blk.mr * chunk))
+    sums = builder.alloca(blk.elem, size=const(blk.mr * chunk))
     sums.align = PACK_ALIGN
     vector_pointer = blk.vector.as_pointer()
 
@@ -287,40 +289,40 @@ def _stream_function(module: ir.Module, blk: Blocking) -> ir.Function:
 
     def columns(width: ir.Value, body) -> None:
         """body(column, mask) over width's vectors: whole ones (mask None), then a partial one."""
-        whole = builder.mul(builder.sdiv(width, _const(vl)), _const(vl))
-        with for_range(builder, _const(0), whole, _const(vl)) as column:
+        whole = builder.mul(builder.sdiv(width, const(vl)), const(vl))
+        with for_range(builder, const(0), whole, const(vl)) as column:
             body(column, None)
         with builder.if_then(builder.icmp_signed("<", whole, width)):
-            body(whole, lanes_below(builder, blk, builder.sub(width, whole)))
+            body(whole, lanes_below(builder, blk.vl, builder.sub(width, whole)))
 
-    with for_range(builder, _const(0), n, _const(chunk)) as jc:
-        width = _min(builder, _const(chunk), builder.sub(n, jc))
-        with for_range(builder, _const(0), k, block_depth) as pc:
-            kc = _min(builder, block_depth, builder.sub(k, pc))
-            with for_range(builder, _const(0), m, _const(1)) as row:
-                row_sums = builder.gep(sums, [builder.mul(row, _const(chunk))])
+    with for_range(builder, const(0), n, const(chunk)) as jc:
+        width = minimum(builder, const(chunk), builder.sub(n, jc))
+        with for_range(builder, const(0), k, block_depth) as pc:
+            kc = minimum(builder, block_depth, builder.sub(k, pc))
+            with for_range(builder, const(0), m, const(1)) as row:
+                row_sums = builder.gep(sums, [builder.mul(row, const(chunk))])
                 columns(width, lambda column, mask: builder.store(
                     ir.Constant(blk.vector, None), vector_at(row_sums, column), align=blk.vector_align))
-            grouped = builder.mul(builder.sdiv(kc, _const(STREAM_ROWS)), _const(STREAM_ROWS))
-            for start, end, rows in ((_const(0), grouped, STREAM_ROWS), (grouped, kc, 1)):
-                with for_range(builder, start, end, _const(rows)) as p:
+            grouped = builder.mul(builder.sdiv(kc, const(STREAM_ROWS)), const(STREAM_ROWS))
+            for start, end, rows in ((const(0), grouped, STREAM_ROWS), (grouped, kc, 1)):
+                with for_range(builder, start, end, const(rows)) as p:
                     first_row = builder.add(pc, p)
                     b_rows = builder.gep(b, [builder.add(builder.mul(first_row, rsb), jc)])
                     a_rows = builder.gep(a, [builder.mul(first_row, csa)])
                     columns(width, lambda column, mask, a_rows=a_rows, b_rows=b_rows, rows=rows: _stream_rows(
                         builder, blk, rows, m, (a_rows, rsa, csa), (b_rows, rsb), (sums, chunk), column, mask))
-            first = _is_zero(builder, pc)
-            with for_range(builder, _const(0), m, _const(1)) as row:
-                row_sums = builder.gep(sums, [builder.mul(row, _const(chunk))])
+            first = is_zero(builder, pc)
+            with for_range(builder, const(0), m, const(1)) as row:
+                row_sums = builder.gep(sums, [builder.mul(row, const(chunk))])
                 c_row = builder.gep(c, [builder.add(builder.mul(row, ldc), jc)])
 
                 def store(column, mask, row_sums=row_sums, c_row=c_row):
                     value = builder.load(vector_at(row_sums, column), align=blk.vector_align)
                     dst = vector_at(c_row, column)
                     if mask is None:
-                        _store_or_add(builder, first, value, dst, blk.elem_align)
+                        store_or_add(builder, first, value, dst, blk.elem_align)
                     else:
-                        _masked_store_or_add(builder, module, blk, first, value, dst, mask)
+                        masked_store_or_add(builder, first, value, dst, mask, blk.elem_align)
                 columns(width, store)
     builder.ret_void()
     return func
@@ -342,7 +344,7 @@ def _matrix_vector_function(module: ir.Module, blk: Blocking) -> ir.Function:
     if name in module.globals:
         return module.globals[name]
     ptr = blk.elem.as_pointer()
-    func = _internal_function(module, name, [I64, I64, ptr, I64, ptr, I64, ptr, I64, I64])
+    func = internal_function(module, name, [I64, I64, ptr, I64, ptr, I64, ptr, I64, I64])
     m, k, a, rsa, b, rsb, c, ldc, block_depth = func.args
     builder = ir.IRBuilder(func.append_basic_block("entry"))
     lanes = MATRIX_VECTOR_ROWS
@@ -360,36 +362,36 @@ def _matrix_vector_function(module: ir.Module, blk: Blocking) -> ir.Function:
     def block_sum(row: ir.Value, pc: ir.Value, depth: ir.Value) -> None:
         """sums = A[row:row + 8, pc:pc + depth] @ x[pc:pc + depth], from zero, lane by row."""
         builder.store(ir.Constant(vector, None), sums)
-        whole = builder.add(pc, builder.mul(builder.sdiv(depth, _const(lanes)), _const(lanes)))
-        rows = [row_at(builder.add(row, _const(r))) for r in range(lanes)]
-        with for_range(builder, pc, whole, _const(lanes)) as p:
+        whole = builder.add(pc, builder.mul(builder.sdiv(depth, const(lanes)), const(lanes)))
+        rows = [row_at(builder.add(row, const(r))) for r in range(lanes)]
+        with for_range(builder, pc, whole, const(lanes)) as p:
             tile = [builder.load(builder.bitcast(builder.gep(start, [p]), vector.as_pointer()), align=blk.elem_align)
                     for start in rows]
             total = builder.load(sums)
             for q, column in enumerate(transposed(builder, tile)):
-                total = builder.call(fma, [column, splat(builder, vector, x_at(builder.add(p, _const(q)))), total])
+                total = builder.call(fma, [column, splat(builder, vector, x_at(builder.add(p, const(q)))), total])
             builder.store(total, sums)
-        with for_range(builder, whole, builder.add(pc, depth), _const(1)) as p:
+        with for_range(builder, whole, builder.add(pc, depth), const(1)) as p:
             column = ir.Constant(vector, None)
             for r, start in enumerate(rows):
-                column = builder.insert_element(column, builder.load(builder.gep(start, [p])), _const(r, I32))
+                column = builder.insert_element(column, builder.load(builder.gep(start, [p])), const(r, I32))
             builder.store(builder.call(fma, [column, splat(builder, vector, x_at(p)), builder.load(sums)]), sums)
 
-    tiled = builder.mul(builder.sdiv(m, _const(lanes)), _const(lanes))
-    with for_range(builder, _const(0), tiled, _const(lanes)) as row:
-        with for_range(builder, _const(0), k, block_depth) as pc:
-            block_sum(row, pc, _min(builder, block_depth, builder.sub(k, pc)))
+    tiled = builder.mul(builder.sdiv(m, const(lanes)), const(lanes))
+    with for_range(builder, const(0), tiled, const(lanes)) as row:
+        with for_range(builder, const(0), k, block_depth) as pc:
+            block_sum(row, pc, minimum(builder, block_depth, builder.sub(k, pc)))
             total = builder.load(sums)
             for r in range(lanes):
-                _store_or_add(builder, _is_zero(builder, pc), builder.extract_element(total, _const(r, I32)),
-                              builder.gep(c, [builder.mul(builder.add(row, _const(r)), ldc)]), blk.elem_align)
-    with for_range(builder, tiled, m, _const(1)) as row:
-        with for_range(builder, _const(0), k, block_depth) as pc:
+                store_or_add(builder, is_zero(builder, pc), builder.extract_element(total, const(r, I32)),
+                              builder.gep(c, [builder.mul(builder.add(row, const(r)), ldc)]), blk.elem_align)
+    with for_range(builder, tiled, m, const(1)) as row:
+        with for_range(builder, const(0), k, block_depth) as pc:
             builder.store(ir.Constant(blk.elem, 0.0), scalar_sum)
-            with for_range(builder, pc, builder.add(pc, _min(builder, block_depth, builder.sub(k, pc))), _const(1)) as p:
+            with for_range(builder, pc, builder.add(pc, minimum(builder, block_depth, builder.sub(k, pc))), const(1)) as p:
                 element = builder.load(builder.gep(row_at(row), [p]))
                 builder.store(builder.call(scalar_fma, [element, x_at(p), builder.load(scalar_sum)]), scalar_sum)
-            _store_or_add(builder, _is_zero(builder, pc), builder.load(scalar_sum), builder.gep(c, [builder.mul(row, ldc)]),
+            store_or_add(builder, is_zero(builder, pc), builder.load(scalar_sum), builder.gep(c, [builder.mul(row, ldc)]),
                           blk.elem_align)
     builder.ret_void()
     return func
@@ -405,22 +407,22 @@ def _stream_rows(builder: ir.IRBuilder, blk: Blocking, rows: int, m: ir.Value, a
     fma = fma_intrinsic(builder.module, blk.vector)
     b_vectors = []
     for i in range(rows):
-        src = builder.bitcast(builder.gep(b, [builder.add(builder.mul(_const(i), rsb), column)]), vector_pointer)
+        src = builder.bitcast(builder.gep(b, [builder.add(builder.mul(const(i), rsb), column)]), vector_pointer)
         b_vectors.append(builder.load(src, align=blk.elem_align) if mask is None else builder.call(
-            masked_intrinsic(builder.module, blk, "load"),
+            masked_intrinsic(builder.module, blk.vector, "load"),
             [src, ir.Constant(I32, blk.elem_align), mask, ir.Constant(blk.vector, None)]))
-    with for_range(builder, _const(0), m, _const(1)) as r:
-        offset = builder.add(builder.mul(r, _const(chunk)), column)
+    with for_range(builder, const(0), m, const(1)) as r:
+        offset = builder.add(builder.mul(r, const(chunk)), column)
         dst = builder.bitcast(builder.gep(row_sums, [offset]), vector_pointer)
         acc = builder.load(dst, align=blk.vector_align)
         for i, b_vector in enumerate(b_vectors):
-            x = builder.load(builder.gep(a, [builder.add(builder.mul(r, rsa), builder.mul(_const(i), csa))]))
+            x = builder.load(builder.gep(a, [builder.add(builder.mul(r, rsa), builder.mul(const(i), csa))]))
             acc = builder.call(fma, [splat(builder, blk.vector, x), b_vector, acc])
         builder.store(acc, dst, align=blk.vector_align)
 
 
 def _block_sizes(blk: Blocking) -> tuple[ir.Constant, ir.Constant]:
-    return _const(blk.kc), _const(blk.nc)
+    return const(blk.kc), const(blk.nc)
 
 
 def _pack_function(module: ir.Module, blk: Blocking) -> ir.Function:
@@ -435,34 +437,34 @@ def _pack_function(module: ir.Module, blk: Blocking) -> ir.Function:
     panel, is copied element by element.
     """
     ptr = blk.elem.as_pointer()
-    func = _internal_function(module, f"adc_gemm_{blk.dtype}_pack", [ptr, I64, I64, I64, I64, ptr, I1])
+    func = internal_function(module, f"adc_gemm_{blk.dtype}_pack", [ptr, I64, I64, I64, I64, ptr, I1])
     src, rsb, csb, kc, nc, dst, negate = func.args
     builder = ir.IRBuilder(func.append_basic_block("entry"))
-    nr = _const(blk.nr)
-    row_major = builder.icmp_signed("==", csb, _const(1))
-    whole = builder.select(row_major, builder.mul(builder.sdiv(nc, nr), nr), _const(0))
+    nr = const(blk.nr)
+    row_major = builder.icmp_signed("==", csb, const(1))
+    whole = builder.select(row_major, builder.mul(builder.sdiv(nc, nr), nr), const(0))
     vector_pointer = blk.vector.as_pointer()
-    with for_range(builder, _const(0), kc, _const(1)) as row:
+    with for_range(builder, const(0), kc, const(1)) as row:
         from_row = builder.gep(src, [builder.mul(row, rsb)])
         to_row = builder.gep(dst, [builder.mul(row, nr)])
-        with for_range(builder, _const(0), whole, nr) as col:
+        with for_range(builder, const(0), whole, nr) as col:
             panel_row = builder.gep(to_row, [builder.mul(col, kc)])
             for v in range(blk.vectors_per_row):
-                x = builder.load(builder.bitcast(builder.gep(from_row, [builder.add(col, _const(v * blk.vl))]),
+                x = builder.load(builder.bitcast(builder.gep(from_row, [builder.add(col, const(v * blk.vl))]),
                                                  vector_pointer), align=blk.elem_align)
                 builder.store(builder.select(negate, builder.fneg(x), x),
-                              builder.bitcast(builder.gep(panel_row, [_const(v * blk.vl)]), vector_pointer),
+                              builder.bitcast(builder.gep(panel_row, [const(v * blk.vl)]), vector_pointer),
                               align=blk.vector_align)     # panel rows are whole vectors apart
     with for_range(builder, whole, nc, nr) as col:
-        width = _min(builder, nr, builder.sub(nc, col))
+        width = minimum(builder, nr, builder.sub(nc, col))
         panel = builder.gep(dst, [builder.mul(col, kc)])
-        with for_range(builder, _const(0), kc, _const(1)) as row:
+        with for_range(builder, const(0), kc, const(1)) as row:
             from_row = builder.gep(src, [builder.add(builder.mul(row, rsb), builder.mul(col, csb))])
             to_row = builder.gep(panel, [builder.mul(row, nr)])
-            with for_range(builder, _const(0), width, _const(1)) as j:
+            with for_range(builder, const(0), width, const(1)) as j:
                 x = builder.load(builder.gep(from_row, [builder.mul(j, csb)]))
                 builder.store(builder.select(negate, builder.fneg(x), x), builder.gep(to_row, [j]))
-            with for_range(builder, width, nr, _const(1)) as j:
+            with for_range(builder, width, nr, const(1)) as j:
                 builder.store(ir.Constant(blk.elem, 0.0), builder.gep(to_row, [j]))
     builder.ret_void()
     return func
@@ -472,20 +474,20 @@ def _block_function(module: ir.Module, blk: Blocking) -> ir.Function:
     """All rows of C times one block of B, packed or (`direct`) read in place: full MR-row strips,
     then the leftover rows."""
     ptr = blk.elem.as_pointer()
-    func = _internal_function(module, f"adc_gemm_{blk.dtype}_block",
+    func = internal_function(module, f"adc_gemm_{blk.dtype}_block",
                               [I64, I64, I64, I64, I64, I64, ptr, ptr, ptr, I1, ptr, I64, I1])
     m = func.args[0]
     builder = ir.IRBuilder(func.append_basic_block("entry"))
-    mr = _const(blk.mr)
+    mr = const(blk.mr)
     full_rows = builder.mul(builder.sdiv(m, mr), mr)
-    with for_range(builder, _const(0), full_rows, mr) as row:
+    with for_range(builder, const(0), full_rows, mr) as row:
         _strip(builder, module, blk, blk.mr, row, func.args)
     left = builder.sub(m, full_rows)
     done = func.append_basic_block("done")
     switch = builder.switch(left, done)
     for rows in range(1, blk.mr):
         case = func.append_basic_block(f"rows{rows}")
-        switch.add_case(_const(rows), case)
+        switch.add_case(const(rows), case)
         builder.position_at_end(case)
         _strip(builder, module, blk, rows, full_rows, func.args)
         builder.branch(done)
@@ -502,12 +504,12 @@ def _strip(builder: ir.IRBuilder, module: ir.Module, blk: Blocking, rows: int, r
     panels are read from B in place (rows `rsb` apart) and only the last, narrower one was packed.
     """
     _, rsa, csa, ldc, kc, nc, a, packed, c, first, b, rsb, direct = args
-    nr = _const(blk.nr)
+    nr = const(blk.nr)
     a_rows = builder.gep(a, [builder.mul(row, rsa)])
     c_rows = builder.gep(c, [builder.mul(row, ldc)])
-    with for_range(builder, _const(0), nc, nr) as col:
-        width = _min(builder, nr, builder.sub(nc, col))
-        vectors = builder.sdiv(builder.add(width, _const(blk.vl - 1)), _const(blk.vl))
+    with for_range(builder, const(0), nc, nr) as col:
+        width = minimum(builder, nr, builder.sub(nc, col))
+        vectors = builder.sdiv(builder.add(width, const(blk.vl - 1)), const(blk.vl))
         in_place = builder.and_(direct, builder.icmp_signed("==", width, nr))
         panel = builder.select(in_place, builder.gep(b, [col]), builder.gep(packed, [builder.mul(col, kc)]))
         ldp = builder.select(in_place, rsb, nr)
@@ -516,7 +518,7 @@ def _strip(builder: ir.IRBuilder, module: ir.Module, blk: Blocking, rows: int, r
         switch = builder.switch(vectors, after)
         for count in range(1, blk.vectors_per_row + 1):
             case = builder.append_basic_block(f"panel.vectors{count}")
-            switch.add_case(_const(count), case)
+            switch.add_case(const(count), case)
             builder.position_at_end(case)
             builder.call(_micro_kernel(module, blk, rows, count), call_args)
             builder.branch(after)
@@ -530,7 +532,7 @@ def _micro_kernel(module: ir.Module, blk: Blocking, rows: int, vectors: int) -> 
     name = f"adc_gemm_{blk.dtype}_micro{rows}x{vectors}"
     if name in module.globals:
         return module.globals[name]
-    func = _internal_function(module, name, [ptr, I64, I64, ptr, I64, I64, ptr, I64, I64, I1])
+    func = internal_function(module, name, [ptr, I64, I64, ptr, I64, I64, ptr, I64, I64, I1])
     # Kept out of the block function: inlined, its 16 micro-kernels made one function whose
     # optimization and code generation cost the library's build 0.5 s of CPU a dtype (Zen 5),
     # for a call per panel that no paired measurement told apart from noise.
@@ -542,16 +544,16 @@ def _micro_kernel(module: ir.Module, blk: Blocking, rows: int, vectors: int) -> 
         builder.store(ir.Constant(blk.vector, None), acc)
     fma = fma_intrinsic(module, blk.vector)
     vptr = blk.vector.as_pointer()
-    with for_range(builder, _const(0), kc, _const(1)) as p:
+    with for_range(builder, const(0), kc, const(1)) as p:
         b_row = builder.bitcast(builder.gep(panel, [builder.mul(p, ldp)]), vptr)
-        bs = [builder.load(builder.gep(b_row, [_const(v)]), align=blk.elem_align) for v in range(vectors)]
+        bs = [builder.load(builder.gep(b_row, [const(v)]), align=blk.elem_align) for v in range(vectors)]
         for r in range(rows):
-            a_elem = builder.load(builder.gep(a, [builder.add(builder.mul(_const(r), rsa), builder.mul(p, csa))]))
+            a_elem = builder.load(builder.gep(a, [builder.add(builder.mul(const(r), rsa), builder.mul(p, csa))]))
             a_vec = splat(builder, blk.vector, a_elem)
             for v, b_vec in enumerate(bs):
                 builder.store(builder.call(fma, [a_vec, b_vec, builder.load(accs[r][v])]), accs[r][v])
     for r in range(rows):
-        c_row = builder.gep(c, [builder.mul(_const(r), ldc)])
+        c_row = builder.gep(c, [builder.mul(const(r), ldc)])
         _store_row(builder, blk, [builder.load(acc) for acc in accs[r]], c_row, width, first)
     builder.ret_void()
     return func
@@ -565,103 +567,24 @@ def _store_row(builder: ir.IRBuilder, blk: Blocking, values: list, c_row: ir.Val
     `width` are left alone: straight-line code, where a loop over the lanes had LLVM vectorize
     and version it again in every micro-kernel (most of the library's build time).
     """
-    module = builder.module
-    full = _const(len(values) * blk.vl)
+    full = const(len(values) * blk.vl)
     with builder.if_else(builder.icmp_signed("==", width, full)) as (whole, partial):
         with whole:
             for v, value in enumerate(values):
-                dst = builder.bitcast(builder.gep(c_row, [_const(v * blk.vl)]), blk.vector.as_pointer())
-                _store_or_add(builder, first, value, dst, blk.elem_align)
+                dst = builder.bitcast(builder.gep(c_row, [const(v * blk.vl)]), blk.vector.as_pointer())
+                store_or_add(builder, first, value, dst, blk.elem_align)
         with partial:
             for v, value in enumerate(values):
-                dst = builder.bitcast(builder.gep(c_row, [_const(v * blk.vl)]), blk.vector.as_pointer())
-                mask = lanes_below(builder, blk, builder.sub(width, _const(v * blk.vl)))
-                _masked_store_or_add(builder, module, blk, first, value, dst, mask)
-
-
-def _store_or_add(builder: ir.IRBuilder, first: ir.Value, value: ir.Value, dst: ir.Value, align: int) -> None:
-    """*dst = value on the first depth block (beta = 0: old C never read), else *dst += value."""
-    with builder.if_else(first) as (overwrite, accumulate):
-        with overwrite:
-            builder.store(value, dst, align=align)
-        with accumulate:
-            builder.store(builder.fadd(builder.load(dst, align=align), value), dst, align=align)
-
-
-def _masked_store_or_add(builder: ir.IRBuilder, module: ir.Module, blk: Blocking, first: ir.Value,
-                         value: ir.Value, dst: ir.Value, mask: ir.Value) -> None:
-    """_store_or_add of the lanes `mask` selects; the others are neither read nor written."""
-    align = ir.Constant(I32, blk.elem_align)
-    store = masked_intrinsic(module, blk, "store")
-    with builder.if_else(first) as (overwrite, accumulate):
-        with overwrite:
-            builder.call(store, [value, dst, align, mask])
-        with accumulate:
-            old = builder.call(masked_intrinsic(module, blk, "load"),
-                               [dst, align, mask, ir.Constant(blk.vector, None)])
-            builder.call(store, [builder.fadd(old, value), dst, align, mask])
-
-
-def lanes_below(builder: ir.IRBuilder, blk: Blocking, count: ir.Value) -> ir.Value:
-    """The mask of the vector's lanes i < count (all of them when count >= VL, none when <= 0)."""
-    lanes = ir.VectorType(I64, blk.vl)
-    return builder.icmp_signed("<", ir.Constant(lanes, list(range(blk.vl))), splat(builder, lanes, count))
+                dst = builder.bitcast(builder.gep(c_row, [const(v * blk.vl)]), blk.vector.as_pointer())
+                mask = lanes_below(builder, blk.vl, builder.sub(width, const(v * blk.vl)))
+                masked_store_or_add(builder, first, value, dst, mask, blk.elem_align)
 
 
 def _fill_zero(builder: ir.IRBuilder, blk: Blocking, dst: ir.Value, count: ir.Value) -> None:
-    with for_range(builder, _const(0), count, _const(1)) as i:
+    with for_range(builder, const(0), count, const(1)) as i:
         builder.store(ir.Constant(blk.elem, 0.0), builder.gep(dst, [i]), align=blk.elem_align)
-
-
-# ---------------------------------------------------------------- IR helpers
-
-def _internal_function(module: ir.Module, name: str, params: list) -> ir.Function:
-    func = ir.Function(module, ir.FunctionType(ir.VoidType(), params), name)
-    func.linkage = "internal"
-    return func
-
-
-def fma_intrinsic(module: ir.Module, vector: ir.VectorType) -> ir.Function:
-    """`llvm.fma.v<n><t>`: one rounding, as the hardware FMA (declared by hand: llvmlite's
-    declare_intrinsic does not name vector overloads)."""
-    suffix = "f32" if isinstance(vector.element, ir.FloatType) else "f64"
-    name = f"llvm.fma.v{vector.count}{suffix}"
-    if name in module.globals:
-        return module.globals[name]
-    return ir.Function(module, ir.FunctionType(vector, [vector] * 3), name)
-
-
-def splat(builder: ir.IRBuilder, vector: ir.VectorType, scalar: ir.Value) -> ir.Value:
-    one = builder.insert_element(ir.Constant(vector, None), scalar, _const(0, I32))
-    return builder.shuffle_vector(one, ir.Constant(vector, None),
-                                  ir.Constant(ir.VectorType(I32, vector.count), [0] * vector.count))
-
-
-def masked_intrinsic(module: ir.Module, blk: Blocking, operation: str) -> ir.Function:
-    """`llvm.masked.load` or `llvm.masked.store` of `blk`'s vectors (declared by hand, as `_fma`)."""
-    vector, suffix = blk.vector, "f32" if blk.dtype == DType.f32 else "f64"
-    name = f"llvm.masked.{operation}.v{vector.count}{suffix}.p0"
-    if name in module.globals:
-        return module.globals[name]
-    mask = ir.VectorType(I1, vector.count)
-    pointer = vector.as_pointer()
-    signature = (ir.FunctionType(vector, [pointer, I32, mask, vector]) if operation == "load"
-                 else ir.FunctionType(ir.VoidType(), [vector, pointer, I32, mask]))
-    return ir.Function(module, signature, name)
 
 
 def _return_if(builder: ir.IRBuilder, condition: ir.Value) -> None:
     with builder.if_then(condition):
         builder.ret_void()
-
-
-def _is_zero(builder: ir.IRBuilder, value: ir.Value) -> ir.Value:
-    return builder.icmp_signed("==", value, ir.Constant(value.type, 0))
-
-
-def _min(builder: ir.IRBuilder, x: ir.Value, y: ir.Value) -> ir.Value:
-    return builder.select(builder.icmp_signed("<", x, y), x, y)
-
-
-def _const(value: int, type_: ir.IntType = I64) -> ir.Constant:
-    return ir.Constant(type_, value)
