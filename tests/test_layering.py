@@ -21,7 +21,6 @@ crosses a folder, and inside a folder only the engines that apply their own rule
 import ast
 from pathlib import Path
 
-from tests.support.imports import imports_of
 from tests.support.repository import ROOT
 
 PACKAGE = ROOT / "adc"

@@ -37,7 +37,6 @@ from __future__ import annotations
 from contextlib import contextmanager, nullcontext
 from typing import Iterator, Sequence
 
-from adc.errors import CompileError
 from adc.ir.builder import Builder, full
 from adc.ir.core import Func, FuncRef, Op, Value
 from adc.ir.types import BOOL, F64, I64, TensorType, num_elements

@@ -26,8 +26,6 @@ refuses with its LookupError, as a tape would.
 """
 from __future__ import annotations
 
-from typing import Callable
-
 import numpy as np
 
 from adc.runtime.derivatives import compiled, embedded_derivative, shippable

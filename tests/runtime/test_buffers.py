@@ -1,6 +1,5 @@
 """Large kernel results reuse freed blocks (adc/runtime/buffers.py), never one something still reads."""
 import numpy as np
-import pytest
 
 import adc
 from adc.runtime import buffers

@@ -380,7 +380,7 @@ def test_a_batch_jacobian_through_one_kernel_call_is_its_compiled_batch_jacobian
     """One recorded call from source to target: adc.batch_jacobian of that kernel, one fused call with
     folded seeds, not a walk; the same values as the seed-at-a-time walk, and recorded by an outer tape
     (its gradient as the walk's route gives it)."""
-    from adc.runtime import functional, jacobians
+    from adc.runtime import functional
 
     m = adc.compile(MLP, "mlp.adc")
     rng = np.random.default_rng(12)

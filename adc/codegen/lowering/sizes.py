@@ -19,7 +19,7 @@ from typing import Iterable
 
 import llvmlite.ir as ir
 
-from adc.codegen.lowering.loops import I1, I64, i64
+from adc.codegen.lowering.loops import I1, i64
 from adc.ir.core import Func, Module, children_first
 from adc.ir.types import Dim, DType, SymDim
 

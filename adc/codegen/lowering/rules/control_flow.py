@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Callable, Sequence
 import llvmlite.ir as ir
 
 from adc.codegen.lowering import bounds, interrupts
-from adc.codegen.lowering.loops import I1, I8, I32, I64, PTR, counted_loop, i64, stack_array
+from adc.codegen.lowering.loops import I1, I8, I32, I64, PTR, counted_loop, i64
 from adc.ir.core import Func, Op, Value
 from adc.ir.ops import OPS, with_trait
 from adc.ir.types import DType, num_elements

@@ -22,7 +22,7 @@ from adc.codegen.lowering.fusion import unrolled_order
 from adc.codegen.lowering.loops import I1, NOWRAP, TRANSPOSE_TILE, counted_loop, i64, tiled_loop_nest
 from adc.codegen.lowering.rules.matrices import (CHOLESKY_BLOCKED, SOLVE_BLOCKED, Lanes, Matrices, block_size,
                                                  by_size, fill, over_matrices, runtime_matrix, subtract_products)
-from adc.ir.core import Op, Value
+from adc.ir.core import Op
 
 if TYPE_CHECKING:
     from adc.codegen.lowering.emitter import Emitter
