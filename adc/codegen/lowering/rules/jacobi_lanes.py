@@ -24,6 +24,7 @@ import numpy as np
 from adc.codegen.lowering.declarations import intrinsic
 from adc.codegen.lowering.loops import I1, I64, NOWRAP, counted_loop, i64
 from adc.codegen.lowering.rules.matrices import Lanes
+from adc.codegen.native.simd import splat
 from adc.ir.core import Value
 from adc.ir.types import DType
 
@@ -113,19 +114,45 @@ class LaneJacobi:
             columns.rotate(i, j, c, s, where)
 
     def sort(self, keys: list[ir.Value], descending: bool) -> list[ir.Value]:
-        """Selection sort of the columns by `keys` (one vector per column), per lane; the keys sorted."""
-        b, n = self.em.b, self.n
-        keys = list(keys)
-        for k in range(n):
-            best, at = keys[k], ir.Constant(ir.VectorType(I64, self.vector.count), [k] * self.vector.count)
-            for j in range(k + 1, n):
-                better = b.fcmp_ordered(">" if descending else "<", keys[j], best)
-                best, at = b.select(better, keys[j], best), b.select(better, splat(b, j, self.vector.count), at)
-            for j in range(k + 1, n):       # the swap of spectral._Columns.sort: a rotation by (0, -1)
-                chosen = b.icmp_signed("==", at, splat(b, j, self.vector.count))
-                keys[k], keys[j] = b.select(chosen, keys[j], keys[k]), b.select(chosen, keys[k], keys[j])
-                self.rotate(i64(k), i64(j), self.constant(0.0), self.constant(-1.0), chosen)
-        return keys
+        """Selection sort of the columns by `keys` (one vector per column), per lane; the keys sorted.
+        Its loops run at run time, the keys on the stack: unrolled, its n(n-1)/2 swaps, each a
+        rotation of every row of G and V, made most of a 9 x 9 svd's code (2.5 MB of LLVM IR)."""
+        b, em, n = self.em.b, self.em, self.n
+        indices = ir.VectorType(I64, self.vector.count)
+        slots = em.head.alloca(self.vector, size=n)
+        best, at = em.head.alloca(self.vector), em.head.alloca(indices)
+        order = ">" if descending else "<"
+
+        def key(i: ir.Value) -> ir.Value:
+            return b.gep(slots, [i], source_etype=self.vector)
+
+        def load(slot: ir.Value) -> ir.Value:
+            return b.load(slot, typ=self.vector)
+
+        def select_column(k: ir.Value) -> None:
+            b.store(load(key(k)), best)
+            b.store(splat(b, indices, k), at)
+
+            def compare(j: ir.Value) -> None:
+                candidate = load(key(j))
+                better = b.fcmp_ordered(order, candidate, load(best))
+                b.store(b.select(better, candidate, load(best)), best)
+                b.store(b.select(better, splat(b, indices, j), b.load(at, typ=indices)), at)
+
+            def swap(j: ir.Value) -> None:     # the swap of spectral._Columns.sort: a rotation by (0, -1)
+                chosen = b.icmp_signed("==", b.load(at, typ=indices), splat(b, indices, j))
+                first, other = load(key(k)), load(key(j))
+                b.store(b.select(chosen, other, first), key(k))
+                b.store(b.select(chosen, first, other), key(j))
+                self.rotate(k, j, self.constant(0.0), self.constant(-1.0), chosen)
+            after = b.add(k, i64(1), flags=NOWRAP)
+            counted_loop(b, after, i64(n), compare)
+            counted_loop(b, after, i64(n), swap)
+
+        for k, x in enumerate(keys):
+            b.store(x, key(i64(k)))
+        counted_loop(b, i64(0), i64(n), select_column)
+        return [load(key(i64(k))) for k in range(n)]
 
 
 def any_lane(b: ir.IRBuilder, mask: ir.Value) -> ir.Value:
@@ -135,10 +162,6 @@ def any_lane(b: ir.IRBuilder, mask: ir.Value) -> ir.Value:
     if fn is None:
         fn = ir.Function(b.module, ir.FunctionType(I1, [mask.type]), f"llvm.vector.reduce.or.v{lanes}i1")
     return b.call(fn, [mask])
-
-
-def splat(b: ir.IRBuilder, k: int, lanes: int) -> ir.Constant:
-    return ir.Constant(ir.VectorType(I64, lanes), [k] * lanes)
 
 
 def nan_lanes(em: Emitter, a: Lanes, rows: int, columns: int) -> ir.Value:
