@@ -3,7 +3,8 @@
 The session compiles into a compile cache of its own, which its pytest-xdist workers share
 (ADC_CACHE_DIR, inherited by the processes tests start; ADC_TEST_CACHE_DIR names one kept
 across sessions), so a run neither reads nor fills the user's cache, and builds the runtime
-library where it needs it, not ahead (ADC_BUILD_AHEAD=0). Where bytecode writes are off, the
+library where it needs it, not ahead (ADC_BUILD_AHEAD=0), and links no kernel's shared object
+(ADC_LINK=0). Where bytecode writes are off, the
 processes it starts share a bytecode cache of the session's (`_share_bytecode`).
 """
 import os
@@ -38,6 +39,9 @@ def pytest_configure(config):
     # no runtime library built ahead by each process a test starts with a cache of its own (a
     # child per process, outliving it); tests/test_build_ahead.py turns it on where it is tested
     os.environ["ADC_BUILD_AHEAD"] = "0"
+    # no kernel linked into a shared object for later processes (a C compiler run each, a sixth of
+    # the suite's CPU): tests/test_compile_cache.py turns it on where it is tested
+    os.environ["ADC_LINK"] = "0"
 
 
 def _share_bytecode(config) -> None:

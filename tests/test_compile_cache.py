@@ -50,7 +50,7 @@ def cache_dir(tmp_path) -> Path:
 
 
 def run(code: str, cache_dir: Path, **env) -> subprocess.CompletedProcess:
-    environ = {**os.environ, "ADC_CACHE_DIR": str(cache_dir), "ADC_LOG": "compile", **env}
+    environ = {**os.environ, "ADC_CACHE_DIR": str(cache_dir), "ADC_LOG": "compile", "ADC_LINK": "1", **env}
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=environ,
                             cwd=ROOT, timeout=300)
     assert result.returncode == 0, result.stderr
@@ -104,6 +104,14 @@ def test_without_a_c_compiler_the_jit_keeps_to_object_code(tmp_path):
     again = run(GRADIENT, tmp_path / "cache", CC="no-such-compiler-here")
     assert "llvm-optimize" not in again.stderr
     assert not [line for line in again.stderr.splitlines() if "cache hit" in line and "(shared object)" in line]
+
+
+def test_adc_link_0_keeps_the_jit_to_object_code(cache_dir):
+    first = run(GRADIENT, cache_dir, ADC_LINK="0")
+    assert "not linked (ADC_LINK=0), object code only" in first.stderr
+    assert entries(cache_dir, "shared") == [] and entries(cache_dir, "modules") != []
+    again = run(GRADIENT, cache_dir, ADC_LINK="0")
+    assert "llvm-optimize" not in again.stderr and "(shared object)" not in again.stderr
 
 
 def test_a_reinstall_of_the_same_adc_finds_what_the_first_compiled(cache_dir, tmp_path):

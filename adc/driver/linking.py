@@ -6,6 +6,9 @@ machine with no C compiler links none, and the JIT keeps to object code.
 
     link([runtime_object], runtime_symbols(), "runtime library", runtime_loaded=False)   # bytes or None
     link_later(object_code, "adc_kernel_f", key, "k.adc: adc_kernel_f")   # into the cache's shared/
+
+`ADC_LINK=0` links no kernel: later processes load its object code, with LLVM's loader. That suits
+processes whose kernels rarely outlive them, as the test suite's: its links took a sixth of its CPU.
 """
 from __future__ import annotations
 
@@ -16,6 +19,8 @@ import threading
 from adc import compile_log
 from adc.abi import BOUNDS_PREFIX
 from adc.driver.cache_keys import open_cache
+
+SWITCH = "ADC_LINK"
 
 
 def link(objects: list[bytes], exports, subject: str, runtime_loaded: bool = True) -> bytes | None:
@@ -40,7 +45,11 @@ def link_later(object_code: bytes, symbol: str, key: str, subject: str) -> None:
     """Link a kernel's object code into the shared object a later process loads without LLVM, on a
     thread whose C compiler runs as another process at the lowest CPU priority, in the time this
     process's own work leaves (it slowed the kernels running beside it by up to a third); the
-    interpreter waits for it at exit."""
+    interpreter waits for it at exit. Not with `ADC_LINK=0`."""
+    if os.environ.get(SWITCH, "1").strip() == "0":
+        compile_log.event(subject, f"not linked ({SWITCH}=0), object code only")
+        return
+
     def link_kernel() -> None:
         _lowest_priority()
         image = link([object_code], [symbol, f"{BOUNDS_PREFIX}*"], subject)
