@@ -3,9 +3,9 @@
 The session compiles into a compile cache of its own, which its pytest-xdist workers share
 (ADC_CACHE_DIR, inherited by the processes tests start; ADC_TEST_CACHE_DIR names one kept
 across sessions), so a run neither reads nor fills the user's cache, and builds the runtime
-library where it needs it, not ahead (ADC_BUILD_AHEAD=0), and links no kernel's shared object
-(ADC_LINK=0). Where bytecode writes are off, the
-processes it starts share a bytecode cache of the session's (`_share_bytecode`).
+library where it needs it, not ahead (ADC_BUILD_AHEAD=0); it links no kernel's shared object
+(ADC_LINK=0) and compiles no VJP half ahead (ADC_COMPILE_AHEAD=0). Where bytecode writes are off,
+the processes it starts share a bytecode cache of the session's (`_share_bytecode`).
 """
 import os
 import shutil
@@ -39,9 +39,13 @@ def pytest_configure(config):
     # no runtime library built ahead by each process a test starts with a cache of its own (a
     # child per process, outliving it); tests/test_build_ahead.py turns it on where it is tested
     os.environ["ADC_BUILD_AHEAD"] = "0"
-    # no kernel linked into a shared object for later processes (a C compiler run each, a sixth of
-    # the suite's CPU): tests/test_compile_cache.py turns it on where it is tested
+    # no kernel linked into a shared object for later processes (a C compiler run each), and no
+    # VJP half compiled ahead in a forked child (with both cores busy running tests, the fork and
+    # the child's extra first-tier code made a sample of the runtime tests 17% slower):
+    # tests/test_compile_cache.py turns both on where they are tested, and test_tiers.py compares
+    # first-tier code with the full code
     os.environ["ADC_LINK"] = "0"
+    os.environ["ADC_COMPILE_AHEAD"] = "0"
 
 
 def _share_bytecode(config) -> None:

@@ -297,7 +297,8 @@ def test_first_tier_code_serves_until_the_childs_full_code_is_done(cache_dir, tm
     """While the child compiles the full code (held here until a gate opens), both halves run their
     first-tier code, call after call; the first call after the child is done loads the full code."""
     result = subprocess.run([sys.executable, "-c", FIRST_TIER_SERVES, str(tmp_path / "gate")], capture_output=True,
-                            text=True, env={**os.environ, "ADC_CACHE_DIR": str(cache_dir), "ADC_LOG": "compile"},
+                            text=True, env={**os.environ, "ADC_CACHE_DIR": str(cache_dir), "ADC_LOG": "compile",
+                                            "ADC_COMPILE_AHEAD": "1"},
                             cwd=ROOT, timeout=300)
     assert result.returncode == 0, result.stderr
     first, held, done = re.split("MARK held|MARK open", result.stderr)
