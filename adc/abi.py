@@ -76,7 +76,7 @@ STATUS_INTERRUPTED = 4
 
 RUNTIME_PREFIX = "adc_rt_"
 RUNTIME_PARALLEL_FOR = "adc_rt_parallel_for"        # void (ptr task, ptr ctx, i64 start, i64 end, i64 grain)
-RUNTIME_SET_NUM_THREADS = "adc_rt_set_num_threads"  # void (i32 n); n <= 0: one per online processor
+RUNTIME_SET_NUM_THREADS = "adc_rt_set_num_threads"  # void (i32 n); n <= 0: one per usable processor
 RUNTIME_GET_NUM_THREADS = "adc_rt_get_num_threads"  # i32 ()
 RUNTIME_INTERRUPTS = "adc_rt_interrupts"            # a global: ptr to the i32 counter loops watch
 RUNTIME_WATCH_INTERRUPTS = "adc_rt_watch_interrupts"  # void (ptr counter); null: the library's own

@@ -250,6 +250,8 @@ if case == "child fails":                   # the child's store fails: the paren
 if case == "another thread":                # a fork could copy a lock that thread holds: no child
     gate = threading.Event()
     threading.Thread(target=gate.wait).start()
+if case == "one processor":                 # pinned (taskset, a cpuset): a child would share its core
+    os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})
 """ + SCALED_GRADIENT + """
 first = gradient()
 np.testing.assert_allclose(first, x * np.cos(x * w.numpy()), rtol=1e-12)
@@ -316,13 +318,15 @@ def test_first_tier_code_serves_until_the_childs_full_code_is_done(cache_dir, tm
     ("alone", "hit", {"bwd: codegen (first tier) ": 1, "bwd: codegen ": 1, "fwd: codegen (first tier) ": 1, "fwd: codegen ": 1}),
     ("another thread", "miss", {"bwd: codegen (first tier) ": 0, "bwd: codegen ": 1, "fwd: codegen (first tier) ": 0, "fwd: codegen ": 1}),
     ("child fails", "miss", {"bwd: codegen (first tier) ": 1, "bwd: codegen ": 1, "fwd: codegen (first tier) ": 1, "fwd: codegen ": 1}),
-    ("turned off", "miss", {"bwd: codegen (first tier) ": 0, "bwd: codegen ": 1, "fwd: codegen (first tier) ": 0, "fwd: codegen ": 1})])
+    ("turned off", "miss", {"bwd: codegen (first tier) ": 0, "bwd: codegen ": 1, "fwd: codegen (first tier) ": 0, "fwd: codegen ": 1}),
+    ("one processor", "miss", {"bwd: codegen (first tier) ": 0, "bwd: codegen ": 1, "fwd: codegen (first tier) ": 0, "fwd: codegen ": 1})])
 def test_a_recorded_calls_backward_compiles_in_a_child_meanwhile(cache_dir, case, bwd_lookup, codegens):
     """The tape's first recorded call of a kernel forks a child compiling its backward's first-tier
     code, then the full code of both halves, while this process compiles the forward's first tier
     and runs it; the gradient runs the child's first tier, and once the child is done the next call
     loads the full code, which computes the same bits. Not while another Python thread runs, nor
-    with ADC_COMPILE_AHEAD=0; a child that fails leaves the compiles to this process."""
+    in a process pinned to one processor, nor with ADC_COMPILE_AHEAD=0; a child that fails leaves
+    the compiles to this process."""
     switch = {"ADC_COMPILE_AHEAD": "0" if case == "turned off" else "1"}
     result = subprocess.run([sys.executable, "-c", COMPILE_AHEAD, case], capture_output=True, text=True,
                             env={**os.environ, "ADC_CACHE_DIR": str(cache_dir), "ADC_LOG": "compile", **switch},

@@ -7,6 +7,7 @@ bounds-checked build; `require_llvm` asks whether llvmlite is installed, without
 
     host_target()                       # Target(triple="x86_64-unknown-linux-gnu", cpu="znver5", pic=True, ...)
     cache_key(target, "kernel", ...)    # the key of object code compiled for `target`
+    usable_processors()                 # 2: the processors this process may run on
 """
 from __future__ import annotations
 
@@ -39,6 +40,16 @@ def llvm_versions() -> str:
     import llvmlite.binding as llvm
 
     return f"llvmlite {llvmlite.__version__} llvm {'.'.join(map(str, llvm.llvm_version_info))}"
+
+
+def usable_processors() -> int:
+    """The processors this process may run on: its affinity mask, which taskset, cpusets and batch
+    schedulers narrow below the machine's (the runtime library's thread pool counts the same);
+    os.cpu_count() where the platform has no mask."""
+    try:
+        return len(os.sched_getaffinity(0)) or 1
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
 
 
 def cache_key(target: Target, *parts: str) -> str:

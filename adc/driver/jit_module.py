@@ -22,6 +22,7 @@ from adc import compile_log, locks
 from adc.abi import (BOUNDS_PREFIX, KERNEL_PREFIX, RUNTIME_SET_NUM_THREADS, RUNTIME_WATCH_INTERRUPTS,
                      SET_NUM_THREADS_SYMBOL, WATCH_INTERRUPTS_SYMBOL, with_check_bounds)
 from adc.driver.cache_keys import cached, open_cache
+from adc.driver.host import usable_processors
 from adc.driver.kernel_objects import Child, compile_in_child, kernel_key, kernel_object
 from adc.driver.linking import link_later
 from adc.driver.loading import load_object, open_shared
@@ -103,14 +104,15 @@ class JitModule:
         each, which a later `address` loads in their place (`settled`).
 
         Only where it is safe and pays: a fork copies the calling thread alone, so this process
-        must run no other Python thread (one may hold a lock the child needs); several cores; the
-        cache on; the code not cached yet; not turned off (`ADC_COMPILE_AHEAD=0`: a process under
-        valgrind, whose forked child would run LLVM under it). `address` compiles a kernel itself
+        must run no other Python thread (one may hold a lock the child needs); several cores that
+        it may run on (`usable_processors`); the cache on; the code not cached yet; not turned off
+        (`ADC_COMPILE_AHEAD=0`: a process under valgrind, whose forked child would run LLVM under
+        it). `address` compiles a kernel itself
         if the child left nothing."""
         if symbol not in self._kernels or symbol in self._loaded or symbol in self._ahead:
             return
         cache = open_cache()
-        if cache is None or not sys.platform.startswith("linux") or (os.cpu_count() or 1) < 2 \
+        if cache is None or not sys.platform.startswith("linux") or usable_processors() < 2 \
                 or threading.active_count() != 1 or os.environ.get("ADC_COMPILE_AHEAD", "1").strip() == "0":
             return
         wanted = {s: self._kernels[s] for s in (symbol, *also) if s in self._kernels and s not in self._loaded

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 
 from adc import compile_log
 from adc.driver.cache_keys import open_cache
-from adc.driver.host import cache_key
+from adc.driver.host import cache_key, usable_processors
 
 if TYPE_CHECKING:
     from adc.codegen.toolchain.cache import Cache
@@ -164,7 +164,7 @@ def compile_kernels(sources, module_name: str, target: Target) -> list[bytes]:
     for symbol, key in keys.items():
         compile_log.event(f"{module_name}: {symbol}", f"cache {'miss' if symbol in missing else 'hit'} {key[:12]}"
                           if cache else "cache off")
-    workers = min(len(missing), os.cpu_count() or 1)
+    workers = min(len(missing), usable_processors())
     if workers > 1 and threading.active_count() == 1:
         import concurrent.futures       # only `adc compile` needs them: 14 ms at every start otherwise
         import multiprocessing

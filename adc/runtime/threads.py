@@ -5,7 +5,7 @@ runtime library (and its thread pool) of the process, while each shared object c
 its own. A setting applies to every library loaded so far and to those loaded later.
 
     adc.set_num_threads(1)      # every kernel on the calling thread
-    adc.set_num_threads(0)      # back to one thread per online processor
+    adc.set_num_threads(0)      # back to one thread per processor the process may run on
 """
 from __future__ import annotations
 
@@ -25,7 +25,8 @@ _lock = locks.lock()
 
 def set_num_threads(n: int) -> None:
     """Split large loop nests and matrix products across `n` threads from now on (capped at the
-    runtime's maximum, 64); n <= 0 restores the default, one per online processor."""
+    runtime's maximum, 64); n <= 0 restores the default, one per processor the process
+    may run on (its affinity mask)."""
     global _requested
     if not isinstance(n, int) or isinstance(n, bool):
         raise TypeError(f"adc.set_num_threads: n must be an int, not {type(n).__name__}")

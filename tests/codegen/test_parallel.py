@@ -307,11 +307,25 @@ def test_pool_back_to_back_jobs_never_rerun_or_lose_a_chunk(pool):
 
 
 def test_pool_thread_count_is_capped_and_zero_or_negative_restores_the_default(pool):
-    default = min(os.sysconf("SC_NPROCESSORS_ONLN"), MAX_THREADS)
+    default = min(len(os.sched_getaffinity(0)), MAX_THREADS)
     for n, want in ((3, 3), (1, 1), (MAX_THREADS, MAX_THREADS), (1 << 20, MAX_THREADS), (0, default),
                     (7, 7), (-5, default)):
         pool.set_threads(n)
         assert pool.get_threads() == want, f"set {n}"
+
+
+def test_the_default_thread_count_is_the_processors_the_caller_may_run_on(pool):
+    """A process pinned to fewer processors than the machine has (taskset, a cpuset) runs as many
+    threads as it may use, not one per online one; read again after set_threads(0)."""
+    allowed = os.sched_getaffinity(0)
+    try:
+        for pinned in ({min(allowed)}, set(sorted(allowed)[:2]), allowed):
+            os.sched_setaffinity(0, pinned)     # the calling thread's mask, which the runtime reads
+            pool.set_threads(0)
+            assert pool.get_threads() == min(len(pinned), MAX_THREADS), pinned
+    finally:
+        os.sched_setaffinity(0, allowed)
+        pool.set_threads(0)
 
 
 def test_pool_serves_many_calling_threads_at_once(pool):

@@ -17,9 +17,10 @@ on one thread or is split:
   (`_chunking`: chunk sizes a multiple of `grain`, 64 for flat loops, so vector loops
   stay aligned) and hands the chunks to a pool of persistent workers, started on first
   need and parked between jobs, so a call costs a wake-up rather than thread starts;
-- the thread count is read lazily from sysconf(_SC_NPROCESSORS_ONLN), capped at
-  MAX_THREADS; `adc_rt_set_num_threads` overrides it (n <= 0 restores the default),
-  and a shared object's exported `adc_set_num_threads` calls it.
+- the thread count is read lazily: the processors the process may run on (its affinity mask,
+  else sysconf(_SC_NPROCESSORS_ONLN)), capped at MAX_THREADS; `adc_rt_set_num_threads`
+  overrides it (n <= 0 restores the default), and a shared object's exported
+  `adc_set_num_threads` calls it.
 
     caller                                    worker k (1 <= k < threads)
     trylock dispatch, else run all serially   poll generation a while, then sleep on `wake`
@@ -46,6 +47,7 @@ THRESHOLD = 1 << 17   # elements below which waking the pool's workers costs mor
 MAX_THREADS = 64
 FLAT_GRAIN = 64       # chunk multiple for flat loops: whole vectors and cache lines per thread
 SC_NPROCESSORS_ONLN = 84  # glibc's value of _SC_NPROCESSORS_ONLN
+AFFINITY_WORDS = 16       # a glibc cpu_set_t (1024 processors) as 64-bit words
 
 VOID = ir.VoidType()
 TASK = ir.FunctionType(VOID, [PTR, I64, I64])  # loop.task(ctx, start, end)
@@ -501,18 +503,39 @@ def _chunking(b: ir.IRBuilder, threads: ir.Value, length: ir.Value, grain: ir.Va
 
 
 def _get_num_threads_body(fn: ir.Function) -> ir.Function:
-    """Read the thread count, caching sysconf's online processors (capped) when it is 0."""
+    """Read the thread count, caching the processors this process may use (capped) when it is 0."""
     module = fn.module
     b = ir.IRBuilder(fn.append_basic_block("entry"))
     slot = _num_threads_global(module)
+    mask = b.alloca(I64, size=AFFINITY_WORDS)
     current = b.load_atomic(slot, "monotonic", 4, typ=I32)
     with b.if_then(b.icmp_signed("==", current, ir.Constant(I32, 0)), likely=False):
-        online = b.call(_libc(module, "sysconf", I64, [I32]), [ir.Constant(I32, SC_NPROCESSORS_ONLN)])
-        online = b.select(b.icmp_signed(">", online, i64(MAX_THREADS)), i64(MAX_THREADS), online)
-        online = b.select(b.icmp_signed("<", online, i64(1)), i64(1), online)
-        b.store_atomic(b.trunc(online, I32), slot, "monotonic", 4)
+        usable = _usable_processors(b, mask)
+        usable = b.select(b.icmp_signed(">", usable, i64(MAX_THREADS)), i64(MAX_THREADS), usable)
+        usable = b.select(b.icmp_signed("<", usable, i64(1)), i64(1), usable)
+        b.store_atomic(b.trunc(usable, I32), slot, "monotonic", 4)
     b.ret(b.load_atomic(slot, "monotonic", 4, typ=I32))
     return fn
+
+
+def _usable_processors(b: ir.IRBuilder, mask: ir.Value) -> ir.Value:
+    """The processors this process may run on: the count of its affinity mask (sched_getaffinity
+    into `mask`, AFFINITY_WORDS i64s), which taskset, cgroup cpusets and batch schedulers narrow
+    below the machine's (a process pinned to one of two processors ran two threads on it); the
+    online processors where the call fails (a mask wider than a cpu_set_t)."""
+    module = b.module
+    for k in range(AFFINITY_WORDS):    # read whatever the call leaves: zero where it writes nothing
+        b.store(i64(0), b.gep(mask, [i64(k)], source_etype=I64))
+    status = b.call(_libc(module, "sched_getaffinity", I32, [I32, I64, PTR]),
+                    [ir.Constant(I32, 0), i64(AFFINITY_WORDS * 8), mask])
+    popcount = module.declare_intrinsic("llvm.ctpop", [I64])
+    count = i64(0)
+    for k in range(AFFINITY_WORDS):
+        word = b.load(b.gep(mask, [i64(k)], source_etype=I64), typ=I64)
+        count = b.add(count, b.call(popcount, [word]))
+    online = b.call(_libc(module, "sysconf", I64, [I32]), [ir.Constant(I32, SC_NPROCESSORS_ONLN)])
+    counted = b.and_(b.icmp_signed("==", status, ir.Constant(I32, 0)), b.icmp_signed(">", count, i64(0)))
+    return b.select(counted, count, online)
 
 
 def _num_threads_global(module: ir.Module) -> ir.GlobalVariable:
