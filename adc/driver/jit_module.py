@@ -107,8 +107,7 @@ class JitModule:
         must run no other Python thread (one may hold a lock the child needs); several cores that
         it may run on (`usable_processors`); the cache on; the code not cached yet; not turned off
         (`ADC_COMPILE_AHEAD=0`: a process under valgrind, whose forked child would run LLVM under
-        it). `address` compiles a kernel itself
-        if the child left nothing."""
+        it). `address` compiles a kernel itself if the child left nothing."""
         if symbol not in self._kernels or symbol in self._loaded or symbol in self._ahead:
             return
         cache = open_cache()

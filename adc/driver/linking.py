@@ -8,7 +8,8 @@ machine with no C compiler links none, and the JIT keeps to object code.
     link_later(object_code, "adc_kernel_f", key, "k.adc: adc_kernel_f")   # into the cache's shared/
 
 `ADC_LINK=0` links no kernel: later processes load its object code, with LLVM's loader. That suits
-processes whose kernels rarely outlive them, as the test suite's: its links took a sixth of its CPU.
+processes whose kernels rarely outlive them, as the test suite's, which saves a C compiler run per
+kernel compiled.
 """
 from __future__ import annotations
 

@@ -56,7 +56,7 @@ def c_header(info: ModuleInfo, library: str, header: str) -> str:
         *blocks,
         _comment("The module's metadata as JSON: signatures, gradients, IR (see runtime/adc.h)."),
         f"const char *{METADATA_SYMBOL}(void);", "",
-        _comment("Threads for large loop nests (n <= 0: one per processor the process may run on, the default)."),
+        _comment("Threads for large loop nests (n <= 0: the default, one per processor it may run on)."),
         f"void {SET_NUM_THREADS_SYMBOL}(int32_t n);", "",
         "#ifdef __cplusplus", "}", "#endif", "", f"#endif /* {guard} */", ""])
 
