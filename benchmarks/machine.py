@@ -38,8 +38,17 @@ def describe() -> list[str]:
     flags = set(info.get("flags", "").split())
     features = ", ".join(f"{name} {'yes' if flag in flags else 'no'}" for flag, name in FLAGS.items())
     family = f" (family {info.get('cpu family', '?')} model {info.get('model', '?')})" if info else ""
-    lines = [f"cpu: {cpu_model()}{family}, {os.cpu_count()} cores; {features}; LLVM host CPU {llvm_host_cpu()}"]
+    lines = [f"cpu: {cpu_model()}{family}, {cores()}; {features}; LLVM host CPU {llvm_host_cpu()}"]
     return lines + [f"numpy {numpy_blas()}"] + [line for line in (threadpools(), torch_blas()) if line]
+
+
+def cores() -> str:
+    """The machine's processors, and those this process may run on where fewer (taskset, a
+    cpuset): adc's threads default to the latter, so a pinned run's figures say so."""
+    from adc.driver.host import usable_processors
+
+    usable = usable_processors()
+    return f"{os.cpu_count()} cores" + (f", {usable} usable by this process" if usable != os.cpu_count() else "")
 
 
 def llvm_host_cpu() -> str:
