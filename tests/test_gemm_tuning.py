@@ -4,7 +4,6 @@ record is measured once per machine, kept in the cache and named in the runtime 
 another CPU's target and a damaged record never reach the code generator."""
 from __future__ import annotations
 
-import dataclasses
 import json
 
 import numpy as np
@@ -35,9 +34,8 @@ def empty_cache(tmp_path, monkeypatch):
 
 
 def blocks_searched(blk) -> list:
-    """The table's block, every candidate around it, and every candidate around those."""
-    found = [blk] + gemm_tuning.candidates(blk, None)
-    return list(dict.fromkeys(found + [c for b in found[1:] for c in gemm_tuning.candidates(b, None)]))
+    """The table's block and every candidate the search times beside it."""
+    return [blk] + gemm_tuning.candidates(blk, None)
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
@@ -61,8 +59,14 @@ def test_candidates_are_whole_panels_within_the_stack_budget_and_the_l2_cache():
             for cand in gemm_tuning.candidates(blk, l2_bytes):
                 assert cand.nc % cand.nr == 0 and cand.nc >= cand.nr and (cand.mr, cand.nr) == (blk.mr, blk.nr)
                 assert cand.kc * cand.nc * cand.elem_align <= min(gemm.MAX_PACKED_BYTES, l2_bytes or 1 << 62)
-        assert {(c.kc, c.nc) for c in gemm_tuning.candidates(blk, None)} <= {
-            (blk.kc, blk.nc // 2), (blk.kc, blk.nc * 2), (blk.kc // 2, blk.nc), (blk.kc * 2, blk.nc)}
+        scaled = {(int(blk.kc * depth), int(blk.nc * width))
+                  for depth in gemm_tuning.DEPTH_SCALES for width in gemm_tuning.WIDTH_SCALES}
+        found = {(c.kc, c.nc) for c in gemm_tuning.candidates(blk, None)}
+        assert found <= scaled - {(blk.kc, blk.nc)}
+        assert all(2 * kc * nc >= blk.kc * blk.nc for kc, nc in found), "a candidate under half the table's block"
+        # the table's bytes in other shapes: twice as deep and half as wide, four times and a quarter
+        for kc, nc in ((blk.kc * 2, blk.nc // 2), (blk.kc * 4, blk.nc // 4)):
+            assert (kc, nc) in found or nc < blk.nr or nc % blk.nr
 
 
 class FakeClock:
@@ -78,25 +82,23 @@ class FakeClock:
         self.now += self.cost(blk)
 
 
-@pytest.mark.parametrize("width_gain, depth_gain, expected", [
-    (0.995, 0.995, "table"),        # within the margin: noise keeps the table's block
-    (0.9, 1.0, "width"),            # the narrower block is 10% faster, deeper ones are not
-    (1.0, 0.9, "depth"),
-    (0.9, 0.9, "both"),
+@pytest.mark.parametrize("gains, expected", [
+    ({(2, 1 / 2): 0.995}, (1, 1)),                          # within the margin: noise keeps the table's block
+    ({(1, 1 / 2): 0.9}, (1, 1 / 2)),                        # a narrower block 10% faster
+    ({(2, 1): 0.9}, (2, 1)),                                # a deeper one
+    ({(4, 1 / 4): 0.9}, (4, 1 / 4)),                        # the same bytes, two moves from the table's shape
+    ({(2, 1): 0.9, (2, 1 / 2): 0.8, (1, 1 / 2): 0.85}, (2, 1 / 2)),    # the fastest of several, not the first
+    ({(1, 1): 0.5}, (1, 1)),                                # the table's own block the fastest
 ])
-def test_the_search_moves_only_to_a_block_faster_by_the_margin(monkeypatch, width_gain, depth_gain, expected):
+def test_the_search_keeps_the_fastest_block_when_it_beats_the_tables_by_the_margin(monkeypatch, gains, expected):
+    """Each block's cost is 1 but for the blocks in `gains` (keyed by depth and width scales of the
+    table's); the search times them all and keeps the fastest, or the table's within MARGIN."""
     blk = gemm_tuning.table(host_target())[DType.f64]
-    narrower = blk.nc // 2
-
-    def cost(b):
-        return 1.0 * (width_gain if b.nc == narrower else 1.0) * (depth_gain if b.kc == blk.kc * 2 else 1.0)
-
-    clock = FakeClock(cost)
+    cost = {(int(blk.kc * depth), int(blk.nc * width)): gain for (depth, width), gain in gains.items()}
+    clock = FakeClock(lambda b: cost.get((b.kc, b.nc), 1.0))
     monkeypatch.setattr(gemm_tuning, "SIZE", 8)
     best = gemm_tuning.search(clock, blk, l2_bytes=None, clock=clock.perf_counter)
-    wanted = {"table": blk, "width": dataclasses.replace(blk, nc=narrower), "depth": dataclasses.replace(blk, kc=blk.kc * 2),
-              "both": dataclasses.replace(blk, kc=blk.kc * 2, nc=narrower)}[expected]
-    assert (best.kc, best.nc) == (wanted.kc, wanted.nc)
+    assert (best.kc, best.nc) == (int(blk.kc * expected[0]), int(blk.nc * expected[1]))
 
 
 @pytest.mark.parametrize("record", [b"not json", b'{"f32": [256]}', b'{"f64": [256, 256]}',
