@@ -2,8 +2,9 @@
 per second, by direct kernel calls in one process, and through adc.dask on Dask's synchronous
 and threaded schedulers and on a LocalCluster of two worker processes; the Dask path's overhead
 over direct calls at 100,000-example chunks is the synchronous route's time over the direct one's
-(same work, same thread), the median of runs made in pairs side by side; and its floor, what
-Dask alone adds: the same norms through Dask over per-example gradients computed beforehand."""
+(same work, same thread), the median of runs made in pairs side by side; the same for the calls
+written by hand as dask.delayed tasks, Dask's plainest route; and its floor, what Dask alone
+adds: the same norms through Dask over per-example gradients computed beforehand."""
 from __future__ import annotations
 
 import statistics
@@ -12,7 +13,6 @@ from pathlib import Path
 
 import numpy as np
 
-import adc
 
 SAMPLES = Path(__file__).resolve().parent.parent / "samples"
 EXAMPLES, CHUNK = 800_000, 100_000
@@ -91,12 +91,36 @@ def bench_dask() -> None:
     ratios = [through_dask / alone for alone, through_dask in pairs]
     print(f"  Dask path overhead over direct calls (synchronous / direct, median of {PAIRS} runs side by side): "
           f"{statistics.median(ratios):.3f}x  [{min(ratios):.3f} - {max(ratios):.3f}]")
+    by_hand = delayed_norms(jacobian, x, t, params)
+    assert np.allclose(by_hand(), reference)
+    by_hand_ratios = [through_dask / alone for alone, through_dask in paired_times(direct, by_hand)]
+    print(f"  the same calls as dask.delayed tasks, written by hand: {statistics.median(by_hand_ratios):.3f}x  "
+          f"[{min(by_hand_ratios):.3f} - {max(by_hand_ratios):.3f}]")
     grads = [np.asarray(g) for g in jacobian(x, t, *params)]
     floor = dask_floor(da, grads, statistics.median(alone for alone, _ in pairs))
     print(f"  its floor, Dask's own part: the norms of precomputed per-example gradients through Dask "
           f"take {floor['added'] * 1e3:.1f} ms more than through NumPy (the gradients' blocks as tasks); "
           f"a path whose kernel calls cost nothing more than direct ones would print {floor['ratio']:.3f}x")
     print("  target: overhead <= 1.2x")
+
+
+def delayed_norms(jacobian, x: np.ndarray, t: np.ndarray, params: list):
+    """The overhead route's work written by hand: a dask.delayed task per chunk calling the forward
+    Jacobian on its slice, its results joined by da.concatenate, the same norms, synchronously."""
+    import dask
+    import dask.array as da
+
+    shapes = [np.shape(g)[1:] for g in jacobian(x[:1], t[:1], *params)]
+
+    def chunk(k: int) -> tuple:
+        return tuple(np.asarray(g) for g in jacobian(x[k:k + CHUNK], t[k:k + CHUNK], *params))
+
+    def norms():
+        calls = [dask.delayed(chunk)(k) for k in range(0, EXAMPLES, CHUNK)]
+        grads = [da.concatenate([da.from_delayed(call[j], shape=(min(CHUNK, EXAMPLES - k), *shape), dtype=x.dtype)
+                                 for call, k in zip(calls, range(0, EXAMPLES, CHUNK))]) for j, shape in enumerate(shapes)]
+        return norms_of(grads).compute(scheduler="synchronous")
+    return norms
 
 
 def dask_floor(da, grads: list[np.ndarray], direct: float) -> dict[str, float]:
