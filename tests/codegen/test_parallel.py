@@ -19,6 +19,7 @@ import subprocess
 import sys
 import textwrap
 import threading
+import time
 
 import llvmlite.binding as llvm
 import llvmlite.ir as ir
@@ -176,11 +177,25 @@ def _log_chunk(b, log, lo, hi):
     b.store(hi, b.gep(log, [b.add(at, i64(1))], source_etype=I64))
 
 
+def _hold(b, flags, lo, hi):
+    # flags = {release, entered}: entered += 1, then wait until release is set
+    b.atomic_rmw("add", b.gep(flags, [i64(1)], source_etype=I64), i64(1), "monotonic")
+    pause = b.module.globals.get("llvm.x86.sse2.pause") or ir.Function(b.module, ir.FunctionType(ir.VoidType(), []),
+                                                                         "llvm.x86.sse2.pause")
+    wait, done = b.append_basic_block("wait"), b.append_basic_block("released")
+    b.branch(wait)
+    b.position_at_end(wait)
+    b.call(pause, [])
+    released = b.load_atomic(flags, "monotonic", 8, typ=I64)
+    b.cbranch(b.icmp_signed("==", released, i64(0)), wait, done)
+    b.position_at_end(done)
+
+
 def _pool_module() -> ir.Module:
     """The pool and the test tasks; `nested` runs `fill` over its chunk through the pool again."""
     module = ir.Module(name="pool_test")
     define_runtime(module)
-    for name, body in (("fill", _fill), ("count", _count), ("log_chunk", _log_chunk)):
+    for name, body in (("fill", _fill), ("count", _count), ("log_chunk", _log_chunk), ("hold", _hold)):
         _task(module, name, body)
     _task(module, "nested", lambda b, out, lo, hi: b.call(
         module.globals[RUNTIME_PARALLEL_FOR], [module.globals["fill"], out, lo, hi, i64(1)]))
@@ -200,7 +215,7 @@ class PoolLibrary:
         self.parallel_for = PARALLEL_FOR(address(RUNTIME_PARALLEL_FOR))
         self.set_threads = SET_THREADS(address(RUNTIME_SET_NUM_THREADS))
         self.get_threads = GET_THREADS(address(RUNTIME_GET_NUM_THREADS))
-        self.tasks = {name: address(name) for name in ("fill", "count", "log_chunk", "nested")}
+        self.tasks = {name: address(name) for name in ("fill", "count", "log_chunk", "nested", "hold")}
 
     def run(self, task: str, buffer: np.ndarray, start: int, end: int, grain: int) -> np.ndarray:
         self.parallel_for(self.tasks[task], buffer.ctypes.data, start, end, grain)
@@ -326,6 +341,40 @@ def test_the_default_thread_count_is_the_processors_the_caller_may_run_on(pool):
     finally:
         os.sched_setaffinity(0, allowed)
         pool.set_threads(0)
+
+
+def wait_until(condition, seconds: float = 30) -> None:
+    deadline = time.monotonic() + seconds
+    while not condition():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.001)
+
+
+def chunks_of(pool: PoolLibrary, end: int) -> int:
+    """How many chunks the pool cut [0, end) into (grain 1)."""
+    return int(pool.run("log_chunk", np.zeros(1 + 2 * MAX_THREADS, np.int64), 0, end, 1)[0])
+
+
+@pytest.mark.parametrize("threads", (2, 3))
+@bounded
+def test_a_job_beside_another_callers_takes_one_thread_less(pool, threads):
+    """While a caller that found the pool held runs its job on its own thread, the next holder of
+    the pool splits its job over one thread less (never fewer than one); once that caller is done,
+    over all of them again. The callers' threads and the pool's then add up to the thread count."""
+    pool.set_threads(threads)
+    first, beside = np.zeros(2, np.int64), np.zeros(2, np.int64)      # {release, entered}
+    holder = threading.Thread(target=pool.run, args=("hold", first, 0, threads, 1), daemon=True)
+    holder.start()
+    wait_until(lambda: first[1] == threads)           # the holder's job runs a chunk on each thread
+    other = threading.Thread(target=pool.run, args=("hold", beside, 0, threads, 1), daemon=True)
+    other.start()
+    wait_until(lambda: beside[1] == 1)                # the pool is held: its whole job on its own thread
+    first[0] = 1
+    holder.join()
+    assert chunks_of(pool, 1000) == threads - 1
+    beside[0] = 1
+    other.join()
+    assert chunks_of(pool, 1000) == threads
 
 
 def test_pool_serves_many_calling_threads_at_once(pool):
