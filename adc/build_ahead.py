@@ -32,7 +32,7 @@ from adc.codegen.toolchain.cache import Cache
 NAMESPACE = "runtime"       # the library's namespace in the cache, and the lock its builders share
 MARKERS = "ahead"           # the cache's folder of markers: one empty entry per library built ahead
 SWITCH = "ADC_BUILD_AHEAD"
-_RUNTIME_SOURCES = ("abi.py", "codegen/native/gemm.py", "codegen/native/parallel.py",
+_RUNTIME_SOURCES = ("abi.py", "codegen/native/gemm.py", "codegen/native/parallel.py", "codegen/native/pool.py",
                     "codegen/native/runtime_library.py", "codegen/lowering/loops.py", "codegen/lowering/summation.py")
 
 

@@ -5,7 +5,7 @@ counts are set through the module's exported `adc_set_num_threads`, as the
 runtime does for ADC_NUM_THREADS; sizes straddle parallel.THRESHOLD and the
 FLAT_GRAIN chunk rounding.
 
-The pool (`parallel.define_runtime`) is tested on its own, with tasks written in
+The pool (`pool.define_runtime`) is tested on its own, with tasks written in
 LLVM IR: every element runs exactly once, workers persist, concurrent and nested
 callers complete, and a forked child gets a working pool. Scenarios that count
 threads or fork run in a fresh interpreter, under a timeout, so a deadlock fails.
@@ -27,9 +27,10 @@ import numpy as np
 import pytest
 
 import adc
-from adc.abi import RUNTIME_GET_NUM_THREADS, RUNTIME_PARALLEL_FOR, RUNTIME_SET_NUM_THREADS
+from adc.abi import RUNTIME_GET_NUM_THREADS, RUNTIME_PARALLEL_FOR, RUNTIME_SET_NUM_THREADS, SET_NUM_THREADS_SYMBOL
 from adc.codegen.lowering.loops import I32, I64, for_range, i64
-from adc.codegen.native.parallel import FLAT_GRAIN, MAX_THREADS, SET_NUM_THREADS_SYMBOL, TASK, THRESHOLD, define_runtime
+from adc.codegen.native.parallel import FLAT_GRAIN, THRESHOLD
+from adc.codegen.native.pool import MAX_THREADS, TASK, define_runtime
 from adc.codegen.toolchain.target import Target
 from adc.compiler import elaborate
 from adc.driver import write_shared_object

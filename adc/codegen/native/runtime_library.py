@@ -1,7 +1,7 @@
 """The shared native runtime library: what every module needs and no kernel specialises.
 
 The register-blocked matrix-product kernels (gemm.py), the parallel-for with
-its thread pool (parallel.py), the interrupt counter loops poll (interrupts.py) and the steps of
+its thread pool (pool.py), the interrupt counter loops poll (interrupts.py) and the steps of
 float sums' cascades of block sums (lowering/summation.py) are compiled once per target into this library,
 instead of being emitted and optimized again in every kernel module; kernel
 modules only declare what they call:
@@ -22,7 +22,7 @@ from __future__ import annotations
 import llvmlite.ir as ir
 
 from adc.abi import RUNTIME_GEMM_DTYPES
-from adc.codegen.native import cholesky, gemm, householder, lu, parallel, singular, symmetric, triangular
+from adc.codegen.native import cholesky, gemm, householder, lu, pool, singular, symmetric, triangular
 from adc.codegen.lowering import interrupts, summation
 from adc.codegen.toolchain.target import Target
 from adc.ir.types import DType
@@ -37,7 +37,7 @@ def runtime_module(target: Target, blockings: dict[DType, gemm.Blocking] | None 
     module = ir.Module(name="adc_runtime")
     for dtype in RUNTIME_GEMM_DTYPES:
         gemm.define_gemm(module, blockings[dtype])
-    parallel.define_runtime(module)
+    pool.define_runtime(module)
     for dtype in RUNTIME_GEMM_DTYPES:
         blk = blockings[dtype]
         triangular.define_trsm(module, blk)
