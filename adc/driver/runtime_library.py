@@ -18,7 +18,7 @@ key matches — same machine, same adc sources, same llvmlite — and compiles o
     build_installed(Path("adc/prebuilt"))    # what setup.py's build step runs
 
 The gemm's packed blocks are measured the first time the library is built on a machine
-(gemm_tuning.py: ~3 s, at install for most users), kept as a record in the cache (and in
+(gemm_tuning.py: ~4 s, at install for most users), kept as a record in the cache (and in
 adc/prebuilt/) and named in the library's key, so a library built with other blocks is never
 taken for it:
 
