@@ -14,14 +14,14 @@ The record is plain JSON (`encode`), so a process that finds the library cached 
 without importing the code generator.
 
 The search times the table's block and every candidate around it — depths and widths the
-table's times a power of two (`DEPTH_SCALES`, `WIDTH_SCALES`), whole panels that fit the L2 cache
-(sysfs) and gemm.MAX_PACKED_BYTES, at least half the table's block — in interleaved
-rounds on a 1024 x 1024 x 1024 product (the best of `ROUNDS`), and keeps the fastest only when
-it is `MARGIN` faster than the table's, then again when timed against the table's alone, so
-noise keeps the table's block. All at once, not a step
-at a time: on Zen 4 a block 1024 deep and 128 wide ran f64 products 1.4-2.8% faster than 512 x 256
-at every size from 256 x 784 x 512 to 2048^3, two moves from the table's 256 x 256, and a search
-that moved the width and then the depth once each stopped at 512 x 256 or short of it.
+table's times a power of two (`DEPTH_SCALES`, `WIDTH_SCALES`), whole panels that fit the L2
+cache (sysfs) and gemm.MAX_PACKED_BYTES, at least half the table's block — in interleaved rounds
+on a 1024 x 1024 x 1024 product (the best of `ROUNDS`). It keeps the fastest only when it is
+`MARGIN` faster than the table's, then again when timed against the table's alone, so noise
+keeps the table's block. All at once, not a step at a time: on Zen 4 a block 1024 deep and 128
+wide ran f64 products 1.4-2.8% faster than 512 x 256 at every size from 256 x 784 x 512 to
+2048^3, two moves from the table's 256 x 256, and a search that moved the width and then the
+depth once each stopped at 512 x 256 or short of it.
 """
 from __future__ import annotations
 
