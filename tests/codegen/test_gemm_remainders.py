@@ -79,6 +79,19 @@ def test_every_remainder_of_the_blocking(modules, dtype):
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_a_read_transposed_gives_the_bits_of_a_stored_by_rows(modules, dtype):
+    """transpose(at) @ b reads A's strips a stored row apart, and copies a strip in its first panel
+    for the others: each C element is the same sums in the same order as with A stored by rows."""
+    m = modules[dtype]
+    rng = np.random.default_rng(2)
+    rows, columns, depths = edges(dtype)
+    for rows_, columns_, depth in itertools.product(rows[::2], columns[1::2], depths[1::2]):
+        at, b = operands(rng, dtype, (depth, rows_), (depth, columns_))
+        by_rows = np.asarray(m.product(np.ascontiguousarray(at.T), b))
+        assert np.array_equal(np.asarray(m.product_of_transpose(at, b)), by_rows), (rows_, columns_, depth)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
 def test_b_read_in_place_up_to_its_limit_and_packed_past_it(modules, dtype):
     """A row-major B of at most gemm.DIRECT_BYTES is read in place, its last, narrower panel packed;
     one element more, or a B read transposed, is packed whole. Widths around NR and the vector

@@ -18,29 +18,18 @@ with SIMD vectors along N:
         for ic in 0..M step MR:                # rows of A and C
           for each panel: micro-kernel MRxNR   # accumulators in vector registers
 
-The micro-kernel keeps MR x (NR/VL) vector accumulators and, per k, loads NR/VL
-vectors of the packed panel, broadcasts MR elements of A and issues `llvm.fma`
-on generic LLVM vectors as wide as the target's registers (`<16 x float>` with
-AVX-512, `<8 x float>` with AVX2: `blocking(dtype, Target.vector_bits)`). Rows
-left over (M mod MR) use micro-kernels of fewer rows, the last, narrower panel
-a micro-kernel of fewer vectors; its
-padding lanes are zeroed when packed (defined values, no denormal or NaN
-garbage from the stack) and never stored. The packed block lives on the stack
-(512 KiB with 512-bit vectors, 64 KiB for f32 and 256 KiB for f64 with narrower ones), so the
-kernel needs no allocation and cannot fail. A small row-major B (`DIRECT_BYTES`) is not packed:
-the micro-kernels read its whole panels in place, rows `rsb` apart, and only the last, narrower
-panel is packed. A larger row-major B times at most MR rows (a vector-matrix product, a small
-batch) is streamed instead, row by row in memory order, into the same block sums
-(`_stream_function`). Only ordinary IEEE
-arithmetic is used (no fast-math flags), so NaN and inf propagate as in BLAS.
-
-Why not call a BLAS: measured single-threaded on Zen 5 (AVX-512), this kernel
-does 255 GFLOP/s f32 and 124 GFLOP/s f64 for 256x784 @ 784x512 (93 GFLOP/s f32
-for 256x512 @ 512x10), twice NumPy's OpenBLAS on one thread and level with it
-on two; on Zen 3 (AVX2) the 6x16 f32 tiles do 82-92 GFLOP/s on one thread, level
-with OpenBLAS (the AVX-512 tiles spill there: 33). Lowering splits the rows of
-large products across threads (parallel.py), which a multithreaded BLAS would fight for the same cores; a
-module also stays self-contained, with no library to find at load time.
+The micro-kernel keeps MR x (NR/VL) vector accumulators and, per k, loads NR/VL vectors of the
+packed panel, broadcasts MR elements of A and issues `llvm.fma` on generic LLVM vectors as wide as
+the target's registers (`<16 x float>` with AVX-512, `<8 x float>` with AVX2: `blocking(dtype,
+Target.vector_bits)`). Rows left over (M mod MR) use micro-kernels of fewer rows, the last, narrower
+panel a micro-kernel of fewer vectors; its padding lanes are zeroed when packed (defined values, no
+denormal or NaN garbage from the stack) and never stored. The packed block (at most
+MAX_PACKED_BYTES) and a strip of A live on the stack, so the kernel needs no allocation and cannot
+fail. A small row-major B (`DIRECT_BYTES`) is not packed: the micro-kernels read its whole panels in
+place, rows `rsb` apart, and only the last, narrower panel is packed. A larger row-major B times at
+most MR rows (a vector-matrix product, a small batch) is streamed instead, row by row in memory
+order, into the same block sums (`_stream_function`). Only ordinary IEEE arithmetic is used (no
+fast-math flags), so NaN and inf propagate as in BLAS. Why not call a BLAS: docs/architecture.md.
 """
 from __future__ import annotations
 
@@ -241,6 +230,8 @@ def _kernel_function(module: ir.Module, blk: Blocking) -> ir.Function:
         builder.ret_void()
     packed = builder.alloca(blk.elem, size=builder.mul(block_depth, block_width))
     packed.align = PACK_ALIGN
+    strip = builder.alloca(blk.elem, size=builder.mul(block_depth, const(blk.mr)))
+    strip.align = PACK_ALIGN
     direct = builder.and_(builder.and_(small, row_major), builder.not_(subtract))
     nr = const(blk.nr)
     with for_range(builder, const(0), n, block_width) as jc:
@@ -257,7 +248,7 @@ def _kernel_function(module: ir.Module, blk: Blocking) -> ir.Function:
             a_block = builder.gep(a, [builder.mul(pc, csa)])
             c_block = builder.gep(c, [jc])
             builder.call(_block_function(module, blk),
-                         [m, rsa, csa, ldc, kc, nc, a_block, packed, c_block, first, b_block, rsb, direct])
+                         [m, rsa, csa, ldc, kc, nc, a_block, packed, c_block, first, b_block, rsb, direct, strip])
     builder.ret_void()
     return func
 
@@ -472,10 +463,10 @@ def _pack_function(module: ir.Module, blk: Blocking) -> ir.Function:
 
 def _block_function(module: ir.Module, blk: Blocking) -> ir.Function:
     """All rows of C times one block of B, packed or (`direct`) read in place: full MR-row strips,
-    then the leftover rows."""
+    then the leftover rows. The last argument is room for one strip of A (MR x KC, _strip)."""
     ptr = blk.elem.as_pointer()
     func = internal_function(module, f"adc_gemm_{blk.dtype}_block",
-                              [I64, I64, I64, I64, I64, I64, ptr, ptr, ptr, I1, ptr, I64, I1])
+                              [I64, I64, I64, I64, I64, I64, ptr, ptr, ptr, I1, ptr, I64, I1, ptr])
     m = func.args[0]
     builder = ir.IRBuilder(func.append_basic_block("entry"))
     mr = const(blk.mr)
@@ -502,12 +493,28 @@ def _strip(builder: ir.IRBuilder, module: ir.Module, blk: Blocking, rows: int, r
     A panel narrower than NR (the last one) gets the micro-kernel with just
     enough vectors for its width, so e.g. N = 10 does not pay for 32 lanes. With `direct`, whole
     panels are read from B in place (rows `rsb` apart) and only the last, narrower one was packed.
+
+    A read down its columns (csa > 1; transpose(A) @ B, every matmul's VJP) has each k's elements a
+    stored row apart, a stride no prefetcher follows: every panel read the strip from memory again.
+    So a full strip's first panel copies it into `strip_copy` (MR x KC) as it goes, and the other
+    panels read the copy: the same elements, so the same bits (one thread, Zen 4, 2048^3 f64
+    Aᵀ @ B: 42.7-43.5 -> 46.3-46.9 GFLOP/s, A @ B 54; 1024^3 45.6-49.1 -> 48.8-50.8).
     """
-    _, rsa, csa, ldc, kc, nc, a, packed, c, first, b, rsb, direct = args
+    _, rsa, csa, ldc, kc, nc, a, packed, c, first, b, rsb, direct, strip_copy = args
     nr = const(blk.nr)
     a_rows = builder.gep(a, [builder.mul(row, rsa)])
     c_rows = builder.gep(c, [builder.mul(row, ldc)])
-    with for_range(builder, const(0), nc, nr) as col:
+    start = const(0)
+    if rows == blk.mr:
+        copied = builder.and_(builder.icmp_signed("!=", csa, const(1)), builder.icmp_signed(">", nc, nr))
+        with builder.if_then(copied):     # the first panel is whole (nc > NR), read in place when B is
+            panel, ldp = builder.select(direct, b, packed), builder.select(direct, rsb, nr)
+            builder.call(_micro_kernel(module, blk, rows, blk.vectors_per_row, copies_strip=True),
+                         [a_rows, rsa, csa, panel, ldp, kc, c_rows, ldc, nr, first, strip_copy])
+        start = builder.select(copied, nr, start)
+        a_rows = builder.select(copied, strip_copy, a_rows)
+        rsa, csa = builder.select(copied, const(1), rsa), builder.select(copied, const(blk.mr), csa)
+    with for_range(builder, start, nc, nr) as col:
         width = minimum(builder, nr, builder.sub(nc, col))
         vectors = builder.sdiv(builder.add(width, const(blk.vl - 1)), const(blk.vl))
         in_place = builder.and_(direct, builder.icmp_signed("==", width, nr))
@@ -525,19 +532,20 @@ def _strip(builder: ir.IRBuilder, module: ir.Module, blk: Blocking, rows: int, r
         builder.position_at_end(after)
 
 
-def _micro_kernel(module: ir.Module, blk: Blocking, rows: int, vectors: int) -> ir.Function:
+def _micro_kernel(module: ir.Module, blk: Blocking, rows: int, vectors: int, copies_strip: bool = False) -> ir.Function:
     """C[rows, :width] (=|+=) A[rows, :kc] @ panel[:kc, :vectors*VL], accumulated in vector registers;
-    the panel's rows `ldp` elements apart (NR packed, B's row stride read in place)."""
+    the panel's rows `ldp` elements apart (NR packed, B's row stride read in place). `copies_strip`:
+    a last argument takes A[rows, :kc] too, A[r, p] at p * rows + r, for _strip's other panels."""
     ptr = blk.elem.as_pointer()
-    name = f"adc_gemm_{blk.dtype}_micro{rows}x{vectors}"
+    name = f"adc_gemm_{blk.dtype}_micro{rows}x{vectors}" + ("_copying" if copies_strip else "")
     if name in module.globals:
         return module.globals[name]
-    func = internal_function(module, name, [ptr, I64, I64, ptr, I64, I64, ptr, I64, I64, I1])
+    func = internal_function(module, name, [ptr, I64, I64, ptr, I64, I64, ptr, I64, I64, I1, *[ptr] * copies_strip])
     # Kept out of the block function: inlined, its 16 micro-kernels made one function whose
     # optimization and code generation cost the library's build 0.5 s of CPU a dtype (Zen 5),
     # for a call per panel that no paired measurement told apart from noise.
     func.attributes.add("noinline")
-    a, rsa, csa, panel, ldp, kc, c, ldc, width, first = func.args
+    a, rsa, csa, panel, ldp, kc, c, ldc, width, first = func.args[:10]
     builder = ir.IRBuilder(func.append_basic_block("entry"))
     accs = [[builder.alloca(blk.vector) for _ in range(vectors)] for _ in range(rows)]
     for acc in (slot for row in accs for slot in row):
@@ -549,6 +557,8 @@ def _micro_kernel(module: ir.Module, blk: Blocking, rows: int, vectors: int) -> 
         bs = [builder.load(builder.gep(b_row, [const(v)]), align=blk.elem_align) for v in range(vectors)]
         for r in range(rows):
             a_elem = builder.load(builder.gep(a, [builder.add(builder.mul(const(r), rsa), builder.mul(p, csa))]))
+            if copies_strip:
+                builder.store(a_elem, builder.gep(func.args[10], [builder.add(builder.mul(p, const(rows)), const(r))]))
             a_vec = splat(builder, blk.vector, a_elem)
             for v, b_vec in enumerate(bs):
                 builder.store(builder.call(fma, [a_vec, b_vec, builder.load(accs[r][v])]), accs[r][v])
