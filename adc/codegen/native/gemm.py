@@ -494,7 +494,7 @@ def _strip(builder: ir.IRBuilder, module: ir.Module, blk: Blocking, rows: int, r
     enough vectors for its width, so e.g. N = 10 does not pay for 32 lanes. With `direct`, whole
     panels are read from B in place (rows `rsb` apart) and only the last, narrower one was packed.
 
-    A read down its columns (csa > 1; transpose(A) @ B, every matmul's VJP) has each k's elements a
+    A read down its columns (csa != 1; transpose(A) @ B, every matmul's VJP) has each k's elements a
     stored row apart, a stride no prefetcher follows: every panel read the strip from memory again.
     So a full strip's first panel copies it into `strip_copy` (MR x KC) as it goes, and the other
     panels read the copy: the same elements, so the same bits (one thread, Zen 4, 2048^3 f64
@@ -540,7 +540,7 @@ def _micro_kernel(module: ir.Module, blk: Blocking, rows: int, vectors: int, cop
     name = f"adc_gemm_{blk.dtype}_micro{rows}x{vectors}" + ("_copying" if copies_strip else "")
     if name in module.globals:
         return module.globals[name]
-    func = internal_function(module, name, [ptr, I64, I64, ptr, I64, I64, ptr, I64, I64, I1, *[ptr] * copies_strip])
+    func = internal_function(module, name, [ptr, I64, I64, ptr, I64, I64, ptr, I64, I64, I1] + [ptr] * copies_strip)
     # Kept out of the block function: inlined, its 16 micro-kernels made one function whose
     # optimization and code generation cost the library's build 0.5 s of CPU a dtype (Zen 5),
     # for a call per panel that no paired measurement told apart from noise.
