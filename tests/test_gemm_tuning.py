@@ -1,9 +1,10 @@
 """The gemm's packed blocks measured for this machine (adc/driver/gemm_tuning.py): every block the
-search may choose computes every remainder right; the search moves only for a faster block; the
-record is measured once per machine, kept in the cache and named in the runtime library's key;
+search may choose computes every remainder right; the search moves only for a faster block, or
+one as fast that moves less memory; the record is measured once per machine, kept in the cache and named in the runtime library's key;
 another CPU's target and a damaged record never reach the code generator."""
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import numpy as np
@@ -83,22 +84,43 @@ class FakeClock:
 
 
 @pytest.mark.parametrize("gains, expected", [
-    ({(2, 1 / 2): 0.995}, (1, 1)),                          # within the margin: noise keeps the table's block
+    ({(1, 1 / 2): 0.995}, (1, 1)),                          # as fast within the margin, more memory: the table's
+    ({(2, 1): 0.995}, (2, 1)),                              # as fast within the margin, deeper: less memory
+    ({(1 / 2, 2): 0.995, (1, 2): 1.004}, (1, 2)),           # of two ties, the one that moves less memory
     ({(1, 1 / 2): 0.9}, (1, 1 / 2)),                        # a narrower block 10% faster
     ({(2, 1): 0.9}, (2, 1)),                                # a deeper one
     ({(4, 1 / 4): 0.9}, (4, 1 / 4)),                        # the same bytes, two moves from the table's shape
     ({(2, 1): 0.9, (2, 1 / 2): 0.8, (1, 1 / 2): 0.85}, (2, 1 / 2)),    # the fastest of several, not the first
     ({(1, 1): 0.5}, (1, 1)),                                # the table's own block the fastest
 ])
-def test_the_search_keeps_the_fastest_block_when_it_beats_the_tables_by_the_margin(monkeypatch, gains, expected):
-    """Each block's cost is 1 but for the blocks in `gains` (keyed by depth and width scales of the
-    table's); the search times them all and keeps the fastest, or the table's within MARGIN."""
+def test_the_search_keeps_a_faster_block_or_a_tie_that_moves_less_memory(monkeypatch, gains, expected):
+    """Each block's cost is 1 for the table's, 1.5 for the others but those in `gains` (keyed by depth
+    and width scales of the table's); the search times them all and keeps the fastest beyond MARGIN,
+    or among the blocks within it the one that reads and writes the least memory a flop."""
     blk = gemm_tuning.table(host_target())[DType.f64]
-    cost = {(int(blk.kc * depth), int(blk.nc * width)): gain for (depth, width), gain in gains.items()}
-    clock = FakeClock(lambda b: cost.get((b.kc, b.nc), 1.0))
+    cost = {(int(blk.kc * depth), int(blk.nc * width)): gain for (depth, width), gain in {(1, 1): 1.0, **gains}.items()}
+    clock = FakeClock(lambda b: cost.get((b.kc, b.nc), 1.5))
     monkeypatch.setattr(gemm_tuning, "SIZE", 8)
     best = gemm_tuning.search(clock, blk, l2_bytes=None, clock=clock.perf_counter)
     assert (best.kc, best.nc) == (int(blk.kc * expected[0]), int(blk.nc * expected[1]))
+
+
+@pytest.mark.parametrize("times, expected", [
+    # 1024 x 128 ties the fastest within 1% and moves the least memory: 1/1024 + 1/256 of an element a
+    # flop against 1/512 + 1/256 (512 x 128) and 1/256 + 1/512 (256 x 256); 512 x 256 moves less but is slower
+    ({(256, 256): 1.0, (512, 128): 0.996, (1024, 128): 1.005, (512, 256): 1.03}, (1024, 128)),
+    ({(256, 256): 1.0, (512, 128): 0.995}, (256, 256)),     # the same memory: the first, the table's
+    ({(256, 256): 1.0, (256, 64): 0.95}, (256, 64)),        # 5% faster: more memory does not matter
+    ({(1024, 256): 1.0, (512, 512): 0.999}, (1024, 256)),   # 1/1024 + 1/512 against 1/512 + 1/1024: the first
+    ({(256, 512): 1.0, (1024, 256): 1.008, (512, 256): 1.002}, (1024, 256)),
+])
+def test_the_choice_among_ties_is_the_block_that_moves_the_least_memory(times, expected):
+    """`choice` of blocks timed as `times` (kc, nc -> seconds; the first is the table's), the
+    expected block worked out by hand from C's passes (1 / kc) and A's (1 / 2 nc)."""
+    blk = gemm_tuning.table(host_target())[DType.f64]
+    contenders = [dataclasses.replace(blk, kc=kc, nc=nc) for kc, nc in times]
+    chosen = gemm_tuning.choice(contenders, list(times.values()))
+    assert (chosen.kc, chosen.nc) == expected
 
 
 def test_a_block_that_won_by_chance_loses_when_timed_again_against_the_tables(monkeypatch):

@@ -16,12 +16,18 @@ without importing the code generator.
 The search times the table's block and every candidate around it — depths and widths the
 table's times a power of two (`DEPTH_SCALES`, `WIDTH_SCALES`), whole panels that fit the L2
 cache (sysfs) and gemm.MAX_PACKED_BYTES, at least half the table's block — in interleaved rounds
-on a 1024 x 1024 x 1024 product (the best of `ROUNDS`). It keeps the fastest only when it is
-`MARGIN` faster than the table's, then again when timed against the table's alone, so noise
-keeps the table's block. All at once, not a step at a time: on Zen 4 a block 1024 deep and 128
-wide ran f64 products 1.4-2.8% faster than 512 x 256 at every size from 256 x 784 x 512 to
-2048^3, two moves from the table's 256 x 256, and a search that moved the width and then the
-depth once each stopped at 512 x 256 or short of it.
+on a 1024 x 1024 x 1024 product (the best of `ROUNDS`). All at once, not a step at a time: on
+Zen 4 a block 1024 deep and 128 wide ran f64 products 1.4-2.8% faster than 512 x 256 at every
+size from 256 x 784 x 512 to 2048^3, two moves from the table's 256 x 256, and a search that
+moved the width and then the depth once each stopped at 512 x 256 or short of it.
+
+Blocks within `MARGIN` of the fastest are ties, and the tie that moves the least memory a flop
+once the operands outgrow the caches wins (`memory_per_flop`): at 1024^3 C and A sit in Zen 4's
+32 MiB L3, so a shallow block's extra passes over C cost nothing there, but at 2048^3 they go to
+memory. There f64 1024 x 128 and 512 x 128 tied within 0.4% at 1024^3 and the first ran 53.6
+GFLOP/s at 2048^3 to the second's 51.6; the fastest at 1024^3 alone was either, by the noise.
+The winner is timed again beside the table's block alone and kept only if it is still the
+choice between the two: a block fast by chance in the first rounds is not kept.
 """
 from __future__ import annotations
 
@@ -29,6 +35,7 @@ import ctypes
 import dataclasses
 import json
 import time
+from fractions import Fraction
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -127,21 +134,31 @@ def encode(blocks: dict[str, list[int]]) -> bytes:
 
 def search(products: TunableProducts, blk: gemm.Blocking, l2_bytes: int | None,
            clock=time.perf_counter) -> gemm.Blocking:
-    """`blk` or the fastest of its candidates, if that is MARGIN faster, in the rounds of all of
-    them and again in rounds of the two alone: the fastest of ten blocks within noise of each
-    other wins by chance (one search here picked f64 512 x 64, a block no other search chose)
-    (`clock`: seconds, as time.perf_counter gives them)."""
+    """`blk` or one of its candidates: the `choice` of the rounds of all of them, if it is still
+    the choice in rounds of the two alone (`clock`: seconds, as time.perf_counter gives them)."""
     rng = np.random.default_rng(0)
     a, b = (rng.standard_normal((SIZE, SIZE)).astype(blk.dtype.numpy) for _ in range(2))
     c = np.empty((SIZE, SIZE), blk.dtype.numpy)
 
-    def faster(contenders: list[gemm.Blocking]) -> gemm.Blocking:
-        times = _best_times(lambda contender: products.multiply(contender, a, b, c), contenders, clock)
-        fastest = min(range(len(contenders)), key=times.__getitem__)
-        return contenders[fastest] if times[fastest] < times[0] * (1 - MARGIN) else contenders[0]
+    def chosen(contenders: list[gemm.Blocking]) -> gemm.Blocking:
+        return choice(contenders, _best_times(lambda contender: products.multiply(contender, a, b, c), contenders, clock))
 
-    best = faster([blk] + candidates(blk, l2_bytes))
-    return blk if best is blk else faster([blk, best])
+    best = chosen([blk] + candidates(blk, l2_bytes))
+    return blk if best is blk else chosen([blk, best])
+
+
+def choice(contenders: list[gemm.Blocking], times: list[float]) -> gemm.Blocking:
+    """Of the contenders within MARGIN of the fastest time, the one with the least
+    `memory_per_flop`; between equals the first (the table's block), then the faster."""
+    ties = [k for k, t in enumerate(times) if t <= min(times) * (1 + MARGIN)]
+    return contenders[min(ties, key=lambda k: (memory_per_flop(contenders[k]), k != 0, times[k]))]
+
+
+def memory_per_flop(blk: gemm.Blocking) -> Fraction:
+    """Elements of C and A moved to and from memory a flop, in `blk`'s blocks, once C and A outgrow
+    the caches: C is read and written once a KC-deep pass (2 M N elements for 2 M N KC flops), A
+    read once an NC-wide block of B (M K elements for 2 M K NC flops). B, packed once, moves least."""
+    return Fraction(1, blk.kc) + Fraction(1, 2 * blk.nc)
 
 
 def _best_times(multiply, contenders: list[gemm.Blocking], clock) -> list[float]:
