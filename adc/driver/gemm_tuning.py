@@ -26,8 +26,10 @@ once the operands outgrow the caches wins (`memory_per_flop`): at 1024^3 C and A
 32 MiB L3, so a shallow block's extra passes over C cost nothing there, but at 2048^3 they go to
 memory. There f64 1024 x 128 and 512 x 128 tied within 0.4% at 1024^3 and the first ran 53.6
 GFLOP/s at 2048^3 to the second's 51.6; the fastest at 1024^3 alone was either, by the noise.
-The winner is timed again beside the table's block alone and kept only if it is still the
-choice between the two: a block fast by chance in the first rounds is not kept.
+The rounds of all the blocks pick finalists, those within twice MARGIN of the fastest, and
+rounds of the finalists beside the table's block make the choice: a block fast by chance in the
+first rounds is timed again before it is kept, and one slow by chance there, if near enough,
+gets a second chance (one build picked f64 512 x 128 over 1024 x 128 from the first rounds alone).
 """
 from __future__ import annotations
 
@@ -134,17 +136,20 @@ def encode(blocks: dict[str, list[int]]) -> bytes:
 
 def search(products: TunableProducts, blk: gemm.Blocking, l2_bytes: int | None,
            clock=time.perf_counter) -> gemm.Blocking:
-    """`blk` or one of its candidates: the `choice` of the rounds of all of them, if it is still
-    the choice in rounds of the two alone (`clock`: seconds, as time.perf_counter gives them)."""
+    """`blk` or one of its candidates: the rounds of all of them find the finalists, those within
+    twice MARGIN of the fastest, and the rounds of the finalists and `blk` alone make the `choice`
+    (`clock`: seconds, as time.perf_counter gives them)."""
     rng = np.random.default_rng(0)
     a, b = (rng.standard_normal((SIZE, SIZE)).astype(blk.dtype.numpy) for _ in range(2))
     c = np.empty((SIZE, SIZE), blk.dtype.numpy)
 
-    def chosen(contenders: list[gemm.Blocking]) -> gemm.Blocking:
-        return choice(contenders, _best_times(lambda contender: products.multiply(contender, a, b, c), contenders, clock))
+    def times(contenders: list[gemm.Blocking]) -> list[float]:
+        return _best_times(lambda contender: products.multiply(contender, a, b, c), contenders, clock)
 
-    best = chosen([blk] + candidates(blk, l2_bytes))
-    return blk if best is blk else chosen([blk, best])
+    contenders = [blk] + candidates(blk, l2_bytes)
+    first = times(contenders)
+    finalists = [blk] + [contender for contender, t in zip(contenders[1:], first[1:]) if t <= min(first) * (1 + 2 * MARGIN)]
+    return blk if len(finalists) == 1 else choice(finalists, times(finalists))
 
 
 def choice(contenders: list[gemm.Blocking], times: list[float]) -> gemm.Blocking:
