@@ -14,7 +14,7 @@ import llvmlite.ir as ir
 import numpy as np
 import pytest
 
-from adc.codegen.native import gemm
+from adc.codegen.native import few_rows, gemm
 from adc.ir.types import DType
 
 DTYPES = (DType.f32, DType.f64)
@@ -81,7 +81,7 @@ def jit(request) -> GemmModule:
 SHAPES = [(1, 1, 1), (1, 1, 7), (2, 3, 4), (7, 5, 3), (8, 32, 1), (9, 33, 17), (13, 31, 29),
           (16, 16, 16), (1, 100, 3), (100, 1, 3), (3, 17, 257), (31, 97, 300), (37, 130, 513),
           (14, 19, 5), (64, 64, 64), (97, 201, 61), (256, 10, 512), (17, 67, 600),
-          (1, 513, 200), (3, 300, 257), (6, 260, 300)]     # a few rows, B streamed (gemm._stream_function)
+          (1, 513, 200), (3, 300, 257), (6, 260, 300)]     # a few rows, B streamed (few_rows.stream_function)
 
 
 def _tolerance(dtype: DType, k: int) -> float:
@@ -162,12 +162,12 @@ def test_c_may_be_a_band_of_columns_of_a_wider_matrix(jit, dtype, shape):
 @pytest.mark.parametrize("transposed_a", [False, True], ids=("A", "Ta"))
 def test_a_matrix_vector_product_has_the_bits_of_a_wider_products_column(jit, dtype, transposed_a):
     """One column of B gives, bit for bit, the first column of the product with a second one, which
-    the micro-kernels compute: a row-major A by gemm._matrix_vector_function (rows in a vector's
+    the micro-kernels compute: a row-major A by few_rows.matrix_vector_function (rows in a vector's
     lanes, tiles transposed in registers), a transposed one as a row times a row-major matrix
-    (gemm._stream_function); rows around the lanes' count, depths around KC, each sum down its row
+    (few_rows.stream_function); rows around the lanes' count, depths around KC, each sum down its row
     in the same order. A C band (ldc > 1) is written at its stride only."""
     blk = gemm.blocking(dtype, jit.vector_bits)
-    lanes = gemm.MATRIX_VECTOR_ROWS
+    lanes = few_rows.MATRIX_VECTOR_ROWS
     rng = np.random.default_rng(7)
     for m in (1, lanes - 1, lanes, lanes + 1, 3 * lanes + 5, 1000):
         for k in (1, lanes - 1, lanes + 1, blk.kc, blk.kc + lanes + 3, 2 * blk.kc + 1):

@@ -12,7 +12,7 @@ import pytest
 
 import adc
 from adc.codegen.lowering.rules.matmul import WIDE_RATIO
-from adc.codegen.native import gemm
+from adc.codegen.native import few_rows, gemm
 from adc.driver import host_target
 from adc.driver.runtime_library import gemm_blockings
 from adc.ir.types import DType
@@ -111,14 +111,14 @@ def test_b_read_in_place_up_to_its_limit_and_packed_past_it(modules, dtype):
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 def test_a_few_rows_stream_b_and_give_the_blocked_products_bits(modules, dtype):
     """Up to MR rows times a row-major B past gemm.DIRECT_BYTES stream B row by row
-    (gemm._stream_function): over several KC blocks and column chunks, with a partial vector at the
+    (few_rows.stream_function): over several KC blocks and column chunks, with a partial vector at the
     end, each row equals, bit for bit, that row of a product with one more strip of rows, which
     the blocked nest computes; a B read transposed is packed as before."""
     m = modules[dtype]
     rng = np.random.default_rng(2)
     blk = gemm_blockings(host_target())[dtype]
-    chunk = gemm.STREAM_BYTES // (blk.mr * dtype.numpy.itemsize) // blk.vl * blk.vl
-    for depth, columns in ((2 * blk.kc + 3, chunk + blk.vl + 3), (blk.kc - 1, 2 * chunk), (gemm.STREAM_ROWS + 1, 8000),
+    chunk = few_rows.STREAM_BYTES // (blk.mr * dtype.numpy.itemsize) // blk.vl * blk.vl
+    for depth, columns in ((2 * blk.kc + 3, chunk + blk.vl + 3), (blk.kc - 1, 2 * chunk), (few_rows.STREAM_ROWS + 1, 8000),
                            (3, gemm.DIRECT_BYTES // dtype.numpy.itemsize // 3 + 1)):
         assert depth * columns * dtype.numpy.itemsize > gemm.DIRECT_BYTES
         a, b = operands(rng, dtype, (blk.mr + 1, depth), (depth, columns))
@@ -190,8 +190,8 @@ def test_matrix_vector_products_have_the_bits_of_a_wider_products_column(modules
     threads(count)
     blk = gemm_blockings(host_target())[dtype]
     rng = np.random.default_rng(11 + count)
-    for rows in (1, gemm.MATRIX_VECTOR_ROWS + 1, 1001):
-        for depth in (gemm.MATRIX_VECTOR_ROWS - 1, blk.kc + 3, 3 * blk.kc + 5):
+    for rows in (1, few_rows.MATRIX_VECTOR_ROWS + 1, 1001):
+        for depth in (few_rows.MATRIX_VECTOR_ROWS - 1, blk.kc + 3, 3 * blk.kc + 5):
             a, b = operands(rng, dtype, (rows, depth), (depth, 2))
             column = np.asarray(m.product(a, b))[:, 0]
             x = np.ascontiguousarray(b[:, 0])

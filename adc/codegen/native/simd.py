@@ -12,6 +12,8 @@ import llvmlite.ir as ir
 
 from adc.codegen.lowering.loops import I1, I32, I64
 
+PACK_ALIGN = 64  # one cache line, the widest vector the target may use: a packed buffer's alignment
+
 
 def fma_intrinsic(module: ir.Module, vector: ir.VectorType) -> ir.Function:
     """`llvm.fma.v<n><t>`: one rounding, as the hardware FMA (declared by hand: llvmlite's
