@@ -92,6 +92,26 @@ def test_a_read_transposed_gives_the_bits_of_a_stored_by_rows(modules, dtype):
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("count", [1, 2])
+def test_an_a_read_transposed_copied_once_to_the_heap_gives_the_bits_of_a_stored_by_rows(modules, threads, dtype, count):
+    """Past gemm.STRIP_COPY_BYTES of full strips, transpose(at) @ b copies every strip of A to the
+    heap in its first block of B and the other blocks read the copies: over three blocks of B and
+    more than one of depth, with rows left over, each C element is the sums of a product of A
+    stored by rows, bit for bit; on two threads each thread's rows have their own copy, or none."""
+    threads(count)
+    m = modules[dtype]
+    rng = np.random.default_rng(3)
+    blk = gemm_blockings(host_target())[dtype]
+    rows = 1024 + blk.mr + 3
+    depth = max(blk.kc + 5, gemm.STRIP_COPY_BYTES[0] // (1024 * dtype.numpy.itemsize) + 5)
+    at, b = operands(rng, dtype, (depth, rows), (depth, 2 * blk.nc + blk.nr + 3))
+    assert 1024 * depth * dtype.numpy.itemsize >= gemm.STRIP_COPY_BYTES[0]
+    by_rows = np.asarray(m.product(np.ascontiguousarray(at.T), b))
+    assert np.array_equal(np.asarray(m.product_of_transpose(at, b)), by_rows)
+    assert_product(by_rows, np.ascontiguousarray(at.T), b)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
 def test_b_read_in_place_up_to_its_limit_and_packed_past_it(modules, dtype):
     """A row-major B of at most gemm.DIRECT_BYTES is read in place, its last, narrower panel packed;
     one element more, or a B read transposed, is packed whole. Widths around NR and the vector

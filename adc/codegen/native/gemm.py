@@ -24,8 +24,9 @@ the target's registers (`<16 x float>` with AVX-512, `<8 x float>` with AVX2: `b
 Target.vector_bits)`). Rows left over (M mod MR) use micro-kernels of fewer rows, the last, narrower
 panel a micro-kernel of fewer vectors; its padding lanes are zeroed when packed (defined values, no
 denormal or NaN garbage from the stack) and never stored. The packed block (at most
-MAX_PACKED_BYTES) and a strip of A live on the stack, so the kernel needs no allocation and cannot
-fail. A small row-major B (`DIRECT_BYTES`) is not packed: the micro-kernels read its whole panels in
+MAX_PACKED_BYTES) and a strip of A live on the stack; the one heap block, for the strips of a large
+A read down its columns (`_copy_strips_once`), has the stack's strip to fall back on, so the kernel
+cannot fail. A small row-major B (`DIRECT_BYTES`) is not packed: the micro-kernels read its whole panels in
 place, rows `rsb` apart, and only the last, narrower panel is packed. A larger row-major B times at
 most MR rows (a vector-matrix product, a small batch) is streamed instead, row by row in memory
 order, into the same block sums (few_rows.py). Only ordinary IEEE arithmetic is used (no
@@ -38,7 +39,8 @@ from dataclasses import dataclass
 import llvmlite.ir as ir
 
 from adc.abi import RUNTIME_GEMM_DTYPES, runtime_gemm_symbol
-from adc.codegen.lowering.loops import I1, I64, for_range
+from adc.codegen.lowering.loops import I1, I64, PTR, for_range
+from adc.codegen.native import heap
 from adc.codegen.native.few_rows import matrix_vector_function, stream_function
 from adc.codegen.native.simd import (PACK_ALIGN, const, fma_intrinsic, internal_function, is_zero, lanes_below,
                                      masked_store_or_add, minimum, splat, store_or_add)
@@ -51,6 +53,10 @@ ELEMENT_TYPES = {DType.f32: ir.FloatType(), DType.f64: ir.DoubleType()}
 # The packed block's stack space at most: an eighth of a thread's default 8 MiB stack, and the L2
 # cache of every AVX-512 CPU (gemm_tuning.py measures blocks up to this size)
 MAX_PACKED_BYTES = 1 << 20
+# An A read down its columns across three or more blocks of B has the copy of its full strips on the heap
+# (_copy_strips_once) when it takes this many bytes: from where huge pages pay (heap.py) up to a bound
+# on the memory a product borrows; outside it each block of B copies the strips it reads on the stack
+STRIP_COPY_BYTES = (4 << 20, 64 << 20)
 
 
 @dataclass(frozen=True)
@@ -157,7 +163,7 @@ def define_gemm(module: ir.Module, blk: Blocking) -> ir.Function:
         with for_range(builder, const(0), m, const(1)) as row:
             _fill_zero(builder, blk, builder.gep(c, [builder.mul(row, ldc)]), n)
         builder.ret_void()
-    builder.call(_kernel_function(module, blk), [*func.args, ir.Constant(I1, 0), *_block_sizes(blk)])
+    builder.call(_kernel_function(module, blk), [*func.args, ir.Constant(I1, 0), *_block_sizes(blk), _no_strips(blk)])
     builder.ret_void()
     return func
 
@@ -170,7 +176,7 @@ def define_tunable_gemm(module: ir.Module, blk: Blocking, name: str) -> ir.Funct
     func = ir.Function(module, ir.FunctionType(ir.VoidType(), [*_gemm_type(blk.dtype).args, I64, I64]), name)
     builder = ir.IRBuilder(func.append_basic_block("entry"))
     *gemm_args, block_depth, block_width = func.args
-    builder.call(_kernel_function(module, blk), [*gemm_args, ir.Constant(I1, 0), block_depth, block_width])
+    builder.call(_kernel_function(module, blk), [*gemm_args, ir.Constant(I1, 0), block_depth, block_width, _no_strips(blk)])
     builder.ret_void()
     return func
 
@@ -188,20 +194,21 @@ def define_subtract(module: ir.Module, blk: Blocking) -> ir.Function:
     m, n, k = func.args[:3]
     builder = ir.IRBuilder(func.append_basic_block("entry"))
     _return_if(builder, builder.or_(builder.or_(is_zero(builder, m), is_zero(builder, n)), is_zero(builder, k)))
-    builder.call(_kernel_function(module, blk), [*func.args, ir.Constant(I1, 1), *_block_sizes(blk)])
+    builder.call(_kernel_function(module, blk), [*func.args, ir.Constant(I1, 1), *_block_sizes(blk), _no_strips(blk)])
     builder.ret_void()
     return func
 
 
 def _kernel_function(module: ir.Module, blk: Blocking) -> ir.Function:
     """The blocked loop nest for M, N, K > 0 (adc_rt_gemm_<dtype>'s arguments, C's row stride last,
-    then `subtract`: C -= A @ B instead of C = A @ B, and the packed block's depth KC and width NC,
-    which its callers in the library pass as constants and the optimizer propagates)."""
+    then `subtract`: C -= A @ B instead of C = A @ B, the packed block's depth KC and width NC,
+    which its callers in the library pass as constants and the optimizer propagates, and `strips`:
+    null, or room for the copy of every full strip of an A read down its columns (_copy_strips_once))."""
     name = f"adc_gemm_{blk.dtype}_kernel"
     if name in module.globals:
         return module.globals[name]
-    func = internal_function(module, name, [*_gemm_type(blk.dtype).args, I1, I64, I64])
-    m, n, k, a, rsa, csa, b, rsb, csb, c, ldc, subtract, block_depth, block_width = func.args
+    func = internal_function(module, name, [*_gemm_type(blk.dtype).args, I1, I64, I64, blk.elem.as_pointer()])
+    m, n, k, a, rsa, csa, b, rsb, csb, c, ldc, subtract, block_depth, block_width, strips = func.args
     builder = ir.IRBuilder(func.append_basic_block("entry"))
     small = builder.icmp_signed("<=", builder.mul(k, n), const(DIRECT_BYTES // blk.elem_align))
     row_major = builder.icmp_signed("==", csb, const(1))
@@ -218,6 +225,9 @@ def _kernel_function(module: ir.Module, blk: Blocking) -> ir.Function:
     with builder.if_then(builder.and_(one_column, builder.icmp_signed("==", csa, const(1)))):
         builder.call(matrix_vector_function(module, blk), [m, k, a, rsa, b, rsb, c, ldc, block_depth])
         builder.ret_void()
+    full_rows = builder.mul(builder.sdiv(m, const(blk.mr)), const(blk.mr))
+    _copy_strips_once(builder, blk, func, full_rows)
+    on_heap = builder.icmp_unsigned("!=", strips, _no_strips(blk))
     packed = builder.alloca(blk.elem, size=builder.mul(block_depth, block_width))
     packed.align = PACK_ALIGN
     strip = builder.alloca(blk.elem, size=builder.mul(block_depth, const(blk.mr)))
@@ -237,10 +247,40 @@ def _kernel_function(module: ir.Module, blk: Blocking) -> ir.Function:
             first = builder.and_(is_zero(builder, pc), builder.not_(subtract))
             a_block = builder.gep(a, [builder.mul(pc, csa)])
             c_block = builder.gep(c, [jc])
+            # an A copied strip by strip: the strips of this depth block at pc * full_rows, each kc deep
+            strip_copies = builder.select(on_heap, builder.gep(strips, [builder.mul(pc, full_rows)]), strip)
+            copies = (strip_copies, builder.select(on_heap, kc, const(0)), builder.and_(on_heap, builder.icmp_signed(">", jc, const(0))))
             builder.call(_block_function(module, blk),
-                         [m, rsa, csa, ldc, kc, nc, a_block, packed, c_block, first, b_block, rsb, direct, strip])
+                         [m, rsa, csa, ldc, kc, nc, a_block, packed, c_block, first, b_block, rsb, direct, *copies])
     builder.ret_void()
     return func
+
+
+def _copy_strips_once(builder: ir.IRBuilder, blk: Blocking, kernel: ir.Function, full_rows: ir.Value) -> None:
+    """Where A is read down its columns across more than two NC-wide blocks of B, and the copy of
+    its full strips takes STRIP_COPY_BYTES: `kernel` again with room for the copy on the heap, then
+    return. Each block of B would read every strip from A again, its elements a stored row apart a
+    k, and copy it for its own panels (_strip); with the room, the first block of B copies every
+    strip once and the others read the copies: the same elements in the same order, the same bits.
+    Writing the copy and the fresh pages under it cost about one more pass over A, so two blocks
+    of B gain nothing (2048 x 2048 x 256 f64, one thread, Zen 4: 46 ms either way, 48 with the copy).
+    Where malloc fails, the kernel goes on without the room."""
+    m, n, k, a, rsa, csa, b, rsb, csb, c, ldc, subtract, block_depth, block_width, strips = kernel.args
+    size = builder.mul(builder.mul(full_rows, k), const(blk.elem_align))
+    fits = builder.and_(builder.icmp_signed(">=", size, const(STRIP_COPY_BYTES[0])),
+                        builder.icmp_signed("<=", size, const(STRIP_COPY_BYTES[1])))
+    three_blocks = builder.icmp_signed(">", n, builder.mul(const(2), block_width))
+    across = builder.and_(builder.icmp_signed("!=", csa, const(1)), three_blocks)
+    with builder.if_then(builder.and_(builder.and_(across, fits), builder.icmp_unsigned("==", strips, _no_strips(blk)))):
+        block = heap.allocate(builder, size)
+        with builder.if_then(builder.icmp_unsigned("!=", block, ir.Constant(PTR, None))):
+            builder.call(kernel, [*kernel.args[:-1], builder.inttoptr(builder.ptrtoint(block, I64), strips.type)])
+            heap.release(builder, block)
+            builder.ret_void()
+
+
+def _no_strips(blk: Blocking) -> ir.Constant:
+    return ir.Constant(blk.elem.as_pointer(), None)
 
 
 def _block_sizes(blk: Blocking) -> tuple[ir.Constant, ir.Constant]:
@@ -294,10 +334,12 @@ def _pack_function(module: ir.Module, blk: Blocking) -> ir.Function:
 
 def _block_function(module: ir.Module, blk: Blocking) -> ir.Function:
     """All rows of C times one block of B, packed or (`direct`) read in place: full MR-row strips,
-    then the leftover rows. The last argument is room for one strip of A (MR x KC, _strip)."""
+    then the leftover rows. The last arguments are room for the copies of A's strips (MR x KC each,
+    _strip), how far apart they are (0: one room for every strip) and whether they hold the
+    copies already."""
     ptr = blk.elem.as_pointer()
     func = internal_function(module, f"adc_gemm_{blk.dtype}_block",
-                              [I64, I64, I64, I64, I64, I64, ptr, ptr, ptr, I1, ptr, I64, I1, ptr])
+                              [I64, I64, I64, I64, I64, I64, ptr, ptr, ptr, I1, ptr, I64, I1, ptr, I64, I1])
     m = func.args[0]
     builder = ir.IRBuilder(func.append_basic_block("entry"))
     mr = const(blk.mr)
@@ -329,22 +371,28 @@ def _strip(builder: ir.IRBuilder, module: ir.Module, blk: Blocking, rows: int, r
     stored row apart, a stride no prefetcher follows: every panel read the strip from memory again.
     So a full strip's first panel copies it into `strip_copy` (MR x KC) as it goes, and the other
     panels read the copy: the same elements, so the same bits (one thread, Zen 4, 2048^3 f64
-    Aᵀ @ B: 42.7-43.5 -> 46.3-46.9 GFLOP/s, A @ B 54; 1024^3 45.6-49.1 -> 48.8-50.8).
+    Aᵀ @ B: 42.7-43.5 -> 46.3-46.9 GFLOP/s, A @ B 54; 1024^3 45.6-49.1 -> 48.8-50.8). With a room
+    for each strip (`copy_stride` = KC) the first block of B copies them and the others, `copied`,
+    read the copies from their first panel (_copy_strips_once).
     """
-    _, rsa, csa, ldc, kc, nc, a, packed, c, first, b, rsb, direct, strip_copy = args
+    _, rsa, csa, ldc, kc, nc, a, packed, c, first, b, rsb, direct, strip_copy, copy_stride, copied = args
     nr = const(blk.nr)
     a_rows = builder.gep(a, [builder.mul(row, rsa)])
     c_rows = builder.gep(c, [builder.mul(row, ldc)])
     start = const(0)
     if rows == blk.mr:
-        copied = builder.and_(builder.icmp_signed("!=", csa, const(1)), builder.icmp_signed(">", nc, nr))
-        with builder.if_then(copied):     # the first panel is whole (nc > NR), read in place when B is
+        strip_copy = builder.gep(strip_copy, [builder.mul(row, copy_stride)])
+        # the first panel is whole (nc > NR, or B's first block when each strip has a room); in place when B is
+        wide = builder.or_(builder.icmp_signed(">", nc, nr), builder.icmp_signed("!=", copy_stride, const(0)))
+        copies = builder.and_(builder.and_(builder.icmp_signed("!=", csa, const(1)), wide), builder.not_(copied))
+        with builder.if_then(copies):
             panel, ldp = builder.select(direct, b, packed), builder.select(direct, rsb, nr)
             builder.call(_micro_kernel(module, blk, rows, blk.vectors_per_row, copies_strip=True),
                          [a_rows, rsa, csa, panel, ldp, kc, c_rows, ldc, nr, first, strip_copy])
-        start = builder.select(copied, nr, start)
-        a_rows = builder.select(copied, strip_copy, a_rows)
-        rsa, csa = builder.select(copied, const(1), rsa), builder.select(copied, const(blk.mr), csa)
+        start = builder.select(copies, nr, start)
+        from_copy = builder.or_(copies, copied)
+        a_rows = builder.select(from_copy, strip_copy, a_rows)
+        rsa, csa = builder.select(from_copy, const(1), rsa), builder.select(from_copy, const(blk.mr), csa)
     with for_range(builder, start, nc, nr) as col:
         width = minimum(builder, nr, builder.sub(nc, col))
         vectors = builder.sdiv(builder.add(width, const(blk.vl - 1)), const(blk.vl))
