@@ -148,7 +148,8 @@ def search(products: TunableProducts, blk: gemm.Blocking, l2_bytes: int | None,
 
     contenders = [blk] + candidates(blk, l2_bytes)
     first = times(contenders)
-    finalists = [blk] + [contender for contender, t in zip(contenders[1:], first[1:]) if t <= min(first) * (1 + 2 * MARGIN)]
+    near = min(first) * (1 + 2 * MARGIN)
+    finalists = [blk] + [contender for contender, t in zip(contenders[1:], first[1:]) if t <= near]
     return blk if len(finalists) == 1 else choice(finalists, times(finalists))
 
 
