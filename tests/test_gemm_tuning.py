@@ -123,46 +123,32 @@ def test_the_choice_among_ties_is_the_block_that_moves_the_least_memory(times, e
     assert (chosen.kc, chosen.nc) == expected
 
 
-def test_a_block_that_won_by_chance_loses_when_timed_again_against_the_tables(monkeypatch):
-    """The fastest of many blocks within noise of each other wins by chance: a block faster in the
-    rounds of all the candidates but not when timed again beside the table's alone is not kept."""
+@pytest.mark.parametrize("scales, first_rounds, after, others, kept", [
+    ((2, 1 / 2), 0.8, 1.0, 1.0, False),     # fast by chance among blocks as fast: not kept
+    ((2, 1), 1.015, 0.99, 1.5, True),       # slow by chance, within twice MARGIN: a finalist, kept
+])
+def test_a_block_timed_again_beside_the_tables_is_judged_by_those_rounds(monkeypatch, scales, first_rounds, after,
+                                                                         others, kept):
+    """A block whose time in the rounds of all the candidates (`first_rounds`, the table's 1 and
+    the others' `others`) is chance: if within twice MARGIN of the fastest it is a finalist, timed
+    again beside the table's block, and kept or not by its time there (`after`)."""
     blk = gemm_tuning.table(host_target())[DType.f64]
-    lucky = (blk.kc * 2, blk.nc // 2)
-    runs = {"lucky": 0}
-
-    def cost(b):
-        if (b.kc, b.nc) != lucky:
-            return 1.0
-        runs["lucky"] += 1
-        return 0.8 if runs["lucky"] <= gemm_tuning.ROUNDS else 1.0   # fast in the first rounds only
-
-    clock = FakeClock(cost)
-    monkeypatch.setattr(gemm_tuning, "SIZE", 8)
-    best = gemm_tuning.search(clock, blk, l2_bytes=None, clock=clock.perf_counter)
-    assert (best.kc, best.nc) == (blk.kc, blk.nc)
-    assert runs["lucky"] > gemm_tuning.ROUNDS           # it was timed again
-
-
-def test_a_block_slow_by_chance_in_the_first_rounds_is_timed_again(monkeypatch):
-    """A block within twice MARGIN of the fastest in the rounds of all the candidates is a
-    finalist, timed again beside the table's: slower than the table's by 1.5% in the first rounds
-    and faster after, it is kept."""
-    blk = gemm_tuning.table(host_target())[DType.f64]
-    unlucky = (blk.kc * 2, blk.nc)
-    runs = {"unlucky": 0}
+    block = (int(blk.kc * scales[0]), int(blk.nc * scales[1]))
+    runs = {"block": 0}
 
     def cost(b):
         if (b.kc, b.nc) == (blk.kc, blk.nc):
             return 1.0
-        if (b.kc, b.nc) != unlucky:
-            return 1.5
-        runs["unlucky"] += 1
-        return 1.015 if runs["unlucky"] <= gemm_tuning.ROUNDS else 0.99     # slow in the first rounds only
+        if (b.kc, b.nc) != block:
+            return others
+        runs["block"] += 1
+        return first_rounds if runs["block"] <= gemm_tuning.ROUNDS else after
 
     clock = FakeClock(cost)
     monkeypatch.setattr(gemm_tuning, "SIZE", 8)
     best = gemm_tuning.search(clock, blk, l2_bytes=None, clock=clock.perf_counter)
-    assert (best.kc, best.nc) == unlucky
+    assert (best.kc, best.nc) == (block if kept else (blk.kc, blk.nc))
+    assert runs["block"] > gemm_tuning.ROUNDS           # it was timed again
 
 
 @pytest.mark.parametrize("record", [b"not json", b'{"f32": [256]}', b'{"f64": [256, 256]}',
