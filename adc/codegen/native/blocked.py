@@ -20,8 +20,8 @@ from typing import Callable, NamedTuple
 import llvmlite.ir as ir
 
 from adc.abi import runtime_factorization_symbol
-from adc.codegen.native import gemm, parallel
-from adc.codegen.lowering.declarations import intrinsic, libc
+from adc.codegen.native import gemm, heap, parallel
+from adc.codegen.lowering.declarations import intrinsic
 from adc.codegen.lowering.loops import I64, PTR, for_range, i64
 from adc.codegen.native.simd import fma_intrinsic, lanes_below, masked_intrinsic, splat
 from adc.ir.types import DType
@@ -151,13 +151,13 @@ class Routine:
         return self.b.inttoptr(word if word.type == I64 else self.b.ptrtoint(word, I64), self.elem.as_pointer())
 
     def allocate(self, elements: ir.Value) -> tuple[ir.Value, ir.Value]:
-        """A workspace of `elements` elements from malloc: the block (null if there is no memory: the
-        caller checks) and a pointer to its elements. Give it back with `release`."""
-        block = self.b.call(libc(self.module, "malloc", PTR, [I64]), [self.b.mul(elements, i64(self.blk.elem_align))])
+        """A workspace of `elements` elements from malloc (heap.py): the block (null if there is no
+        memory: the caller checks) and a pointer to its elements. Give it back with `release`."""
+        block = heap.allocate(self.b, self.b.mul(elements, i64(self.blk.elem_align)))
         return block, self.element_pointer(block)
 
     def release(self, block: ir.Value) -> None:
-        self.b.call(libc(self.module, "free", ir.VoidType(), [PTR]), [block])
+        heap.release(self.b, block)
 
     def ret_if(self, cond: ir.Value, value: ir.Value | None = None) -> None:
         with self.b.if_then(cond, likely=False):
