@@ -185,7 +185,8 @@ def test_a_few_rows_split_their_columns_across_threads(modules, threads, dtype, 
     # at least four of the measured block's NC-wide blocks, and enough of them for one row to split
     blocks = max(4, -(-(1 << 19) // ((2 * blk.kc + 1) * blk.nc)))
     for rows in (1, blk.mr, 2 * blk.mr - 1, 4 * blk.mr):
-        for depth, columns in ((1024, 40 * blk.nr + 3), (2 * blk.kc + 1, blocks * blk.nc + blk.vl - 1)):
+        # one row of 1024 x 512 reaches the split's 2^19 multiply-adds whatever the vector width
+        for depth, columns in ((1024, max(40 * blk.nr, 512) + 3), (2 * blk.kc + 1, blocks * blk.nc + blk.vl - 1)):
             assert rows * depth * columns >= 1 << 19 and columns > WIDE_RATIO * rows    # split, by columns
             a, b = operands(rng, dtype, (rows, depth), (depth, columns))
             bt, at = np.ascontiguousarray(b.T), np.ascontiguousarray(a.T)
