@@ -43,7 +43,9 @@ DTYPES = (DType.f32, DType.f64)
 def edges(dtype: DType) -> tuple[list[int], list[int], list[int]]:
     """Rows, columns and depths at this host's block boundaries."""
     blk = gemm_blockings(host_target())[dtype]
-    rows = around(1, blk.mr) + [2 * blk.mr + 3]
+    # MR + (MR - 1) // 2 and 2 MR + 1: the longest and the shortest tail shorter than half a strip,
+    # which shares the rows of the last full strip (gemm._block_function)
+    rows = around(1, blk.mr) + [blk.mr + (blk.mr - 1) // 2, 2 * blk.mr + 1, 2 * blk.mr + 3]
     columns = around(1, blk.vl, blk.nr, blk.nc) + [2 * blk.nc + blk.nr + 3]
     depths = [0] + around(1, blk.kc) + [2 * blk.kc + 3]
     return rows, columns, depths
