@@ -115,13 +115,13 @@ def test_an_a_read_transposed_copied_once_to_the_heap_gives_the_bits_of_a_stored
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 def test_b_read_in_place_up_to_its_limit_and_packed_past_it(modules, dtype):
-    """A row-major B of at most gemm.DIRECT_BYTES is read in place, its last, narrower panel packed;
+    """A row-major B of at most the blocking's direct_bytes is read in place, its last, narrower panel packed;
     one element more, or a B read transposed, is packed whole. Widths around NR and the vector
     width, depths around KC, so both routes meet every remainder."""
     m = modules[dtype]
     rng = np.random.default_rng(1)
     blk = gemm_blockings(host_target())[dtype]
-    limit = gemm.DIRECT_BYTES // dtype.numpy.itemsize
+    limit = blk.direct_bytes // dtype.numpy.itemsize
     for columns in around(blk.vl, blk.nr, 3 * blk.nr):
         for depth in (limit // columns, limit // columns + 1, 1, blk.kc + 1):
             for rows in (1, blk.mr + 1):
@@ -132,17 +132,19 @@ def test_b_read_in_place_up_to_its_limit_and_packed_past_it(modules, dtype):
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 def test_a_few_rows_stream_b_and_give_the_blocked_products_bits(modules, dtype):
-    """Up to MR rows times a row-major B past gemm.DIRECT_BYTES stream B row by row
-    (few_rows.stream_function): over several KC blocks and column chunks, with a partial vector at the
-    end, each row equals, bit for bit, that row of a product with one more strip of rows, which
-    the blocked nest computes; a B read transposed is packed as before."""
+    """Up to MR rows times a row-major B past the blocking's direct_bytes stream B row by row
+    (few_rows.stream_function), one or two rows already past gemm.FEW_ROWS_STREAM_BYTES: over
+    several KC blocks and column chunks, with a partial vector at the end, each row equals, bit
+    for bit, that row of a product with one more strip of rows, which the blocked nest computes;
+    a B read transposed is packed as before."""
     m = modules[dtype]
     rng = np.random.default_rng(2)
     blk = gemm_blockings(host_target())[dtype]
     chunk = few_rows.STREAM_BYTES // (blk.mr * dtype.numpy.itemsize) // blk.vl * blk.vl
-    for depth, columns in ((2 * blk.kc + 3, chunk + blk.vl + 3), (blk.kc - 1, 2 * chunk), (few_rows.STREAM_ROWS + 1, 8000),
-                           (3, gemm.DIRECT_BYTES // dtype.numpy.itemsize // 3 + 1)):
-        assert depth * columns * dtype.numpy.itemsize > gemm.DIRECT_BYTES
+    for depth, columns in ((2 * blk.kc + 3, chunk + blk.vl + 3), (blk.kc - 1, 2 * chunk), (few_rows.STREAM_ROWS + 1, 16000),
+                           (3, blk.direct_bytes // dtype.numpy.itemsize // 3 + 1),
+                           (blk.kc + 1, gemm.FEW_ROWS_STREAM_BYTES // dtype.numpy.itemsize // (blk.kc + 1) + blk.vl + 1)):
+        assert depth * columns * dtype.numpy.itemsize > gemm.FEW_ROWS_STREAM_BYTES
         a, b = operands(rng, dtype, (blk.mr + 1, depth), (depth, columns))
         blocked = np.asarray(m.product(a, b))
         assert_product(blocked, a, b)

@@ -26,10 +26,10 @@ panel a micro-kernel of fewer vectors; its padding lanes are zeroed when packed 
 denormal or NaN garbage from the stack) and never stored. The packed block (at most
 MAX_PACKED_BYTES) and a strip of A live on the stack; the one heap block, for the strips of a large
 A read down its columns (`_copy_strips_once`), has the stack's strip to fall back on, so the kernel
-cannot fail. A small row-major B (`DIRECT_BYTES`) is not packed: the micro-kernels read its whole panels in
+cannot fail. A small row-major B (`Blocking.direct_bytes`) is not packed: the micro-kernels read its whole panels in
 place, rows `rsb` apart, and only the last, narrower panel is packed. A larger row-major B times at
-most MR rows (a vector-matrix product, a small batch) is streamed instead, row by row in memory
-order, into the same block sums (few_rows.py). Only ordinary IEEE arithmetic is used (no
+most MR rows (a vector-matrix product, a small batch), or one of FEW_ROWS_STREAM_BYTES times one or
+two rows, is streamed instead, row by row in memory order, into the same block sums (few_rows.py). Only ordinary IEEE arithmetic is used (no
 fast-math flags), so NaN and inf propagate as in BLAS. Why not call a BLAS: docs/architecture.md.
 """
 from __future__ import annotations
@@ -46,10 +46,13 @@ from adc.codegen.native.simd import (PACK_ALIGN, const, fma_intrinsic, internal_
                                      masked_store_or_add, minimum, splat, store_or_add)
 from adc.ir.types import DType
 
-# A row-major B of at most this many bytes is read in place, not packed: it stays in L2 whatever
-# its layout, and packing cost a 32 x 128 @ 128 x 128 product an eighth of its time (Zen 4)
-DIRECT_BYTES = 256 << 10
 ELEMENT_TYPES = {DType.f32: ir.FloatType(), DType.f64: ir.DoubleType()}
+# One or two rows times a row-major B of more than this many bytes stream B (few_rows.py), where
+# a B of up to Blocking.direct_bytes serves more rows in place: a strip of one or two rows loads a
+# vector of B for one or two FMAs, and B's rows a power of two of cache lines apart share L1 sets
+# (one thread, Zen 4, read in place -> streamed: 1 x 128 x 512 f64 39.6 -> 8.2 us, 1 x 256 x 256
+# f64 15.5 -> 9.0, 1 x 128 x 512 f32 8.3 -> 4.1; at 128 KiB and less streaming lost up to 30%)
+FEW_ROWS_STREAM_BYTES = 128 << 10
 # The packed block's stack space at most: an eighth of a thread's default 8 MiB stack, and the L2
 # cache of every AVX-512 CPU (gemm_tuning.py measures blocks up to this size)
 MAX_PACKED_BYTES = 1 << 20
@@ -76,6 +79,12 @@ class Blocking:
     from 51 to 53 f64 (nc 128 -> 256), level with OpenBLAS; AVX2 CPUs have 256-512 KiB of L2.
     The table's `kc` and `nc` are where the search starts: the runtime library's first build on
     a machine times blocks around them and keeps the fastest (driver/gemm_tuning.py).
+
+    A row-major B of at most `direct_bytes` is read in place, not packed: half the L2 of every CPU
+    with these vectors (1 MiB and more with AVX-512, 256-512 KiB with AVX2), so it stays in L2
+    whatever its layout. Packing cost a 32 x 128 @ 128 x 128 product an eighth of its time, and
+    with AVX-512 a 256 x 256 f64 B read in place instead of packed took 9 x 256 @ 256 x 256 from
+    37.1 to 23.6 us, 32 rows from 89.1 to 74.5, 256 rows from 600 to 588 (one thread, Zen 4).
     """
 
     dtype: DType
@@ -85,6 +94,7 @@ class Blocking:
     nr: int
     kc: int
     nc: int
+    direct_bytes: int
 
     @property
     def vector(self) -> ir.VectorType:
@@ -106,12 +116,12 @@ class Blocking:
 
 # (dtype, vector bits) -> tiles: 8x32 f32 = 16 zmm accumulators; 6x16 f32 = 12 ymm (Haswell..Zen)
 BLOCKINGS = {
-    (DType.f32, 512): Blocking(DType.f32, ir.FloatType(), vl=16, mr=8, nr=32, kc=256, nc=512),
-    (DType.f64, 512): Blocking(DType.f64, ir.DoubleType(), vl=8, mr=8, nr=16, kc=256, nc=256),
-    (DType.f32, 256): Blocking(DType.f32, ir.FloatType(), vl=8, mr=6, nr=16, kc=256, nc=64),
-    (DType.f64, 256): Blocking(DType.f64, ir.DoubleType(), vl=4, mr=6, nr=8, kc=256, nc=128),
-    (DType.f32, 128): Blocking(DType.f32, ir.FloatType(), vl=4, mr=6, nr=8, kc=256, nc=64),
-    (DType.f64, 128): Blocking(DType.f64, ir.DoubleType(), vl=2, mr=6, nr=4, kc=256, nc=32),
+    (DType.f32, 512): Blocking(DType.f32, ir.FloatType(), vl=16, mr=8, nr=32, kc=256, nc=512, direct_bytes=512 << 10),
+    (DType.f64, 512): Blocking(DType.f64, ir.DoubleType(), vl=8, mr=8, nr=16, kc=256, nc=256, direct_bytes=512 << 10),
+    (DType.f32, 256): Blocking(DType.f32, ir.FloatType(), vl=8, mr=6, nr=16, kc=256, nc=64, direct_bytes=256 << 10),
+    (DType.f64, 256): Blocking(DType.f64, ir.DoubleType(), vl=4, mr=6, nr=8, kc=256, nc=128, direct_bytes=256 << 10),
+    (DType.f32, 128): Blocking(DType.f32, ir.FloatType(), vl=4, mr=6, nr=8, kc=256, nc=64, direct_bytes=256 << 10),
+    (DType.f64, 128): Blocking(DType.f64, ir.DoubleType(), vl=2, mr=6, nr=4, kc=256, nc=32, direct_bytes=256 << 10),
 }
 
 
@@ -210,10 +220,13 @@ def _kernel_function(module: ir.Module, blk: Blocking) -> ir.Function:
     func = internal_function(module, name, [*_gemm_type(blk.dtype).args, I1, I64, I64, blk.elem.as_pointer()])
     m, n, k, a, rsa, csa, b, rsb, csb, c, ldc, subtract, block_depth, block_width, strips = func.args
     builder = ir.IRBuilder(func.append_basic_block("entry"))
-    small = builder.icmp_signed("<=", builder.mul(k, n), const(DIRECT_BYTES // blk.elem_align))
+    small = builder.icmp_signed("<=", builder.mul(k, n), const(blk.direct_bytes // blk.elem_align))
     row_major = builder.icmp_signed("==", csb, const(1))
     few_rows = builder.icmp_signed("<=", m, const(blk.mr))
-    with builder.if_then(builder.and_(builder.and_(few_rows, row_major), builder.not_(builder.or_(small, subtract)))):
+    one_or_two = builder.icmp_signed("<=", m, const(2))
+    past_stream_bytes = builder.icmp_signed(">", builder.mul(k, n), const(FEW_ROWS_STREAM_BYTES // blk.elem_align))
+    streams = builder.and_(few_rows, builder.select(one_or_two, past_stream_bytes, builder.not_(small)))
+    with builder.if_then(builder.and_(builder.and_(streams, row_major), builder.not_(subtract))):
         builder.call(stream_function(module, blk), [m, n, k, a, rsa, csa, b, rsb, c, ldc, block_depth])
         builder.ret_void()
     one_column = builder.and_(builder.icmp_signed("==", n, const(1)), builder.not_(subtract))
