@@ -178,6 +178,7 @@ def test_a_machine_measures_once_and_the_record_is_in_the_librarys_key(empty_cac
 
 
 def test_the_key_changes_with_the_measured_blocks(tmp_path, monkeypatch):
+    monkeypatch.delenv("ADC_CPU", raising=False)        # this machine's blocks: measured ones
     keys = []
     for k, blocks in enumerate(({"f32": [128, 256], "f64": [512, 128]}, {"f32": [256, 256], "f64": [512, 128]})):
         monkeypatch.setenv("ADC_CACHE_DIR", str(tmp_path / f"cache{k}"))

@@ -38,6 +38,7 @@ def test_a_cache_miss_copies_the_file_installed_under_its_key(tmp_path, monkeypa
 
 def test_the_install_step_writes_a_loadable_library_under_the_keys_the_driver_looks_for(tmp_path, monkeypatch,
                                                                                         empty_cache, caplog):
+    monkeypatch.delenv("ADC_CPU", raising=False)        # the install builds for this machine
     folder = tmp_path / "prebuilt"
     written = runtime_library.build_installed(folder)
     monkeypatch.setattr(runtime_library, "INSTALLED", folder)
