@@ -22,11 +22,11 @@ Entries are named by a kind and a request, the kind saying which builder made it
     "specialize", sizes      the kernel compiled for some sizes, (symbol, size) pairs (specialization.py)
     "parsed_ir", None        a module's IR, parsed (GradientSource.parsed_ir)
 
-    kernel.derived.get("vjp", (0,), lambda: derivatives.derive(kernel, (0,)))
+    kernel.derived.get("vjp", (0,), derivatives.derive, kernel, (0,))
 """
 from __future__ import annotations
 
-from typing import Callable, Hashable, TypeVar
+from typing import Any, Callable, Hashable, TypeVar
 
 from adc import locks
 
@@ -45,14 +45,16 @@ class DerivativeCache:
     def __init__(self):
         self._built: dict[tuple[str, Hashable], object] = {}
 
-    def get(self, kind: str, request: Hashable, build: Callable[[], T]) -> T:
-        """The entry (kind, request), made by `build()` on its first request: once, whatever the
-        threads asking (a build's exception propagates, and the next request builds again)."""
+    def get(self, kind: str, request: Hashable, build: Callable[..., T], *arguments: Any) -> T:
+        """The entry (kind, request), made by `build(*arguments)` on its first request: once,
+        whatever the threads asking (a build's exception propagates, and the next request builds
+        again). The arguments rather than a closure over them: a kernel call under a tape asks for
+        its split VJP every time, and needs no function made for a build that has happened."""
         key = (kind, request)
         try:
             return self._built[key]
         except KeyError:
             with _lock:
                 if key not in self._built:
-                    self._built[key] = build()
+                    self._built[key] = build(*arguments)
                 return self._built[key]

@@ -117,8 +117,8 @@ class Kernel:
         return self.recipe()
 
     def __call__(self, *args, **kwargs):
-        plan = self._call_plan
-        if plan is not False and self.call_in_c and not kwargs and not thread_state.recording:
+        plan, recording = self._call_plan, thread_state.recording
+        if plan is not False and self.call_in_c and not kwargs and not recording:
             if plan is None:    # planned at the first call that runs this kernel itself (not a tape's)
                 plan = self._new_call_plan()
                 if self._address:       # kept once its code is settled (entry_address)
@@ -154,10 +154,9 @@ class Kernel:
                 tensors, lean = self._checked_inputs(args), False
                 break
             tensors.append(value)
-        sizes = self.dims_of([t._array.shape for t in tensors] if self._sized else ())
+        sizes = self.dims_of([t._array.shape for t in tensors]) if self._sized or self._constrained else _NO_SIZES
         if self.checks_indices:
             self._check_indices([t._array for t in tensors], sizes)
-        recording = thread_state.recording
         if recording and self.float_results:
             results = self._recorded_run(recording, args, tensors, sizes, lean)
         else:
@@ -180,7 +179,7 @@ class Kernel:
         wanted = tape.watching(args)
         if not wanted:
             return self.run_bound(tensors, sizes)
-        split = self.derived.get("split_vjp", wanted, lambda: derivatives.split(self, wanted))
+        split = self.derived.get("split_vjp", wanted, derivatives.split, self, wanted)
         if not lean:
             args, tensors = recordable(args, tensors)
         if split is None:
@@ -199,7 +198,7 @@ class Kernel:
     def derivative(self, wanted: tuple[int, ...] | None = None):
         """The kernel's VJP for the `wanted` params (default all), compiled on first use: a
         `derivatives.Derivative` whose `wrt` lists the params the results depend on."""
-        return self.derived.get("vjp", wanted, lambda: derivatives.derive(self, wanted))
+        return self.derived.get("vjp", wanted, derivatives.derive, self, wanted)
 
     def entry_address(self) -> int:
         """The kernel's native entry point (runtime/adc.h's C ABI), for callers outside Python (XLA's
