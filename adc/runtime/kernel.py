@@ -118,7 +118,7 @@ class Kernel:
 
     def __call__(self, *args, **kwargs):
         plan, recording = self._call_plan, thread_state.recording
-        if plan is not False and self.call_in_c and not kwargs and not recording:
+        if not recording and plan is not False and self.call_in_c and not kwargs:
             if plan is None:    # planned at the first call that runs this kernel itself (not a tape's)
                 plan = self._new_call_plan()
                 if self._address:       # kept once its code is settled (entry_address)
