@@ -26,11 +26,12 @@ panel a micro-kernel of fewer vectors; its padding lanes are zeroed when packed 
 denormal or NaN garbage from the stack) and never stored. The packed block (at most
 MAX_PACKED_BYTES) and a strip of A live on the stack; the one heap block, for the strips of a large
 A read down its columns (`_copy_strips_once`), has the stack's strip to fall back on, so the kernel
-cannot fail. A small row-major B (`Blocking.direct_bytes`) is not packed: the micro-kernels read its whole panels in
-place, rows `rsb` apart, and only the last, narrower panel is packed. A larger row-major B times at
-most MR rows (a vector-matrix product, a small batch), or one of FEW_ROWS_STREAM_BYTES times one or
-two rows, is streamed instead, row by row in memory order, into the same block sums (few_rows.py). Only ordinary IEEE arithmetic is used (no
-fast-math flags), so NaN and inf propagate as in BLAS. Why not call a BLAS: docs/architecture.md.
+cannot fail. A small row-major B (`Blocking.direct_bytes`) is not packed: the micro-kernels read
+its whole panels in place, rows `rsb` apart, and only the last, narrower panel is packed. A larger
+row-major B times at most MR rows (a vector-matrix product, a small batch), or one past
+FEW_ROWS_STREAM_BYTES times one or two rows, is streamed instead, row by row in memory order, into
+the same block sums (few_rows.py). Only ordinary IEEE arithmetic is used (no fast-math flags), so
+NaN and inf propagate as in BLAS. Why not call a BLAS: docs/architecture.md.
 """
 from __future__ import annotations
 
@@ -220,11 +221,12 @@ def _kernel_function(module: ir.Module, blk: Blocking) -> ir.Function:
     func = internal_function(module, name, [*_gemm_type(blk.dtype).args, I1, I64, I64, blk.elem.as_pointer()])
     m, n, k, a, rsa, csa, b, rsb, csb, c, ldc, subtract, block_depth, block_width, strips = func.args
     builder = ir.IRBuilder(func.append_basic_block("entry"))
-    small = builder.icmp_signed("<=", builder.mul(k, n), const(blk.direct_bytes // blk.elem_align))
+    b_elements = builder.mul(k, n)
+    small = builder.icmp_signed("<=", b_elements, const(blk.direct_bytes // blk.elem_align))
     row_major = builder.icmp_signed("==", csb, const(1))
     few_rows = builder.icmp_signed("<=", m, const(blk.mr))
     one_or_two = builder.icmp_signed("<=", m, const(2))
-    past_stream_bytes = builder.icmp_signed(">", builder.mul(k, n), const(FEW_ROWS_STREAM_BYTES // blk.elem_align))
+    past_stream_bytes = builder.icmp_signed(">", b_elements, const(FEW_ROWS_STREAM_BYTES // blk.elem_align))
     streams = builder.and_(few_rows, builder.select(one_or_two, past_stream_bytes, builder.not_(small)))
     with builder.if_then(builder.and_(builder.and_(streams, row_major), builder.not_(subtract))):
         builder.call(stream_function(module, blk), [m, n, k, a, rsa, csa, b, rsb, c, ldc, block_depth])
