@@ -23,6 +23,7 @@ Entries are named by a kind and a request, the kind saying which builder made it
     "parsed_ir", None        a module's IR, parsed (GradientSource.parsed_ir)
 
     kernel.derived.get("vjp", (0,), derivatives.derive, kernel, (0,))
+    kernel.derived.find(("split_vjp", (0,)), UNBUILT)    # the entry, or UNBUILT: never builds
 """
 from __future__ import annotations
 
@@ -36,20 +37,26 @@ T = TypeVar("T")
 # Reentrant: a build may ask for another entry.
 _lock = locks.lock(reentrant=True)
 
+UNBUILT = object()  # what `find` returns for an entry not built yet (an entry may be None)
+
 
 class DerivativeCache:
     """The entries built from one kernel (or module), by (kind, request); see the module docstring."""
 
-    __slots__ = ("_built",)
+    __slots__ = ("_built", "find")
 
     def __init__(self):
         self._built: dict[tuple[str, Hashable], object] = {}
+        # find((kind, request), UNBUILT): the entry if built, else UNBUILT; the dict's own get, for
+        # the one hot path that asks on every call (a kernel call under a tape, for its split VJP),
+        # where `get`'s Python call would cost three times the lookup
+        self.find = self._built.get
 
     def get(self, kind: str, request: Hashable, build: Callable[..., T], *arguments: Any) -> T:
         """The entry (kind, request), made by `build(*arguments)` on its first request: once,
         whatever the threads asking (a build's exception propagates, and the next request builds
-        again). The arguments rather than a closure over them: a kernel call under a tape asks for
-        its split VJP every time, and needs no function made for a build that has happened."""
+        again). The arguments rather than a closure over them: a caller needs no function made
+        for a build that has happened."""
         key = (kind, request)
         try:
             return self._built[key]

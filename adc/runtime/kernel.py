@@ -36,7 +36,7 @@ import numpy as np
 from adc.abi import STATUS_OK, KernelSignature
 from adc.runtime import buffers, derivatives, dlpack, interrupts
 from adc.ir.types import SymDim, TensorType, evaluate_dim
-from adc.runtime.derivative_cache import DerivativeCache
+from adc.runtime.derivative_cache import UNBUILT, DerivativeCache
 from adc.runtime.recording import record, recordable, thread_state
 from adc.runtime.status_errors import status_error
 from adc.runtime.tensor import Tensor
@@ -135,18 +135,18 @@ class Kernel:
             kind = type(value)      # the lean path: Tensors and Variables of the right dtype and rank
             if kind is Variable:
                 value = value._value
-            elif kind is np.ndarray and value.dtype is want and value.ndim == rank:
-                # a read-only view, so the caller's array is neither copied nor frozen; native
-                # code takes its address if contiguous (else Tensor._pointer makes it so)
-                tensors.append(Tensor._wrap(value.view()))
-                lean = False
-                continue
-            elif rank == 0 and (kind is want.type or kind is float and want.type is np.float64):
-                # a NumPy scalar, or a Python float for an f64: a new 0-d array of it
-                tensors.append(Tensor._wrap(np.asarray(value)))
-                lean = False
-                continue
             elif kind is not Tensor:
+                if kind is np.ndarray and value.dtype is want and value.ndim == rank:
+                    # a read-only view, so the caller's array is neither copied nor frozen; native
+                    # code takes its address if contiguous (else Tensor._pointer makes it so)
+                    tensors.append(Tensor._wrap(value.view()))
+                    lean = False
+                    continue
+                if rank == 0 and (kind is want.type or kind is float and want.type is np.float64):
+                    # a NumPy scalar, or a Python float for an f64: a new 0-d array of it
+                    tensors.append(Tensor._wrap(np.asarray(value)))
+                    lean = False
+                    continue
                 tensors, lean = self._checked_inputs(args), False
                 break
             array = value._array
@@ -179,7 +179,9 @@ class Kernel:
         wanted = tape.watching(args)
         if not wanted:
             return self.run_bound(tensors, sizes)
-        split = self.derived.get("split_vjp", wanted, derivatives.split, self, wanted)
+        split = self.derived.find(("split_vjp", wanted), UNBUILT)
+        if split is UNBUILT:
+            split = self.derived.get("split_vjp", wanted, derivatives.split, self, wanted)
         if not lean:
             args, tensors = recordable(args, tensors)
         if split is None:

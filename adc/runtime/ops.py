@@ -97,13 +97,13 @@ def unary(op: str, expr: str, x, kinds: str = "f", result_dtype=None, attrs: tup
     """One kernel per (op, dtype, rank, attrs): `expr` of x, elementwise."""
     array = _array(x)
     if array is not None:   # a Tensor or Variable whose kernel is compiled: checked when it was
-        kernel = stdlib.compiled((op, array.dtype, array.ndim, *attrs))
+        kernel = stdlib.compiled((op, array.dtype, array.ndim) + attrs)
         if kernel is not None:
             return kernel(x)
     (x,) = operands(op, (x,))
     if x.dtype.kind not in kinds:
         raise TypeError(f"adc.{op} expects a {'floating' if kinds == 'f' else 'numeric'} tensor, got {x.dtype}")
-    key = (op, x.dtype, x.ndim, *attrs)
+    key = (op, x.dtype, x.ndim) + attrs
 
     def source():
         dims = [f"D{i}" for i in range(x.ndim)]
