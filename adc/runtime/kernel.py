@@ -47,7 +47,7 @@ try:    # built by setup.py where there is a C compiler: Kernel.run_bound's work
 except ImportError:
     native_call = None
 else:
-    native_call.setup(Tensor, buffers.empty, buffers.MIN_BYTES)
+    native_call.setup(Tensor, Variable, buffers.empty, buffers.MIN_BYTES)
 
 _KERNEL_CFUNC = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p)
 _PYTHON_VALUES = (bool, int, float, list, tuple)
@@ -62,10 +62,10 @@ def _count(n: int, noun: str) -> str:
 class Kernel:
     """One kernel of a compiled module; call it like a Python function."""
 
-    # A call whose arguments are plain arrays (ndarrays or Tensors of the params' dtypes and ranks,
-    # C-contiguous) and which no tape records is checked, bound and run in C (native_call.call):
-    # ~0.7 us, against ~3 us through the Python side. False sends every call through the Python
-    # side, what the tests of its routes (run_bound's C and ctypes) set.
+    # A call whose arguments are plain arrays (ndarrays, Tensors or Variables of the params' dtypes
+    # and ranks, C-contiguous) and which no tape records is checked, bound and run in C
+    # (native_call.call): ~0.7 us, against ~3 us through the Python side. False sends every call
+    # through the Python side, what the tests of its routes (run_bound's C and ctypes) set.
     call_in_c = True
 
     def __init__(self, signature: KernelSignature, owner: Any, gradient_source: derivatives.GradientSource,
@@ -578,8 +578,9 @@ _addressof, _char_at = ctypes.addressof, ctypes.c_char.from_buffer    # tensor.d
 
 
 def _array_of(value):
-    """The array a plain argument (an ndarray or a Tensor) holds."""
-    return value._array if type(value) is Tensor else value
+    """The array a plain argument (an ndarray, a Tensor or a Variable) holds."""
+    kind = type(value)
+    return value._array if kind is Tensor else value._value._array if kind is Variable else value
 
 
 def _shape(t: TensorType, env: dict[str, int]) -> tuple[int, ...]:

@@ -107,29 +107,36 @@ def test_a_call_of_plain_arrays_runs_whole_in_c(c_calls):
     pair = adc.compile(SIZED, "sized.adc").pair
     a, b = np.arange(12.0).reshape(4, 3), np.linspace(0, 1, 4)
     first = pair(a, b, np.array(2.0))           # planned at the first call, and run in C
-    for args in ((a, b, np.array(2.0)), (adc.Tensor(a), adc.Tensor(b), adc.Tensor(2.0)),
-                 (a[:0], b[:0], np.array(-1.0))):
+    variable = adc.Variable(b)
+    calls = [(a, b, np.array(2.0)), (adc.Tensor(a), adc.Tensor(b), adc.Tensor(2.0)),
+             (a[:0], b[:0], np.array(-1.0)), (a, variable, adc.Variable(np.array(3.0)))]
+    for args in calls:
         t, scaled, pair_of = pair(*args)
-        a_, b_, s_ = (np.asarray(x) for x in args)
+        a_, b_, s_ = (np.asarray(x.numpy() if isinstance(x, adc.Variable) else x) for x in args)
         np.testing.assert_array_equal(t.numpy(), a_.T)
         np.testing.assert_array_equal(scaled.numpy(), b_ * s_)
         assert pair_of.numpy().tolist() == [float(s_), float(s_) + 1.0] and not t.numpy().flags.writeable
-    assert [type(r) for r in c_calls] == [tuple] * 4
+    variable.assign(-b)      # a Variable is read at each call: its value now
+    np.testing.assert_array_equal(pair(a, variable, np.array(2.0))[1].numpy(), -b * 2.0)
+    assert [type(r) for r in c_calls] == [tuple] * (len(calls) + 2)
     np.testing.assert_array_equal(first[1].numpy(), b * 2.0)
 
 
 def test_calls_the_c_route_declines_take_the_checked_route(c_calls):
-    """Arguments it would have to convert (lists, strides, Variables, Python floats), sizes that
-    disagree: None, nothing run, and the Python side converts or raises the error naming the
-    parameter."""
+    """Arguments it would have to convert (lists, strides, Python floats, a Variable of another
+    dtype), sizes that disagree: None, nothing run, and the Python side converts or raises the error
+    naming the parameter."""
     pair = adc.compile(SIZED, "sized.adc").pair
     a, b = np.arange(12.0).reshape(4, 3), np.linspace(0, 1, 4)
     pair(a, b, np.array(2.0))
     converted = [(a.tolist(), b, np.array(2.0)), (np.asfortranarray(a), b, np.array(2.0)),
-                 (a, np.linspace(0, 1, 8)[::2], np.array(2.0)), (a, b, 2.0), (a, adc.Variable(b), np.array(2.0))]
+                 (a, np.linspace(0, 1, 8)[::2], np.array(2.0)), (a, b, 2.0)]
     for args in converted:
-        np.testing.assert_array_equal(pair(*args)[1].numpy(), np.asarray(args[1] if not isinstance(args[1], adc.Variable)
-                                                                          else b) * 2.0)
+        np.testing.assert_array_equal(pair(*args)[1].numpy(), np.asarray(args[1]) * 2.0)
+    with pytest.raises(TypeError, match="parameter 'b' expects dtype f64"):
+        pair(a, adc.Variable(b.astype(np.float32)), np.array(2.0))
+    with pytest.raises(ValueError, match="parameter 'b'.* N"):
+        pair(a, adc.Variable(np.ones(5)), np.array(2.0))
     with pytest.raises(ValueError, match="parameter 'b'.* N"):
         pair(a, np.ones(5), np.array(2.0))
     with pytest.raises(ValueError, match="parameter 'a'"):
@@ -138,7 +145,7 @@ def test_calls_the_c_route_declines_take_the_checked_route(c_calls):
         pair(a, b.astype(np.float32), np.array(2.0))
     with pytest.raises(ValueError, match="parameter 'a' expects rank 2"):
         pair(a.ravel(), b, np.array(2.0))
-    assert type(c_calls[0]) is tuple and c_calls[1:] == [None] * (len(converted) + 4)
+    assert type(c_calls[0]) is tuple and c_calls[1:] == [None] * (len(converted) + 6)
 
 
 def test_a_failing_status_from_the_c_route_is_the_error_it_names(c_calls):
@@ -257,6 +264,9 @@ def test_the_c_route_refuses_malformed_calls():
         kernel.native_call.run(1, (), [], ())
     with pytest.raises(TypeError, match="dtype, shape"):
         kernel.native_call.run(1, [], [], ((np.float32, (2,)),))
+    for not_a_tensor in (np.zeros(2), adc.Variable(np.zeros(2))):     # run takes Tensors only
+        with pytest.raises(TypeError, match="expected an adc Tensor"):
+            kernel.native_call.run(1, [], [not_a_tensor], ())
     with pytest.raises(ValueError, match="address of 0"):
         kernel.native_call.run_at(0, 0, [], [])
     with pytest.raises(TypeError, match="run_at"):

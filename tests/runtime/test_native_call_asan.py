@@ -89,6 +89,10 @@ for _ in range(2):                                                       # the w
     got = wide.wide(*slots[:-1])
     assert float(got) == {MANY * (MANY - 1) // 2}
     assert float(np.asarray(m.shapes(adc.Tensor(x))[2])) == 66.0
+    v = adc.Variable(x)
+    assert float(np.asarray(m.shapes(v)[2])) == 66.0                     # a Variable's value, read in place
+    v.assign(x + 1.0)
+    assert float(np.asarray(m.shapes(v)[2])) == 78.0
     raises(ValueError, m.fourth, np.zeros(2))                            # a failing status
     raises(ValueError, m.scaled, np.ones((2, 2), np.float32))                # a rank: declined
     raises(ValueError, m.kinds, a, i[:3], j, t, np.array(2.0), np.array(3), np.array(True))  # N disagrees
