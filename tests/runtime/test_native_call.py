@@ -151,10 +151,10 @@ def test_calls_the_c_route_declines_take_the_checked_route(c_calls):
 def test_a_failing_status_from_the_c_route_is_the_error_it_names(c_calls):
     m = adc.compile(INDEXED_WHEN_RUN, "indexed.adc")
     assert float(m.branch(np.zeros(0), 2.0)) == 2.0
-    for _ in range(2):
+    for x in (np.zeros(0), np.zeros(0), adc.Variable(np.zeros(0))):
         with pytest.raises(ValueError, match=r"branch: .* needs M-1 >= 0, but M = 0"):
-            m.branch(np.zeros(0), np.array(-1.0))
-    assert c_calls[-2:] == [STATUS_SHAPES] * 2
+            m.branch(x, np.array(-1.0))
+    assert c_calls[-3:] == [STATUS_SHAPES] * 3
 
 
 def test_kernels_the_c_route_cannot_plan_keep_the_python_side():
