@@ -151,3 +151,25 @@ def test_an_unknown_adc_cpu_is_an_error_naming_the_variable(monkeypatch):
     monkeypatch.setenv("ADC_CPU", "pentium-9000")
     with pytest.raises(ValueError, match="ADC_CPU=pentium-9000"):
         driver.host_target()
+
+
+
+def test_a_block_reached_only_by_a_jump_starts_a_64_byte_line():
+    """BLOCK_ALIGNMENT_OPTION: a block no other falls into (here the vector loop's preheader, after
+    the short-trip jump) starts a 64-byte line, so the loop after it sits where its own code puts
+    it, whatever code comes before; LLVM's x86 default aligns it to 16 bytes at most."""
+    module = llvm.parse_assembly(SCALE_LOOP)
+    target = Target.for_cpu("x86-64-v3")
+    target.optimize(module)
+    jumped_to, alignment, falls_through = [], 0, True
+    for line in target.target_machine().emit_assembly(module).splitlines():
+        text = line.strip()
+        if text.startswith(".p2align"):
+            alignment = max(alignment, int(text.split()[1].rstrip(",")))
+        elif re.fullmatch(r"\.LBB\d+_\d+:", text):
+            if not falls_through:
+                jumped_to.append((text, alignment))
+            alignment = 0
+        elif text and not text.startswith((".", "#")):
+            falls_through = not re.match(r"(jmp|ret)", text)
+    assert jumped_to and all(log2 == 6 for _, log2 in jumped_to), jumped_to
