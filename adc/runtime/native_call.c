@@ -399,13 +399,13 @@ static PyObject *run_arrays(PyObject *module, PyObject *const *args, Py_ssize_t 
 }
 
 /* A kernel's whole call in C, for the common case (Kernel.__call__'s first route): every argument
-   an ndarray, Tensor or Variable (its value) of its param's exact dtype and rank, C-contiguous; every param dim a number
-   or a bare symbol; every result dim a number or a symbol. `plan(...)` checks and packs that once per
-   kernel into a capsule; `call(plan, args)` then binds the dims, allocates the results and runs the
-   kernel with no Python frame in between (~1 us less than the checked route, which is what a small
-   product or a loop's step pays). A call it cannot take as it is returns None: an argument of another
-   kind, or sizes that disagree — the checked route then converts, or raises the error naming the
-   parameter. */
+   an ndarray, Tensor or Variable (its value) of its param's exact dtype and rank, C-contiguous;
+   every param dim a number or a bare symbol; every result dim a number or a symbol. `plan(...)`
+   checks and packs that once per kernel into a capsule; `call(plan, args)` then binds the dims,
+   allocates the results and runs the kernel with no Python frame in between (~1 us less than the
+   checked route, which is what a small product or a loop's step pays). A call it cannot take as it
+   is returns None: an argument of another kind, or sizes that disagree — the checked route then
+   converts, or raises the error naming the parameter. */
 typedef struct {
     int32_t param, axis, slot;          /* slot < 0: the size must equal `size` */
     int32_t bound;                      /* the slot was bound by an earlier dim: compare */
@@ -665,10 +665,10 @@ static PyObject *setup(PyObject *module, PyObject *args)
     Py_ssize_t threshold;
     if (!PyArg_ParseTuple(args, "O!O!On", &PyType_Type, &tensor, &PyType_Type, &variable, &allocate, &threshold))
         return NULL;
-    Py_ssize_t array_at = slot_offset((PyTypeObject *)tensor, "_array");
-    Py_ssize_t ptr_at = slot_offset((PyTypeObject *)tensor, "_ptr");
-    Py_ssize_t value_at = slot_offset((PyTypeObject *)variable, "_value");
-    if (array_at < 0 || ptr_at < 0 || value_at < 0)
+    Py_ssize_t array_at, ptr_at, value_at;
+    if ((array_at = slot_offset((PyTypeObject *)tensor, "_array")) < 0
+            || (ptr_at = slot_offset((PyTypeObject *)tensor, "_ptr")) < 0
+            || (value_at = slot_offset((PyTypeObject *)variable, "_value")) < 0)
         return NULL;
     array_offset = array_at, ptr_offset = ptr_at, value_offset = value_at;
     Py_INCREF(tensor);

@@ -264,6 +264,10 @@ def test_the_c_route_refuses_malformed_calls():
         kernel.native_call.run(1, (), [], ())
     with pytest.raises(TypeError, match="dtype, shape"):
         kernel.native_call.run(1, [], [], ((np.float32, (2,)),))
+    with pytest.raises(TypeError, match=r"dict\._array is not a __slots__ member"):
+        kernel.native_call.setup(dict, adc.Variable, buffers.empty, buffers.MIN_BYTES)   # nothing set
+    with pytest.raises(TypeError, match=r"Tensor\._value is not a __slots__ member"):
+        kernel.native_call.setup(adc.Tensor, adc.Tensor, buffers.empty, buffers.MIN_BYTES)
     for not_a_tensor in (np.zeros(2), adc.Variable(np.zeros(2))):     # run takes Tensors only
         with pytest.raises(TypeError, match="expected an adc Tensor"):
             kernel.native_call.run(1, [], [not_a_tensor], ())
